@@ -1,0 +1,224 @@
+"""Configuration: the TOML file users write, validated by pydantic into typed settings.
+
+Every key has a default and a description here; `config.example.toml` documents each one and a
+test keeps the two in step. `load_config` turns every validation problem into one `ConfigError`
+line that names the key and the fix. Secrets (password, webhook secret) may come from the file,
+an environment variable (`*_env`) or a file path (`*_file`, e.g. a systemd credential); they are
+held as `SecretStr` so they never print.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from sync import catalogue
+from sync.errors import ConfigError
+
+DEFAULT_PATH = Path("sync.toml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _read_secret(value: SecretStr | None, env: str | None, path: Path | None, key: str) -> SecretStr | None:
+    """Resolve a secret given inline, by environment variable name, or by file path."""
+    given = [n for n, v in ((key, value), (f"{key}_env", env), (f"{key}_file", path)) if v]
+    if len(given) > 1:
+        raise ValueError(f"give only one of {', '.join(given)}")
+    if env:
+        if env not in os.environ:
+            raise ValueError(f"{key}_env names ${env}, which is not set in the environment")
+        return SecretStr(os.environ[env])
+    if path:
+        try:
+            return SecretStr(path.read_text(encoding="utf-8").strip())
+        except OSError as exc:
+            raise ValueError(f"{key}_file {str(path)!r} cannot be read: {exc.strerror}") from None
+    return value
+
+
+class UpstreamSettings(_Section):
+    """`[upstream]`: where the Channel Content API is and how to talk to it."""
+
+    base_url: str = Field(description="Base URL of the Channel Content API, without a trailing /")
+    email: str = Field(description="Account e-mail used for POST /accounts/login")
+    password: SecretStr | None = Field(default=None, description="Account password (inline)")
+    password_env: str | None = Field(default=None, description="Environment variable holding the password")
+    password_file: Path | None = Field(default=None, description="File holding the password")
+    types: list[str] = Field(
+        default_factory=list, description="Resource types to mirror; empty means all readable"
+    )
+    page_size: int = Field(default=100, ge=1, le=100, description="page[size] of every listing")
+    concurrency: int = Field(default=4, ge=1, le=64, description="Requests in flight at once")
+    timeout: float = Field(default=30.0, gt=0, description="Seconds before one request times out")
+    retry_budget: float = Field(
+        default=300.0, gt=0, description="Seconds one request may spend retrying before failing"
+    )
+    max_backoff: float = Field(default=30.0, gt=0, description="Longest wait between two retries")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+    @field_validator("types")
+    @classmethod
+    def _types(cls, v: list[str]) -> list[str]:
+        unknown = [t for t in v if t not in catalogue.LISTABLE]
+        if unknown:
+            raise ValueError(
+                f"unknown type(s) {', '.join(unknown)}; choose from {', '.join(catalogue.LISTABLE)}"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _password(self) -> UpstreamSettings:
+        secret = _read_secret(self.password, self.password_env, self.password_file, "password")
+        if secret is None:
+            raise ValueError("set one of password, password_env or password_file")
+        object.__setattr__(self, "password", secret)
+        return self
+
+    def secret_password(self) -> str:
+        """The resolved password; call only where it is sent to the upstream."""
+        assert self.password is not None  # guaranteed by the validator
+        return self.password.get_secret_value()
+
+    def mirrored_types(self) -> list[catalogue.ResourceType]:
+        """Configured listable types in backfill order (all when none are configured)."""
+        return catalogue.resolve(self.types or catalogue.LISTABLE)
+
+
+class MirrorSettings(_Section):
+    """`[mirror]`: the SQLite file."""
+
+    path: Path = Field(default=Path("mirror.db"), description="Path of the SQLite mirror file")
+
+
+class WebhookSettings(_Section):
+    """`[webhooks]`: the receiver the upstream posts change notices to."""
+
+    enabled: bool = Field(default=True, description="Run the webhook receiver in `sync run`")
+    listen: str = Field(default="127.0.0.1:8787", description="host:port the receiver binds")
+    public_url: str | None = Field(
+        default=None, description="URL the upstream reaches the receiver at (default http://<listen>)"
+    )
+    secret: SecretStr | None = Field(default=None, description="Secret path segment of the callback")
+    secret_env: str | None = Field(default=None, description="Environment variable holding the secret")
+    secret_file: Path | None = Field(default=None, description="File holding the secret")
+    topics: list[str] = Field(default_factory=list, description="Topics to subscribe; empty = mirrored types")
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, description="Largest notice body accepted")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, _, port = v.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError("must be host:port, e.g. 127.0.0.1:8787")
+        return v
+
+    @model_validator(mode="after")
+    def _secret(self) -> WebhookSettings:
+        secret = _read_secret(self.secret, self.secret_env, self.secret_file, "secret")
+        if secret is not None and len(secret.get_secret_value()) < 16:
+            raise ValueError("secret must be at least 16 characters (it is the callback's only guard)")
+        object.__setattr__(self, "secret", secret)
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+
+class ScheduleSettings(_Section):
+    """`[schedule]`: how often the daemon's jobs run, in seconds."""
+
+    poll_interval: float = Field(default=60.0, gt=0, description="Incremental poll per type")
+    poll_overlap: float = Field(default=5.0, ge=0, description="Seconds the poll re-reads behind its cursor")
+    deletions_interval: float = Field(default=60.0, gt=0, description="Deletions feed poll")
+    reconcile_interval: float = Field(default=86400.0, gt=0, description="Full id listing and repair")
+    reconcile_max_delete_share: float = Field(
+        default=0.2, gt=0, le=1, description="Largest share of a table one reconcile may delete"
+    )
+    hours_interval: float = Field(default=3600.0, gt=0, description="Refresh of mall hours")
+    hours_days: int = Field(default=30, ge=0, le=366, description="Days ahead the hours window covers")
+    subscriptions_interval: float = Field(default=300.0, gt=0, description="Check of webhook subscriptions")
+    queue_batch_delay: float = Field(default=0.05, ge=0, description="Debounce before draining the queue")
+
+
+class LogSettings(_Section):
+    """`[logging]`."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Lowest level logged")
+    format: Literal["auto", "console", "json"] = Field(
+        default="auto", description="auto: console on a terminal, JSON lines otherwise"
+    )
+
+
+class Settings(_Section):
+    """The whole configuration file."""
+
+    upstream: UpstreamSettings
+    mirror: MirrorSettings = Field(default_factory=MirrorSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    logging: LogSettings = Field(default_factory=LogSettings)
+
+
+def _describe(err: dict[str, Any], path: Path) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "(file)"
+    kind = err["type"]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if kind == "missing":
+        return f"{path}: [{key.rpartition('.')[0] or key}] {key.rpartition('.')[2]} is required; add it (see config.example.toml)"
+    if kind == "extra_forbidden":
+        return f"{path}: unknown key {key}; remove it or check its spelling against config.example.toml"
+    return f"{path}: {key}: {msg}"
+
+
+def parse_config(data: dict[str, Any], path: Path = DEFAULT_PATH) -> Settings:
+    """Validate an already-parsed TOML mapping; raise one ConfigError naming the first problem."""
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        lines = [_describe(dict(e), path) for e in errors]
+        raise ConfigError("; ".join(lines)) from None
+
+
+def load_config(path: Path | str | None = None) -> Settings:
+    """Read and validate the TOML file at `path` (default ./sync.toml)."""
+    p = Path(path) if path is not None else DEFAULT_PATH
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"config file {p} not found; copy config.example.toml to {p} or pass --config"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"config file {p} cannot be read: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p} is not valid TOML: {exc}; fix the syntax at that line") from None
+    return parse_config(data, p)

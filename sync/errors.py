@@ -1,0 +1,87 @@
+"""Every exception `sync` raises on purpose, in one tree.
+
+    SyncError                      base; `str(err)` is one line naming the problem and the fix
+    ├── ConfigError                a setting is missing or wrong (CLI exit code 2)
+    ├── MirrorError                the SQLite mirror cannot be opened, is corrupt, locked or read-only
+    └── UpstreamError              talking to the Channel Content API failed; carries url, status, hint
+        ├── AuthError              login refused, or 401 again right after a fresh login
+        ├── ForbiddenError         the account may not read this type (403); reported and skipped
+        ├── NotFoundError          404 for a route or id
+        ├── BadResponseError       the body is not the JSON:API document the spec promises
+        └── RetriesExhaustedError  5xx/429/timeouts went on past the retry budget
+
+Errors never carry secrets: URLs are stripped of the `auth_*` query parameters before they are
+stored here (see `redact_url`).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+_SECRET_PARAMS = frozenset({"auth_token", "auth_id", "auth_timestamp", "password", "token"})
+
+
+def redact_url(url: str) -> str:
+    """Return `url` with every authentication query parameter replaced by `***`."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    query = [
+        (k, "***" if k in _SECRET_PARAMS else v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return urlunsplit(parts._replace(query=urlencode(query, safe="[],*")))
+
+
+class SyncError(Exception):
+    """Base class: a failure `sync` understands and can explain in one line."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message} ({hint})")
+
+
+class ConfigError(SyncError):
+    """A configuration key is missing or invalid; the message names the key and the fix."""
+
+
+class MirrorError(SyncError):
+    """The mirror database cannot be used as it is (corrupt, locked, read-only, wrong schema)."""
+
+
+class UpstreamError(SyncError):
+    """A request to the upstream failed; carries the (redacted) URL and the HTTP status."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        status: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.url = redact_url(url) if url else None
+        self.status = status
+        where = f" [{status} {self.url}]" if status is not None and self.url else ""
+        super().__init__(f"{message}{where}", hint=hint)
+
+
+class AuthError(UpstreamError):
+    """Login failed, or the upstream keeps answering 401 after a fresh login."""
+
+
+class ForbiddenError(UpstreamError):
+    """The account's channels do not allow this type; the type is skipped, never fatal."""
+
+
+class NotFoundError(UpstreamError):
+    """The upstream answered 404."""
+
+
+class BadResponseError(UpstreamError):
+    """The upstream's body is not valid JSON or not a JSON:API document of the expected shape."""
+
+
+class RetriesExhaustedError(UpstreamError):
+    """Transient failures (5xx, 429, timeouts, dropped connections) outlasted the retry budget."""

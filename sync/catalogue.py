@@ -116,7 +116,9 @@ TYPES: dict[str, ResourceType] = {
             ("display_at", "start_at", "end_at", *_STAMPS),
             ("visibility",),
             (_r("images"), _r("tags"), _r("stores")),
-            scope_params=tuple({"filter[visibility]": v} for v in ("Public", "Unlisted", "Private")),
+            scope_params=tuple(
+                {"filter[visibility]": v} for v in ("Public", "Unlisted", "Private")
+            ),
         ),
         ResourceType(
             "events",

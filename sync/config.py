@@ -34,7 +34,9 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _read_secret(value: SecretStr | None, env: str | None, path: Path | None, key: str) -> SecretStr | None:
+def _read_secret(
+    value: SecretStr | None, env: str | None, path: Path | None, key: str
+) -> SecretStr | None:
     """Resolve a secret given inline, by environment variable name, or by file path."""
     given = [n for n, v in ((key, value), (f"{key}_env", env), (f"{key}_file", path)) if v]
     if len(given) > 1:
@@ -57,7 +59,9 @@ class UpstreamSettings(_Section):
     base_url: str = Field(description="Base URL of the Channel Content API, without a trailing /")
     email: str = Field(description="Account e-mail used for POST /accounts/login")
     password: SecretStr | None = Field(default=None, description="Account password (inline)")
-    password_env: str | None = Field(default=None, description="Environment variable holding the password")
+    password_env: str | None = Field(
+        default=None, description="Environment variable holding the password"
+    )
     password_file: Path | None = Field(default=None, description="File holding the password")
     types: list[str] = Field(
         default_factory=list, description="Resource types to mirror; empty means all readable"
@@ -117,13 +121,22 @@ class WebhookSettings(_Section):
     enabled: bool = Field(default=True, description="Run the webhook receiver in `sync run`")
     listen: str = Field(default="127.0.0.1:8787", description="host:port the receiver binds")
     public_url: str | None = Field(
-        default=None, description="URL the upstream reaches the receiver at (default http://<listen>)"
+        default=None,
+        description="URL the upstream reaches the receiver at (default http://<listen>)",
     )
-    secret: SecretStr | None = Field(default=None, description="Secret path segment of the callback")
-    secret_env: str | None = Field(default=None, description="Environment variable holding the secret")
+    secret: SecretStr | None = Field(
+        default=None, description="Secret path segment of the callback"
+    )
+    secret_env: str | None = Field(
+        default=None, description="Environment variable holding the secret"
+    )
     secret_file: Path | None = Field(default=None, description="File holding the secret")
-    topics: list[str] = Field(default_factory=list, description="Topics to subscribe; empty = mirrored types")
-    max_body_bytes: int = Field(default=1 << 20, ge=1024, description="Largest notice body accepted")
+    topics: list[str] = Field(
+        default_factory=list, description="Topics to subscribe; empty = mirrored types"
+    )
+    max_body_bytes: int = Field(
+        default=1 << 20, ge=1024, description="Largest notice body accepted"
+    )
 
     @field_validator("listen")
     @classmethod
@@ -137,7 +150,9 @@ class WebhookSettings(_Section):
     def _secret(self) -> WebhookSettings:
         secret = _read_secret(self.secret, self.secret_env, self.secret_file, "secret")
         if secret is not None and len(secret.get_secret_value()) < 16:
-            raise ValueError("secret must be at least 16 characters (it is the callback's only guard)")
+            raise ValueError(
+                "secret must be at least 16 characters (it is the callback's only guard)"
+            )
         object.__setattr__(self, "secret", secret)
         return self
 
@@ -154,22 +169,34 @@ class ScheduleSettings(_Section):
     """`[schedule]`: how often the daemon's jobs run, in seconds."""
 
     poll_interval: float = Field(default=60.0, gt=0, description="Incremental poll per type")
-    poll_overlap: float = Field(default=5.0, ge=0, description="Seconds the poll re-reads behind its cursor")
+    poll_overlap: float = Field(
+        default=5.0, ge=0, description="Seconds the poll re-reads behind its cursor"
+    )
     deletions_interval: float = Field(default=60.0, gt=0, description="Deletions feed poll")
-    reconcile_interval: float = Field(default=86400.0, gt=0, description="Full id listing and repair")
+    reconcile_interval: float = Field(
+        default=86400.0, gt=0, description="Full id listing and repair"
+    )
     reconcile_max_delete_share: float = Field(
         default=0.2, gt=0, le=1, description="Largest share of a table one reconcile may delete"
     )
     hours_interval: float = Field(default=3600.0, gt=0, description="Refresh of mall hours")
-    hours_days: int = Field(default=30, ge=0, le=366, description="Days ahead the hours window covers")
-    subscriptions_interval: float = Field(default=300.0, gt=0, description="Check of webhook subscriptions")
-    queue_batch_delay: float = Field(default=0.05, ge=0, description="Debounce before draining the queue")
+    hours_days: int = Field(
+        default=30, ge=0, le=366, description="Days ahead the hours window covers"
+    )
+    subscriptions_interval: float = Field(
+        default=300.0, gt=0, description="Check of webhook subscriptions"
+    )
+    queue_batch_delay: float = Field(
+        default=0.05, ge=0, description="Debounce before draining the queue"
+    )
 
 
 class LogSettings(_Section):
     """`[logging]`."""
 
-    level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Lowest level logged")
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Lowest level logged"
+    )
     format: Literal["auto", "console", "json"] = Field(
         default="auto", description="auto: console on a terminal, JSON lines otherwise"
     )
@@ -190,7 +217,10 @@ def _describe(err: dict[str, Any], path: Path) -> str:
     kind = err["type"]
     msg = str(err["msg"]).removeprefix("Value error, ")
     if kind == "missing":
-        return f"{path}: [{key.rpartition('.')[0] or key}] {key.rpartition('.')[2]} is required; add it (see config.example.toml)"
+        section, _, name = key.rpartition(".")
+        if not section:
+            return f"{path}: section [{name}] is required; add it (see config.example.toml)"
+        return f"{path}: [{section}] {name} is required; add it (see config.example.toml)"
     if kind == "extra_forbidden":
         return f"{path}: unknown key {key}; remove it or check its spelling against config.example.toml"
     return f"{path}: {key}: {msg}"

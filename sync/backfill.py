@@ -1,0 +1,270 @@
+"""The backfill: copy every configured type into the mirror, resumably, then repair what paging missed.
+
+Shape of a run:
+1. Malls first (the mall-scoped types are listed per mall), then every other type, each in its
+   scopes (`catalogue.scope_key`: per mall, per deal visibility). Pages of all scopes flow through
+   one bounded pool, so a thousand one-page mall scopes cost no more latency than one big type.
+2. Every page is written in one transaction together with its checkpoint, so a run killed at any
+   moment (even `kill -9`) resumes with the pages it had not committed: no gap, no duplicate.
+3. Page-number paging over a changing data set skips a row whenever an earlier row is deleted
+   mid-way. After the pages, the *missed-row pass* lists ids and `updated_at` only (sparse
+   fieldsets), fetches rows that are missing or stale by `filter[id]`, and removes local rows that
+   the listing lacks once `filter[id]` confirms they are gone upstream.
+4. The incremental cursor of every scope, and of the deletions feed, is set to the moment the
+   backfill *first* started (kept across resumes), so the daemon re-reads everything that changed
+   while the backfill ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, TypeVar
+
+from sync import catalogue
+from sync.catalogue import ResourceType
+from sync.channel import ChannelClient, Page
+from sync.config import Settings
+from sync.errors import ForbiddenError, UpstreamError
+from sync.logs import get_logger
+from sync.progress import NullProgress, Progress
+from sync.reconcile import Reconciler, Scope, group_by_mall, scopes_of
+from sync.store import Mirror, PageCheckpoint
+
+T = TypeVar("T")
+
+DELETIONS = "deletions"
+
+
+def iso_ms(ts: float) -> str:
+    """Unix time as the API's absolute timestamp format: `YYYY-MM-DDTHH:mm:ss.SSSZ`."""
+    dt = datetime.fromtimestamp(ts, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+async def bounded(items: Iterable[T], limit: int, fn: Callable[[T], Awaitable[None]]) -> None:
+    """Run `fn` over `items` with at most `limit` in flight, without materialising all tasks.
+
+    The first failure cancels the rest and is re-raised, so a fatal error stops the run promptly.
+    """
+    pending: set[asyncio.Task[None]] = set()
+    try:
+        for item in items:
+            if len(pending) >= limit:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+            pending.add(asyncio.ensure_future(fn(item)))
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+@dataclass
+class TypeReport:
+    """What the backfill did for one type."""
+
+    rows: int = 0
+    pages: int = 0
+    repaired: int = 0
+    removed: int = 0
+    error: str | None = None
+
+
+@dataclass
+class BackfillReport:
+    """What one `sync backfill` run did, per type."""
+
+    types: dict[str, TypeReport] = field(default_factory=dict)
+    started_at: str = ""
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.types.values())
+
+
+class Backfill:
+    """Copies the configured types from the upstream into the mirror; see the module docstring."""
+
+    def __init__(
+        self,
+        client: ChannelClient,
+        mirror: Mirror,
+        settings: Settings,
+        *,
+        progress: Progress | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.mirror = mirror
+        self.settings = settings
+        self.progress: Progress = progress or NullProgress()
+        self.clock = clock
+        self.limit = settings.upstream.concurrency
+        self.report = BackfillReport()
+        # No delete guard here: the backfill has just listed the whole type itself.
+        self.reconciler = Reconciler(client, mirror)
+        self.log = get_logger("sync.backfill")
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def run(self, *, restart: bool = False) -> BackfillReport:
+        """Backfill every configured type; resumes an interrupted run unless `restart`."""
+        t0 = time.monotonic()
+        if restart:
+            self.mirror.reset_backfill()
+        started_at = self.mirror.get_meta("backfill_started_at")
+        if started_at is None:
+            started_at = iso_ms(self.upstream_now())
+            self.mirror.set_meta("backfill_started_at", started_at)
+        self.report.started_at = started_at
+        run_id = self.mirror.start_run("backfill")
+        status = "failed"
+        try:
+            with self.progress:
+                await self._run_types(started_at)
+            status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
+        finally:
+            self.report.seconds = time.monotonic() - t0
+            errors = "; ".join(f"{n}: {t.error}" for n, t in self.report.types.items() if t.error)
+            self.mirror.finish_run(run_id, status=status, rows=self.report.rows, error=errors or None)
+        if status in ("ok", "partial"):
+            # A finished backfill starts the next one afresh; the cursors carry its start.
+            self.mirror.set_meta("backfill_started_at", None)
+        self.log.info(
+            "backfill.done",
+            rows=self.report.rows,
+            seconds=round(self.report.seconds, 2),
+            status=status,
+        )
+        return self.report
+
+    def upstream_now(self) -> float:
+        """Now on the upstream's clock (the client learns the offset from `Date` headers)."""
+        return self.clock() + self.client.clock_offset
+
+    async def _run_types(self, started_at: str) -> None:
+        types = self.settings.upstream.mirrored_types()
+        mall_scoped = [t for t in types if t.scope == "mall"]
+        if mall_scoped and not any(t.name == "malls" for t in types):
+            types = [catalogue.TYPES["malls"], *types]  # mall-scoped types need the mall ids
+        top = [t for t in types if t.scope == "top"]
+        # Malls first: they are the scopes of everything listed per mall.
+        if any(t.name == "malls" for t in top):
+            await self._run_scopes(catalogue.TYPES["malls"], scopes_of(catalogue.TYPES["malls"], []), started_at)
+        malls = list(self.mirror.ids("malls"))
+        others = [t for t in types if t.name != "malls"]
+        await asyncio.gather(*(self._run_scopes(t, scopes_of(t, malls), started_at) for t in others))
+        if malls:
+            await self._backfill_hours(malls)
+        if self.mirror.get_cursor(DELETIONS, "") is None:
+            self.mirror.set_cursor(DELETIONS, "", started_at)
+
+    async def _run_scopes(self, rtype: ResourceType, scopes: list[Scope], started_at: str) -> None:
+        report = self.report.types.setdefault(rtype.name, TypeReport())
+        try:
+            await bounded(scopes, self.limit, lambda s: self._pages(s, report, started_at))
+            # The missed-row pass runs per (type, mall): deal visibilities are one population.
+            await bounded(group_by_mall(scopes), self.limit, lambda g: self._repair(g, report))
+            for s in scopes:
+                self.mirror.finish_backfill(rtype.name, s.key, finished_at=iso_ms(self.clock()))
+                if self.mirror.get_cursor(rtype.name, s.key) is None:
+                    self.mirror.set_cursor(rtype.name, s.key, started_at)
+            self.mirror.record_type_status(rtype.name, ok=True, at=iso_ms(self.clock()))
+        except ForbiddenError as exc:
+            report.error = f"not readable by this account (403); skipped: {exc.message}"
+            self.log.warning("backfill.type_forbidden", type=rtype.name, hint=exc.hint)
+            self.mirror.record_type_status(
+                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
+            )
+        except UpstreamError as exc:
+            report.error = str(exc)
+            self.mirror.record_type_status(
+                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
+            )
+            raise
+        finally:
+            self.progress.done(rtype.name)
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    async def _pages(self, scope: Scope, report: TypeReport, started_at: str) -> None:
+        """Fetch and write every page of one scope not yet committed by an earlier attempt."""
+        name, key = scope.rtype.name, scope.key
+        state = self.mirror.backfill_state(name, key)
+        if state is not None and state.finished_at is not None:
+            return
+        self.mirror.start_backfill(
+            name, key, page_size=self.settings.upstream.page_size, started_at=started_at
+        )
+        state = self.mirror.backfill_state(name, key)
+        done: set[int] = set(state.pages_done) if state else set()
+        last = state.last if state and state.last else 0
+        if 1 not in done or not last:
+            first = await self._fetch(scope, 1)
+            last = first.last
+            self.progress.add_pages(name, last)
+            if 1 not in done:
+                self._write(scope, first, report)
+            else:
+                self.progress.advance(name, 0)
+        else:
+            self.progress.add_pages(name, last)
+            self.progress.advance(name, 0, pages=len(done))
+
+        async def one(number: int) -> None:
+            page = await self._fetch(scope, number)
+            self._write(scope, page, report)
+
+        todo = (n for n in range(2, last + 1) if n not in done)
+        await bounded(todo, self.limit, one)
+
+    async def _fetch(self, scope: Scope, number: int) -> Page:
+        return await self.client.list_page(
+            scope.rtype, number, mall_id=scope.mall_id, scope_params=scope.params
+        )
+
+    def _write(self, scope: Scope, page: Page, report: TypeReport) -> None:
+        result = self.mirror.write_page(
+            scope.rtype,
+            page.resources,
+            page.included,
+            mall_id=scope.mall_id,
+            scripts=page.meta.get("scripts"),
+            checkpoint=PageCheckpoint(scope.rtype.name, scope.key, page.number, page.last),
+        )
+        report.rows += len(page.resources)
+        report.pages += 1
+        self.progress.advance(scope.rtype.name, len(page.resources))
+        del result
+
+    async def _repair(self, scopes: Sequence[Scope], report: TypeReport) -> None:
+        result = await self.reconciler.reconcile(scopes)
+        report.repaired += result.fetched
+        report.removed += result.removed
+
+    # -- hours ---------------------------------------------------------------------------------
+
+    async def _backfill_hours(self, malls: Sequence[int]) -> None:
+        today = datetime.fromtimestamp(self.upstream_now(), tz=UTC).date()
+        end = today + timedelta(days=self.settings.schedule.hours_days)
+        await bounded(malls, self.limit, lambda m: self.refresh_hours(m, today, end))
+
+    async def refresh_hours(self, mall_id: int, start: date, end: date) -> None:
+        """Replace one mall's hours in [start, end] and its current hours."""
+        try:
+            items = await self.client.hours(mall_id, start, end)
+            self.mirror.write_hours(mall_id, items, start, end)
+            self.mirror.write_current_hours(mall_id, await self.client.current_hours(mall_id))
+        except ForbiddenError as exc:
+            self.log.warning("backfill.hours_forbidden", mall_id=mall_id, hint=exc.hint)

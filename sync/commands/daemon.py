@@ -1,0 +1,108 @@
+"""`sync run`, `sync reconcile` and `sync webhooks ...`: the daemon and its one-shot companions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sync import logs
+from sync.channel import ChannelClient
+from sync.cli import config_option, fail_cleanly, run_async, settings_from
+from sync.config import Settings
+from sync.daemon import Daemon
+from sync.errors import SyncError
+from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
+from sync.store import Mirror
+from sync.subscriptions import Subscriptions, callback_url
+
+
+@click.command("run")
+@config_option
+@fail_cleanly
+def run_command(config_path: Path | None) -> None:
+    """Run the daemon: backfill if the mirror is empty, then follow webhooks, polls and reconciles."""
+    settings = settings_from(config_path)
+    if settings.webhooks.enabled:
+        callback_url(settings.webhooks)  # a missing secret is a configuration error, up front
+    logs.configure(settings.logging.level, settings.logging.format)
+    run_async(Daemon(settings).run())
+
+
+async def reconcile(settings: Settings, *, force: bool = False) -> dict[str, tuple[int, int]]:
+    """One full reconcile of every mirrored type; returns type -> (fetched, removed)."""
+    mirror = Mirror.open(settings.mirror.path)
+    out: dict[str, tuple[int, int]] = {}
+    try:
+        async with ChannelClient(settings.upstream) as client:
+            share = None if force else settings.schedule.reconcile_max_delete_share
+            reconciler = Reconciler(client, mirror, max_delete_share=share)
+            malls = list(mirror.ids("malls"))
+            for rtype in settings.upstream.mirrored_types():
+                fetched = removed = 0
+                for group in group_by_mall(scopes_of(rtype, malls)):
+                    result = await reconciler.reconcile(group)
+                    fetched += result.fetched
+                    removed += result.removed
+                out[rtype.name] = (fetched, removed)
+    finally:
+        mirror.close()
+    return out
+
+
+@click.command("reconcile")
+@config_option
+@click.option("--force", is_flag=True, help="Allow deleting more than reconcile_max_delete_share.")
+@fail_cleanly
+def reconcile_command(config_path: Path | None, force: bool) -> None:
+    """List every id upstream once; fetch what is missing or stale, delete what is gone."""
+    settings = settings_from(config_path)
+    logs.configure(settings.logging.level, settings.logging.format)
+    try:
+        result = run_async(reconcile(settings, force=force))
+    except MassDeleteRefused as exc:
+        raise SyncError(str(exc), hint="check the upstream, then rerun with --force") from None
+    for name, (fetched, removed) in result.items():
+        click.echo(f"{name:<15} fetched {fetched:>7,}  removed {removed:>7,}")
+
+
+@click.group("webhooks")
+def webhooks_group() -> None:
+    """List, create or remove the upstream's webhook subscriptions for this receiver."""
+
+
+async def _subscriptions(settings: Settings, action: str) -> list[str]:
+    async with ChannelClient(settings.upstream) as client:
+        subs = Subscriptions(client, settings.webhooks, settings.upstream.mirrored_types())
+        if action == "subscribe":
+            await subs.ensure()
+        elif action == "unsubscribe":
+            await subs.unsubscribe_all()
+        return sorted(await subs.current())
+
+
+@webhooks_group.command("list")
+@config_option
+@fail_cleanly
+def webhooks_list(config_path: Path | None) -> None:
+    """Topics this receiver is subscribed to upstream."""
+    topics = run_async(_subscriptions(settings_from(config_path), "list"))
+    click.echo("\n".join(topics) if topics else "no subscriptions for this receiver")
+
+
+@webhooks_group.command("subscribe")
+@config_option
+@fail_cleanly
+def webhooks_subscribe(config_path: Path | None) -> None:
+    """Subscribe every configured topic that is not subscribed yet."""
+    topics = run_async(_subscriptions(settings_from(config_path), "subscribe"))
+    click.echo(f"subscribed: {', '.join(topics)}")
+
+
+@webhooks_group.command("unsubscribe")
+@config_option
+@fail_cleanly
+def webhooks_unsubscribe(config_path: Path | None) -> None:
+    """Remove this receiver's subscriptions (polling keeps the mirror converging)."""
+    topics = run_async(_subscriptions(settings_from(config_path), "unsubscribe"))
+    click.echo("unsubscribed" if not topics else f"still subscribed: {', '.join(topics)}")

@@ -1,0 +1,288 @@
+"""`sync run`: the long-running service that keeps the mirror within seconds of the upstream.
+
+Pieces, each in its own module: the webhook receiver (`webhooks`) writes notices to the durable
+queue (`store.queue`) and the worker (`worker`) drains it; APScheduler 3.x jobs (coalesced, one
+instance each) run the incremental polls and the deletions feed (`poll`), the reconcile
+(`reconcile`), the hours window and the subscription check. The daemon backfills first when the
+mirror has never been filled.
+
+Shutdown (SIGTERM/SIGINT): stop accepting notices, stop the scheduler, cancel the jobs. Every
+SQLite write is a synchronous call between two awaits, so cancellation never splits a page's
+transaction: the current page is committed or not started, and the process exits 0 within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from aiohttp import web
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from sync.backfill import Backfill, iso_ms
+from sync.catalogue import ResourceType
+from sync.channel import ChannelClient
+from sync.config import Settings
+from sync.errors import SyncError, UpstreamError
+from sync.logs import get_logger
+from sync.metrics import Metrics
+from sync.poll import Poller, poll_types
+from sync.progress import Progress, for_terminal
+from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
+from sync.store import Mirror
+from sync.store.queue import ChangeQueue
+from sync.subscriptions import Subscriptions
+from sync.watchdog import Notifier, watchdog_loop
+from sync.webhooks import make_receiver_app
+from sync.worker import QueueWorker
+
+
+class Daemon:
+    """Wires the receiver, the queue worker and the scheduled jobs around one mirror and client."""
+
+    def __init__(self, settings: Settings, *, progress: Progress | None = None) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.log = get_logger("sync.daemon")
+        self.types: list[ResourceType] = settings.upstream.mirrored_types()
+        self.metrics = Metrics()
+        self.started = time.monotonic()
+        self.last_ok: dict[str, float] = {}
+        self.stop = asyncio.Event()
+        self.notifier = Notifier()
+        self.bound_port: int | None = None
+        self._mirror: Mirror | None = None
+
+    # -- health --------------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """Liveness plus the age of the last successful sync per type (GET /healthz)."""
+        now = time.monotonic()
+        limit = max(3 * self.settings.schedule.poll_interval, 300.0)
+        ages = {name: round(now - t, 1) for name, t in self.last_ok.items()}
+        stale = [n for n, age in ages.items() if age > limit]
+        warming = now - self.started < limit
+        return {
+            "status": "ok" if (warming or not stale) else "stale",
+            "uptime_s": round(now - self.started, 1),
+            "last_sync_age_s": ages,
+            "stale_types": stale,
+            "queue_depth": self._queue.depth() if hasattr(self, "_queue") else None,
+        }
+
+    def healthy(self) -> bool:
+        return bool(self.health()["status"] == "ok")
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def _job(self, name: str, fn: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+        """Wrap a job: one summary log line per run, metrics, and no exception escapes."""
+
+        async def run() -> None:
+            t0 = time.monotonic()
+            try:
+                await fn()
+            except (SyncError, LookupError, MassDeleteRefused) as exc:
+                self.metrics.job_runs.labels(job=name, outcome="error").inc()
+                self.log.error("job.failed", job=name, error=str(exc))
+                return
+            self.metrics.job_runs.labels(job=name, outcome="ok").inc()
+            self.log.info("job.done", job=name, seconds=round(time.monotonic() - t0, 3))
+
+        return run
+
+    async def poll_all(self) -> None:
+        """Incremental poll of every type and scope."""
+        for rtype in poll_types(self.types):
+            await self.poll_type(rtype)
+
+    async def poll_type(self, rtype: ResourceType) -> None:
+        changed = 0
+        for scope in scopes_of(rtype, self._malls()):
+            try:
+                changed += (await self.poller.poll_scope(scope)).rows
+            except LookupError:
+                # A mall that appeared since the backfill: its scope starts from now.
+                self.mirror.set_cursor(rtype.name, scope.key, iso_ms(self._upstream_now() - 86400))
+                changed += (await self.poller.poll_scope(scope)).rows
+        self._ok(rtype.name)
+        if changed:
+            self.log.info("poll.changed", type=rtype.name, rows=changed)
+
+    async def poll_deletions(self) -> None:
+        result = await self.poller.poll_deletions({t.name for t in self.types})
+        if result.rows:
+            self.log.info("deletions.applied", entries=result.rows)
+
+    async def reconcile_all(self) -> None:
+        for rtype in self.types:
+            for group in group_by_mall(scopes_of(rtype, self._malls())):
+                await self.reconciler.reconcile(group)
+            self._ok(rtype.name)
+
+    async def refresh_hours(self) -> None:
+        today = datetime.fromtimestamp(self._upstream_now(), tz=UTC).date()
+        end = today + timedelta(days=self.settings.schedule.hours_days)
+        for mall_id in self._malls():
+            await self.backfill.refresh_hours(mall_id, today, end)
+
+    async def check_subscriptions(self) -> None:
+        vanished = await self.subscriptions.ensure()
+        for topic in vanished:
+            rtype = next((t for t in self.types if t.name == topic), None)
+            if rtype is not None:
+                await self.poll_type(rtype)  # catch up on what the lost subscription missed
+
+    def _ok(self, name: str) -> None:
+        self.last_ok[name] = time.monotonic()
+        self.metrics.rows.labels(type=name).set(self.mirror.count(name))
+
+    def _malls(self) -> list[int]:
+        return list(self.mirror.ids("malls"))
+
+    def _upstream_now(self) -> float:
+        return time.time() + self.client.clock_offset
+
+    @property
+    def mirror(self) -> Mirror:
+        assert self._mirror is not None
+        return self._mirror
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Backfill if needed, then serve until `stop` is set (SIGTERM/SIGINT set it)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        self._mirror = Mirror.open(self.settings.mirror.path)
+        try:
+            async with ChannelClient(self.settings.upstream) as client:
+                self.client = client
+                await self._serve()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            self.mirror.close()
+            self.notifier.stopping()
+            self.log.info("daemon.stopped")
+
+    def request_stop(self) -> None:
+        self.log.info("daemon.stopping")
+        self.notifier.stopping()
+        self.stop.set()
+
+    async def _serve(self) -> None:
+        s = self.settings
+        self._queue = ChangeQueue(self.mirror.conn)
+        self.poller = Poller(
+            self.client, self.mirror, page_size=s.upstream.page_size, overlap=s.schedule.poll_overlap
+        )
+        self.reconciler = Reconciler(
+            self.client, self.mirror, max_delete_share=s.schedule.reconcile_max_delete_share
+        )
+        self.backfill = Backfill(
+            self.client, self.mirror, s, progress=self.progress or for_terminal(quiet=True)
+        )
+        self.worker = QueueWorker(
+            self.mirror,
+            self._queue,
+            self.reconciler,
+            self.types,
+            poll_type=self.poll_type,
+            batch_delay=s.schedule.queue_batch_delay,
+        )
+        runner: web.AppRunner | None = None
+        if s.webhooks.enabled:
+            runner = await self._start_receiver()
+        self.subscriptions = Subscriptions(self.client, s.webhooks, self.types, self.bound_port)
+
+        if self.mirror.get_cursor("deletions", "") is None or self.mirror.get_meta(
+            "backfill_started_at"
+        ):
+            self.log.info("daemon.backfill_first")
+            await self.backfill.run()
+        for rtype in self.types:
+            self._ok(rtype.name)
+
+        tasks = [asyncio.create_task(self.worker.run(self.stop), name="worker")]
+        tasks.append(asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog"))
+        scheduler = self._scheduler()
+        scheduler.start()
+        if s.webhooks.enabled:
+            try:
+                await self.subscriptions.ensure()
+            except UpstreamError as exc:
+                self.log.error("subscriptions.failed", error=str(exc))
+        self.notifier.ready()
+        self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
+        try:
+            await self.stop.wait()
+        finally:
+            if runner is not None:
+                await runner.cleanup()  # stop accepting notices first
+            scheduler.shutdown(wait=False)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._cancel_jobs()
+
+    def _scheduler(self) -> AsyncIOScheduler:
+        s = self.settings.schedule
+        scheduler = AsyncIOScheduler(
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone="UTC",
+        )
+        now = datetime.now(UTC)
+        jobs: list[tuple[str, Callable[[], Awaitable[object]], float, float]] = [
+            ("poll", self.poll_all, s.poll_interval, s.poll_interval),
+            ("deletions", self.poll_deletions, s.deletions_interval, s.deletions_interval),
+            ("reconcile", self.reconcile_all, s.reconcile_interval, s.reconcile_interval),
+            ("hours", self.refresh_hours, s.hours_interval, s.hours_interval),
+        ]
+        if self.settings.webhooks.enabled:
+            jobs.append(
+                ("subscriptions", self.check_subscriptions, s.subscriptions_interval, s.subscriptions_interval)
+            )
+        for name, fn, every, first in jobs:
+            scheduler.add_job(
+                self._job(name, fn),
+                "interval",
+                seconds=every,
+                next_run_time=now + timedelta(seconds=first),
+                id=name,
+                name=name,
+            )
+        return scheduler
+
+    async def _cancel_jobs(self) -> None:
+        """Cancel job coroutines still running (a poll mid-page stops at its next await)."""
+        current = asyncio.current_task()
+        others = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+        jobs = [t for t in others if "job" in repr(t.get_coro())]
+        for t in jobs:
+            t.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+
+    async def _start_receiver(self) -> web.AppRunner:
+        s = self.settings.webhooks
+        app = make_receiver_app(
+            s,
+            self._queue,
+            on_enqueued=self.worker.wake,
+            metrics=self.metrics,
+            health=self.health,
+        )
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, s.host, s.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.bound_port = sockets[0].getsockname()[1] if sockets else s.port
+        self.log.info("receiver.listening", listen=f"{s.host}:{self.bound_port}")
+        return runner

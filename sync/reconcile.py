@@ -1,0 +1,188 @@
+"""Reconcile: compare a full id listing with the mirror; fetch what is missing or stale, drop what is gone.
+
+Used twice: as the backfill's missed-row pass (page-number paging over a changing data set skips
+a row whenever an earlier one is deleted mid-way) and as the daemon's scheduled reconcile, which
+makes the mirror converge even when every webhook and poll was lost.
+
+The listing asks for ids and `updated_at` only (sparse fieldsets) and lands in a temporary table,
+so memory does not grow with the data. A local row missing from the listing is deleted only when
+`filter[id]` confirms it is gone: the listing is paged by number too and can itself skip rows.
+A guard refuses to delete more than a configured share of a table in one pass, so an upstream
+glitch (an empty listing where there were rows) cannot empty the mirror.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sync import catalogue
+from sync.catalogue import ResourceType
+from sync.channel import ChannelClient, Page
+from sync.errors import NotFoundError
+from sync.logs import get_logger
+from sync.store import Mirror
+
+
+def parse_id(raw: Any) -> int:
+    """JSON:API ids are strings; the mirror keys rows by their integer value."""
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One listing of one type: top level or one mall, with its fixed filters."""
+
+    rtype: ResourceType
+    mall_id: int | None
+    params: Mapping[str, str]
+
+    @property
+    def key(self) -> str:
+        return catalogue.scope_key(self.mall_id, self.params)
+
+
+def scopes_of(rtype: ResourceType, malls: Sequence[int]) -> list[Scope]:
+    """Every scope a type is listed in: per mall for mall-scoped types, per deal visibility."""
+    owners: Sequence[int | None] = malls if rtype.scope == "mall" else [None]
+    return [Scope(rtype, m, p) for m in owners for p in rtype.scope_params]
+
+
+def group_by_mall(scopes: Sequence[Scope]) -> list[list[Scope]]:
+    """Scopes that list one population of rows (deal visibilities of one mall) go together."""
+    groups: dict[int | None, list[Scope]] = {}
+    for s in scopes:
+        groups.setdefault(s.mall_id, []).append(s)
+    return list(groups.values())
+
+
+@dataclass
+class ReconcileResult:
+    """What one reconcile of one (type, mall) did."""
+
+    listed: int = 0
+    local: int = 0
+    fetched: int = 0
+    removed: int = 0
+    refused: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class MassDeleteRefused(Exception):
+    """More rows would be deleted than the guard allows; nothing was deleted."""
+
+
+class Reconciler:
+    """Brings one (type, mall) of the mirror in line with a full listing of the upstream."""
+
+    def __init__(
+        self,
+        client: ChannelClient,
+        mirror: Mirror,
+        *,
+        max_delete_share: float | None = None,
+    ) -> None:
+        self.client = client
+        self.mirror = mirror
+        self.max_delete_share = max_delete_share
+        self.log = get_logger("sync.reconcile")
+
+    async def reconcile(self, scopes: Sequence[Scope]) -> ReconcileResult:
+        """Reconcile the rows of `scopes` (one type, one mall): see the module docstring."""
+        rtype, mall_id = scopes[0].rtype, scopes[0].mall_id
+        result = ReconcileResult()
+        with self.mirror.listing(rtype.name, mall_id) as listing:
+            for scope in scopes:
+                async for page in self._sparse_pages(scope):
+                    listing.add(
+                        (parse_id(r["id"]), (r.get("attributes") or {}).get("updated_at"))
+                        for r in page.resources
+                    )
+            result.listed, result.local = listing.counts()
+            for ids in listing.missing_or_stale():
+                result.fetched += await self.fetch_and_write(scopes, ids)
+            absent = [i for batch in listing.absent() for i in batch]
+        if absent:
+            limit = self._delete_limit(result.local)
+            if limit is not None and len(absent) > limit:
+                result.refused = len(absent)
+                self.log.error(
+                    "reconcile.mass_delete_refused",
+                    type=rtype.name,
+                    mall_id=mall_id,
+                    would_delete=len(absent),
+                    local_rows=result.local,
+                    max_share=self.max_delete_share,
+                    hint="the upstream listing lacks many rows; check it, then raise "
+                    "schedule.reconcile_max_delete_share or run `sync reconcile --force`",
+                )
+                raise MassDeleteRefused(
+                    f"{rtype.name}: refusing to delete {len(absent)} of {result.local} rows "
+                    f"(more than {self.max_delete_share:.0%}); nothing was deleted"
+                )
+            for start in range(0, len(absent), 100):
+                result.removed += await self.confirm_and_delete(scopes, absent[start : start + 100])
+        if result.fetched or result.removed:
+            self.log.info(
+                "reconcile.repaired",
+                type=rtype.name,
+                mall_id=mall_id,
+                listed=result.listed,
+                fetched=result.fetched,
+                removed=result.removed,
+            )
+        return result
+
+    def _delete_limit(self, local: int) -> int | None:
+        if self.max_delete_share is None:
+            return None
+        # Small tables would otherwise refuse every single deletion.
+        return max(int(local * self.max_delete_share), 10)
+
+    async def _sparse_pages(self, scope: Scope) -> AsyncIterator[Page]:
+        fields = ["updated_at"] if scope.rtype.has_updated_at else []
+        async for page in self.client.iter_pages(
+            scope.rtype,
+            mall_id=scope.mall_id,
+            scope_params=scope.params,
+            fields=fields,
+            include=False,
+        ):
+            yield page
+
+    async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
+        """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""
+        found = 0
+        for scope in scopes:
+            page = await self.client.fetch_ids(
+                scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
+            )
+            if page.resources:
+                self.mirror.write_page(
+                    scope.rtype,
+                    page.resources,
+                    page.included,
+                    mall_id=scope.mall_id,
+                    scripts=page.meta.get("scripts"),
+                )
+                found += len(page.resources)
+        return found
+
+    async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
+        """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others."""
+        still_there: set[int] = set()
+        for scope in scopes:
+            try:
+                page = await self.client.fetch_ids(
+                    scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
+                )
+            except NotFoundError:
+                continue  # the mall itself is gone: so are its rows
+            if page.resources:
+                self.mirror.write_page(
+                    scope.rtype, page.resources, page.included, mall_id=scope.mall_id
+                )
+                still_there.update(parse_id(r["id"]) for r in page.resources)
+        gone = [i for i in ids if i not in still_there]
+        return self.mirror.delete(scopes[0].rtype.name, gone) if gone else 0

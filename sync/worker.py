@@ -1,0 +1,137 @@
+"""The queue worker: turns durable webhook notices into fetches, writes and confirmed deletions.
+
+Notices are hints, never data (the upstream does not sign them):
+- an `updates` item makes the worker fetch the resource by `filter[id]` (batches of up to 100 ids
+  per type and scope) and upsert what comes back;
+- a `deletions` item removes a row only when `filter[id]` confirms the resource is gone upstream,
+  so a forged notice can cost a request, never a row; ids the mirror does not hold cost nothing.
+
+Items leave the queue only after the writes they caused have committed: a crash or `kill -9` in
+between replays them, which is harmless because every write is an idempotent upsert or delete.
+Mall-scoped types need a mall for `filter[id]`; a notice about a row the mirror does not hold yet
+(a creation) triggers an incremental poll of that type instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+from sync import catalogue
+from sync.catalogue import ResourceType
+from sync.errors import UpstreamError
+from sync.logs import get_logger
+from sync.reconcile import Reconciler, scopes_of
+from sync.store import Mirror
+from sync.store.queue import ChangeQueue, QueueItem
+
+
+class QueueWorker:
+    """Drains the change queue; `wake()` after enqueueing, `run(stop)` until stopped."""
+
+    def __init__(
+        self,
+        mirror: Mirror,
+        queue: ChangeQueue,
+        reconciler: Reconciler,
+        types: Sequence[ResourceType],
+        *,
+        poll_type: Callable[[ResourceType], Awaitable[object]],
+        batch_delay: float = 0.05,
+        retry_delay: float = 5.0,
+    ) -> None:
+        self.mirror = mirror
+        self.queue = queue
+        self.reconciler = reconciler
+        self.types = {t.name: t for t in types}
+        self.poll_type = poll_type
+        self.batch_delay = batch_delay
+        self.retry_delay = retry_delay
+        self._wake = asyncio.Event()
+        self.log = get_logger("sync.worker")
+        self.processed = 0
+        self.last_error: str | None = None
+
+    def wake(self) -> None:
+        """Called by the receiver after a notice is committed to the queue."""
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Drain whenever woken (or every second, for items left by a crash or a failure)."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if stop.is_set():
+                return
+            if self.batch_delay:
+                await asyncio.sleep(self.batch_delay)  # let close notices join one batch
+            try:
+                await self.drain()
+            except UpstreamError as exc:
+                self.last_error = str(exc)
+                self.log.warning("worker.upstream_error", error=str(exc), retry_in=self.retry_delay)
+                await asyncio.sleep(self.retry_delay)
+
+    async def drain(self) -> int:
+        """Process every queued item once; returns how many notices were handled."""
+        handled = 0
+        for kind in ("update", "deletion"):
+            for type_name in self.queue.types_pending(kind):
+                while items := self.queue.claim(kind, type_name, limit=100):
+                    rtype = self.types.get(type_name)
+                    if rtype is None:
+                        self.queue.ack(items)  # a type we do not mirror: acknowledged, ignored
+                        continue
+                    try:
+                        await self._process(kind, rtype, items)
+                    except UpstreamError as exc:
+                        self.queue.fail(items, str(exc))
+                        raise
+                    self.queue.ack(items)
+                    handled += len(items)
+        self.processed += handled
+        if handled:
+            self.log.info("worker.drained", notices=handled, queue_depth=self.queue.depth())
+        return handled
+
+    async def _process(self, kind: str, rtype: ResourceType, items: Sequence[QueueItem]) -> None:
+        ids = sorted({i.resource_id for i in items})
+        if rtype.scope == "top":
+            await self._apply(kind, rtype, None, ids)
+            return
+        by_mall: dict[int, list[int]] = {}
+        unknown: list[int] = []
+        for rid in ids:
+            row = self.mirror.get(rtype.name, rid)
+            if row is not None and row.get("mall_id") is not None:
+                by_mall.setdefault(int(row["mall_id"]), []).append(rid)
+            else:
+                unknown.append(rid)
+        for mall_id, mall_ids in by_mall.items():
+            await self._apply(kind, rtype, mall_id, mall_ids)
+        if unknown and kind == "update":
+            await self.poll_type(rtype)  # a new row: its mall is unknown, so poll every mall
+
+    async def _apply(
+        self, kind: str, rtype: ResourceType, mall_id: int | None, ids: Sequence[int]
+    ) -> None:
+        scopes = scopes_of(rtype, [mall_id] if mall_id is not None else [])
+        if kind == "update":
+            await self.reconciler.fetch_and_write(scopes, ids)
+            return
+        held = [i for i in ids if self.mirror.get(rtype.name, i) is not None]
+        if held:
+            removed = await self.reconciler.confirm_and_delete(scopes, held)
+            if removed < len(held):
+                self.log.warning(
+                    "worker.deletion_not_confirmed",
+                    type=rtype.name,
+                    notices=len(held),
+                    deleted=removed,
+                    hint="the upstream still serves these ids; the notices were ignored",
+                )
+
+

@@ -1,0 +1,124 @@
+"""The configuration file: config.example.toml matches the models, and bad input is one clear line."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from sync.config import Settings, load_config, parse_config
+from sync.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "config.example.toml"
+
+
+def _keys_in_example() -> dict[str, set[str]]:
+    """Every key of the example, commented-out alternatives included (`# key = ...`)."""
+    sections: dict[str, set[str]] = {}
+    current = ""
+    for line in EXAMPLE.read_text().splitlines():
+        if m := re.match(r"^\[(\w+)\]$", line):
+            current = m.group(1)
+            sections[current] = set()
+        elif m := re.match(r"^#?\s?(\w+) = ", line):
+            sections[current].add(m.group(1))
+    return sections
+
+
+def _model_keys() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for name, field in Settings.model_fields.items():
+        model = field.annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel)
+        out[name] = set(model.model_fields)
+    return out
+
+
+def test_example_documents_every_setting_and_nothing_else() -> None:
+    """A key added to the models but not the example (or the reverse) fails here."""
+    assert _keys_in_example() == _model_keys()
+
+
+def test_every_setting_has_a_description() -> None:
+    for name, field in Settings.model_fields.items():
+        model = field.annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel)
+        for key, sub in model.model_fields.items():
+            assert sub.description, f"[{name}] {key} has no description"
+
+
+def test_example_loads_with_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYNC_PASSWORD", "pw-from-env")
+    settings = load_config(EXAMPLE)
+    assert settings.upstream.secret_password() == "pw-from-env"
+    defaults: dict[str, Any] = tomllib.loads(EXAMPLE.read_text())
+    for section, values in defaults.items():
+        for key, value in values.items():
+            field = Settings.model_fields[section].annotation.model_fields[key]  # type: ignore[union-attr]
+            if field.is_required() or key.endswith("_env"):
+                continue
+            default = field.get_default(call_default_factory=True)
+            assert value == (str(default) if isinstance(default, Path) else default), (
+                f"[{section}] {key}: example says {value!r}, model default is {default!r}"
+            )
+
+
+def _base(**upstream: Any) -> dict[str, Any]:
+    up = {"base_url": "http://127.0.0.1:1", "email": "a@b.c", "password": "pw"}
+    up.update(upstream)
+    return {"upstream": {k: v for k, v in up.items() if v is not None}}
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (_base(base_url="ftp://x"), "upstream.base_url: must start with http:// or https://"),
+        (_base(base_url=None), "[upstream] base_url is required"),
+        (_base(password=None), "set one of password, password_env or password_file"),
+        (_base(password_env="NOPE_NOT_SET_123"), "give only one of password, password_env"),
+        (_base(page_size=500), "upstream.page_size"),
+        (_base(types=["deals", "spaceships"]), "unknown type(s) spaceships"),
+        ({**_base(), "mirror": {"pth": "x"}}, "unknown key mirror.pth"),
+        ({**_base(), "webhooks": {"listen": "nope"}}, "must be host:port"),
+        ({**_base(), "webhooks": {"secret": "short"}}, "at least 16 characters"),
+        ({}, "section [upstream] is required"),
+    ],
+)
+def test_bad_settings_name_the_key_and_the_fix(data: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, Path("sync.toml"))
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_password_from_env_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_PW", "from-env")
+    s = parse_config(_base(password=None, password_env="MY_PW"))
+    assert s.upstream.secret_password() == "from-env"
+    f = tmp_path / "pw"
+    f.write_text("from-file\n")
+    s = parse_config(_base(password=None, password_file=str(f)))
+    assert s.upstream.secret_password() == "from-file"
+    with pytest.raises(ConfigError, match="cannot be read"):
+        parse_config(_base(password=None, password_file=str(tmp_path / "missing")))
+    with pytest.raises(ConfigError, match=r"\$UNSET_PW_VAR, which is not set"):
+        parse_config(_base(password=None, password_env="UNSET_PW_VAR"))
+
+
+def test_secrets_never_print() -> None:
+    s = parse_config(_base(password="hunter2-secret"))
+    assert "hunter2-secret" not in repr(s) and "hunter2-secret" not in str(s.model_dump())
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"not found; copy config\.example\.toml"):
+        load_config(tmp_path / "absent.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[upstream\nbase_url = 1")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_config(bad)

@@ -56,6 +56,7 @@ class Daemon:
         self.notifier = Notifier()
         self.bound_port: int | None = None
         self._mirror: Mirror | None = None
+        self.is_ready = False  # set once backfilled and serving
 
     # -- health --------------------------------------------------------------------------------
 
@@ -219,6 +220,7 @@ class Daemon:
             except UpstreamError as exc:
                 self.log.error("subscriptions.failed", error=str(exc))
         self.notifier.ready()
+        self.is_ready = True
         self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
         try:
             await self.stop.wait()

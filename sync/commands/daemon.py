@@ -11,6 +11,7 @@ from sync.channel import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
 from sync.config import Settings
 from sync.daemon import Daemon
+from sync.demo import run_demo
 from sync.errors import SyncError
 from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
 from sync.store import Mirror
@@ -106,3 +107,31 @@ def webhooks_unsubscribe(config_path: Path | None) -> None:
     """Remove this receiver's subscriptions (polling keeps the mirror converging)."""
     topics = run_async(_subscriptions(settings_from(config_path), "unsubscribe"))
     click.echo("unsubscribed" if not topics else f"still subscribed: {', '.join(topics)}")
+
+
+@click.command("demo")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("demo"),
+    show_default=True,
+    help="Where the mirror and its sync.toml are left.",
+)
+@click.option("--resources", type=click.IntRange(100, 2_000_000), default=5000, show_default=True)
+@click.option("--mutations-per-second", type=click.FloatRange(0.1, 1000), default=5.0, show_default=True)
+@click.option("--duration", type=click.FloatRange(1), default=None, help="Stop after this many seconds.")
+@fail_cleanly
+def demo_command(
+    directory: Path, resources: int, mutations_per_second: float, duration: float | None
+) -> None:
+    """Run the bundled emulator with a stream of changes and the daemon following it (Ctrl-C stops)."""
+    logs.configure("warning", "console")
+    run_async(
+        run_demo(
+            directory,
+            resources=resources,
+            mutations_per_second=mutations_per_second,
+            duration=duration,
+        )
+    )

@@ -1,0 +1,308 @@
+"""The daemon end to end against the emulator: webhooks, polls, deletions, forged notices,
+resubscription, kill -9 with a full queue, SIGTERM, and the demo."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from sync.backfill import Backfill
+from sync.channel import ChannelClient
+from sync.config import Settings, parse_config
+from sync.daemon import Daemon
+from sync.emulator import Emulator
+from sync.store import Mirror
+from tests.mirror_compare import compare
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "test-secret-0123456789abcdef"
+TYPES = ["malls", "deals", "articles", "stores"]
+
+
+def settings_for(emu: Emulator, db: Path, *, webhooks: bool, **schedule: Any) -> Settings:
+    sched = {
+        "poll_interval": 3600.0,
+        "deletions_interval": 3600.0,
+        "reconcile_interval": 3600.0,
+        "hours_interval": 3600.0,
+        "subscriptions_interval": 3600.0,
+        "poll_overlap": 2.0,
+        "queue_batch_delay": 0.01,
+    }
+    sched.update(schedule)
+    return parse_config(
+        {
+            "upstream": {
+                "base_url": emu.base_url,
+                "email": emu.email,
+                "password": emu.password,
+                "types": TYPES,
+                "max_backoff": 0.05,
+                "retry_budget": 20.0,
+            },
+            "mirror": {"path": str(db)},
+            "webhooks": {"enabled": webhooks, "listen": "127.0.0.1:0", "secret": SECRET},
+            "schedule": sched,
+            "logging": {"level": "warning", "format": "json"},
+        }
+    )
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Wait until `check()` holds (no timing assertion: only an upper bound against hangs)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+def row(db: Path, table: str, rid: str) -> dict[str, Any] | None:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    conn.row_factory = sqlite3.Row
+    try:
+        r = conn.execute(f"select * from [{table}] where id = ?", (int(rid),)).fetchone()
+        return dict(r) if r else None
+    finally:
+        conn.close()
+
+
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Daemon]:
+    daemon = Daemon(settings)
+    task = asyncio.create_task(daemon.run())
+    try:
+        await eventually(lambda: daemon.is_ready or task.done(), timeout=60)
+        if task.done():
+            task.result()
+        yield daemon
+    finally:
+        daemon.request_stop()
+        await asyncio.wait_for(task, timeout=15)
+
+
+async def test_change_reaches_the_mirror_through_a_webhook(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    async with running(settings_for(emulator, db, webhooks=True)) as daemon:
+        topics = {w["attributes"]["topic"] for w in emulator.webhooks()}
+        assert set(TYPES) <= topics
+        deal = emulator.ids("deals")[0]
+        emulator.update("deals", deal, {"title": "Changed by webhook test"})
+        await eventually(lambda: (row(db, "deals", deal) or {}).get("title") == "Changed by webhook test")
+        new = emulator.create("articles", {"title": "Brand new article"})
+        await eventually(lambda: row(db, "articles", new) is not None)
+        assert daemon.worker.processed >= 2
+
+
+async def test_without_webhooks_changes_arrive_through_the_poll_and_deletions_feed(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=False, poll_interval=0.3, deletions_interval=0.3)
+    async with running(settings):
+        assert emulator.webhooks() == []
+        deal = emulator.ids("deals")[1]
+        emulator.update("deals", deal, {"title": "Changed for the poll"})
+        store = emulator.ids("stores")[0]
+        emulator.update("stores", store, {"name": "Renamed store"})
+        await eventually(lambda: (row(db, "deals", deal) or {}).get("title") == "Changed for the poll")
+        await eventually(lambda: (row(db, "stores", store) or {}).get("name") == "Renamed store")
+        gone = emulator.ids("articles")[0]
+        emulator.delete("articles", gone)
+        await eventually(lambda: row(db, "articles", gone) is None)
+    assert compare(db, emulator, TYPES).differences == 0
+
+
+async def test_a_forged_deletion_deletes_nothing(emulator: Emulator, tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    async with running(settings_for(emulator, db, webhooks=True)) as daemon:
+        victim = emulator.ids("deals")[0]
+        body = {
+            "data": [
+                {
+                    "type": "deletions",
+                    "id": "999999",
+                    "attributes": {"resource_type": "deals", "resource_id": int(victim)},
+                }
+            ]
+            + [
+                {
+                    "type": "deletions",
+                    "id": str(i),
+                    "attributes": {"resource_type": "deals", "resource_id": 10_000_000 + i},
+                }
+                for i in range(2000)
+            ]
+        }
+        url = f"http://127.0.0.1:{daemon.bound_port}/webhooks/{SECRET}"
+        async with aiohttp.ClientSession() as http:
+            async with http.post(
+                url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}
+            ) as resp:
+                assert resp.status in (200, 202, 204)
+        await eventually(lambda: daemon.worker.processed >= 2001)
+        assert row(db, "deals", victim) is not None
+        assert daemon._queue.depth() == 0
+
+
+async def test_a_vanished_subscription_is_renewed_and_caught_up(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=True, subscriptions_interval=0.3)
+    async with running(settings):
+        assert emulator.webhooks()
+        emulator.unsubscribe_all()  # what the upstream does after 5 failed deliveries
+        deal = emulator.ids("deals")[2]
+        emulator.update("deals", deal, {"title": "Changed while unsubscribed"})
+        await eventually(lambda: len(emulator.webhooks()) >= len(TYPES))
+        await eventually(
+            lambda: (row(db, "deals", deal) or {}).get("title") == "Changed while unsubscribed"
+        )
+
+
+def _config_file(tmp_path: Path, emu: Emulator, db: Path, port: int) -> Path:
+    cfg = tmp_path / "sync.toml"
+    cfg.write_text(
+        "[upstream]\n"
+        f'base_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "T_PW"\n'
+        f"types = {orjson.dumps(TYPES).decode()}\nmax_backoff = 0.05\n"
+        f'[mirror]\npath = "{db}"\n'
+        f'[webhooks]\nlisten = "127.0.0.1:{port}"\nsecret_env = "T_SECRET"\n'
+        "[schedule]\npoll_interval = 3600.0\ndeletions_interval = 3600.0\n"
+        "reconcile_interval = 3600.0\nqueue_batch_delay = 0.01\n"
+        '[logging]\nformat = "json"\n'
+    )
+    return cfg
+
+
+async def _start(cfg: Path, emu: Emulator) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sync",
+        "run",
+        "--config",
+        str(cfg),
+        cwd=ROOT,
+        env={**os.environ, "T_PW": emu.password, "T_SECRET": SECRET},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def _healthy(port: int) -> bool:
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                return resp.status == 200
+    except aiohttp.ClientError:
+        return False
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_healthy(port: int, proc: asyncio.subprocess.Process) -> None:
+    for _ in range(600):
+        if proc.returncode is not None:
+            raise AssertionError(f"daemon exited: {(await proc.stderr.read()).decode()[-2000:]}")  # type: ignore[union-attr]
+        if await _healthy(port):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("daemon never became healthy")
+
+
+def _queue_depth(db: Path) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return int(conn.execute("select count(*) from _sync_queue").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_kill_9_with_a_full_queue_loses_nothing_and_sigterm_exits_cleanly(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    port = _free_port()
+    cfg = _config_file(tmp_path, emulator, db, port)
+    proc = await _start(cfg, emulator)
+    await _wait_healthy(port, proc)
+    # Slow the upstream so the worker cannot keep up, then change many rows.
+    emulator.faults.latency = 0.5
+    changed = emulator.ids("deals")[:40]
+    for i, deal in enumerate(changed):
+        emulator.update("deals", deal, {"title": f"queued change {i}"})
+    await eventually(lambda: _queue_depth(db) >= 10, timeout=20)
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    assert _queue_depth(db) >= 1
+    emulator.faults.latency = 0
+    proc = await _start(cfg, emulator)
+    await _wait_healthy(port, proc)
+    await eventually(
+        lambda: all(
+            (row(db, "deals", d) or {}).get("title") == f"queued change {i}"
+            for i, d in enumerate(changed)
+        ),
+        timeout=30,
+    )
+    await eventually(lambda: _queue_depth(db) == 0)
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(proc.wait(), timeout=15) == 0
+
+
+async def test_demo_runs_as_the_readme_says(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sync",
+        "demo",
+        "--dir",
+        str(tmp_path / "demo"),
+        "--resources",
+        "400",
+        "--duration",
+        "6",
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    text = out.decode()
+    assert "mirror left at" in text and "rows" in text
+    conn = sqlite3.connect(tmp_path / "demo" / "mirror.db")
+    assert conn.execute("select count(*) from deals").fetchone()[0] > 0
+    conn.close()
+
+
+async def test_backfill_then_status_through_the_library(emulator: Emulator, tmp_path: Path) -> None:
+    """The daemon's helpers reuse the backfill; a backfilled mirror has cursors for every scope."""
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=False)
+    mirror = Mirror.open(db)
+    async with ChannelClient(settings.upstream) as client:
+        await Backfill(client, mirror, settings).run()
+    assert mirror.get_cursor("deletions", "") is not None
+    assert mirror.get_cursor("deals", "filter[visibility]=Unlisted") is not None
+    mirror.close()

@@ -1,0 +1,195 @@
+"""Bookkeeping in `_sync_*` tables: cursors, backfill checkpoints, runs, per-type status, meta.
+
+A mixin of `Mirror` (it needs only `self.conn`), so callers keep one object per database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+def now_iso() -> str:
+    """Local wall-clock time in the API's absolute format, for bookkeeping stamps."""
+    dt = datetime.now(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+@dataclass(frozen=True)
+class PageCheckpoint:
+    """A backfill page committed together with its rows."""
+
+    type_name: str
+    scope: str
+    page: int
+    last: int
+
+
+@dataclass(frozen=True)
+class BackfillState:
+    """Where the backfill of one (type, scope) stands."""
+
+    pages_done: frozenset[int]
+    last: int | None
+    page_size: int | None
+    started_at: str | None
+    finished_at: str | None
+
+
+@dataclass(frozen=True)
+class TypeStatus:
+    """One line of `sync status`."""
+
+    type_name: str
+    rows: int
+    last_sync_at: str | None
+    cursor: str | None
+    last_error: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type_name,
+            "rows": self.rows,
+            "last_sync_at": self.last_sync_at,
+            "cursor": self.cursor,
+            "last_error": self.last_error,
+        }
+
+
+class BookkeepingMixin:
+    """Cursors, checkpoints, runs, status and meta; every statement is a short transaction."""
+
+    conn: sqlite3.Connection
+
+    def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    # meta
+    def get_meta(self, key: str) -> str | None:
+        row = self._exec("SELECT value FROM _sync_meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._exec("DELETE FROM _sync_meta WHERE key = ?", (key,))
+        else:
+            self._exec(
+                "INSERT INTO _sync_meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # cursors
+    def get_cursor(self, type_name: str, scope: str) -> str | None:
+        row = self._exec(
+            "SELECT cursor FROM _sync_cursors WHERE type = ? AND scope = ?", (type_name, scope)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_cursor(self, type_name: str, scope: str, value: str) -> None:
+        self._exec(
+            "INSERT INTO _sync_cursors (type, scope, cursor, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(type, scope) DO UPDATE SET cursor = excluded.cursor, "
+            "updated_at = excluded.updated_at",
+            (type_name, scope, value, now_iso()),
+        )
+
+    # backfill checkpoints
+    def backfill_state(self, type_name: str, scope: str) -> BackfillState | None:
+        row = self._exec(
+            "SELECT page_size, last, started_at, finished_at FROM _sync_backfill "
+            "WHERE type = ? AND scope = ?",
+            (type_name, scope),
+        ).fetchone()
+        if row is None:
+            return None
+        pages = frozenset(
+            int(r[0])
+            for r in self._exec(
+                "SELECT page FROM _sync_backfill_pages WHERE type = ? AND scope = ?",
+                (type_name, scope),
+            )
+        )
+        return BackfillState(pages, row[1], row[0], row[2], row[3])
+
+    def start_backfill(self, type_name: str, scope: str, *, page_size: int, started_at: str) -> None:
+        state = self.backfill_state(type_name, scope)
+        if state is not None and state.finished_at is None and state.page_size == page_size:
+            return  # resume: keep the pages already committed
+        self._exec("BEGIN")
+        self._exec(
+            "DELETE FROM _sync_backfill_pages WHERE type = ? AND scope = ?", (type_name, scope)
+        )
+        self._exec(
+            "INSERT OR REPLACE INTO _sync_backfill (type, scope, page_size, last, started_at, "
+            "finished_at) VALUES (?, ?, ?, NULL, ?, NULL)",
+            (type_name, scope, page_size, started_at),
+        )
+        self._exec("COMMIT")
+
+    def finish_backfill(self, type_name: str, scope: str, *, finished_at: str) -> None:
+        self._exec(
+            "UPDATE _sync_backfill SET finished_at = ? WHERE type = ? AND scope = ?",
+            (finished_at, type_name, scope),
+        )
+
+    def reset_backfill(self) -> None:
+        self._exec("BEGIN")
+        self._exec("DELETE FROM _sync_backfill")
+        self._exec("DELETE FROM _sync_backfill_pages")
+        self._exec("DELETE FROM _sync_meta WHERE key = 'backfill_started_at'")
+        self._exec("COMMIT")
+
+    def _record_checkpoint(self, cp: PageCheckpoint) -> None:
+        """Inside the page's transaction: the page is done, and how many pages there are."""
+        self._exec(
+            "INSERT OR IGNORE INTO _sync_backfill_pages (type, scope, page) VALUES (?, ?, ?)",
+            (cp.type_name, cp.scope, cp.page),
+        )
+        self._exec(
+            "UPDATE _sync_backfill SET last = max(coalesce(last, 0), ?) WHERE type = ? AND scope = ?",
+            (cp.last, cp.type_name, cp.scope),
+        )
+
+    # runs and status
+    def start_run(self, kind: str) -> int:
+        cur = self._exec(
+            "INSERT INTO _sync_runs (kind, started_at, status) VALUES (?, ?, 'running')",
+            (kind, now_iso()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def finish_run(self, run_id: int, *, status: str, rows: int, error: str | None) -> None:
+        self._exec(
+            "UPDATE _sync_runs SET finished_at = ?, status = ?, rows = ?, error = ? WHERE id = ?",
+            (now_iso(), status, rows, error, run_id),
+        )
+
+    def record_type_status(
+        self, type_name: str, *, ok: bool, error: str | None = None, at: str
+    ) -> None:
+        if ok:
+            self._exec(
+                "INSERT INTO _sync_types (type, last_sync_at, last_error) VALUES (?, ?, NULL) "
+                "ON CONFLICT(type) DO UPDATE SET last_sync_at = excluded.last_sync_at, "
+                "last_error = NULL",
+                (type_name, at),
+            )
+        else:
+            self._exec(
+                "INSERT INTO _sync_types (type, last_error, error_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(type) DO UPDATE SET last_error = excluded.last_error, "
+                "error_at = excluded.error_at",
+                (type_name, error, at),
+            )
+
+    def _status_rows(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for t, last, err in self._exec("SELECT type, last_sync_at, last_error FROM _sync_types"):
+            out.setdefault(t, {})["last_sync_at"] = last
+            out[t]["last_error"] = err
+        for t, cursor in self._exec("SELECT type, max(cursor) FROM _sync_cursors GROUP BY type"):
+            out.setdefault(t, {})["cursor"] = cursor
+        return out

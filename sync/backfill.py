@@ -121,10 +121,11 @@ class Backfill:
     async def run(self, *, restart: bool = False) -> BackfillReport:
         """Backfill every configured type; resumes an interrupted run unless `restart`."""
         t0 = time.monotonic()
-        if restart:
-            self.mirror.reset_backfill()
         started_at = self.mirror.get_meta("backfill_started_at")
-        if started_at is None:
+        if restart or started_at is None:
+            # A new backfill (the last one finished, or --restart): forget its checkpoints,
+            # keep the rows. Otherwise resume the interrupted one with its original start.
+            self.mirror.reset_backfill()
             started_at = iso_ms(self.upstream_now())
             self.mirror.set_meta("backfill_started_at", started_at)
         self.report.started_at = started_at

@@ -56,5 +56,5 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
 
 
 def get_logger(name: str) -> Any:
-    """A bound logger carrying `logger=<name>`."""
-    return structlog.get_logger(logger=name)
+    """A bound logger carrying `logger_name=<name>`."""
+    return structlog.get_logger(logger_name=name)

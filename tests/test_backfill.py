@@ -98,7 +98,7 @@ async def test_backfill_mirrors_every_type_exactly(emulator: Emulator, tmp_path:
     conn.close()
 
 
-async def test_second_run_resumes_nothing_and_restart_refetches(
+async def test_a_finished_backfill_runs_afresh_next_time(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     db = tmp_path / "m.db"

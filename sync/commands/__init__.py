@@ -1,11 +1,20 @@
 """CLI commands, one module per command group; each module wires options to the library.
 
-`ALL` is what `sync.cli` attaches to the `sync` group. Add a command by adding a module here and
-its click command to `ALL`.
+`ALL` is what `sync.cli` attaches to the `sync` group.
 """
 
 from __future__ import annotations
 
 import click
 
-ALL: list[click.Command] = []
+from sync.commands import daemon, emulator, mirror
+
+ALL: list[click.Command] = [
+    mirror.backfill_command,
+    mirror.status_command,
+    daemon.run_command,
+    daemon.reconcile_command,
+    daemon.webhooks_group,
+    daemon.demo_command,
+    emulator.emulator_command,
+]

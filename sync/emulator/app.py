@@ -1,0 +1,407 @@
+"""The emulator's HTTP surface: every route of the Channel Content API spec, as an aiohttp app.
+
+Collections are assembled from cached resource bytes (see `query`); headers follow the spec's
+Versioning section; errors are JSON:API error objects. Choices where the spec is silent are
+listed in the README's emulator section.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import date, timedelta
+from email.utils import formatdate
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+from aiohttp import web
+
+from sync.emulator.auth import Account, Accounts, AuthFailure
+from sync.emulator.dataset import RELATIONSHIPS, TARGET, Dataset, Rec, iso_ms
+from sync.emulator.faults import Faults
+from sync.emulator.query import (
+    Query,
+    QueryError,
+    Selector,
+    encode_resource,
+    parse,
+    path_of,
+    related,
+    resource_obj,
+)
+from sync.emulator.webhooks import Dispatcher
+
+API_VERSION = "v12.4.1"
+JSONAPI = "application/vnd.api+json; charset=utf-8"
+JSON = "application/json; charset=utf-8"
+SCRIPTS = [
+    {"type": "text/javascript", "content": "window.contentTracking = {channel: 'emulator'};"},
+    {"type": "application/ld+json", "content": '{"@context": "https://schema.org"}'},
+]
+DATE_FIELDS = frozenset(
+    {"created_at", "updated_at", "display_at", "start_at", "end_at", "trending_expired_at", "opening_date"}
+)
+EQUAL_FILTERS: dict[str, frozenset[str]] = {
+    "deals": frozenset({"visibility"}),
+    "events": frozenset({"is_active", "is_featured"}),
+    "malls": frozenset({"name", "sort_name"}),
+    "deletions": frozenset({"resource_type"}),
+    "mall_messages": frozenset({"message_type"}),
+}
+BY_PATH = {path_of(t): t for t in [*RELATIONSHIPS]}
+TOP_CHANNEL = {"articles": "editorial", "contacts": "mall", "deals": "deal", "events": "mall",
+               "ifeatures": "mall", "job_listings": "mall", "mall_messages": "mall", "malls": "ALL",
+               "deletions": "ALL"}
+MALL_CHANNEL: dict[str, tuple[str, ...]] = {
+    "events": ("mall",), "mall_messages": ("mall",), "contacts": ("mall",), "ifeatures": ("mall",),
+    "job_listings": ("mall",), "press_releases": ("mall",), "programs": ("mall",), "deals": ("deal",),
+    "products": ("product",), "social_feeds": ("mall", "store"), "stores": ("deal", "store"),
+}
+RELATED_ROUTES: dict[str, dict[str, str]] = {
+    "articles": {"images": "editorial", "malls": "editorial", "products": "editorial", "tags": "editorial"},
+    "deals": {"stores": "deal", "images": "deal", "tags": "deal"},
+    "events": {"groups": "mall", "images": "mall"},
+    "ifeatures": {"mall": "mall"},
+    "job_listings": {"images": "mall", "store": "store"},
+    "mall_messages": {"mall": "mall"},
+}
+
+
+def error(status: int, title: str, detail: str, parameter: str | None = None) -> web.Response:
+    err: dict[str, Any] = {"status": str(status), "title": title, "detail": detail}
+    if parameter:
+        err["source"] = {"parameter": parameter}
+    return web.Response(status=status, body=orjson.dumps({"errors": [err]}), content_type="application/vnd.api+json", charset="utf-8")
+
+
+class EmulatorApp:
+    """Request handlers over one data set, account store, dispatcher and fault switches."""
+
+    def __init__(self, data: Dataset, accounts: Accounts, dispatcher: Dispatcher, faults: Faults) -> None:
+        self.data = data
+        self.accounts = accounts
+        self.dispatcher = dispatcher
+        self.faults = faults
+        self.selector = Selector(data)
+        self.base = ""
+        self.scripts_blob = orjson.dumps(SCRIPTS)
+        self.requests = 0
+
+    def now(self) -> float:
+        return time.time() + self.faults.clock_offset
+
+    # -- middleware ----------------------------------------------------------------------------
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        self.requests += 1
+        f = self.faults
+        if not request.path.startswith("/accounts"):
+            if f.latency > 0:
+                await asyncio.sleep(f.latency)
+            if f.roll(f.drop_rate, "dropped"):
+                if request.transport is not None:
+                    request.transport.close()
+                raise web.HTTPInternalServerError()
+            if f.roll(f.rate_429, "http_429"):
+                resp: web.StreamResponse = error(429, "Too Many Requests", "rate limit exceeded")
+                resp.headers["Retry-After"] = str(f.retry_after)
+                return self._headers(resp, t0)
+            if f.roll(f.error_rate, "http_5xx"):
+                status = f.rng.choice(f.error_statuses)
+                return self._headers(error(status, "Server Error", "injected fault"), t0)
+        try:
+            resp = await handler(request)
+        except web.HTTPNotFound:
+            resp = error(404, "Not Found", f"no route {request.path}")
+        except web.HTTPMethodNotAllowed:
+            resp = error(405, "Method Not Allowed", f"{request.method} is not allowed on {request.path}")
+        return self._headers(resp, t0)
+
+    def _headers(self, resp: web.StreamResponse, t0: float) -> web.StreamResponse:
+        h = resp.headers
+        h["X-API-Version"] = API_VERSION
+        h["Cache-Control"] = "max-age=0, private, must-revalidate"
+        h["X-Request-Id"] = uuid.uuid4().hex
+        h["X-Runtime"] = f"{time.perf_counter() - t0:.6f}"
+        h["Vary"] = "Origin"
+        h["Date"] = formatdate(self.now(), usegmt=True)
+        return resp
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _auth(self, request: web.Request, channels: tuple[str, ...] = ("ALL",)) -> Account:
+        self.accounts.clock = self.now
+        try:
+            account = self.accounts.check(request.query)
+        except AuthFailure as exc:
+            raise _Reply(error(401, "Unauthorized", str(exc))) from None
+        if "ALL" not in channels and not (account.channels & set(channels)):
+            raise _Reply(error(403, "Forbidden", f"this account's channels do not include {'/'.join(channels)}"))
+        return account
+
+    def _public_query(self, request: web.Request, **override: str) -> str:
+        q = {k: v for k, v in request.query.items() if not k.startswith("auth_")}
+        q.update(override)
+        return urlencode(q, safe="[],")
+
+    def _url(self, request: web.Request, **override: str) -> str:
+        qs = self._public_query(request, **override)
+        return f"{self.base}{request.path}" + (f"?{qs}" if qs else "")
+
+    def _rec(self, type_name: str, raw_id: str) -> Rec:
+        rid = int(raw_id) if raw_id.isdigit() else -1
+        rec = self.data.by_type.get(type_name, {}).get(rid)
+        if rec is None:
+            raise _Reply(error(404, "Not Found", f"no {type_name} with id {raw_id}"))
+        return rec
+
+    def _parse(self, type_name: str, request: web.Request, defaults: dict[str, str] | None = None) -> Query:
+        try:
+            return parse(type_name, request.query, date_fields=DATE_FIELDS,
+                         equal_filters=EQUAL_FILTERS.get(type_name, frozenset()), default_equals=defaults)
+        except QueryError as exc:
+            raise _Reply(error(400, "Bad Request", str(exc), exc.parameter)) from None
+
+    def _included(self, recs: list[Rec], q: Query) -> list[bytes]:
+        seen: set[tuple[str, int]] = set()
+        out: list[bytes] = []
+        for rec in recs:
+            for name in q.include:
+                for other in related(self.data, rec, name):
+                    key = (other.type, other.id)
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(encode_resource(self.base, other, (), q.fields_for(other.type)))
+        return out
+
+    def _document(self, request: web.Request, recs: list[Rec], q: Query, *, total: int | None, type_name: str) -> web.Response:
+        blobs = [encode_resource(self.base, r, q.include, q.fields_for(type_name)) for r in recs]
+        parts = [b'{"data":[', b",".join(blobs), b"]"]
+        if q.include:
+            parts += [b',"included":[', b",".join(self._included(recs, q)), b"]"]
+        links: dict[str, str] = {"self": self._url(request)}
+        if total is not None:
+            last = max(1, -(-total // q.size))
+            links["first"] = self._url(request, **{"page[number]": "1", "page[size]": str(q.size)})
+            links["last"] = self._url(request, **{"page[number]": str(last), "page[size]": str(q.size)})
+        parts += [b',"links":', orjson.dumps(links), b',"meta":{"scripts":', self.scripts_blob, b"}}"]
+        return self._etagged(request, b"".join(parts), type_name)
+
+    def _etagged(self, request: web.Request, body: bytes, type_name: str, content_type: str = JSONAPI) -> web.Response:
+        tag = f'W/"{self.data.version.get(type_name, 0)}-{hash(self._public_query(request)) & 0xFFFFFFFF:x}-{len(body)}"'
+        if request.headers.get("If-None-Match") == tag:
+            return web.Response(status=304, headers={"ETag": tag})
+        return web.Response(body=body, headers={"ETag": tag, "Content-Type": content_type})
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    async def collection(self, request: web.Request) -> web.StreamResponse:
+        type_name = BY_PATH.get(request.match_info["collection"])
+        if type_name is None or type_name not in TOP_CHANNEL:
+            return error(404, "Not Found", f"no route {request.path}")
+        self._auth(request, (TOP_CHANNEL[type_name],))
+        defaults = {"visibility": "Public"} if type_name == "deals" else None
+        return self._list(request, type_name, None, defaults)
+
+    def _list(self, request: web.Request, type_name: str, mall: int | None, defaults: dict[str, str] | None) -> web.Response:
+        q = self._parse(type_name, request, defaults)
+        ids = self.selector.select(type_name, mall, q)
+        start = (q.number - 1) * q.size
+        recs = self.data.by_type[type_name]
+        page = [recs[i] for i in ids[start : start + q.size]]
+        return self._document(request, page, q, total=len(ids), type_name=type_name)
+
+    async def single(self, request: web.Request) -> web.StreamResponse:
+        type_name = BY_PATH.get(request.match_info["collection"])
+        if type_name is None or type_name not in TOP_CHANNEL:
+            return error(404, "Not Found", f"no route {request.path}")
+        self._auth(request, (TOP_CHANNEL[type_name],))
+        rec = self._rec(type_name, request.match_info["id"])
+        q = self._parse(type_name, request)
+        body = b'{"data":' + encode_resource(self.base, rec, q.include, q.fields_for(type_name))
+        if q.include:
+            body += b',"included":[' + b",".join(self._included([rec], q)) + b"]"
+        body += b',"links":' + orjson.dumps({"self": self._url(request)})
+        body += b',"meta":{"scripts":' + self.scripts_blob + b"}}"
+        return self._etagged(request, body, type_name)
+
+    async def related_route(self, request: web.Request) -> web.StreamResponse:
+        type_name = BY_PATH.get(request.match_info["collection"])
+        name = request.match_info["rel"].replace("-", "_")
+        if type_name == "malls":
+            return await self.mall_route(request)
+        routes = RELATED_ROUTES.get(type_name or "", {})
+        if type_name is None or name not in routes:
+            return error(404, "Not Found", f"no route {request.path}")
+        self._auth(request, (routes[name],))
+        rec = self._rec(type_name, request.match_info["id"])
+        others = related(self.data, rec, name)
+        target = TARGET.get(name, name)
+        q = self._parse(target, request)
+        if name in ("mall", "store"):
+            body = b'{"data":' + (encode_resource(self.base, others[0], (), None) if others else b"null")
+            body += b',"meta":{"scripts":' + self.scripts_blob + b"}}"
+            return self._etagged(request, body, target)
+        start = (q.number - 1) * q.size
+        return self._document(request, others[start : start + q.size], q, total=len(others), type_name=target)
+
+    async def mall_route(self, request: web.Request) -> web.StreamResponse:
+        sub = request.match_info["rel"]
+        if sub == "hours":
+            return await self.hours(request)
+        if sub == "current-hours":
+            return await self.current_hours(request)
+        type_name = BY_PATH.get(sub)
+        if type_name is None or type_name not in MALL_CHANNEL:
+            return error(404, "Not Found", f"no route {request.path}")
+        self._auth(request, MALL_CHANNEL[type_name])
+        mall = self._rec("malls", request.match_info["id"])
+        defaults = {"visibility": "Public"} if type_name == "deals" else None
+        return self._list(request, type_name, mall.id, defaults)
+
+    def _day(self, request: web.Request, name: str, default: date) -> date:
+        raw = request.query.get(name)
+        if raw is None:
+            return default
+        try:
+            return date.fromisoformat(raw)
+        except ValueError:
+            raise _Reply(error(400, "Bad Request", f"{name} must be YYYY-MM-DD", name)) from None
+
+    async def hours(self, request: web.Request) -> web.StreamResponse:
+        self._auth(request, ("mall",))
+        mall = self._rec("malls", request.match_info["id"])
+        today = date.fromtimestamp(self.now())
+        start = self._day(request, "from", today)
+        end = self._day(request, "to", start + timedelta(days=6))
+        if end < start or (end - start).days > 366:
+            return error(400, "Bad Request", "to must be on or after from, at most 366 days later", "to")
+        body = orjson.dumps({"data": self.data.hours(mall.id, start, end)})
+        return web.Response(body=body, headers={"Content-Type": JSON})
+
+    async def current_hours(self, request: web.Request) -> web.StreamResponse:
+        self._auth(request, ("mall",))
+        mall = self._rec("malls", request.match_info["id"])
+        return web.Response(body=orjson.dumps(self.data.current_hours(mall.id)), headers={"Content-Type": JSON})
+
+    # accounts
+    async def _account_body(self, request: web.Request) -> dict[str, Any]:
+        try:
+            doc = orjson.loads(await request.read())
+            attrs = doc["data"]["attributes"]
+            if not isinstance(attrs, dict):
+                raise TypeError
+            return attrs
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise _Reply(error(400, "Bad Request", "body must be {data: {type, attributes: {...}}}")) from None
+
+    def _account_doc(self, account: Account) -> web.Response:
+        attrs = {"email": account.email, "authentication_token": account.token,
+                 "created_at": account.created_at, "updated_at": account.created_at,
+                 "confirmed_at": None, "token_expired_at": None, "properties": account.properties}
+        body = {"data": {"id": str(account.id), "type": "accounts",
+                         "links": {"self": f"{self.base}/accounts/{account.id}"}, "attributes": attrs}}
+        return web.Response(status=201, body=orjson.dumps(body), headers={"Content-Type": JSON})
+
+    async def create_account(self, request: web.Request) -> web.StreamResponse:
+        attrs = await self._account_body(request)
+        email, password = attrs.get("email"), attrs.get("password")
+        if not isinstance(email, str) or not email or not isinstance(password, str) or not password:
+            return error(422, "Unprocessable Entity", "email and password are required")
+        if email in self.accounts.by_email:
+            return error(422, "Unprocessable Entity", "email has already been taken")
+        props = attrs.get("properties") if isinstance(attrs.get("properties"), dict) else None
+        return self._account_doc(self.accounts.create(email, password, props, stamp=iso_ms(self.now())))
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        attrs = await self._account_body(request)
+        account = self.accounts.login(str(attrs.get("email", "")), str(attrs.get("password", "")))
+        if account is None:
+            return error(401, "Unauthorized", "invalid email or password")
+        return self._account_doc(account)
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        account = self._auth(request)
+        self.accounts.logout(account)
+        resp = web.Response(status=204)
+        resp.set_cookie("_session_id", uuid.uuid4().hex, httponly=True, path="/")
+        return resp
+
+    # webhooks
+    def _hook_obj(self, sub: Any) -> dict[str, Any]:
+        return {"id": str(sub.id), "type": "webhooks", "links": {"self": f"{self.base}/webhooks/{sub.id}"},
+                "attributes": {"callback_url": sub.callback_url, "topic": sub.topic}}
+
+    async def create_webhook(self, request: web.Request) -> web.StreamResponse:
+        account = self._auth(request)
+        attrs = await self._account_body(request)
+        url, topic = attrs.get("callback_url"), attrs.get("topic")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            return error(422, "Unprocessable Entity", "callback_url must be an http(s) URL")
+        if not isinstance(topic, str) or topic not in self.data.by_type:
+            return error(422, "Unprocessable Entity", f"unknown topic {topic!r}")
+        sub = self.dispatcher.subscribe(account.id, url, topic)
+        body = {"data": self._hook_obj(sub), "meta": {"scripts": SCRIPTS}}
+        return web.Response(status=201, body=orjson.dumps(body), headers={"Content-Type": JSONAPI})
+
+    async def list_webhooks(self, request: web.Request) -> web.StreamResponse:
+        account = self._auth(request)
+        q = self._parse("webhooks", request)
+        mine = [s for s in self.dispatcher.subs.values() if s.account_id == account.id]
+        start = (q.number - 1) * q.size
+        last = max(1, -(-len(mine) // q.size))
+        body = {"data": [self._hook_obj(s) for s in mine[start : start + q.size]],
+                "links": {"self": self._url(request),
+                          "first": self._url(request, **{"page[number]": "1", "page[size]": str(q.size)}),
+                          "last": self._url(request, **{"page[number]": str(last), "page[size]": str(q.size)})},
+                "meta": {"scripts": SCRIPTS}}
+        return web.Response(body=orjson.dumps(body), headers={"Content-Type": JSONAPI})
+
+    async def delete_webhook(self, request: web.Request) -> web.StreamResponse:
+        account = self._auth(request)
+        raw = request.match_info["id"]
+        sub = self.dispatcher.subs.get(int(raw)) if raw.isdigit() else None
+        if sub is None or sub.account_id != account.id:
+            return error(404, "Not Found", f"no webhook {raw}")
+        self.dispatcher.unsubscribe(sub.id)
+        return web.Response(status=204)
+
+
+class _Reply(Exception):
+    """Carries a finished error response out of a helper."""
+
+    def __init__(self, response: web.Response) -> None:
+        self.response = response
+
+
+@web.middleware
+async def _replies(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except _Reply as reply:
+        return reply.response
+
+
+def make_app(emu: EmulatorApp) -> web.Application:
+    """The aiohttp application serving the spec's routes."""
+    app = web.Application(middlewares=[emu.middleware, _replies])
+    r = app.router
+    r.add_post("/accounts", emu.create_account)
+    r.add_post("/accounts/login", emu.login)
+    r.add_delete("/accounts/logout", emu.logout)
+    r.add_post("/webhooks", emu.create_webhook)
+    r.add_get("/webhooks", emu.list_webhooks)
+    r.add_delete("/webhooks/{id}", emu.delete_webhook)
+    r.add_get("/{collection}", emu.collection)
+    r.add_get("/{collection}/{id}", emu.single)
+    r.add_get("/{collection}/{id}/{rel}", emu.related_route)
+    return app
+
+
+def resource_dict(emu: EmulatorApp, rec: Rec, include: tuple[str, ...] = ()) -> dict[str, Any]:
+    return resource_obj(emu.base, rec, include, None)

@@ -1,0 +1,454 @@
+"""The emulator's data: a deterministic generated data set and the mutations applied to it.
+
+`Dataset(resources=N, seed=S)` builds every resource type of the spec with realistic attributes,
+consistent relationships (a store's mall exists, a job listing's store exists) and one mall per
+mall-scoped resource. Mutations (create, update, delete) keep `updated_at` strictly increasing
+per resource (millisecond precision, several updates within one second possible), append to the
+deletions feed, touch the owners of changed images/tags/groups (those types have no list route,
+so owners must show the change, like Rails `touch: true`), and notify listeners (the webhooks).
+
+Speed: a resource's JSON is encoded once per variant and cached on the record; a page is
+assembled by joining bytes. Every mutation bumps the type's version, which invalidates the query
+caches and the ETags.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+#: Share of the data set per type (malls are sized separately).
+WEIGHTS: dict[str, int] = {
+    "stores": 15,
+    "deals": 15,
+    "products": 10,
+    "events": 8,
+    "articles": 8,
+    "job_listings": 6,
+    "images": 12,
+    "mall_messages": 4,
+    "press_releases": 4,
+    "ifeatures": 3,
+    "contacts": 3,
+    "tags": 3,
+    "programs": 2,
+    "social_feeds": 2,
+    "groups": 1,
+}
+MALL_SCOPED = frozenset(
+    {"stores", "products", "programs", "social_feeds", "press_releases", "events", "ifeatures",
+     "mall_messages", "contacts", "job_listings"}
+)
+#: Relationships served per type (spec table); the modelled ones carry linkage when included.
+RELATIONSHIPS: dict[str, tuple[str, ...]] = {
+    "articles": ("variants", "images", "malls", "products", "tags"),
+    "images": ("tags",),
+    "malls": ("accounts", "articles", "contacts", "deals", "events", "groups", "ifeatures", "images",
+              "job_listings", "mall_messages", "press_releases", "products", "programs", "retailers",
+              "sites", "social_feeds", "stores", "theaters", "redeemables", "company", "location"),
+    "products": ("images", "stores", "tags", "articles", "brand", "retailer"),
+    "tags": ("tags",),
+    "contacts": (),
+    "deals": ("images", "tags", "stores", "external_mapping_for_stores",
+              "external_mapping_for_retailers", "locations", "retailer"),
+    "stores": ("products", "deals", "job_listings", "social_feeds", "contacts", "images", "tags",
+               "groups", "keywords", "external_mapping_for_stores", "showtimes", "retailer",
+               "location", "mall"),
+    "deletions": (),
+    "events": ("images", "groups", "tags", "mall"),
+    "groups": (),
+    "ifeatures": ("mall",),
+    "job_listings": ("images", "store"),
+    "mall_messages": ("mall",),
+    "press_releases": ("mall",),
+    "programs": (),
+    "social_feeds": (),
+    "webhooks": (),
+}
+TO_ONE = frozenset({"mall", "store", "retailer", "location", "company", "brand"})
+TARGET = {"mall": "malls", "store": "stores", "job_listings": "job_listings"}
+DEPRECATED_FIELDS = ["is_active", "is_apply_online", "manager_name", "fax_number", "email",
+                     "salary", "required_experience", "key_responsibilities", "special_information"]
+WORDS = ("summer spring autumn winter grand city harbor market plaza central north south east west "
+         "fashion shoes coffee books garden kids sport beauty home tech music art family open "
+         "festival sale deal weekend night morning fresh local style outlet galleria").split()
+DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def iso_ms(ts: float) -> str:
+    dt = datetime.fromtimestamp(ts, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def relative(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@dataclass
+class Rec:
+    """One resource: attributes, modelled linkage, and its cached encodings."""
+
+    type: str
+    id: int
+    attrs: dict[str, Any]
+    mall: int | None = None
+    links: dict[str, Any] = field(default_factory=dict)  # rel name -> list[int] | int | None
+    meta: dict[str, Any] | None = None
+    enc: dict[str, bytes] = field(default_factory=dict)
+
+
+Listener = Callable[[str, str, int, str | None], None]  # (kind, type, id, deletion id)
+
+
+class Dataset:
+    """All resources by type, with ordered id indexes and the mutation API."""
+
+    def __init__(self, resources: int = 500, seed: int = 1, clock: Callable[[], float] = time.time) -> None:
+        self.seed = seed
+        self.clock = clock
+        self.rng = random.Random(seed)
+        self.by_type: dict[str, dict[int, Rec]] = {t: {} for t in [*WEIGHTS, "malls", "deletions"]}
+        self.order: dict[str, list[int]] = {t: [] for t in self.by_type}
+        self.by_mall: dict[tuple[str, int], list[int]] = {}
+        self.owners: dict[tuple[str, int], set[tuple[str, int]]] = {}  # image/tag/group -> owners
+        self.version: dict[str, int] = dict.fromkeys(self.by_type, 0)
+        self.next_id: dict[str, int] = dict.fromkeys(self.by_type, 1)
+        self.listeners: list[Listener] = []
+        self._last_stamp = 0.0
+        # Generated timestamps lie in the past year, deterministically (not tied to now).
+        self.epoch = 1_767_225_600.0 + seed % 1000  # 2026-01-01
+        self._build(max(resources, 50))
+
+    # -- generation ----------------------------------------------------------------------------
+
+    def _words(self, n: int) -> str:
+        return " ".join(self.rng.choice(WORDS) for _ in range(n)).title()
+
+    def _build(self, n: int) -> None:
+        malls = max(3, n // 1000)
+        counts = {t: max(2, (n - malls) * w // sum(WEIGHTS.values())) for t, w in WEIGHTS.items()}
+        for _ in range(malls):
+            self._add(self._generate("malls", None))
+        for t in ("images", "tags", "groups", "stores"):
+            for _ in range(counts[t]):
+                self._add(self._generate(t, self._pick_mall(t)))
+        for t in WEIGHTS:
+            if t in ("images", "tags", "groups", "stores"):
+                continue
+            for _ in range(counts[t]):
+                self._add(self._generate(t, self._pick_mall(t)))
+
+    def _pick_mall(self, type_name: str) -> int | None:
+        if type_name not in MALL_SCOPED:
+            return None
+        return self.rng.choice(self.order["malls"])
+
+    def _stamp_pair(self) -> tuple[str, str]:
+        created = self.epoch + self.rng.uniform(0, 300 * 86400)
+        updated = created + self.rng.uniform(0, 30 * 86400)
+        return iso_ms(created), iso_ms(updated)
+
+    def _sample(self, type_name: str, k: int) -> list[int]:
+        pool = self.order[type_name]
+        if not pool:
+            return []
+        return sorted({self.rng.choice(pool) for _ in range(self.rng.randint(0, k))})
+
+    def _generate(self, t: str, mall: int | None, attrs: dict[str, Any] | None = None) -> Rec:
+        rid = self.next_id[t]
+        self.next_id[t] += 1
+        r, w = self.rng, self._words
+        created, updated = self._stamp_pair()
+        base = self.epoch + r.uniform(0, 360 * 86400)
+        slug = f"{w(2).lower().replace(' ', '-')}-{rid}"
+        a: dict[str, Any]
+        links: dict[str, Any] = {}
+        meta = None
+        if t == "malls":
+            name = f"{w(2)} Mall"
+            a = {"name": name, "sort_name": name.lower(), "seo_slug": slug, "nick_name": w(1),
+                 "address": f"{r.randint(1, 999)} {w(1)} Street", "city": w(1), "state": "CA",
+                 "zip": f"{r.randint(90000, 96199)}", "country_code": "US",
+                 "phone": f"555-{r.randint(1000, 9999)}", "email": f"info{rid}@mall.example",
+                 "url": f"https://mall{rid}.example", "hours_text": "Mon-Sat 10-9, Sun 11-6",
+                 "description": w(12), "guest_services_description": w(6), "distance": None,
+                 "latitude": round(r.uniform(32, 42), 6), "longitude": round(r.uniform(-124, -114), 6),
+                 "exclude_national_deals": r.random() < 0.1}
+            links["images"] = self._sample("images", 2)
+        elif t == "articles":
+            a = {"title": w(4), "subtitle": w(3), "short_title": w(2), "author": w(2),
+                 "attribution": w(2), "teaser": w(8), "seo_slug": slug, "content": w(40),
+                 "feature_location": r.choice(["home", "sidebar", "news"]), "status": "live",
+                 "is_active": r.random() < 0.9, "display_order": r.randint(0, 50),
+                 "display_at": relative(base), "end_at": relative(base + 60 * 86400),
+                 "trending_expired_at": None if r.random() < 0.5 else iso_ms(base + 7 * 86400)}
+            links.update(images=self._sample("images", 2), tags=self._sample("tags", 3),
+                         malls=self._sample("malls", 2), products=[])
+        elif t == "images":
+            a = {"url": f"https://img.example/{rid}/{{size}}.jpg", "alt_text": w(3), "size_parameter": "{size}"}
+            links["tags"] = self._sample("tags", 1)
+        elif t == "tags":
+            a = {"name": w(1).lower()}
+            links["tags"] = []
+        elif t == "groups":
+            a = {"name": w(2)}
+        elif t == "products":
+            a = {"name": w(3), "seo_slug": slug, "description": w(10), "price": f"{r.uniform(5, 500):.2f}"}
+            links.update(images=self._sample("images", 2), tags=self._sample("tags", 2),
+                         stores=self._sample("stores", 1))
+        elif t == "contacts":
+            a = {"name": w(2), "title": r.choice(["Manager", "Marketing", "Security"]),
+                 "email": f"contact{rid}@mall.example", "phone": f"555-{r.randint(1000, 9999)}"}
+        elif t == "deals":
+            store = self.rng.choice(self.order["stores"]) if self.order["stores"] else None
+            sname = self.by_type["stores"][store].attrs["name"] if store else None
+            a = {"sales_type": r.choice(["sale", "coupon", "event"]), "title": w(4), "seo_slug": slug,
+                 "retailer_name": w(1), "retailer_sort_name": w(1).lower(),
+                 "external_url": f"https://shop.example/deal/{rid}", "description": w(15),
+                 "fine_print_description": w(6), "end_at_text": "Ends soon", "store_name": sname,
+                 "store_sort_name": sname.lower() if sname else None, "display_at": relative(base),
+                 "start_at": relative(base), "end_at": relative(base + 14 * 86400),
+                 "is_local": r.random() < 0.7, "is_featured": r.random() < 0.2, "is_active": True,
+                 "status": "live", "visibility": r.choice(["Public", "Public", "Unlisted", "Private"])}
+            links.update(images=self._sample("images", 2), tags=self._sample("tags", 2),
+                         stores=[store] if store else [])
+        elif t == "stores":
+            a = {"name": w(2), "sort_name": w(1).lower(), "seo_slug": slug, "email": f"store{rid}@shop.example",
+                 "address": f"Unit {r.randint(1, 300)}", "city": w(1), "state": "CA", "zip": "90210",
+                 "phone": f"555-{r.randint(1000, 9999)}", "mall_name": None,
+                 "tenant_location": f"L{r.randint(1, 3)}-{r.randint(1, 200)}",
+                 "tenant_location_map_key": f"k{rid}", "hours": "<p>10am - 9pm</p>",
+                 "description": w(12), "url": f"https://store{rid}.example", "url_text": "Visit",
+                 "page_url": f"/stores/{slug}", "retailer_url": f"https://retailer{rid}.example",
+                 "opening_text": "", "now_open_text": "Now open" if r.random() < 0.1 else "",
+                 "fax": None, "open_at": None, "close_at": None, "distance": None,
+                 "is_featured": r.random() < 0.1, "exclude_national_deals": False,
+                 "is_verified": r.random() < 0.8, "latitude": round(r.uniform(32, 42), 6),
+                 "longitude": round(r.uniform(-124, -114), 6), "retailer_id": r.randint(1, 5000),
+                 "opening_date": iso_ms(base),
+                 "structured_hours": [{"type": d.title(), "hours": {"opens_at": "10:00", "closes_at": "21:00"},
+                                       "period": d} for d in DAYS]}
+            if mall is not None:
+                a["mall_name"] = self.by_type["malls"][mall].attrs["name"]
+            links.update(images=self._sample("images", 2), tags=self._sample("tags", 2),
+                         groups=self._sample("groups", 1), mall=mall)
+        elif t == "events":
+            a = {"title": w(3), "short_text": w(5), "description": w(20), "seo_slug": slug,
+                 "end_at_text": "", "link_url": f"https://events.example/{rid}", "link_text": "More",
+                 "location": w(2), "date_text": "This weekend", "start_at": relative(base),
+                 "end_at": relative(base + 2 * 86400), "display_at": relative(base - 7 * 86400),
+                 "pin_order": r.randint(0, 10), "is_events_page": True, "is_active": r.random() < 0.9,
+                 "is_featured": r.random() < 0.2}
+            links.update(images=self._sample("images", 1), groups=self._sample("groups", 1),
+                         tags=self._sample("tags", 2), mall=mall)
+        elif t == "ifeatures":
+            a = {"seo_slug": slug, "headline": w(4), "sub_heading": w(3), "tag_line": w(4),
+                 "description": w(10), "url": f"https://mall.example/if/{rid}", "pin_order": r.randint(0, 5),
+                 "start_at": relative(base), "end_at": relative(base + 30 * 86400), "is_static": False,
+                 "is_headline": r.random() < 0.2, "is_new_window": r.random() < 0.5}
+            links["mall"] = mall
+        elif t == "job_listings":
+            store = self.rng.choice(self.order["stores"])
+            mall = self.by_type["stores"][store].mall
+            a = {"title": w(2), "seo_slug": slug, "store_name": self.by_type["stores"][store].attrs["name"],
+                 "experience": "1 year", "how_to_apply": "Apply online",
+                 "application_url": f"https://jobs.example/{rid}", "description": w(15),
+                 "manager_name": w(2), "fax_number": "", "email": f"jobs{rid}@shop.example",
+                 "salary": f"${r.randint(15, 40)}/h", "start_date_text": "ASAP",
+                 "hours_per_week": str(r.choice([20, 30, 40])), "number_of_openings": str(r.randint(1, 5)),
+                 "key_responsibilities": w(6), "required_experience": w(4), "special_information": "",
+                 "is_full_time": r.random() < 0.5, "is_apply_online": True,
+                 "display_at": relative(base), "end_at": relative(base + 30 * 86400)}
+            links.update(images=self._sample("images", 1), store=store)
+            meta = {"deprecated_fields": list(DEPRECATED_FIELDS)}
+        elif t == "mall_messages":
+            a = {"description": w(10), "message_type": "operational", "start_at": relative(base),
+                 "end_at": relative(base + 3 * 86400)}
+            links["mall"] = mall
+        elif t == "press_releases":
+            a = {"name": w(3), "seo_slug": slug, "headline": w(5), "tag_line": w(4), "content": w(30),
+                 "phone": f"555-{r.randint(1000, 9999)}", "email": f"press{rid}@mall.example",
+                 "external_url": f"https://press.example/{rid}", "pr_type": r.choice(["news", "event"]),
+                 "is_active": True, "display_at": relative(base)}
+            links["mall"] = mall
+        elif t == "programs":
+            a = {"name": w(2), "program_type": r.choice(["loyalty", "rewards"]),
+                 "properties": {"points": r.randint(0, 100), "tier": r.choice(["gold", "silver"])}}
+        elif t == "social_feeds":
+            a = {"social_network_id": r.randint(1, 5), "sociable_id": r.randint(1, 1000),
+                 "sociable_type": "Mall", "name": w(1), "is_active": r.choice([True, False, None]),
+                 "properties": {"handle": f"@{w(1).lower()}{rid}"}}
+        else:
+            raise ValueError(t)
+        if t not in ("tags", "groups"):
+            a["created_at"], a["updated_at"] = created, updated
+        if attrs:
+            a.update(attrs)
+        return Rec(t, rid, a, mall, links, meta)
+
+    # -- indexes -------------------------------------------------------------------------------
+
+    def _add(self, rec: Rec) -> None:
+        self.by_type[rec.type][rec.id] = rec
+        insort(self.order[rec.type], rec.id)
+        if rec.mall is not None:
+            insort(self.by_mall.setdefault((rec.type, rec.mall), []), rec.id)
+        for name, value in rec.links.items():
+            target = TARGET.get(name, name)
+            if target in ("images", "tags", "groups") and isinstance(value, list):
+                for i in value:
+                    self.owners.setdefault((target, i), set()).add((rec.type, rec.id))
+        self.version[rec.type] += 1
+
+    def _remove(self, rec: Rec) -> None:
+        del self.by_type[rec.type][rec.id]
+        lst = self.order[rec.type]
+        del lst[bisect_left(lst, rec.id)]
+        if rec.mall is not None:
+            ml = self.by_mall[(rec.type, rec.mall)]
+            del ml[bisect_left(ml, rec.id)]
+        self.version[rec.type] += 1
+
+    def ids(self, type_name: str, mall: int | None = None) -> list[int]:
+        """Ids in order (a shared list: do not mutate)."""
+        if mall is None:
+            return self.order[type_name]
+        return self.by_mall.get((type_name, mall), [])
+
+    # -- mutations -----------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.clock()
+
+    def _fresh_stamp(self, previous: str | None) -> str:
+        """A new updated_at: now, but strictly after the previous one and the last issued."""
+        ts = max(self.now(), self._last_stamp + 0.001)
+        stamp = iso_ms(ts)
+        if previous is not None and stamp <= previous:
+            prev = datetime.strptime(previous, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+            ts = prev.timestamp() + 0.001
+            stamp = iso_ms(ts)
+        self._last_stamp = ts
+        return stamp
+
+    def _notify(self, kind: str, type_name: str, rid: int, deletion: str | None = None) -> None:
+        for listener in list(self.listeners):
+            listener(kind, type_name, rid, deletion)
+
+    def create(self, type_name: str, attrs: dict[str, Any] | None = None, mall: int | None = None) -> Rec:
+        if type_name not in WEIGHTS and type_name != "malls":
+            raise KeyError(type_name)
+        if mall is None:
+            mall = self._pick_mall(type_name)
+        rec = self._generate(type_name, mall, attrs)
+        if "created_at" in rec.attrs:
+            stamp = self._fresh_stamp(None)
+            rec.attrs["created_at"] = rec.attrs["updated_at"] = stamp
+        self._add(rec)
+        self._notify("update", type_name, rec.id)
+        return rec
+
+    def touch(self, rec: Rec, attrs: dict[str, Any] | None = None) -> None:
+        if attrs:
+            rec.attrs.update(attrs)
+        if "updated_at" in rec.attrs:
+            rec.attrs["updated_at"] = self._fresh_stamp(rec.attrs["updated_at"])
+        rec.enc.clear()
+        self.version[rec.type] += 1
+
+    def update(self, type_name: str, rid: int, attrs: dict[str, Any] | None = None) -> Rec:
+        rec = self.by_type[type_name][rid]
+        if attrs is None:
+            key = next((k for k in ("title", "name", "description", "headline") if k in rec.attrs), None)
+            attrs = {key: self._words(3)} if key else {}
+        self.touch(rec, attrs)
+        self._notify("update", type_name, rid)
+        if type_name in ("images", "tags", "groups"):
+            for owner_type, owner_id in sorted(self.owners.get((type_name, rid), ())):
+                owner = self.by_type[owner_type].get(owner_id)
+                if owner is not None:
+                    self.touch(owner)
+                    self._notify("update", owner_type, owner_id)
+        return rec
+
+    def delete(self, type_name: str, rid: int) -> Rec:
+        """Delete a resource (and a mall's resources); returns the deletions entry."""
+        rec = self.by_type[type_name][rid]
+        if type_name == "malls":
+            for child_type in sorted(MALL_SCOPED):
+                for child in list(self.by_mall.get((child_type, rid), [])):
+                    self.delete(child_type, child)
+        self._remove(rec)
+        if type_name in ("images", "tags", "groups"):
+            for owner_type, owner_id in sorted(self.owners.pop((type_name, rid), set())):
+                owner = self.by_type[owner_type].get(owner_id)
+                if owner is None:
+                    continue
+                for name, value in owner.links.items():
+                    if TARGET.get(name, name) == type_name and isinstance(value, list) and rid in value:
+                        value.remove(rid)
+                self.touch(owner)
+                self._notify("update", owner_type, owner_id)
+        stamp = self._fresh_stamp(None)
+        did = self.next_id["deletions"]
+        self.next_id["deletions"] += 1
+        entry = Rec("deletions", did, {"resource_id": rid, "resource_type": type_name,
+                                        "created_at": stamp, "updated_at": stamp})
+        self._add(entry)
+        self._notify("deletion", type_name, rid, str(did))
+        return entry
+
+    def mutate_randomly(self, n: int, rng_seed: int) -> list[tuple[str, str, str]]:
+        rng = random.Random(rng_seed)
+        done: list[tuple[str, str, str]] = []
+        types = [t for t in WEIGHTS if t not in ("images", "tags", "groups")]
+        for _ in range(n):
+            t = rng.choice(types)
+            op = rng.choices(("update", "create", "delete"), weights=(60, 25, 15))[0]
+            ids = self.order[t]
+            if op == "create" or len(ids) < 3:
+                done.append(("create", t, str(self.create(t).id)))
+            elif op == "update":
+                rid = rng.choice(ids)
+                self.update(t, rid)
+                done.append(("update", t, str(rid)))
+            else:
+                rid = rng.choice(ids)
+                self.delete(t, rid)
+                done.append(("delete", t, str(rid)))
+        return done
+
+    # -- hours ---------------------------------------------------------------------------------
+
+    def hours(self, mall: int, start: date, end: date) -> list[dict[str, Any]]:
+        out = []
+        d = start
+        while d <= end and len(out) < 400:
+            weekday = DAYS[d.weekday()]
+            special = (d.toordinal() + mall) % 29 == 0
+            text = "Closed" if special else ("11:00 AM - 6:00 PM" if weekday == "sunday" else "10:00 AM - 9:00 PM")
+            out.append({"id": d.isoformat(), "type": "hours",
+                        "attributes": {"date": d.isoformat(), "day": weekday.title(),
+                                       "hours_text": text, "description": "Holiday" if special else ""}})
+            d += timedelta(days=1)
+        return out
+
+    def current_hours(self, mall: int) -> dict[str, Any]:
+        now = datetime.fromtimestamp(self.now(), tz=UTC)
+        today = self.hours(mall, now.date(), now.date())[0]["attributes"]
+        closed = today["hours_text"] == "Closed"
+        sunday = today["day"] == "Sunday"
+        opens, closes = ("11:00", "18:00") if sunday else ("10:00", "21:00")
+        is_open = not closed and opens <= now.strftime("%H:%M") < closes
+        return {"data": {"mall_id": mall, "date": today["date"], "is_open": is_open,
+                         "opens_at": None if closed else opens, "closes_at": None if closed else closes,
+                         "hours_text": today["hours_text"]}}
+
+
+def all_types() -> Iterable[str]:
+    return [*WEIGHTS, "malls"]

@@ -1,0 +1,276 @@
+"""JSON:API query features of the emulator: filters, sort, paging, sparse fieldsets, include.
+
+`parse` turns the query string into a `Query` (raising `QueryError` -> 400 for anything invalid),
+`select` evaluates it against the data set to an ordered id list (cached per query and data
+version, so page after page of one listing costs a slice), and `encode_resource` renders one
+resource, caching the bytes of the common variants on the record.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sync.emulator.dataset import RELATIONSHIPS, TARGET, TO_ONE, Dataset, Rec
+
+DATE_OPS = ("lt", "lte", "gt", "gte")
+PATHS = {
+    "job_listings": "job-listings",
+    "mall_messages": "mall-messages",
+    "press_releases": "press-releases",
+    "social_feeds": "social-feeds",
+}
+MODELLED = frozenset({"images", "tags", "groups", "malls", "stores", "products", "mall", "store"})
+
+
+class QueryError(ValueError):
+    """A query parameter the emulator rejects with 400."""
+
+    def __init__(self, message: str, parameter: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+def path_of(type_name: str) -> str:
+    return PATHS.get(type_name, type_name)
+
+
+def comparable(value: str) -> str:
+    """Both date formats and both timestamp styles as one sortable text."""
+    v = value.strip().rstrip("Z").replace(" ", "T")
+    if len(v) == 10:
+        return v + "T00:00:00.000"
+    if len(v) == 19:
+        return v + ".000"
+    return v
+
+
+def _valid_date(value: str) -> bool:
+    v = comparable(value)
+    return len(v) == 23 and v[4] == "-" and v[7] == "-" and v[10] == "T" and v[:4].isdigit()
+
+
+@dataclass(frozen=True)
+class Query:
+    """A parsed collection query (paging kept apart so the selection can be cached)."""
+
+    ids: frozenset[int] | None
+    dates: tuple[tuple[str, str, str], ...]  # (field, op, comparable value)
+    equals: tuple[tuple[str, frozenset[str]], ...]  # (attribute, accepted values)
+    term: str | None
+    sort: tuple[tuple[str, bool], ...]  # (attribute, descending)
+    include: tuple[str, ...]
+    fields: tuple[tuple[str, tuple[str, ...]], ...]
+    size: int
+    number: int
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.ids, self.dates, self.equals, self.term, self.sort)
+
+    def fields_for(self, type_name: str) -> tuple[str, ...] | None:
+        for t, f in self.fields:
+            if t == type_name:
+                return f
+        return None
+
+
+def _int(params: Mapping[str, str], name: str, default: int, low: int, high: int | None) -> int:
+    raw = params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise QueryError(f"{name} must be an integer", name) from None
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise QueryError(f"{name} must be {bound}", name)
+    return value
+
+
+def parse(
+    type_name: str,
+    params: Mapping[str, str],
+    *,
+    date_fields: frozenset[str],
+    equal_filters: frozenset[str],
+    default_equals: Mapping[str, str] | None = None,
+) -> Query:
+    """Parse a collection query for `type_name`; QueryError for anything off."""
+    ids: frozenset[int] | None = None
+    dates: list[tuple[str, str, str]] = []
+    equals: dict[str, frozenset[str]] = {
+        k: frozenset(v.split(",")) for k, v in (default_equals or {}).items()
+    }
+    term: str | None = None
+    fields: list[tuple[str, tuple[str, ...]]] = []
+    for name, value in params.items():
+        if name.startswith("auth_") or name in ("page[size]", "page[number]", "sort", "include", "from", "to", "lat", "long"):
+            continue
+        if name == "filter[id]":
+            try:
+                ids = frozenset(int(x) for x in value.split(",") if x.strip())
+            except ValueError:
+                raise QueryError("filter[id] takes a comma-separated list of integer ids", name) from None
+        elif name == "filter":
+            term = value.lower()
+        elif name.startswith("filter[") and name.endswith("]"):
+            inner = name[7:-1]
+            if "][" in inner:
+                fld, op = inner.split("][", 1)
+                if fld not in date_fields or op not in DATE_OPS:
+                    raise QueryError(f"unknown date filter {name}", name)
+                if not _valid_date(value):
+                    raise QueryError(f"{name}: use YYYY-MM-DD or YYYY-MM-DDTHH:mm:ss.SSSZ", name)
+                dates.append((fld, op, comparable(value)))
+            elif inner in equal_filters:
+                equals[inner] = frozenset(v.strip() for v in value.split(","))
+            else:
+                raise QueryError(f"unknown filter {name}", name)
+        elif name.startswith("fields[") and name.endswith("]"):
+            fields.append((name[7:-1], tuple(f for f in value.split(",") if f)))
+        else:
+            raise QueryError(f"unknown query parameter {name}", name)
+    sort: list[tuple[str, bool]] = []
+    for part in (params.get("sort") or "id").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        sort.append((part.lstrip("-"), part.startswith("-")))
+    include = tuple(i for i in (params.get("include") or "").split(",") if i)
+    allowed = set(RELATIONSHIPS.get(type_name, ()))
+    for name in include:
+        if name not in allowed:
+            raise QueryError(f"{name} is not a relationship of {type_name}", "include")
+    return Query(
+        ids,
+        tuple(sorted(dates)),
+        tuple(sorted(equals.items())),
+        term,
+        tuple(sort),
+        include,
+        tuple(sorted(fields)),
+        _int(params, "page[size]", 25, 1, 100),
+        _int(params, "page[number]", 1, 1, None),
+    )
+
+
+class Selector:
+    """Evaluates queries to ordered id lists, caching per (scope, query, data version)."""
+
+    def __init__(self, data: Dataset, size: int = 128) -> None:
+        self.data = data
+        self.cache: OrderedDict[tuple[Any, ...], list[int]] = OrderedDict()
+        self.size = size
+
+    def select(self, type_name: str, mall: int | None, q: Query) -> list[int]:
+        key = (type_name, mall, self.data.version[type_name], q.key())
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.cache.move_to_end(key)
+            return hit
+        recs = self.data.by_type[type_name]
+        base = self.data.ids(type_name, mall)
+        ids = sorted(q.ids & set(base)) if q.ids is not None else base
+        if q.dates or q.equals or q.term:
+            ids = [i for i in ids if _matches(recs[i], q)]
+        for attr, desc in reversed(q.sort):
+            if attr == "id":
+                if desc:
+                    ids = list(reversed(ids))
+                continue
+            ids = sorted(ids, key=lambda i, a=attr: _sort_key(recs[i].attrs.get(a)), reverse=desc)
+        if ids is base:
+            ids = list(base)
+        self.cache[key] = ids
+        if len(self.cache) > self.size:
+            self.cache.popitem(last=False)
+        return ids
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    if value is None:
+        return (0, "")
+    if isinstance(value, bool | int | float):
+        return (1, float(value))
+    return (2, str(value))
+
+
+def _matches(rec: Rec, q: Query) -> bool:
+    a = rec.attrs
+    for fld, op, value in q.dates:
+        raw = a.get(fld)
+        if not isinstance(raw, str):
+            return False
+        v = comparable(raw)
+        if not ((op == "lt" and v < value) or (op == "lte" and v <= value)
+                or (op == "gt" and v > value) or (op == "gte" and v >= value)):
+            return False
+    for attr, accepted in q.equals:
+        raw = a.get(attr)
+        text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        if text not in accepted:
+            return False
+    if q.term:
+        hay = " ".join(str(a.get(k, "")) for k in ("name", "title", "description", "headline"))
+        if q.term not in hay.lower():
+            return False
+    return True
+
+
+def linkage(rec: Rec, name: str) -> Any:
+    """Relationship `data` for an included relationship."""
+    value = rec.links.get(name)
+    target = TARGET.get(name, name)
+    if name in TO_ONE:
+        return {"type": target, "id": str(value)} if isinstance(value, int) else None
+    if isinstance(value, list):
+        return [{"type": target, "id": str(i)} for i in value]
+    return []
+
+
+def related(data: Dataset, rec: Rec, name: str) -> list[Rec]:
+    value = rec.links.get(name)
+    target = TARGET.get(name, name)
+    ids = [value] if isinstance(value, int) else value if isinstance(value, list) else []
+    store = data.by_type.get(target, {})
+    return [store[i] for i in ids if i in store]
+
+
+def resource_obj(base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None) -> dict[str, Any]:
+    """The JSON:API resource object for one record."""
+    path = path_of(rec.type)
+    attrs = rec.attrs if fields is None else {k: v for k, v in rec.attrs.items() if k in fields}
+    obj: dict[str, Any] = {"id": str(rec.id), "type": rec.type,
+                           "links": {"self": f"{base}/{path}/{rec.id}"}, "attributes": attrs}
+    rels: dict[str, Any] = {}
+    for name in RELATIONSHIPS.get(rec.type, ()):
+        if fields is not None and name not in fields:
+            continue
+        hy = name.replace("_", "-")
+        entry: dict[str, Any] = {"links": {"self": f"{base}/{path}/{rec.id}/relationships/{hy}",
+                                           "related": f"{base}/{path}/{rec.id}/{hy}"}}
+        if name in include:
+            entry["data"] = linkage(rec, name)
+        rels[name] = entry
+    if rels:
+        obj["relationships"] = rels
+    if rec.meta:
+        obj["meta"] = rec.meta
+    return obj
+
+
+def encode_resource(base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None) -> bytes:
+    """Encoded resource; the full-attribute variants are cached on the record."""
+    if fields is not None:
+        return orjson.dumps(resource_obj(base, rec, include, fields))
+    key = ",".join(include)
+    blob = rec.enc.get(key)
+    if blob is None:
+        blob = orjson.dumps(resource_obj(base, rec, include, None))
+        rec.enc[key] = blob
+    return blob

@@ -1,0 +1,134 @@
+"""The emulator as a thing you run: in-process for tests (`Emulator.serve`) or from the CLI.
+
+`Emulator` bundles the data set, the accounts (with the demo account), the webhook dispatcher
+and the fault switches, and exposes the mutation API tests and the demo use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import signal
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from sync.emulator.app import EmulatorApp, make_app, resource_dict
+from sync.emulator.auth import ALL_CHANNELS, Accounts
+from sync.emulator.dataset import Dataset, iso_ms
+from sync.emulator.faults import Faults
+from sync.emulator.webhooks import Dispatcher
+
+
+class Emulator:
+    """A served (or servable) emulator of the Channel Content API."""
+
+    def __init__(
+        self,
+        resources: int = 500,
+        seed: int = 1,
+        email: str = "demo@example.com",
+        password: str = "demo-password",
+        channels: Sequence[str] | None = None,
+        *,
+        webhook_window: float = 0.05,
+        webhook_retry_interval: float = 0.2,
+    ) -> None:
+        self.faults = Faults(seed=seed)
+        self.data = Dataset(resources, seed, clock=self.now)
+        self.accounts = Accounts(self.now)
+        chans = frozenset(channels) | {"ALL"} if channels is not None else ALL_CHANNELS
+        self.accounts.create(email, password, channels=chans, stamp=iso_ms(self.now()))
+        self.email, self.password = email, password
+        self.dispatcher = Dispatcher(self.faults, window=webhook_window, retry_interval=webhook_retry_interval)
+        self.data.listeners.append(self.dispatcher.notice)
+        self.app = EmulatorApp(self.data, self.accounts, self.dispatcher, self.faults)
+        self.base_url = ""
+
+    def now(self) -> float:
+        return time.time() + self.faults.clock_offset
+
+    @contextlib.asynccontextmanager
+    async def serve(self, port: int = 0, host: str = "127.0.0.1") -> AsyncIterator[str]:
+        """Serve on `host:port` (a free port when 0) until the block exits."""
+        runner = web.AppRunner(make_app(self.app), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        bound = sockets[0].getsockname()[1] if sockets else port
+        self.base_url = f"http://{host}:{bound}"
+        self.app.base = self.base_url
+        for recs in self.data.by_type.values():
+            for rec in recs.values():
+                rec.enc.clear()  # cached bytes carry the base URL
+        await self.dispatcher.start()
+        try:
+            yield self.base_url
+        finally:
+            await self.dispatcher.stop()
+            await runner.cleanup()
+
+    # -- the in-process API --------------------------------------------------------------------
+
+    def force_logout(self) -> None:
+        self.accounts.force_logout()
+
+    def create(self, type_name: str, attributes: dict[str, Any] | None = None, *, mall_id: int | str | None = None) -> str:
+        return str(self.data.create(type_name, attributes, int(mall_id) if mall_id is not None else None).id)
+
+    def update(self, type_name: str, id: int | str, attributes: dict[str, Any] | None = None) -> None:
+        self.data.update(type_name, int(id), attributes)
+
+    def delete(self, type_name: str, id: int | str) -> str:
+        return str(self.data.delete(type_name, int(id)).id)
+
+    def ids(self, type_name: str, *, mall_id: int | str | None = None, visibility: str | None = None) -> list[str]:
+        ids = self.data.ids(type_name, int(mall_id) if mall_id is not None else None)
+        recs = self.data.by_type[type_name]
+        return [str(i) for i in ids if visibility is None or recs[i].attrs.get("visibility") == visibility]
+
+    def resource(self, type_name: str, id: int | str, include: Sequence[str] = ()) -> dict[str, Any]:
+        return resource_dict(self.app, self.data.by_type[type_name][int(id)], tuple(include))
+
+    def snapshot(self, type_name: str) -> dict[str, dict[str, Any]]:
+        return {str(i): dict(r.attrs) for i, r in self.data.by_type[type_name].items()}
+
+    def mall_of(self, type_name: str, id: int | str) -> str | None:
+        mall = self.data.by_type[type_name][int(id)].mall
+        return None if mall is None else str(mall)
+
+    def webhooks(self) -> list[dict[str, Any]]:
+        return [{"id": str(s.id), "type": "webhooks", "attributes": {"callback_url": s.callback_url, "topic": s.topic}}
+                for s in self.dispatcher.subs.values()]
+
+    def unsubscribe_all(self) -> int:
+        n = len(self.dispatcher.subs)
+        self.dispatcher.subs.clear()
+        return n
+
+    def mutate_randomly(self, n: int, rng_seed: int) -> list[tuple[str, str, str]]:
+        return self.data.mutate_randomly(n, rng_seed)
+
+
+async def serve_forever(emu: Emulator, port: int, mutations_per_second: float, announce: Any) -> None:
+    """Serve until SIGINT/SIGTERM, applying random mutations at the given rate."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with emu.serve(port):
+        announce(emu)
+        rng = random.Random(emu.data.seed)
+        while not stop.is_set():
+            if mutations_per_second > 0:
+                emu.mutate_randomly(1, rng.randrange(1 << 30))
+                timeout = 1.0 / mutations_per_second
+            else:
+                timeout = 3600.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout)

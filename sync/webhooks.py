@@ -1,0 +1,110 @@
+"""The webhook receiver: the aiohttp endpoint the upstream posts change notices to.
+
+`POST /webhooks/<secret>` only: the secret path segment is the callback's only guard (the upstream
+does not sign notices), compared in constant time and never logged. A valid body is committed to
+the durable queue and answered 202 at once, before any fetching, so the upstream never
+unsubscribes us for being slow. Everything else is rejected with the status that names the
+problem (404 path, 405 method, 413 too large, 415 content type, 400 off-spec), and logged.
+The same app serves `GET /healthz` and `GET /metrics`.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from sync.config import WebhookSettings
+from sync.logs import get_logger
+from sync.metrics import Metrics
+from sync.notices import NoticeError, parse_notices
+from sync.store.queue import ChangeQueue
+
+CONTENT_TYPES = frozenset({"application/json", "application/vnd.api+json"})
+MASKED_PATH = "/webhooks/***"
+
+
+def _reply(status: int, reason: str) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps({"error": reason}), content_type="application/json")
+
+
+def make_receiver_app(
+    settings: WebhookSettings,
+    queue: ChangeQueue,
+    *,
+    on_enqueued: Callable[[], None] | None = None,
+    metrics: Metrics | None = None,
+    health: Callable[[], dict[str, Any]] | None = None,
+) -> web.Application:
+    """The receiver application; see the module docstring."""
+    log = get_logger("sync.webhooks")
+    secret = settings.secret.get_secret_value().encode() if settings.secret else None
+    limit = settings.max_body_bytes
+
+    def reject(status: int, reason: str, request: web.Request) -> web.Response:
+        path = MASKED_PATH if request.path.startswith("/webhooks/") else request.path
+        log.warning("webhook.rejected", status=status, reason=reason, path=path, peer=request.remote)
+        if metrics is not None:
+            metrics.notices.labels(outcome=f"rejected_{status}").inc()
+        return _reply(status, reason)
+
+    async def receive(request: web.Request) -> web.StreamResponse:
+        given = request.match_info.get("secret", "").encode()
+        if secret is None or not hmac.compare_digest(given, secret):
+            return reject(404, "unknown path", request)
+        if request.method != "POST":
+            return reject(405, "only POST is accepted", request)
+        if request.content_type not in CONTENT_TYPES:
+            return reject(415, f"content type must be application/json, not {request.content_type or 'none'}", request)
+        if request.content_length is not None and request.content_length > limit:
+            return reject(413, f"body over {limit} bytes", request)
+        body = bytearray()
+        async for chunk in request.content.iter_chunked(65536):
+            body += chunk
+            if len(body) > limit:
+                return reject(413, f"body over {limit} bytes", request)
+        try:
+            notices = parse_notices(bytes(body))
+        except NoticeError as exc:
+            return reject(400, str(exc), request)
+        queued = queue.enqueue(notices)
+        if on_enqueued is not None and queued:
+            on_enqueued()
+        if metrics is not None:
+            metrics.notices.labels(outcome="accepted").inc()
+        log.info(
+            "webhook.accepted",
+            items=len(notices),
+            updates=sum(n.kind == "update" for n in notices),
+            deletions=sum(n.kind == "deletion" for n in notices),
+            ignored_unknown_types=len(notices) - queued,
+            queue_depth=queue.depth(),
+        )
+        return web.Response(status=202)
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        data = health() if health is not None else {"status": "ok"}
+        status = 200 if data.get("status") == "ok" else 503
+        return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
+
+    async def metrics_view(request: web.Request) -> web.StreamResponse:
+        if metrics is None:
+            return _reply(404, "metrics are not enabled")
+        metrics.queue_depth.set(queue.depth())
+        body, content_type = metrics.render()
+        resp = web.Response(body=body)
+        resp.headers["Content-Type"] = content_type
+        return resp
+
+    async def not_found(request: web.Request) -> web.StreamResponse:
+        return reject(404, "unknown path", request)
+
+    app = web.Application(client_max_size=limit + 1)
+    app.router.add_route("*", "/webhooks/{secret}", receive)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_view)
+    app.router.add_route("*", "/{tail:.*}", not_found)
+    return app

@@ -1,0 +1,41 @@
+"""Shared fixtures: the bundled emulator served over real HTTP on 127.0.0.1 (a free port)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import structlog
+
+from sync.emulator import Emulator
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs() -> None:
+    """Tests capture logs explicitly; keep the default output small."""
+    structlog.reset_defaults()
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[Emulator]:
+    """A served emulator with a small data set (seed 7)."""
+    emu = Emulator(resources=300, seed=7, webhook_window=0.01, webhook_retry_interval=0.05)
+    async with emu.serve(port=0):
+        yield emu
+
+
+@pytest.fixture
+def make_emulator() -> Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]:
+    """A factory: `async with make_emulator(resources=..., channels=...) as emu:`."""
+
+    @contextlib.asynccontextmanager
+    async def make(**kwargs: Any) -> AsyncIterator[Emulator]:
+        kwargs.setdefault("webhook_window", 0.01)
+        kwargs.setdefault("webhook_retry_interval", 0.05)
+        emu = Emulator(**kwargs)
+        async with emu.serve(port=0):
+            yield emu
+
+    return make

@@ -67,8 +67,10 @@ class Daemon:
         ages = {name: round(now - t, 1) for name, t in self.last_ok.items()}
         stale = [n for n, age in ages.items() if age > limit]
         warming = now - self.started < limit
+        status = "ok" if (warming or not stale) else "stale"
         return {
-            "status": "ok" if (warming or not stale) else "stale",
+            "status": status if self.is_ready else "starting",
+            "ready": self.is_ready,
             "uptime_s": round(now - self.started, 1),
             "last_sync_age_s": ages,
             "stale_types": stale,
@@ -76,7 +78,8 @@ class Daemon:
         }
 
     def healthy(self) -> bool:
-        return bool(self.health()["status"] == "ok")
+        """For the systemd watchdog: alive and not stale (a running backfill counts as alive)."""
+        return self.health()["status"] in ("ok", "starting")
 
     # -- jobs ----------------------------------------------------------------------------------
 
@@ -202,16 +205,30 @@ class Daemon:
             runner = await self._start_receiver()
         self.subscriptions = Subscriptions(self.client, s.webhooks, self.types, self.bound_port)
 
+        # Ready for systemd as soon as notices are accepted: a first backfill of a large
+        # upstream takes longer than any start timeout, and the watchdog covers it meanwhile.
+        self.notifier.ready()
+        tasks = [asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog")]
         if self.mirror.get_cursor("deletions", "") is None or self.mirror.get_meta(
             "backfill_started_at"
         ):
             self.log.info("daemon.backfill_first")
-            await self.backfill.run()
+            self.notifier.status("backfilling")
+            backfill = asyncio.create_task(self.backfill.run(), name="backfill")
+            stopper = asyncio.create_task(self.stop.wait())
+            await asyncio.wait({backfill, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if not backfill.done():
+                backfill.cancel()  # stops at its next await: the current page is committed or not
+                await asyncio.gather(backfill, *tasks, return_exceptions=True)
+                if runner is not None:
+                    await runner.cleanup()
+                return
+            backfill.result()
         for rtype in self.types:
             self._ok(rtype.name)
 
-        tasks = [asyncio.create_task(self.worker.run(self.stop), name="worker")]
-        tasks.append(asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog"))
+        tasks.append(asyncio.create_task(self.worker.run(self.stop), name="worker"))
         scheduler = self._scheduler()
         scheduler.start()
         if s.webhooks.enabled:
@@ -219,7 +236,7 @@ class Daemon:
                 await self.subscriptions.ensure()
             except UpstreamError as exc:
                 self.log.error("subscriptions.failed", error=str(exc))
-        self.notifier.ready()
+        self.notifier.status("following the upstream")
         self.is_ready = True
         self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
         try:

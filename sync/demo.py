@@ -98,6 +98,8 @@ async def run_demo(
                 await asyncio.wait({task}, timeout=3.0)
                 if mutator is None and daemon.is_ready:
                     mutator = asyncio.create_task(mutate(emu, mutations_per_second, stop, counter))
+                if task.done():
+                    break
                 if echo and daemon.is_ready:
                     h = daemon.health()
                     rows = sum(daemon.mirror.count(t.name) for t in daemon.types)
@@ -107,7 +109,7 @@ async def run_demo(
                         f"webhooks {len(emu.webhooks())} topics"
                     )
                 if duration is not None and time.monotonic() - t0 >= duration:
-                    daemon.request_stop()
+                    break
         finally:
             daemon.request_stop()
             await task

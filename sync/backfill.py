@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sync import catalogue
 from sync.catalogue import ResourceType
@@ -138,7 +138,9 @@ class Backfill:
         finally:
             self.report.seconds = time.monotonic() - t0
             errors = "; ".join(f"{n}: {t.error}" for n, t in self.report.types.items() if t.error)
-            self.mirror.finish_run(run_id, status=status, rows=self.report.rows, error=errors or None)
+            self.mirror.finish_run(
+                run_id, status=status, rows=self.report.rows, error=errors or None
+            )
         if status in ("ok", "partial"):
             # A finished backfill starts the next one afresh; the cursors carry its start.
             self.mirror.set_meta("backfill_started_at", None)
@@ -162,10 +164,14 @@ class Backfill:
         top = [t for t in types if t.scope == "top"]
         # Malls first: they are the scopes of everything listed per mall.
         if any(t.name == "malls" for t in top):
-            await self._run_scopes(catalogue.TYPES["malls"], scopes_of(catalogue.TYPES["malls"], []), started_at)
+            await self._run_scopes(
+                catalogue.TYPES["malls"], scopes_of(catalogue.TYPES["malls"], []), started_at
+            )
         malls = list(self.mirror.ids("malls"))
         others = [t for t in types if t.name != "malls"]
-        await asyncio.gather(*(self._run_scopes(t, scopes_of(t, malls), started_at) for t in others))
+        await asyncio.gather(
+            *(self._run_scopes(t, scopes_of(t, malls), started_at) for t in others)
+        )
         if malls:
             await self._backfill_hours(malls)
         if self.mirror.get_cursor(DELETIONS, "") is None:

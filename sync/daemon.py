@@ -184,7 +184,10 @@ class Daemon:
         s = self.settings
         self._queue = ChangeQueue(self.mirror.conn)
         self.poller = Poller(
-            self.client, self.mirror, page_size=s.upstream.page_size, overlap=s.schedule.poll_overlap
+            self.client,
+            self.mirror,
+            page_size=s.upstream.page_size,
+            overlap=s.schedule.poll_overlap,
         )
         self.reconciler = Reconciler(
             self.client, self.mirror, max_delete_share=s.schedule.reconcile_max_delete_share
@@ -265,7 +268,12 @@ class Daemon:
         ]
         if self.settings.webhooks.enabled:
             jobs.append(
-                ("subscriptions", self.check_subscriptions, s.subscriptions_interval, s.subscriptions_interval)
+                (
+                    "subscriptions",
+                    self.check_subscriptions,
+                    s.subscriptions_interval,
+                    s.subscriptions_interval,
+                )
             )
         for name, fn, every, first in jobs:
             scheduler.add_job(

@@ -79,7 +79,7 @@ async def run_demo(
     echo: bool = True,
 ) -> Path:
     """Run the demo until Ctrl-C or `duration` seconds; return the mirror path."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, before serving
     emu = Emulator(resources=resources, seed=1)
     async with emu.serve(port=0):
         settings = demo_settings(emu, directory, secrets.token_urlsafe(24))
@@ -118,6 +118,8 @@ async def run_demo(
     if echo:
         path = settings.mirror.path
         click.echo(f"\nmirror left at {path}; try:")
-        click.echo(f"  sqlite3 {path} 'select id, title, updated_at from deals order by updated_at desc limit 5'")
+        click.echo(
+            f"  sqlite3 {path} 'select id, title, updated_at from deals order by updated_at desc limit 5'"
+        )
         click.echo(f"  sync status --config {directory / 'sync.toml'}")
     return settings.mirror.path

@@ -17,12 +17,25 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.rows = Gauge("sync_rows", "Rows in the mirror per type", ["type"], registry=r)
-        self.queue_depth = Gauge("sync_queue_depth", "Webhook notices waiting in the queue", registry=r)
-        self.requests = Counter("sync_upstream_requests", "Upstream responses by status", ["status"], registry=r)
+        self.queue_depth = Gauge(
+            "sync_queue_depth", "Webhook notices waiting in the queue", registry=r
+        )
+        self.requests = Counter(
+            "sync_upstream_requests", "Upstream responses by status", ["status"], registry=r
+        )
         self.errors = Counter("sync_errors", "Errors by kind", ["kind"], registry=r)
-        self.notices = Counter("sync_webhook_notices", "Webhook bodies by outcome", ["outcome"], registry=r)
-        self.lag_seconds = Gauge("sync_lag_seconds", "Seconds since the last successful sync per type", ["type"], registry=r)
-        self.job_runs = Counter("sync_job_runs", "Scheduled job runs by job and outcome", ["job", "outcome"], registry=r)
+        self.notices = Counter(
+            "sync_webhook_notices", "Webhook bodies by outcome", ["outcome"], registry=r
+        )
+        self.lag_seconds = Gauge(
+            "sync_lag_seconds",
+            "Seconds since the last successful sync per type",
+            ["type"],
+            registry=r,
+        )
+        self.job_runs = Counter(
+            "sync_job_runs", "Scheduled job runs by job and outcome", ["job", "outcome"], registry=r
+        )
 
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type."""

@@ -42,7 +42,7 @@ def _resource_id(value: Any, where: str) -> int:
         value = int(value)
     if not 1 <= value <= _MAX_ID:
         raise NoticeError(f"{where}: resource_id out of range")
-    return value
+    return int(value)
 
 
 def parse_notices(body: bytes) -> list[WebhookNotice]:

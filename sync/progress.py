@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 import time
-from types import TracebackType
 from typing import Any, Protocol
 
 from sync.logs import get_logger
@@ -49,7 +48,9 @@ class LogProgress:
     def __init__(self, every: float = 10.0) -> None:
         self._log = get_logger("sync.progress")
         self._every = every
-        self._state: dict[str, list[float]] = {}  # type -> [pages_total, pages_done, rows, t0, t_last]
+        self._state: dict[
+            str, list[float]
+        ] = {}  # type -> [pages_total, pages_done, rows, t0, t_last]
 
     def add_pages(self, type_name: str, pages: int) -> None:
         now = time.monotonic()
@@ -143,12 +144,7 @@ class RichProgress:
         self._bar.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc: BaseException | None = None,
-        tb: TracebackType | None = None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._bar.stop()
 
 

@@ -28,7 +28,9 @@ MASKED_PATH = "/webhooks/***"
 
 
 def _reply(status: int, reason: str) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps({"error": reason}), content_type="application/json")
+    return web.Response(
+        status=status, body=orjson.dumps({"error": reason}), content_type="application/json"
+    )
 
 
 def make_receiver_app(
@@ -46,7 +48,9 @@ def make_receiver_app(
 
     def reject(status: int, reason: str, request: web.Request) -> web.Response:
         path = MASKED_PATH if request.path.startswith("/webhooks/") else request.path
-        log.warning("webhook.rejected", status=status, reason=reason, path=path, peer=request.remote)
+        log.warning(
+            "webhook.rejected", status=status, reason=reason, path=path, peer=request.remote
+        )
         if metrics is not None:
             metrics.notices.labels(outcome=f"rejected_{status}").inc()
         return _reply(status, reason)
@@ -58,7 +62,11 @@ def make_receiver_app(
         if request.method != "POST":
             return reject(405, "only POST is accepted", request)
         if request.content_type not in CONTENT_TYPES:
-            return reject(415, f"content type must be application/json, not {request.content_type or 'none'}", request)
+            return reject(
+                415,
+                f"content type must be application/json, not {request.content_type or 'none'}",
+                request,
+            )
         if request.content_length is not None and request.content_length > limit:
             return reject(413, f"body over {limit} bytes", request)
         body = bytearray()

@@ -15,9 +15,9 @@ Mall-scoped types need a mall for `filter[id]`; a notice about a row the mirror 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 
-from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.errors import UpstreamError
 from sync.logs import get_logger
@@ -59,10 +59,8 @@ class QueueWorker:
     async def run(self, stop: asyncio.Event) -> None:
         """Drain whenever woken (or every second, for items left by a crash or a failure)."""
         while not stop.is_set():
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
             self._wake.clear()
             if stop.is_set():
                 return
@@ -133,5 +131,3 @@ class QueueWorker:
                     deleted=removed,
                     hint="the upstream still serves these ids; the notices were ignored",
                 )
-
-

@@ -41,9 +41,7 @@ class Comparison:
 
     @property
     def differences(self) -> int:
-        return sum(
-            len(v) for d in (self.missing, self.extra, self.stale) for v in d.values()
-        )
+        return sum(len(v) for d in (self.missing, self.extra, self.stale) for v in d.values())
 
     def summary(self) -> str:
         parts = []

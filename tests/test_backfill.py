@@ -39,7 +39,10 @@ def make_settings(emu: Emulator, db: Path, **upstream: Any) -> Settings:
 
 
 async def run_backfill(
-    settings: Settings, *, wrap: Callable[[ChannelClient], None] | None = None, restart: bool = False
+    settings: Settings,
+    *,
+    wrap: Callable[[ChannelClient], None] | None = None,
+    restart: bool = False,
 ) -> Any:
     mirror = Mirror.open(settings.mirror.path)
     try:
@@ -78,7 +81,9 @@ async def test_backfill_mirrors_every_type_exactly(emulator: Emulator, tmp_path:
     assert isinstance(served, dict)
     # Mall-scoped types carry mall_id; stores belong to the mall the emulator says.
     store_id = next(iter(emulator.snapshot("stores")))
-    (mall_id,) = conn.execute("select mall_id from stores where id = ?", (int(store_id),)).fetchone()
+    (mall_id,) = conn.execute(
+        "select mall_id from stores where id = ?", (int(store_id),)
+    ).fetchone()
     assert str(mall_id) == emulator.mall_of("stores", store_id)
     # Hours per mall and date, current hours, scripts, deprecated fields, bookkeeping prefix.
     assert conn.execute("select count(*) from hours").fetchone()[0] > 0

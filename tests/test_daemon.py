@@ -101,7 +101,9 @@ async def test_change_reaches_the_mirror_through_a_webhook(
         assert set(TYPES) <= topics
         deal = emulator.ids("deals")[0]
         emulator.update("deals", deal, {"title": "Changed by webhook test"})
-        await eventually(lambda: (row(db, "deals", deal) or {}).get("title") == "Changed by webhook test")
+        await eventually(
+            lambda: (row(db, "deals", deal) or {}).get("title") == "Changed by webhook test"
+        )
         new = emulator.create("articles", {"title": "Brand new article"})
         await eventually(lambda: row(db, "articles", new) is not None)
         assert daemon.worker.processed >= 2
@@ -118,7 +120,9 @@ async def test_without_webhooks_changes_arrive_through_the_poll_and_deletions_fe
         emulator.update("deals", deal, {"title": "Changed for the poll"})
         store = emulator.ids("stores")[0]
         emulator.update("stores", store, {"name": "Renamed store"})
-        await eventually(lambda: (row(db, "deals", deal) or {}).get("title") == "Changed for the poll")
+        await eventually(
+            lambda: (row(db, "deals", deal) or {}).get("title") == "Changed for the poll"
+        )
         await eventually(lambda: (row(db, "stores", store) or {}).get("name") == "Renamed store")
         gone = emulator.ids("articles")[0]
         emulator.delete("articles", gone)
@@ -148,11 +152,13 @@ async def test_a_forged_deletion_deletes_nothing(emulator: Emulator, tmp_path: P
             ]
         }
         url = f"http://127.0.0.1:{daemon.bound_port}/webhooks/{SECRET}"
-        async with aiohttp.ClientSession() as http:
-            async with http.post(
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
                 url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}
-            ) as resp:
-                assert resp.status in (200, 202, 204)
+            ) as resp,
+        ):
+            assert resp.status in (200, 202, 204)
         await eventually(lambda: daemon.worker.processed >= 2001)
         assert row(db, "deals", victim) is not None
         assert daemon._queue.depth() == 0

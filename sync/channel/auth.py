@@ -41,7 +41,11 @@ class Credentials:
         """The three signed query parameters for one request."""
         assert self._token is not None, "login first"
         ts = int(self.clock() + self.offset)
-        return {"auth_id": self.email, "auth_timestamp": f"{ts:010d}", "auth_token": sign(self._token, ts)}
+        return {
+            "auth_id": self.email,
+            "auth_timestamp": f"{ts:010d}",
+            "auth_token": sign(self._token, ts),
+        }
 
     def learn_offset(self, date_header: str | None) -> None:
         """Correct for clock skew using the server's `Date` header (1 s resolution)."""

@@ -161,11 +161,15 @@ class ChannelClient:
                 hint="check [upstream] email and the password source",
             )
         if resp.status >= 400:
-            raise UpstreamError(f"login failed: {_error_detail(resp.body)}", url=url, status=resp.status)
+            raise UpstreamError(
+                f"login failed: {_error_detail(resp.body)}", url=url, status=resp.status
+            )
         doc = decode(resp.body, url, resp.status)
         token = ((doc.get("data") or {}).get("attributes") or {}).get("authentication_token")
         if not isinstance(token, str) or not token:
-            raise BadResponseError("login answered without an authentication_token", url=url, status=resp.status)
+            raise BadResponseError(
+                "login answered without an authentication_token", url=url, status=resp.status
+            )
         self.credentials.set_token(token)
         self.log.info("upstream.logged_in", email=self.settings.email)
 
@@ -222,7 +226,9 @@ class ChannelClient:
             )
         return resp
 
-    async def get_document(self, path: str, params: Mapping[str, str]) -> tuple[Any, Mapping[str, str]]:
+    async def get_document(
+        self, path: str, params: Mapping[str, str]
+    ) -> tuple[Any, Mapping[str, str]]:
         resp = await self.request("GET", path, params)
         return decode(resp.body, resp.url, resp.status), resp.headers
 
@@ -328,7 +334,9 @@ class ChannelClient:
             size=MAX_IDS,
         )
 
-    async def list_deletions(self, number: int, *, since: str | None = None, size: int | None = None) -> Page:
+    async def list_deletions(
+        self, number: int, *, since: str | None = None, size: int | None = None
+    ) -> Page:
         """A page of the deletions feed, oldest first, from `since` (created_at, inclusive)."""
         query = {
             "page[size]": str(size or self.settings.page_size),
@@ -349,7 +357,9 @@ class ChannelClient:
         )
         data = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(data, list):
-            raise BadResponseError("hours without a `data` list", url=f"{self.base}/malls/{mall_id}/hours")
+            raise BadResponseError(
+                "hours without a `data` list", url=f"{self.base}/malls/{mall_id}/hours"
+            )
         return [d for d in data if isinstance(d, dict)]
 
     async def current_hours(self, mall_id: int | str) -> Any:
@@ -372,7 +382,12 @@ class ChannelClient:
             number += 1
 
     async def subscribe(self, callback_url: str, topic: str) -> dict[str, Any]:
-        body = {"data": {"type": "webhooks", "attributes": {"callback_url": callback_url, "topic": topic}}}
+        body = {
+            "data": {
+                "type": "webhooks",
+                "attributes": {"callback_url": callback_url, "topic": topic},
+            }
+        }
         resp = await self.request("POST", "/webhooks", json=body)
         doc = decode(resp.body, resp.url, resp.status)
         data = doc.get("data") if isinstance(doc, dict) else None

@@ -103,17 +103,19 @@ class Transport:
             wait: float | None = None
             cause: str
             try:
-                async with self.limit:
-                    async with self.session.request(
+                async with (
+                    self.limit,
+                    self.session.request(
                         method,
                         url,
                         params=dict(params()) if params else None,
                         json=json,
                         headers=headers,
                         timeout=self.timeout,
-                    ) as resp:
-                        body = await resp.read()
-                        response = Response(resp.status, resp.headers, body, str(resp.url))
+                    ) as resp,
+                ):
+                    body = await resp.read()
+                    response = Response(resp.status, resp.headers, body, str(resp.url))
                 self.stats.statuses[response.status] += 1
                 if self.on_response:
                     self.on_response(response)
@@ -135,5 +137,7 @@ class Transport:
                     hint="the upstream keeps failing; raise [upstream] retry_budget or try later",
                 )
             self.stats.retries += 1
-            self.log.debug("request.retry", url=url, cause=cause, attempt=attempt, wait=round(delay, 3))
+            self.log.debug(
+                "request.retry", url=url, cause=cause, attempt=attempt, wait=round(delay, 3)
+            )
             await self.sleep(delay)

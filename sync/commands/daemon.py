@@ -119,8 +119,12 @@ def webhooks_unsubscribe(config_path: Path | None) -> None:
     help="Where the mirror and its sync.toml are left.",
 )
 @click.option("--resources", type=click.IntRange(100, 2_000_000), default=5000, show_default=True)
-@click.option("--mutations-per-second", type=click.FloatRange(0.1, 1000), default=5.0, show_default=True)
-@click.option("--duration", type=click.FloatRange(1), default=None, help="Stop after this many seconds.")
+@click.option(
+    "--mutations-per-second", type=click.FloatRange(0.1, 1000), default=5.0, show_default=True
+)
+@click.option(
+    "--duration", type=click.FloatRange(1), default=None, help="Stop after this many seconds."
+)
 @fail_cleanly
 def demo_command(
     directory: Path, resources: int, mutations_per_second: float, duration: float | None

@@ -10,25 +10,87 @@ from sync.emulator.server import serve_forever
 
 
 @click.command("emulator")
-@click.option("--resources", type=click.IntRange(50, 5_000_000), default=5000, show_default=True, help="Size of the generated data set.")
-@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the data set and of the faults.")
-@click.option("--port", type=click.IntRange(0, 65535), default=0, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--email", default="demo@example.com", show_default=True, help="The demo account's e-mail.")
-@click.option("--password", default="demo-password", show_default=True, help="The demo account's password.")
-@click.option("--mutations-per-second", type=click.FloatRange(0), default=0.0, help="Random creates/updates/deletes per second.")
-@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, help="Share of data requests answered 500/502/503.")
-@click.option("--rate-429", type=click.FloatRange(0, 1), default=0.0, help="Share answered 429 with Retry-After.")
-@click.option("--latency", type=click.FloatRange(0), default=0.0, help="Seconds added to every data request.")
-@click.option("--drop-rate", type=click.FloatRange(0, 1), default=0.0, help="Share of connections dropped without an answer.")
-@click.option("--webhook-loss-rate", type=click.FloatRange(0, 1), default=0.0, help="Share of webhook notices lost.")
-@click.option("--webhook-duplicate-rate", type=click.FloatRange(0, 1), default=0.0, help="Share of webhook notices sent twice.")
+@click.option(
+    "--resources",
+    type=click.IntRange(50, 5_000_000),
+    default=5000,
+    show_default=True,
+    help="Size of the generated data set.",
+)
+@click.option(
+    "--seed", type=int, default=1, show_default=True, help="Seed of the data set and of the faults."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Port on 127.0.0.1 (default: a free one).",
+)
+@click.option(
+    "--email", default="demo@example.com", show_default=True, help="The demo account's e-mail."
+)
+@click.option(
+    "--password", default="demo-password", show_default=True, help="The demo account's password."
+)
+@click.option(
+    "--mutations-per-second",
+    type=click.FloatRange(0),
+    default=0.0,
+    help="Random creates/updates/deletes per second.",
+)
+@click.option(
+    "--error-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share of data requests answered 500/502/503.",
+)
+@click.option(
+    "--rate-429",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share answered 429 with Retry-After.",
+)
+@click.option(
+    "--latency", type=click.FloatRange(0), default=0.0, help="Seconds added to every data request."
+)
+@click.option(
+    "--drop-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share of connections dropped without an answer.",
+)
+@click.option(
+    "--webhook-loss-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share of webhook notices lost.",
+)
+@click.option(
+    "--webhook-duplicate-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share of webhook notices sent twice.",
+)
 @click.option("--webhook-reorder", is_flag=True, help="Shuffle the notices of each delivery.")
-@click.option("--clock-offset", type=float, default=0.0, help="Seconds added to the emulator's clock.")
+@click.option(
+    "--clock-offset", type=float, default=0.0, help="Seconds added to the emulator's clock."
+)
 @fail_cleanly
 def emulator_command(
-    resources: int, seed: int, port: int, email: str, password: str, mutations_per_second: float,
-    error_rate: float, rate_429: float, latency: float, drop_rate: float, webhook_loss_rate: float,
-    webhook_duplicate_rate: float, webhook_reorder: bool, clock_offset: float,
+    resources: int,
+    seed: int,
+    port: int,
+    email: str,
+    password: str,
+    mutations_per_second: float,
+    error_rate: float,
+    rate_429: float,
+    latency: float,
+    drop_rate: float,
+    webhook_loss_rate: float,
+    webhook_duplicate_rate: float,
+    webhook_reorder: bool,
+    clock_offset: float,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     emu = Emulator(resources=resources, seed=seed, email=email, password=password)

@@ -17,7 +17,9 @@ from sync.progress import for_terminal
 from sync.store import Mirror
 
 
-async def backfill(settings: Settings, *, restart: bool = False, quiet: bool = False) -> BackfillReport:
+async def backfill(
+    settings: Settings, *, restart: bool = False, quiet: bool = False
+) -> BackfillReport:
     """Run one backfill with the given settings (library entry point of `sync backfill`)."""
     mirror = Mirror.open(settings.mirror.path)
     try:

@@ -42,7 +42,15 @@ SCRIPTS = [
     {"type": "application/ld+json", "content": '{"@context": "https://schema.org"}'},
 ]
 DATE_FIELDS = frozenset(
-    {"created_at", "updated_at", "display_at", "start_at", "end_at", "trending_expired_at", "opening_date"}
+    {
+        "created_at",
+        "updated_at",
+        "display_at",
+        "start_at",
+        "end_at",
+        "trending_expired_at",
+        "opening_date",
+    }
 )
 EQUAL_FILTERS: dict[str, frozenset[str]] = {
     "deals": frozenset({"visibility"}),
@@ -52,16 +60,37 @@ EQUAL_FILTERS: dict[str, frozenset[str]] = {
     "mall_messages": frozenset({"message_type"}),
 }
 BY_PATH = {path_of(t): t for t in [*RELATIONSHIPS]}
-TOP_CHANNEL = {"articles": "editorial", "contacts": "mall", "deals": "deal", "events": "mall",
-               "ifeatures": "mall", "job_listings": "mall", "mall_messages": "mall", "malls": "ALL",
-               "deletions": "ALL"}
+TOP_CHANNEL = {
+    "articles": "editorial",
+    "contacts": "mall",
+    "deals": "deal",
+    "events": "mall",
+    "ifeatures": "mall",
+    "job_listings": "mall",
+    "mall_messages": "mall",
+    "malls": "ALL",
+    "deletions": "ALL",
+}
 MALL_CHANNEL: dict[str, tuple[str, ...]] = {
-    "events": ("mall",), "mall_messages": ("mall",), "contacts": ("mall",), "ifeatures": ("mall",),
-    "job_listings": ("mall",), "press_releases": ("mall",), "programs": ("mall",), "deals": ("deal",),
-    "products": ("product",), "social_feeds": ("mall", "store"), "stores": ("deal", "store"),
+    "events": ("mall",),
+    "mall_messages": ("mall",),
+    "contacts": ("mall",),
+    "ifeatures": ("mall",),
+    "job_listings": ("mall",),
+    "press_releases": ("mall",),
+    "programs": ("mall",),
+    "deals": ("deal",),
+    "products": ("product",),
+    "social_feeds": ("mall", "store"),
+    "stores": ("deal", "store"),
 }
 RELATED_ROUTES: dict[str, dict[str, str]] = {
-    "articles": {"images": "editorial", "malls": "editorial", "products": "editorial", "tags": "editorial"},
+    "articles": {
+        "images": "editorial",
+        "malls": "editorial",
+        "products": "editorial",
+        "tags": "editorial",
+    },
     "deals": {"stores": "deal", "images": "deal", "tags": "deal"},
     "events": {"groups": "mall", "images": "mall"},
     "ifeatures": {"mall": "mall"},
@@ -74,13 +103,20 @@ def error(status: int, title: str, detail: str, parameter: str | None = None) ->
     err: dict[str, Any] = {"status": str(status), "title": title, "detail": detail}
     if parameter:
         err["source"] = {"parameter": parameter}
-    return web.Response(status=status, body=orjson.dumps({"errors": [err]}), content_type="application/vnd.api+json", charset="utf-8")
+    return web.Response(
+        status=status,
+        body=orjson.dumps({"errors": [err]}),
+        content_type="application/vnd.api+json",
+        charset="utf-8",
+    )
 
 
 class EmulatorApp:
     """Request handlers over one data set, account store, dispatcher and fault switches."""
 
-    def __init__(self, data: Dataset, accounts: Accounts, dispatcher: Dispatcher, faults: Faults) -> None:
+    def __init__(
+        self, data: Dataset, accounts: Accounts, dispatcher: Dispatcher, faults: Faults
+    ) -> None:
         self.data = data
         self.accounts = accounts
         self.dispatcher = dispatcher
@@ -96,7 +132,9 @@ class EmulatorApp:
     # -- middleware ----------------------------------------------------------------------------
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         t0 = time.perf_counter()
         self.requests += 1
         f = self.faults
@@ -119,7 +157,9 @@ class EmulatorApp:
         except web.HTTPNotFound:
             resp = error(404, "Not Found", f"no route {request.path}")
         except web.HTTPMethodNotAllowed:
-            resp = error(405, "Method Not Allowed", f"{request.method} is not allowed on {request.path}")
+            resp = error(
+                405, "Method Not Allowed", f"{request.method} is not allowed on {request.path}"
+            )
         return self._headers(resp, t0)
 
     def _headers(self, resp: web.StreamResponse, t0: float) -> web.StreamResponse:
@@ -141,7 +181,11 @@ class EmulatorApp:
         except AuthFailure as exc:
             raise _Reply(error(401, "Unauthorized", str(exc))) from None
         if "ALL" not in channels and not (account.channels & set(channels)):
-            raise _Reply(error(403, "Forbidden", f"this account's channels do not include {'/'.join(channels)}"))
+            raise _Reply(
+                error(
+                    403, "Forbidden", f"this account's channels do not include {'/'.join(channels)}"
+                )
+            )
         return account
 
     def _public_query(self, request: web.Request, **override: str) -> str:
@@ -160,10 +204,17 @@ class EmulatorApp:
             raise _Reply(error(404, "Not Found", f"no {type_name} with id {raw_id}"))
         return rec
 
-    def _parse(self, type_name: str, request: web.Request, defaults: dict[str, str] | None = None) -> Query:
+    def _parse(
+        self, type_name: str, request: web.Request, defaults: dict[str, str] | None = None
+    ) -> Query:
         try:
-            return parse(type_name, request.query, date_fields=DATE_FIELDS,
-                         equal_filters=EQUAL_FILTERS.get(type_name, frozenset()), default_equals=defaults)
+            return parse(
+                type_name,
+                request.query,
+                date_fields=DATE_FIELDS,
+                equal_filters=EQUAL_FILTERS.get(type_name, frozenset()),
+                default_equals=defaults,
+            )
         except QueryError as exc:
             raise _Reply(error(400, "Bad Request", str(exc), exc.parameter)) from None
 
@@ -179,7 +230,9 @@ class EmulatorApp:
                         out.append(encode_resource(self.base, other, (), q.fields_for(other.type)))
         return out
 
-    def _document(self, request: web.Request, recs: list[Rec], q: Query, *, total: int | None, type_name: str) -> web.Response:
+    def _document(
+        self, request: web.Request, recs: list[Rec], q: Query, *, total: int | None, type_name: str
+    ) -> web.Response:
         blobs = [encode_resource(self.base, r, q.include, q.fields_for(type_name)) for r in recs]
         parts = [b'{"data":[', b",".join(blobs), b"]"]
         if q.include:
@@ -188,11 +241,21 @@ class EmulatorApp:
         if total is not None:
             last = max(1, -(-total // q.size))
             links["first"] = self._url(request, **{"page[number]": "1", "page[size]": str(q.size)})
-            links["last"] = self._url(request, **{"page[number]": str(last), "page[size]": str(q.size)})
-        parts += [b',"links":', orjson.dumps(links), b',"meta":{"scripts":', self.scripts_blob, b"}}"]
+            links["last"] = self._url(
+                request, **{"page[number]": str(last), "page[size]": str(q.size)}
+            )
+        parts += [
+            b',"links":',
+            orjson.dumps(links),
+            b',"meta":{"scripts":',
+            self.scripts_blob,
+            b"}}",
+        ]
         return self._etagged(request, b"".join(parts), type_name)
 
-    def _etagged(self, request: web.Request, body: bytes, type_name: str, content_type: str = JSONAPI) -> web.Response:
+    def _etagged(
+        self, request: web.Request, body: bytes, type_name: str, content_type: str = JSONAPI
+    ) -> web.Response:
         tag = f'W/"{self.data.version.get(type_name, 0)}-{hash(self._public_query(request)) & 0xFFFFFFFF:x}-{len(body)}"'
         if request.headers.get("If-None-Match") == tag:
             return web.Response(status=304, headers={"ETag": tag})
@@ -208,7 +271,13 @@ class EmulatorApp:
         defaults = {"visibility": "Public"} if type_name == "deals" else None
         return self._list(request, type_name, None, defaults)
 
-    def _list(self, request: web.Request, type_name: str, mall: int | None, defaults: dict[str, str] | None) -> web.Response:
+    def _list(
+        self,
+        request: web.Request,
+        type_name: str,
+        mall: int | None,
+        defaults: dict[str, str] | None,
+    ) -> web.Response:
         q = self._parse(type_name, request, defaults)
         ids = self.selector.select(type_name, mall, q)
         start = (q.number - 1) * q.size
@@ -244,11 +313,15 @@ class EmulatorApp:
         target = TARGET.get(name, name)
         q = self._parse(target, request)
         if name in ("mall", "store"):
-            body = b'{"data":' + (encode_resource(self.base, others[0], (), None) if others else b"null")
+            body = b'{"data":' + (
+                encode_resource(self.base, others[0], (), None) if others else b"null"
+            )
             body += b',"meta":{"scripts":' + self.scripts_blob + b"}}"
             return self._etagged(request, body, target)
         start = (q.number - 1) * q.size
-        return self._document(request, others[start : start + q.size], q, total=len(others), type_name=target)
+        return self._document(
+            request, others[start : start + q.size], q, total=len(others), type_name=target
+        )
 
     async def mall_route(self, request: web.Request) -> web.StreamResponse:
         sub = request.match_info["rel"]
@@ -280,14 +353,18 @@ class EmulatorApp:
         start = self._day(request, "from", today)
         end = self._day(request, "to", start + timedelta(days=6))
         if end < start or (end - start).days > 366:
-            return error(400, "Bad Request", "to must be on or after from, at most 366 days later", "to")
+            return error(
+                400, "Bad Request", "to must be on or after from, at most 366 days later", "to"
+            )
         body = orjson.dumps({"data": self.data.hours(mall.id, start, end)})
         return web.Response(body=body, headers={"Content-Type": JSON})
 
     async def current_hours(self, request: web.Request) -> web.StreamResponse:
         self._auth(request, ("mall",))
         mall = self._rec("malls", request.match_info["id"])
-        return web.Response(body=orjson.dumps(self.data.current_hours(mall.id)), headers={"Content-Type": JSON})
+        return web.Response(
+            body=orjson.dumps(self.data.current_hours(mall.id)), headers={"Content-Type": JSON}
+        )
 
     # accounts
     async def _account_body(self, request: web.Request) -> dict[str, Any]:
@@ -298,14 +375,28 @@ class EmulatorApp:
                 raise TypeError
             return attrs
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            raise _Reply(error(400, "Bad Request", "body must be {data: {type, attributes: {...}}}")) from None
+            raise _Reply(
+                error(400, "Bad Request", "body must be {data: {type, attributes: {...}}}")
+            ) from None
 
     def _account_doc(self, account: Account) -> web.Response:
-        attrs = {"email": account.email, "authentication_token": account.token,
-                 "created_at": account.created_at, "updated_at": account.created_at,
-                 "confirmed_at": None, "token_expired_at": None, "properties": account.properties}
-        body = {"data": {"id": str(account.id), "type": "accounts",
-                         "links": {"self": f"{self.base}/accounts/{account.id}"}, "attributes": attrs}}
+        attrs = {
+            "email": account.email,
+            "authentication_token": account.token,
+            "created_at": account.created_at,
+            "updated_at": account.created_at,
+            "confirmed_at": None,
+            "token_expired_at": None,
+            "properties": account.properties,
+        }
+        body = {
+            "data": {
+                "id": str(account.id),
+                "type": "accounts",
+                "links": {"self": f"{self.base}/accounts/{account.id}"},
+                "attributes": attrs,
+            }
+        }
         return web.Response(status=201, body=orjson.dumps(body), headers={"Content-Type": JSON})
 
     async def create_account(self, request: web.Request) -> web.StreamResponse:
@@ -316,7 +407,9 @@ class EmulatorApp:
         if email in self.accounts.by_email:
             return error(422, "Unprocessable Entity", "email has already been taken")
         props = attrs.get("properties") if isinstance(attrs.get("properties"), dict) else None
-        return self._account_doc(self.accounts.create(email, password, props, stamp=iso_ms(self.now())))
+        return self._account_doc(
+            self.accounts.create(email, password, props, stamp=iso_ms(self.now()))
+        )
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         attrs = await self._account_body(request)
@@ -334,8 +427,12 @@ class EmulatorApp:
 
     # webhooks
     def _hook_obj(self, sub: Any) -> dict[str, Any]:
-        return {"id": str(sub.id), "type": "webhooks", "links": {"self": f"{self.base}/webhooks/{sub.id}"},
-                "attributes": {"callback_url": sub.callback_url, "topic": sub.topic}}
+        return {
+            "id": str(sub.id),
+            "type": "webhooks",
+            "links": {"self": f"{self.base}/webhooks/{sub.id}"},
+            "attributes": {"callback_url": sub.callback_url, "topic": sub.topic},
+        }
 
     async def create_webhook(self, request: web.Request) -> web.StreamResponse:
         account = self._auth(request)
@@ -355,11 +452,17 @@ class EmulatorApp:
         mine = [s for s in self.dispatcher.subs.values() if s.account_id == account.id]
         start = (q.number - 1) * q.size
         last = max(1, -(-len(mine) // q.size))
-        body = {"data": [self._hook_obj(s) for s in mine[start : start + q.size]],
-                "links": {"self": self._url(request),
-                          "first": self._url(request, **{"page[number]": "1", "page[size]": str(q.size)}),
-                          "last": self._url(request, **{"page[number]": str(last), "page[size]": str(q.size)})},
-                "meta": {"scripts": SCRIPTS}}
+        body = {
+            "data": [self._hook_obj(s) for s in mine[start : start + q.size]],
+            "links": {
+                "self": self._url(request),
+                "first": self._url(request, **{"page[number]": "1", "page[size]": str(q.size)}),
+                "last": self._url(
+                    request, **{"page[number]": str(last), "page[size]": str(q.size)}
+                ),
+            },
+            "meta": {"scripts": SCRIPTS},
+        }
         return web.Response(body=orjson.dumps(body), headers={"Content-Type": JSONAPI})
 
     async def delete_webhook(self, request: web.Request) -> web.StreamResponse:
@@ -380,7 +483,9 @@ class _Reply(Exception):
 
 
 @web.middleware
-async def _replies(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+async def _replies(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     try:
         return await handler(request)
     except _Reply as reply:

@@ -42,14 +42,27 @@ class Accounts:
         self.by_email: dict[str, Account] = {}
         self.by_id: dict[int, Account] = {}
 
-    def create(self, email: str, password: str, properties: dict[str, Any] | None = None,
-               channels: frozenset[str] | None = None, stamp: str = "") -> Account:
+    def create(
+        self,
+        email: str,
+        password: str,
+        properties: dict[str, Any] | None = None,
+        channels: frozenset[str] | None = None,
+        stamp: str = "",
+    ) -> Account:
         props = dict(properties or {})
         if channels is None:
             raw = props.get("channels")
             channels = frozenset(raw) | {"ALL"} if isinstance(raw, list) else ALL_CHANNELS
-        account = Account(len(self.by_id) + 1, email, password, secrets.token_hex(16),
-                          frozenset(channels), props, stamp)
+        account = Account(
+            len(self.by_id) + 1,
+            email,
+            password,
+            secrets.token_hex(16),
+            frozenset(channels),
+            props,
+            stamp,
+        )
         self.by_email[email] = account
         self.by_id[account.id] = account
         return account
@@ -69,7 +82,11 @@ class Accounts:
 
     def check(self, params: Mapping[str, str]) -> Account:
         """The account a signed request belongs to, or AuthFailure."""
-        auth_id, ts, token = params.get("auth_id"), params.get("auth_timestamp"), params.get("auth_token")
+        auth_id, ts, token = (
+            params.get("auth_id"),
+            params.get("auth_timestamp"),
+            params.get("auth_token"),
+        )
         if not auth_id or not ts or not token:
             raise AuthFailure("auth_id, auth_timestamp and auth_token are required")
         if len(ts) != 10 or not ts.isdigit():

@@ -41,24 +41,74 @@ WEIGHTS: dict[str, int] = {
     "groups": 1,
 }
 MALL_SCOPED = frozenset(
-    {"stores", "products", "programs", "social_feeds", "press_releases", "events", "ifeatures",
-     "mall_messages", "contacts", "job_listings"}
+    {
+        "stores",
+        "products",
+        "programs",
+        "social_feeds",
+        "press_releases",
+        "events",
+        "ifeatures",
+        "mall_messages",
+        "contacts",
+        "job_listings",
+    }
 )
 #: Relationships served per type (spec table); the modelled ones carry linkage when included.
 RELATIONSHIPS: dict[str, tuple[str, ...]] = {
     "articles": ("variants", "images", "malls", "products", "tags"),
     "images": ("tags",),
-    "malls": ("accounts", "articles", "contacts", "deals", "events", "groups", "ifeatures", "images",
-              "job_listings", "mall_messages", "press_releases", "products", "programs", "retailers",
-              "sites", "social_feeds", "stores", "theaters", "redeemables", "company", "location"),
+    "malls": (
+        "accounts",
+        "articles",
+        "contacts",
+        "deals",
+        "events",
+        "groups",
+        "ifeatures",
+        "images",
+        "job_listings",
+        "mall_messages",
+        "press_releases",
+        "products",
+        "programs",
+        "retailers",
+        "sites",
+        "social_feeds",
+        "stores",
+        "theaters",
+        "redeemables",
+        "company",
+        "location",
+    ),
     "products": ("images", "stores", "tags", "articles", "brand", "retailer"),
     "tags": ("tags",),
     "contacts": (),
-    "deals": ("images", "tags", "stores", "external_mapping_for_stores",
-              "external_mapping_for_retailers", "locations", "retailer"),
-    "stores": ("products", "deals", "job_listings", "social_feeds", "contacts", "images", "tags",
-               "groups", "keywords", "external_mapping_for_stores", "showtimes", "retailer",
-               "location", "mall"),
+    "deals": (
+        "images",
+        "tags",
+        "stores",
+        "external_mapping_for_stores",
+        "external_mapping_for_retailers",
+        "locations",
+        "retailer",
+    ),
+    "stores": (
+        "products",
+        "deals",
+        "job_listings",
+        "social_feeds",
+        "contacts",
+        "images",
+        "tags",
+        "groups",
+        "keywords",
+        "external_mapping_for_stores",
+        "showtimes",
+        "retailer",
+        "location",
+        "mall",
+    ),
     "deletions": (),
     "events": ("images", "groups", "tags", "mall"),
     "groups": (),
@@ -72,11 +122,58 @@ RELATIONSHIPS: dict[str, tuple[str, ...]] = {
 }
 TO_ONE = frozenset({"mall", "store", "retailer", "location", "company", "brand"})
 TARGET = {"mall": "malls", "store": "stores", "job_listings": "job_listings"}
-DEPRECATED_FIELDS = ["is_active", "is_apply_online", "manager_name", "fax_number", "email",
-                     "salary", "required_experience", "key_responsibilities", "special_information"]
-WORDS = ("summer spring autumn winter grand city harbor market plaza central north south east west "
-         "fashion shoes coffee books garden kids sport beauty home tech music art family open "
-         "festival sale deal weekend night morning fresh local style outlet galleria").split()
+DEPRECATED_FIELDS = [
+    "is_active",
+    "is_apply_online",
+    "manager_name",
+    "fax_number",
+    "email",
+    "salary",
+    "required_experience",
+    "key_responsibilities",
+    "special_information",
+]
+WORDS = [
+    "summer",
+    "spring",
+    "autumn",
+    "winter",
+    "grand",
+    "city",
+    "harbor",
+    "market",
+    "plaza",
+    "central",
+    "north",
+    "south",
+    "east",
+    "west",
+    "fashion",
+    "shoes",
+    "coffee",
+    "books",
+    "garden",
+    "kids",
+    "sport",
+    "beauty",
+    "home",
+    "tech",
+    "music",
+    "art",
+    "family",
+    "open",
+    "festival",
+    "sale",
+    "deal",
+    "weekend",
+    "night",
+    "morning",
+    "fresh",
+    "local",
+    "style",
+    "outlet",
+    "galleria",
+]
 DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
@@ -108,7 +205,9 @@ Listener = Callable[[str, str, int, str | None], None]  # (kind, type, id, delet
 class Dataset:
     """All resources by type, with ordered id indexes and the mutation API."""
 
-    def __init__(self, resources: int = 500, seed: int = 1, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, resources: int = 500, seed: int = 1, clock: Callable[[], float] = time.time
+    ) -> None:
         self.seed = seed
         self.clock = clock
         self.rng = random.Random(seed)
@@ -171,26 +270,58 @@ class Dataset:
         meta = None
         if t == "malls":
             name = f"{w(2)} Mall"
-            a = {"name": name, "sort_name": name.lower(), "seo_slug": slug, "nick_name": w(1),
-                 "address": f"{r.randint(1, 999)} {w(1)} Street", "city": w(1), "state": "CA",
-                 "zip": f"{r.randint(90000, 96199)}", "country_code": "US",
-                 "phone": f"555-{r.randint(1000, 9999)}", "email": f"info{rid}@mall.example",
-                 "url": f"https://mall{rid}.example", "hours_text": "Mon-Sat 10-9, Sun 11-6",
-                 "description": w(12), "guest_services_description": w(6), "distance": None,
-                 "latitude": round(r.uniform(32, 42), 6), "longitude": round(r.uniform(-124, -114), 6),
-                 "exclude_national_deals": r.random() < 0.1}
+            a = {
+                "name": name,
+                "sort_name": name.lower(),
+                "seo_slug": slug,
+                "nick_name": w(1),
+                "address": f"{r.randint(1, 999)} {w(1)} Street",
+                "city": w(1),
+                "state": "CA",
+                "zip": f"{r.randint(90000, 96199)}",
+                "country_code": "US",
+                "phone": f"555-{r.randint(1000, 9999)}",
+                "email": f"info{rid}@mall.example",
+                "url": f"https://mall{rid}.example",
+                "hours_text": "Mon-Sat 10-9, Sun 11-6",
+                "description": w(12),
+                "guest_services_description": w(6),
+                "distance": None,
+                "latitude": round(r.uniform(32, 42), 6),
+                "longitude": round(r.uniform(-124, -114), 6),
+                "exclude_national_deals": r.random() < 0.1,
+            }
             links["images"] = self._sample("images", 2)
         elif t == "articles":
-            a = {"title": w(4), "subtitle": w(3), "short_title": w(2), "author": w(2),
-                 "attribution": w(2), "teaser": w(8), "seo_slug": slug, "content": w(40),
-                 "feature_location": r.choice(["home", "sidebar", "news"]), "status": "live",
-                 "is_active": r.random() < 0.9, "display_order": r.randint(0, 50),
-                 "display_at": relative(base), "end_at": relative(base + 60 * 86400),
-                 "trending_expired_at": None if r.random() < 0.5 else iso_ms(base + 7 * 86400)}
-            links.update(images=self._sample("images", 2), tags=self._sample("tags", 3),
-                         malls=self._sample("malls", 2), products=[])
+            a = {
+                "title": w(4),
+                "subtitle": w(3),
+                "short_title": w(2),
+                "author": w(2),
+                "attribution": w(2),
+                "teaser": w(8),
+                "seo_slug": slug,
+                "content": w(40),
+                "feature_location": r.choice(["home", "sidebar", "news"]),
+                "status": "live",
+                "is_active": r.random() < 0.9,
+                "display_order": r.randint(0, 50),
+                "display_at": relative(base),
+                "end_at": relative(base + 60 * 86400),
+                "trending_expired_at": None if r.random() < 0.5 else iso_ms(base + 7 * 86400),
+            }
+            links.update(
+                images=self._sample("images", 2),
+                tags=self._sample("tags", 3),
+                malls=self._sample("malls", 2),
+                products=[],
+            )
         elif t == "images":
-            a = {"url": f"https://img.example/{rid}/{{size}}.jpg", "alt_text": w(3), "size_parameter": "{size}"}
+            a = {
+                "url": f"https://img.example/{rid}/{{size}}.jpg",
+                "alt_text": w(3),
+                "size_parameter": "{size}",
+            }
             links["tags"] = self._sample("tags", 1)
         elif t == "tags":
             a = {"name": w(1).lower()}
@@ -198,91 +329,210 @@ class Dataset:
         elif t == "groups":
             a = {"name": w(2)}
         elif t == "products":
-            a = {"name": w(3), "seo_slug": slug, "description": w(10), "price": f"{r.uniform(5, 500):.2f}"}
-            links.update(images=self._sample("images", 2), tags=self._sample("tags", 2),
-                         stores=self._sample("stores", 1))
+            a = {
+                "name": w(3),
+                "seo_slug": slug,
+                "description": w(10),
+                "price": f"{r.uniform(5, 500):.2f}",
+            }
+            links.update(
+                images=self._sample("images", 2),
+                tags=self._sample("tags", 2),
+                stores=self._sample("stores", 1),
+            )
         elif t == "contacts":
-            a = {"name": w(2), "title": r.choice(["Manager", "Marketing", "Security"]),
-                 "email": f"contact{rid}@mall.example", "phone": f"555-{r.randint(1000, 9999)}"}
+            a = {
+                "name": w(2),
+                "title": r.choice(["Manager", "Marketing", "Security"]),
+                "email": f"contact{rid}@mall.example",
+                "phone": f"555-{r.randint(1000, 9999)}",
+            }
         elif t == "deals":
             store = self.rng.choice(self.order["stores"]) if self.order["stores"] else None
             sname = self.by_type["stores"][store].attrs["name"] if store else None
-            a = {"sales_type": r.choice(["sale", "coupon", "event"]), "title": w(4), "seo_slug": slug,
-                 "retailer_name": w(1), "retailer_sort_name": w(1).lower(),
-                 "external_url": f"https://shop.example/deal/{rid}", "description": w(15),
-                 "fine_print_description": w(6), "end_at_text": "Ends soon", "store_name": sname,
-                 "store_sort_name": sname.lower() if sname else None, "display_at": relative(base),
-                 "start_at": relative(base), "end_at": relative(base + 14 * 86400),
-                 "is_local": r.random() < 0.7, "is_featured": r.random() < 0.2, "is_active": True,
-                 "status": "live", "visibility": r.choice(["Public", "Public", "Unlisted", "Private"])}
-            links.update(images=self._sample("images", 2), tags=self._sample("tags", 2),
-                         stores=[store] if store else [])
+            a = {
+                "sales_type": r.choice(["sale", "coupon", "event"]),
+                "title": w(4),
+                "seo_slug": slug,
+                "retailer_name": w(1),
+                "retailer_sort_name": w(1).lower(),
+                "external_url": f"https://shop.example/deal/{rid}",
+                "description": w(15),
+                "fine_print_description": w(6),
+                "end_at_text": "Ends soon",
+                "store_name": sname,
+                "store_sort_name": sname.lower() if sname else None,
+                "display_at": relative(base),
+                "start_at": relative(base),
+                "end_at": relative(base + 14 * 86400),
+                "is_local": r.random() < 0.7,
+                "is_featured": r.random() < 0.2,
+                "is_active": True,
+                "status": "live",
+                "visibility": r.choice(["Public", "Public", "Unlisted", "Private"]),
+            }
+            links.update(
+                images=self._sample("images", 2),
+                tags=self._sample("tags", 2),
+                stores=[store] if store else [],
+            )
         elif t == "stores":
-            a = {"name": w(2), "sort_name": w(1).lower(), "seo_slug": slug, "email": f"store{rid}@shop.example",
-                 "address": f"Unit {r.randint(1, 300)}", "city": w(1), "state": "CA", "zip": "90210",
-                 "phone": f"555-{r.randint(1000, 9999)}", "mall_name": None,
-                 "tenant_location": f"L{r.randint(1, 3)}-{r.randint(1, 200)}",
-                 "tenant_location_map_key": f"k{rid}", "hours": "<p>10am - 9pm</p>",
-                 "description": w(12), "url": f"https://store{rid}.example", "url_text": "Visit",
-                 "page_url": f"/stores/{slug}", "retailer_url": f"https://retailer{rid}.example",
-                 "opening_text": "", "now_open_text": "Now open" if r.random() < 0.1 else "",
-                 "fax": None, "open_at": None, "close_at": None, "distance": None,
-                 "is_featured": r.random() < 0.1, "exclude_national_deals": False,
-                 "is_verified": r.random() < 0.8, "latitude": round(r.uniform(32, 42), 6),
-                 "longitude": round(r.uniform(-124, -114), 6), "retailer_id": r.randint(1, 5000),
-                 "opening_date": iso_ms(base),
-                 "structured_hours": [{"type": d.title(), "hours": {"opens_at": "10:00", "closes_at": "21:00"},
-                                       "period": d} for d in DAYS]}
+            a = {
+                "name": w(2),
+                "sort_name": w(1).lower(),
+                "seo_slug": slug,
+                "email": f"store{rid}@shop.example",
+                "address": f"Unit {r.randint(1, 300)}",
+                "city": w(1),
+                "state": "CA",
+                "zip": "90210",
+                "phone": f"555-{r.randint(1000, 9999)}",
+                "mall_name": None,
+                "tenant_location": f"L{r.randint(1, 3)}-{r.randint(1, 200)}",
+                "tenant_location_map_key": f"k{rid}",
+                "hours": "<p>10am - 9pm</p>",
+                "description": w(12),
+                "url": f"https://store{rid}.example",
+                "url_text": "Visit",
+                "page_url": f"/stores/{slug}",
+                "retailer_url": f"https://retailer{rid}.example",
+                "opening_text": "",
+                "now_open_text": "Now open" if r.random() < 0.1 else "",
+                "fax": None,
+                "open_at": None,
+                "close_at": None,
+                "distance": None,
+                "is_featured": r.random() < 0.1,
+                "exclude_national_deals": False,
+                "is_verified": r.random() < 0.8,
+                "latitude": round(r.uniform(32, 42), 6),
+                "longitude": round(r.uniform(-124, -114), 6),
+                "retailer_id": r.randint(1, 5000),
+                "opening_date": iso_ms(base),
+                "structured_hours": [
+                    {
+                        "type": d.title(),
+                        "hours": {"opens_at": "10:00", "closes_at": "21:00"},
+                        "period": d,
+                    }
+                    for d in DAYS
+                ],
+            }
             if mall is not None:
                 a["mall_name"] = self.by_type["malls"][mall].attrs["name"]
-            links.update(images=self._sample("images", 2), tags=self._sample("tags", 2),
-                         groups=self._sample("groups", 1), mall=mall)
+            links.update(
+                images=self._sample("images", 2),
+                tags=self._sample("tags", 2),
+                groups=self._sample("groups", 1),
+                mall=mall,
+            )
         elif t == "events":
-            a = {"title": w(3), "short_text": w(5), "description": w(20), "seo_slug": slug,
-                 "end_at_text": "", "link_url": f"https://events.example/{rid}", "link_text": "More",
-                 "location": w(2), "date_text": "This weekend", "start_at": relative(base),
-                 "end_at": relative(base + 2 * 86400), "display_at": relative(base - 7 * 86400),
-                 "pin_order": r.randint(0, 10), "is_events_page": True, "is_active": r.random() < 0.9,
-                 "is_featured": r.random() < 0.2}
-            links.update(images=self._sample("images", 1), groups=self._sample("groups", 1),
-                         tags=self._sample("tags", 2), mall=mall)
+            a = {
+                "title": w(3),
+                "short_text": w(5),
+                "description": w(20),
+                "seo_slug": slug,
+                "end_at_text": "",
+                "link_url": f"https://events.example/{rid}",
+                "link_text": "More",
+                "location": w(2),
+                "date_text": "This weekend",
+                "start_at": relative(base),
+                "end_at": relative(base + 2 * 86400),
+                "display_at": relative(base - 7 * 86400),
+                "pin_order": r.randint(0, 10),
+                "is_events_page": True,
+                "is_active": r.random() < 0.9,
+                "is_featured": r.random() < 0.2,
+            }
+            links.update(
+                images=self._sample("images", 1),
+                groups=self._sample("groups", 1),
+                tags=self._sample("tags", 2),
+                mall=mall,
+            )
         elif t == "ifeatures":
-            a = {"seo_slug": slug, "headline": w(4), "sub_heading": w(3), "tag_line": w(4),
-                 "description": w(10), "url": f"https://mall.example/if/{rid}", "pin_order": r.randint(0, 5),
-                 "start_at": relative(base), "end_at": relative(base + 30 * 86400), "is_static": False,
-                 "is_headline": r.random() < 0.2, "is_new_window": r.random() < 0.5}
+            a = {
+                "seo_slug": slug,
+                "headline": w(4),
+                "sub_heading": w(3),
+                "tag_line": w(4),
+                "description": w(10),
+                "url": f"https://mall.example/if/{rid}",
+                "pin_order": r.randint(0, 5),
+                "start_at": relative(base),
+                "end_at": relative(base + 30 * 86400),
+                "is_static": False,
+                "is_headline": r.random() < 0.2,
+                "is_new_window": r.random() < 0.5,
+            }
             links["mall"] = mall
         elif t == "job_listings":
             store = self.rng.choice(self.order["stores"])
             mall = self.by_type["stores"][store].mall
-            a = {"title": w(2), "seo_slug": slug, "store_name": self.by_type["stores"][store].attrs["name"],
-                 "experience": "1 year", "how_to_apply": "Apply online",
-                 "application_url": f"https://jobs.example/{rid}", "description": w(15),
-                 "manager_name": w(2), "fax_number": "", "email": f"jobs{rid}@shop.example",
-                 "salary": f"${r.randint(15, 40)}/h", "start_date_text": "ASAP",
-                 "hours_per_week": str(r.choice([20, 30, 40])), "number_of_openings": str(r.randint(1, 5)),
-                 "key_responsibilities": w(6), "required_experience": w(4), "special_information": "",
-                 "is_full_time": r.random() < 0.5, "is_apply_online": True,
-                 "display_at": relative(base), "end_at": relative(base + 30 * 86400)}
+            a = {
+                "title": w(2),
+                "seo_slug": slug,
+                "store_name": self.by_type["stores"][store].attrs["name"],
+                "experience": "1 year",
+                "how_to_apply": "Apply online",
+                "application_url": f"https://jobs.example/{rid}",
+                "description": w(15),
+                "manager_name": w(2),
+                "fax_number": "",
+                "email": f"jobs{rid}@shop.example",
+                "salary": f"${r.randint(15, 40)}/h",
+                "start_date_text": "ASAP",
+                "hours_per_week": str(r.choice([20, 30, 40])),
+                "number_of_openings": str(r.randint(1, 5)),
+                "key_responsibilities": w(6),
+                "required_experience": w(4),
+                "special_information": "",
+                "is_full_time": r.random() < 0.5,
+                "is_apply_online": True,
+                "display_at": relative(base),
+                "end_at": relative(base + 30 * 86400),
+            }
             links.update(images=self._sample("images", 1), store=store)
             meta = {"deprecated_fields": list(DEPRECATED_FIELDS)}
         elif t == "mall_messages":
-            a = {"description": w(10), "message_type": "operational", "start_at": relative(base),
-                 "end_at": relative(base + 3 * 86400)}
+            a = {
+                "description": w(10),
+                "message_type": "operational",
+                "start_at": relative(base),
+                "end_at": relative(base + 3 * 86400),
+            }
             links["mall"] = mall
         elif t == "press_releases":
-            a = {"name": w(3), "seo_slug": slug, "headline": w(5), "tag_line": w(4), "content": w(30),
-                 "phone": f"555-{r.randint(1000, 9999)}", "email": f"press{rid}@mall.example",
-                 "external_url": f"https://press.example/{rid}", "pr_type": r.choice(["news", "event"]),
-                 "is_active": True, "display_at": relative(base)}
+            a = {
+                "name": w(3),
+                "seo_slug": slug,
+                "headline": w(5),
+                "tag_line": w(4),
+                "content": w(30),
+                "phone": f"555-{r.randint(1000, 9999)}",
+                "email": f"press{rid}@mall.example",
+                "external_url": f"https://press.example/{rid}",
+                "pr_type": r.choice(["news", "event"]),
+                "is_active": True,
+                "display_at": relative(base),
+            }
             links["mall"] = mall
         elif t == "programs":
-            a = {"name": w(2), "program_type": r.choice(["loyalty", "rewards"]),
-                 "properties": {"points": r.randint(0, 100), "tier": r.choice(["gold", "silver"])}}
+            a = {
+                "name": w(2),
+                "program_type": r.choice(["loyalty", "rewards"]),
+                "properties": {"points": r.randint(0, 100), "tier": r.choice(["gold", "silver"])},
+            }
         elif t == "social_feeds":
-            a = {"social_network_id": r.randint(1, 5), "sociable_id": r.randint(1, 1000),
-                 "sociable_type": "Mall", "name": w(1), "is_active": r.choice([True, False, None]),
-                 "properties": {"handle": f"@{w(1).lower()}{rid}"}}
+            a = {
+                "social_network_id": r.randint(1, 5),
+                "sociable_id": r.randint(1, 1000),
+                "sociable_type": "Mall",
+                "name": w(1),
+                "is_active": r.choice([True, False, None]),
+                "properties": {"handle": f"@{w(1).lower()}{rid}"},
+            }
         else:
             raise ValueError(t)
         if t not in ("tags", "groups"):
@@ -340,7 +590,9 @@ class Dataset:
         for listener in list(self.listeners):
             listener(kind, type_name, rid, deletion)
 
-    def create(self, type_name: str, attrs: dict[str, Any] | None = None, mall: int | None = None) -> Rec:
+    def create(
+        self, type_name: str, attrs: dict[str, Any] | None = None, mall: int | None = None
+    ) -> Rec:
         if type_name not in WEIGHTS and type_name != "malls":
             raise KeyError(type_name)
         if mall is None:
@@ -364,7 +616,9 @@ class Dataset:
     def update(self, type_name: str, rid: int, attrs: dict[str, Any] | None = None) -> Rec:
         rec = self.by_type[type_name][rid]
         if attrs is None:
-            key = next((k for k in ("title", "name", "description", "headline") if k in rec.attrs), None)
+            key = next(
+                (k for k in ("title", "name", "description", "headline") if k in rec.attrs), None
+            )
             attrs = {key: self._words(3)} if key else {}
         self.touch(rec, attrs)
         self._notify("update", type_name, rid)
@@ -390,15 +644,27 @@ class Dataset:
                 if owner is None:
                     continue
                 for name, value in owner.links.items():
-                    if TARGET.get(name, name) == type_name and isinstance(value, list) and rid in value:
+                    if (
+                        TARGET.get(name, name) == type_name
+                        and isinstance(value, list)
+                        and rid in value
+                    ):
                         value.remove(rid)
                 self.touch(owner)
                 self._notify("update", owner_type, owner_id)
         stamp = self._fresh_stamp(None)
         did = self.next_id["deletions"]
         self.next_id["deletions"] += 1
-        entry = Rec("deletions", did, {"resource_id": rid, "resource_type": type_name,
-                                        "created_at": stamp, "updated_at": stamp})
+        entry = Rec(
+            "deletions",
+            did,
+            {
+                "resource_id": rid,
+                "resource_type": type_name,
+                "created_at": stamp,
+                "updated_at": stamp,
+            },
+        )
         self._add(entry)
         self._notify("deletion", type_name, rid, str(did))
         return entry
@@ -426,15 +692,28 @@ class Dataset:
     # -- hours ---------------------------------------------------------------------------------
 
     def hours(self, mall: int, start: date, end: date) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         d = start
         while d <= end and len(out) < 400:
             weekday = DAYS[d.weekday()]
             special = (d.toordinal() + mall) % 29 == 0
-            text = "Closed" if special else ("11:00 AM - 6:00 PM" if weekday == "sunday" else "10:00 AM - 9:00 PM")
-            out.append({"id": d.isoformat(), "type": "hours",
-                        "attributes": {"date": d.isoformat(), "day": weekday.title(),
-                                       "hours_text": text, "description": "Holiday" if special else ""}})
+            text = (
+                "Closed"
+                if special
+                else ("11:00 AM - 6:00 PM" if weekday == "sunday" else "10:00 AM - 9:00 PM")
+            )
+            out.append(
+                {
+                    "id": d.isoformat(),
+                    "type": "hours",
+                    "attributes": {
+                        "date": d.isoformat(),
+                        "day": weekday.title(),
+                        "hours_text": text,
+                        "description": "Holiday" if special else "",
+                    },
+                }
+            )
             d += timedelta(days=1)
         return out
 
@@ -445,9 +724,16 @@ class Dataset:
         sunday = today["day"] == "Sunday"
         opens, closes = ("11:00", "18:00") if sunday else ("10:00", "21:00")
         is_open = not closed and opens <= now.strftime("%H:%M") < closes
-        return {"data": {"mall_id": mall, "date": today["date"], "is_open": is_open,
-                         "opens_at": None if closed else opens, "closes_at": None if closed else closes,
-                         "hours_text": today["hours_text"]}}
+        return {
+            "data": {
+                "mall_id": mall,
+                "date": today["date"],
+                "is_open": is_open,
+                "opens_at": None if closed else opens,
+                "closes_at": None if closed else closes,
+                "hours_text": today["hours_text"],
+            }
+        }
 
 
 def all_types() -> Iterable[str]:

@@ -109,13 +109,24 @@ def parse(
     term: str | None = None
     fields: list[tuple[str, tuple[str, ...]]] = []
     for name, value in params.items():
-        if name.startswith("auth_") or name in ("page[size]", "page[number]", "sort", "include", "from", "to", "lat", "long"):
+        if name.startswith("auth_") or name in (
+            "page[size]",
+            "page[number]",
+            "sort",
+            "include",
+            "from",
+            "to",
+            "lat",
+            "long",
+        ):
             continue
         if name == "filter[id]":
             try:
                 ids = frozenset(int(x) for x in value.split(",") if x.strip())
             except ValueError:
-                raise QueryError("filter[id] takes a comma-separated list of integer ids", name) from None
+                raise QueryError(
+                    "filter[id] takes a comma-separated list of integer ids", name
+                ) from None
         elif name == "filter":
             term = value.lower()
         elif name.startswith("filter[") and name.endswith("]"):
@@ -183,7 +194,11 @@ class Selector:
                 if desc:
                     ids = list(reversed(ids))
                 continue
-            ids = sorted(ids, key=lambda i, a=attr: _sort_key(recs[i].attrs.get(a)), reverse=desc)
+
+            def by_attr(i: int, a: str = attr) -> tuple[int, Any]:
+                return _sort_key(recs[i].attrs.get(a))
+
+            ids = sorted(ids, key=by_attr, reverse=desc)
         if ids is base:
             ids = list(base)
         self.cache[key] = ids
@@ -207,8 +222,12 @@ def _matches(rec: Rec, q: Query) -> bool:
         if not isinstance(raw, str):
             return False
         v = comparable(raw)
-        if not ((op == "lt" and v < value) or (op == "lte" and v <= value)
-                or (op == "gt" and v > value) or (op == "gte" and v >= value)):
+        if not (
+            (op == "lt" and v < value)
+            or (op == "lte" and v <= value)
+            or (op == "gt" and v > value)
+            or (op == "gte" and v >= value)
+        ):
             return False
     for attr, accepted in q.equals:
         raw = a.get(attr)
@@ -241,19 +260,29 @@ def related(data: Dataset, rec: Rec, name: str) -> list[Rec]:
     return [store[i] for i in ids if i in store]
 
 
-def resource_obj(base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None) -> dict[str, Any]:
+def resource_obj(
+    base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None
+) -> dict[str, Any]:
     """The JSON:API resource object for one record."""
     path = path_of(rec.type)
     attrs = rec.attrs if fields is None else {k: v for k, v in rec.attrs.items() if k in fields}
-    obj: dict[str, Any] = {"id": str(rec.id), "type": rec.type,
-                           "links": {"self": f"{base}/{path}/{rec.id}"}, "attributes": attrs}
+    obj: dict[str, Any] = {
+        "id": str(rec.id),
+        "type": rec.type,
+        "links": {"self": f"{base}/{path}/{rec.id}"},
+        "attributes": attrs,
+    }
     rels: dict[str, Any] = {}
     for name in RELATIONSHIPS.get(rec.type, ()):
         if fields is not None and name not in fields:
             continue
         hy = name.replace("_", "-")
-        entry: dict[str, Any] = {"links": {"self": f"{base}/{path}/{rec.id}/relationships/{hy}",
-                                           "related": f"{base}/{path}/{rec.id}/{hy}"}}
+        entry: dict[str, Any] = {
+            "links": {
+                "self": f"{base}/{path}/{rec.id}/relationships/{hy}",
+                "related": f"{base}/{path}/{rec.id}/{hy}",
+            }
+        }
         if name in include:
             entry["data"] = linkage(rec, name)
         rels[name] = entry
@@ -264,7 +293,9 @@ def resource_obj(base: str, rec: Rec, include: tuple[str, ...], fields: tuple[st
     return obj
 
 
-def encode_resource(base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None) -> bytes:
+def encode_resource(
+    base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None
+) -> bytes:
     """Encoded resource; the full-attribute variants are cached on the record."""
     if fields is not None:
         return orjson.dumps(resource_obj(base, rec, include, fields))

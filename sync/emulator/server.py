@@ -43,7 +43,9 @@ class Emulator:
         chans = frozenset(channels) | {"ALL"} if channels is not None else ALL_CHANNELS
         self.accounts.create(email, password, channels=chans, stamp=iso_ms(self.now()))
         self.email, self.password = email, password
-        self.dispatcher = Dispatcher(self.faults, window=webhook_window, retry_interval=webhook_retry_interval)
+        self.dispatcher = Dispatcher(
+            self.faults, window=webhook_window, retry_interval=webhook_retry_interval
+        )
         self.data.listeners.append(self.dispatcher.notice)
         self.app = EmulatorApp(self.data, self.accounts, self.dispatcher, self.faults)
         self.base_url = ""
@@ -78,21 +80,41 @@ class Emulator:
     def force_logout(self) -> None:
         self.accounts.force_logout()
 
-    def create(self, type_name: str, attributes: dict[str, Any] | None = None, *, mall_id: int | str | None = None) -> str:
-        return str(self.data.create(type_name, attributes, int(mall_id) if mall_id is not None else None).id)
+    def create(
+        self,
+        type_name: str,
+        attributes: dict[str, Any] | None = None,
+        *,
+        mall_id: int | str | None = None,
+    ) -> str:
+        return str(
+            self.data.create(
+                type_name, attributes, int(mall_id) if mall_id is not None else None
+            ).id
+        )
 
-    def update(self, type_name: str, id: int | str, attributes: dict[str, Any] | None = None) -> None:
+    def update(
+        self, type_name: str, id: int | str, attributes: dict[str, Any] | None = None
+    ) -> None:
         self.data.update(type_name, int(id), attributes)
 
     def delete(self, type_name: str, id: int | str) -> str:
         return str(self.data.delete(type_name, int(id)).id)
 
-    def ids(self, type_name: str, *, mall_id: int | str | None = None, visibility: str | None = None) -> list[str]:
+    def ids(
+        self, type_name: str, *, mall_id: int | str | None = None, visibility: str | None = None
+    ) -> list[str]:
         ids = self.data.ids(type_name, int(mall_id) if mall_id is not None else None)
         recs = self.data.by_type[type_name]
-        return [str(i) for i in ids if visibility is None or recs[i].attrs.get("visibility") == visibility]
+        return [
+            str(i)
+            for i in ids
+            if visibility is None or recs[i].attrs.get("visibility") == visibility
+        ]
 
-    def resource(self, type_name: str, id: int | str, include: Sequence[str] = ()) -> dict[str, Any]:
+    def resource(
+        self, type_name: str, id: int | str, include: Sequence[str] = ()
+    ) -> dict[str, Any]:
         return resource_dict(self.app, self.data.by_type[type_name][int(id)], tuple(include))
 
     def snapshot(self, type_name: str) -> dict[str, dict[str, Any]]:
@@ -103,8 +125,14 @@ class Emulator:
         return None if mall is None else str(mall)
 
     def webhooks(self) -> list[dict[str, Any]]:
-        return [{"id": str(s.id), "type": "webhooks", "attributes": {"callback_url": s.callback_url, "topic": s.topic}}
-                for s in self.dispatcher.subs.values()]
+        return [
+            {
+                "id": str(s.id),
+                "type": "webhooks",
+                "attributes": {"callback_url": s.callback_url, "topic": s.topic},
+            }
+            for s in self.dispatcher.subs.values()
+        ]
 
     def unsubscribe_all(self) -> int:
         n = len(self.dispatcher.subs)
@@ -115,7 +143,9 @@ class Emulator:
         return self.data.mutate_randomly(n, rng_seed)
 
 
-async def serve_forever(emu: Emulator, port: int, mutations_per_second: float, announce: Any) -> None:
+async def serve_forever(
+    emu: Emulator, port: int, mutations_per_second: float, announce: Any
+) -> None:
     """Serve until SIGINT/SIGTERM, applying random mutations at the given rate."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -35,8 +35,15 @@ class Subscription:
 class Dispatcher:
     """Holds subscriptions and delivers batched notices to them."""
 
-    def __init__(self, faults: Faults, *, window: float = 0.05, retry_interval: float = 0.2,
-                 max_batch: int = 100, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        faults: Faults,
+        *,
+        window: float = 0.05,
+        retry_interval: float = 0.2,
+        max_batch: int = 100,
+        timeout: float = 5.0,
+    ) -> None:
         self.faults = faults
         self.window = window
         self.retry_interval = retry_interval
@@ -61,8 +68,10 @@ class Dispatcher:
 
     def notice(self, kind: str, type_name: str, rid: int, deletion: str | None) -> None:
         """A change happened: queue a notice for every subscription to its topic."""
-        item: dict[str, Any] = {"type": "updates" if kind == "update" else "deletions",
-                                "attributes": {"resource_type": type_name, "resource_id": rid}}
+        item: dict[str, Any] = {
+            "type": "updates" if kind == "update" else "deletions",
+            "attributes": {"resource_type": type_name, "resource_id": rid},
+        }
         if deletion is not None:
             item = {"type": "deletions", "id": deletion, "attributes": item["attributes"]}
         for sub in self.subs.values():
@@ -100,7 +109,9 @@ class Dispatcher:
         del sub.pending[: self.max_batch]
         if self.faults.webhook_reorder:
             self.faults.rng.shuffle(batch)
-            self.faults.injected["webhook_reordered"] = self.faults.injected.get("webhook_reordered", 0) + 1
+            self.faults.injected["webhook_reordered"] = (
+                self.faults.injected.get("webhook_reordered", 0) + 1
+            )
         body = orjson.dumps({"data": batch})
         while sub.id in self.subs:
             ok = False

@@ -114,7 +114,9 @@ class BookkeepingMixin:
         )
         return BackfillState(pages, row[1], row[0], row[2], row[3])
 
-    def start_backfill(self, type_name: str, scope: str, *, page_size: int, started_at: str) -> None:
+    def start_backfill(
+        self, type_name: str, scope: str, *, page_size: int, started_at: str
+    ) -> None:
         state = self.backfill_state(type_name, scope)
         if state is not None and state.finished_at is None and state.page_size == page_size:
             return  # resume: keep the pages already committed

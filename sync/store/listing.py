@@ -17,7 +17,9 @@ BATCH = 100
 class Listing:
     """Ids (and `updated_at`) listed upstream for one (type, mall); diffed against the table."""
 
-    def __init__(self, conn: sqlite3.Connection, table: str, mall_id: int | None, name: str) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, table: str, mall_id: int | None, name: str
+    ) -> None:
         self.conn = conn
         self.table = table
         self.mall_id = mall_id
@@ -60,7 +62,9 @@ class Listing:
             return listed, 0
         where, params = self._scope()
         local = int(
-            self.conn.execute(f"SELECT count(*) FROM [{self.table}] t WHERE 1{where}", params).fetchone()[0]
+            self.conn.execute(
+                f"SELECT count(*) FROM [{self.table}] t WHERE 1{where}", params
+            ).fetchone()[0]
         )
         return listed, local
 
@@ -72,7 +76,9 @@ class Listing:
     def missing_or_stale(self) -> Iterator[list[int]]:
         """Batches of listed ids that are absent locally or older locally than upstream."""
         if not self._table_exists():
-            sql = f"SELECT l.id FROM temp.[{self.name}] l WHERE l.id > ? ORDER BY l.id LIMIT {BATCH}"
+            sql = (
+                f"SELECT l.id FROM temp.[{self.name}] l WHERE l.id > ? ORDER BY l.id LIMIT {BATCH}"
+            )
         else:
             stale = (
                 " OR (l.updated_at IS NOT NULL AND (t.updated_at IS NULL OR l.updated_at > t.updated_at))"

@@ -86,7 +86,8 @@ class Mirror(BookkeepingMixin):
             _check_header(p)
         elif readonly:
             raise MirrorError(
-                f"mirror {p} does not exist yet", hint="run `sync backfill` first, or check [mirror] path"
+                f"mirror {p} does not exist yet",
+                hint="run `sync backfill` first, or check [mirror] path",
             )
         else:
             parent = p.parent if str(p.parent) else Path(".")
@@ -105,7 +106,9 @@ class Mirror(BookkeepingMixin):
             )
         except sqlite3.Error as exc:
             _release(lock)
-            raise MirrorError(f"cannot open mirror {p}: {exc}", hint="check the path and its permissions") from None
+            raise MirrorError(
+                f"cannot open mirror {p}: {exc}", hint="check the path and its permissions"
+            ) from None
         try:
             mirror = cls(conn, p, lock)
             mirror._prepare(readonly)
@@ -230,7 +233,9 @@ class Mirror(BookkeepingMixin):
     def listing(self, type_name: str, mall_id: int | None = None) -> Listing:
         """A temporary id listing of one (type, mall) to diff against the table."""
         self._listings += 1
-        return Listing(self.conn, type_name, mall_id, f"_sync_listing_{os.getpid()}_{self._listings}")
+        return Listing(
+            self.conn, type_name, mall_id, f"_sync_listing_{os.getpid()}_{self._listings}"
+        )
 
     # -- the page write --------------------------------------------------------------------------
 
@@ -245,7 +250,9 @@ class Mirror(BookkeepingMixin):
         checkpoint: PageCheckpoint | None = None,
     ) -> WriteResult:
         """Upsert one page (rows, links, included, scripts, checkpoint) in one transaction."""
-        batches: list[tuple[ResourceType, list[dict[str, Any]], dict[str, list[tuple[int, list[int]]]]]] = []
+        batches: list[
+            tuple[ResourceType, list[dict[str, Any]], dict[str, list[tuple[int, list[int]]]]]
+        ] = []
         main = self._rows(rtype, resources, mall_id if rtype.scope == "mall" else None)
         batches.append((rtype, *main))
         by_type: dict[str, list[dict[str, Any]]] = {}
@@ -263,7 +270,9 @@ class Mirror(BookkeepingMixin):
                     for k, v in r.items():
                         if sample.get(k) is None:
                             sample[k] = v
-                if not self.schema.columns(bt.table) or not set(sample) <= self.schema.columns(bt.table):
+                if not self.schema.columns(bt.table) or not set(sample) <= self.schema.columns(
+                    bt.table
+                ):
                     self.schema.ensure_content(bt.table, sample)
             for rel in bt.relationships:
                 if not rel.to_one and rel.name in links:
@@ -312,7 +321,11 @@ class Mirror(BookkeepingMixin):
                 if rel.to_one:
                     row[rel.column] = _to_int(data.get("id")) if isinstance(data, dict) else None
                 elif isinstance(data, list):
-                    related = [i for d in data if isinstance(d, dict) and (i := _to_int(d.get("id"))) is not None]
+                    related = [
+                        i
+                        for d in data
+                        if isinstance(d, dict) and (i := _to_int(d.get("id"))) is not None
+                    ]
                     links.setdefault(rel.name, []).append((rid, related))
             rows.append(row)
         return rows, links
@@ -351,7 +364,9 @@ class Mirror(BookkeepingMixin):
             marks = ", ".join("?" * len(cols))
             sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols if c != "id")
             sql = f"INSERT INTO [{table}] ({names}) VALUES ({marks})"
-            sql += f" ON CONFLICT(id) DO UPDATE SET {sets}" if sets else " ON CONFLICT(id) DO NOTHING"
+            sql += (
+                f" ON CONFLICT(id) DO UPDATE SET {sets}" if sets else " ON CONFLICT(id) DO NOTHING"
+            )
             if guard and sets:
                 sql += (
                     f" WHERE [{table}].updated_at IS NULL"
@@ -360,7 +375,9 @@ class Mirror(BookkeepingMixin):
             self._sql[key] = sql
         return sql
 
-    def _write_links(self, rtype: ResourceType, links: dict[str, list[tuple[int, list[int]]]]) -> None:
+    def _write_links(
+        self, rtype: ResourceType, links: dict[str, list[tuple[int, list[int]]]]
+    ) -> None:
         for rel in rtype.relationships:
             pairs = links.get(rel.name)
             if not pairs:
@@ -372,19 +389,25 @@ class Mirror(BookkeepingMixin):
             )
             self.conn.executemany(
                 f"INSERT OR IGNORE INTO [{table}] ([{owner}], [{other}], position) VALUES (?, ?, ?)",
-                [(rid, rel_id, pos) for rid, related in pairs for pos, rel_id in enumerate(related)],
+                [
+                    (rid, rel_id, pos)
+                    for rid, related in pairs
+                    for pos, rel_id in enumerate(related)
+                ],
             )
 
     def _write_scripts(self, scripts: Sequence[dict[str, Any]]) -> None:
         blob = orjson.dumps(list(scripts))
         now = time.monotonic()
-        if self._scripts_seen and self._scripts_seen[0] == blob and now - self._scripts_seen[1] < 60:
+        if (
+            self._scripts_seen
+            and self._scripts_seen[0] == blob
+            and now - self._scripts_seen[1] < 60
+        ):
             return  # the same scripts as a moment ago: one write a minute is enough
         self._scripts_seen = (blob, now)
         stamp = now_iso()
-        for item in scripts:
-            if not isinstance(item, dict):
-                continue
+        for item in scripts:  # items are {type, content} per the spec
             kind, content = str(item.get("type", "")), str(item.get("content", ""))
             sid = hashlib.sha1(f"{kind}\0{content}".encode()).hexdigest()
             self.conn.execute(
@@ -429,7 +452,9 @@ class Mirror(BookkeepingMixin):
             raise
         return removed
 
-    def write_hours(self, mall_id: int, items: Sequence[dict[str, Any]], start: date, end: date) -> int:
+    def write_hours(
+        self, mall_id: int, items: Sequence[dict[str, Any]], start: date, end: date
+    ) -> int:
         """Replace one mall's hours between `start` and `end` (inclusive)."""
         rows = []
         stamp = now_iso()
@@ -442,7 +467,9 @@ class Mirror(BookkeepingMixin):
             row.update({"mall_id": mall_id, "date": day, "fetched_at": stamp})
             rows.append(row)
         if rows or not self.has_table("hours"):
-            self.schema.ensure_hours(rows[0] if rows else {"day": "", "hours_text": "", "description": ""})
+            self.schema.ensure_hours(
+                rows[0] if rows else {"day": "", "hours_text": "", "description": ""}
+            )
         self.conn.execute("BEGIN")
         try:
             self.conn.execute(

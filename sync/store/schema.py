@@ -78,13 +78,13 @@ class Schema:
         """Create `table` keyed by id, or add the columns of `sample` it lacks, plus indexes."""
         have = self.columns(table)
         if not have:
-            self.db[table].create(
+            self.db.table(table).create(
                 {k: column_type(v) for k, v in sample.items()}, pk="id", if_not_exists=True
             )
         else:
             for key, value in sample.items():
                 if key not in have:
-                    self.db[table].add_column(key, column_type(value))
+                    self.db.table(table).add_column(key, column_type(value))
         self._columns.pop(table, None)
         cols = self.columns(table)
         for col in INDEXED:
@@ -113,9 +113,9 @@ class Schema:
         if not have:
             cols = {"mall_id": int, "date": str, "fetched_at": str}
             cols.update({k: column_type(v) for k, v in sample.items() if k not in cols})
-            self.db["hours"].create(cols, pk=("mall_id", "date"), if_not_exists=True)
+            self.db.table("hours").create(cols, pk=("mall_id", "date"), if_not_exists=True)
         else:
             for key, value in sample.items():
                 if key not in have:
-                    self.db["hours"].add_column(key, column_type(value))
+                    self.db.table("hours").add_column(key, column_type(value))
         self._columns.pop("hours", None)

@@ -1,0 +1,59 @@
+"""A minimal signed client for emulator tests: independent of `sync.channel` on purpose."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import aiohttp
+import orjson
+
+
+class Signed:
+    """Logs in and sends signed requests; returns (status, headers, parsed body or None)."""
+
+    def __init__(self, http: aiohttp.ClientSession, base: str, email: str, password: str) -> None:
+        self.http, self.base, self.email, self.password = http, base, email, password
+        self.token = ""
+        self.offset = 0.0
+
+    async def login(self) -> dict[str, Any]:
+        body = {
+            "data": {
+                "type": "accounts",
+                "attributes": {"email": self.email, "password": self.password},
+            }
+        }
+        async with self.http.post(f"{self.base}/accounts/login", json=body) as r:
+            assert r.status == 201, await r.text()
+            doc = orjson.loads(await r.read())
+        self.token = doc["data"]["attributes"]["authentication_token"]
+        return dict(doc)
+
+    def auth(self, ts: int | None = None) -> dict[str, str]:
+        t = int(time.time() + self.offset) if ts is None else ts
+        digest = hashlib.md5(f"{t}:{self.token}".encode(), usedforsecurity=False).hexdigest()
+        return {"auth_id": self.email, "auth_timestamp": f"{t:010d}", "auth_token": digest}
+
+    async def get(
+        self,
+        path: str,
+        params: dict[str, str] | None = None,
+        *,
+        auth: bool = True,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any, Any]:
+        q = dict(params or {})
+        if auth:
+            q.update(self.auth())
+        async with self.http.get(f"{self.base}{path}", params=q, headers=headers) as r:
+            raw = await r.read()
+            return r.status, r.headers, (orjson.loads(raw) if raw else None)
+
+    async def send(self, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
+        async with self.http.request(
+            method, f"{self.base}{path}", params=self.auth(), json=body
+        ) as r:
+            raw = await r.read()
+            return r.status, r.headers, (orjson.loads(raw) if raw else None)

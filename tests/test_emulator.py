@@ -1,0 +1,613 @@
+"""The bundled emulator over real HTTP: routes, JSON:API query features, headers, auth, mutations,
+webhooks, faults and the CLI, and every document valid against the JSON:API 1.0 schema."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import aiohttp
+import jsonschema
+import pytest
+from aiohttp import web
+
+from sync.emulator import Emulator
+from tests.emulator_client import Signed
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((Path(__file__).parent / "data" / "jsonapi-schema-1.0.json").read_text())
+VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
+
+
+def valid(doc: Any) -> None:
+    errors = sorted(VALIDATOR.iter_errors(doc), key=str)
+    assert not errors, errors[0]
+
+
+@pytest.fixture
+async def api(emulator: Emulator) -> AsyncIterator[Signed]:
+    async with aiohttp.ClientSession() as http:
+        client = Signed(http, emulator.base_url, emulator.email, emulator.password)
+        await client.login()
+        yield client
+
+
+# -- routes --------------------------------------------------------------------------------------
+
+TOP = [
+    "articles",
+    "contacts",
+    "deals",
+    "events",
+    "ifeatures",
+    "job-listings",
+    "mall-messages",
+    "malls",
+]
+MALL = [
+    "events",
+    "mall-messages",
+    "contacts",
+    "ifeatures",
+    "job-listings",
+    "press-releases",
+    "programs",
+    "deals",
+    "products",
+    "social-feeds",
+    "stores",
+]
+
+
+@pytest.mark.parametrize("path", TOP)
+async def test_top_level_collections_and_singles(api: Signed, path: str) -> None:
+    status, headers, doc = await api.get(f"/{path}", {"page[size]": "5", "page[number]": "1"})
+    assert status == 200, doc
+    valid(doc)
+    assert headers["Content-Type"] == "application/vnd.api+json; charset=utf-8"
+    assert doc["meta"]["scripts"] and {"type", "content"} <= set(doc["meta"]["scripts"][0])
+    assert 1 <= len(doc["data"]) <= 5
+    first = doc["data"][0]
+    assert first["links"]["self"].endswith(f"/{path}/{first['id']}")
+    for name, rel in first.get("relationships", {}).items():
+        assert "_" not in rel["links"]["related"].rsplit("/", 1)[1], name  # hyphenated paths
+    status, _, single = await api.get(f"/{path}/{first['id']}")
+    assert status == 200 and single["data"]["id"] == first["id"]
+    valid(single)
+    status, _, err = await api.get(f"/{path}/99999999")
+    assert status == 404
+    valid(err)
+
+
+@pytest.mark.parametrize("sub", MALL)
+async def test_nested_mall_routes(api: Signed, emulator: Emulator, sub: str) -> None:
+    mall = emulator.ids("malls")[0]
+    status, _, doc = await api.get(f"/malls/{mall}/{sub}", {"page[size]": "100"})
+    assert status == 200
+    valid(doc)
+    type_name = sub.replace("-", "_")
+    visibility = "Public" if type_name == "deals" else None
+    expected = (
+        emulator.ids(type_name, mall_id=mall, visibility=visibility)
+        if type_name != "deals"
+        else None
+    )
+    if expected is not None:
+        assert [d["id"] for d in doc["data"]] == expected[:100]
+    assert (await api.get(f"/malls/999999/{sub}"))[0] == 404
+
+
+@pytest.mark.parametrize(
+    ("owner", "rels"),
+    [
+        ("articles", ["images", "malls", "products", "tags"]),
+        ("deals", ["stores", "images", "tags"]),
+        ("events", ["groups", "images"]),
+        ("ifeatures", ["mall"]),
+        ("job-listings", ["images", "store"]),
+        ("mall-messages", ["mall"]),
+    ],
+)
+async def test_related_routes(api: Signed, emulator: Emulator, owner: str, rels: list[str]) -> None:
+    rid = emulator.ids(owner.replace("-", "_"))[0]
+    for rel in rels:
+        status, _, doc = await api.get(f"/{owner}/{rid}/{rel}")
+        assert status == 200, (owner, rel, doc)
+        valid(doc)
+        if rel in ("mall", "store"):
+            assert doc["data"] is None or doc["data"]["type"] in ("malls", "stores")
+        else:
+            assert isinstance(doc["data"], list)
+
+
+async def test_hours_and_current_hours(api: Signed, emulator: Emulator) -> None:
+    mall = emulator.ids("malls")[0]
+    status, headers, doc = await api.get(
+        f"/malls/{mall}/hours", {"from": "2026-11-01", "to": "2026-11-07"}
+    )
+    assert status == 200
+    assert headers["Content-Type"] == "application/json; charset=utf-8"
+    assert [h["id"] for h in doc["data"]] == [f"2026-11-0{d}" for d in range(1, 8)]
+    assert set(doc) == {"data"} and "links" not in doc["data"][0]
+    assert doc["data"][0]["attributes"]["day"] == "Sunday"
+    assert (await api.get(f"/malls/{mall}/hours", {"from": "nope"}))[0] == 400
+    status, headers, cur = await api.get(f"/malls/{mall}/current-hours")
+    assert status == 200 and headers["Content-Type"].startswith("application/json")
+    assert {"is_open", "opens_at", "closes_at", "date"} <= set(cur["data"])
+
+
+async def test_unknown_route_is_a_jsonapi_404(api: Signed) -> None:
+    status, _, doc = await api.get("/spaceships")
+    assert status == 404 and doc["errors"][0]["status"] == "404"
+    valid(doc)
+
+
+# -- query features --------------------------------------------------------------------------------
+
+
+async def test_include_gives_linkage_and_deduplicated_included(api: Signed) -> None:
+    status, _, doc = await api.get("/deals", {"include": "images,tags", "page[size]": "50"})
+    assert status == 200
+    valid(doc)
+    keys = [(r["type"], r["id"]) for r in doc["included"]]
+    assert len(keys) == len(set(keys))
+    linked = {
+        (d["type"], d["id"]) for r in doc["data"] for d in r["relationships"]["images"]["data"]
+    }
+    assert linked <= set(keys)
+    assert "data" not in doc["data"][0]["relationships"]["stores"]
+    assert (await api.get("/deals", {"include": "spaceships"}))[0] == 400
+
+
+async def test_sparse_fieldsets(api: Signed) -> None:
+    _, _, doc = await api.get(
+        "/deals", {"fields[deals]": "updated_at", "include": "images", "fields[images]": "url"}
+    )
+    valid(doc)
+    assert set(doc["data"][0]["attributes"]) == {"updated_at"}
+    assert all(set(i["attributes"]) <= {"url"} for i in doc["included"])
+
+
+async def test_filter_id_and_visibility(api: Signed, emulator: Emulator) -> None:
+    public = emulator.ids("deals", visibility="Public")
+    unlisted = emulator.ids("deals", visibility="Unlisted")
+    _, _, doc = await api.get(
+        "/deals", {"filter[id]": f"{public[0]},{unlisted[0]}", "page[size]": "100"}
+    )
+    assert [d["id"] for d in doc["data"]] == [public[0]]  # default visibility is Public
+    _, _, doc = await api.get(
+        "/deals", {"filter[id]": unlisted[0], "filter[visibility]": "Unlisted"}
+    )
+    assert [d["id"] for d in doc["data"]] == [unlisted[0]]
+    _, _, doc = await api.get(
+        "/deals", {"filter[visibility]": "Public,Unlisted,Private", "page[size]": "100"}
+    )
+    assert len(doc["data"]) == min(100, len(emulator.ids("deals")))
+    store = emulator.ids("stores")[0]
+    mall = emulator.mall_of("stores", store)
+    _, _, doc = await api.get(f"/malls/{mall}/stores", {"filter[id]": store})
+    assert [d["id"] for d in doc["data"]] == [store]
+    assert (await api.get("/deals", {"filter[id]": "x"}))[0] == 400
+
+
+async def test_date_filters_both_formats_and_sort(api: Signed, emulator: Emulator) -> None:
+    snap = emulator.snapshot("articles")
+    stamps = sorted(a["updated_at"] for a in snap.values())
+    middle = stamps[len(stamps) // 2]
+    _, _, doc = await api.get(
+        "/articles", {"filter[updated_at][gte]": middle, "page[size]": "100", "sort": "updated_at"}
+    )
+    got = [d["attributes"]["updated_at"] for d in doc["data"]]
+    assert (
+        got == sorted(got)
+        and got[0] == middle
+        and len(got) == min(100, len(stamps) - len(stamps) // 2)
+    )
+    day = middle[:10]
+    _, _, doc = await api.get("/articles", {"filter[updated_at][lt]": day, "page[size]": "100"})
+    assert all(d["attributes"]["updated_at"] < day for d in doc["data"])
+    _, _, doc = await api.get(
+        "/articles",
+        {"filter[display_at][gt]": "2026-06-01", "page[size]": "100", "sort": "-display_at"},
+    )
+    shown = [d["attributes"]["display_at"] for d in doc["data"]]
+    assert shown == sorted(shown, reverse=True) and all(s > "2026-06-01" for s in shown)
+    _, _, doc = await api.get("/articles", {"sort": "-id", "page[size]": "3"})
+    assert [d["id"] for d in doc["data"]] == sorted(
+        emulator.ids("articles"), key=int, reverse=True
+    )[:3]
+    assert (await api.get("/articles", {"filter[updated_at][gte]": "yesterday"}))[0] == 400
+    assert (await api.get("/articles", {"filter[color]": "red"}))[0] == 400
+
+
+async def test_boolean_and_name_filters(api: Signed, emulator: Emulator) -> None:
+    _, _, doc = await api.get("/events", {"filter[is_active]": "true", "page[size]": "100"})
+    assert doc["data"] and all(d["attributes"]["is_active"] is True for d in doc["data"])
+    name = next(iter(emulator.snapshot("malls").values()))["name"]
+    _, _, doc = await api.get("/malls", {"filter[name]": name})
+    assert doc["data"] and all(d["attributes"]["name"] == name for d in doc["data"])
+
+
+async def test_paging_and_links(api: Signed, emulator: Emulator) -> None:
+    _, _, doc = await api.get("/articles")
+    assert len(doc["data"]) == min(25, len(emulator.ids("articles")))  # default page size
+    _, _, doc = await api.get(
+        "/articles",
+        {"page[size]": "7", "page[number]": "2", "filter[updated_at][gte]": "2026-01-01"},
+    )
+    last = doc["links"]["last"]
+    q = parse_qs(urlsplit(last).query)
+    assert last.startswith("http://127.0.0.1:")
+    assert q["page[size]"] == ["7"] and q["filter[updated_at][gte]"] == ["2026-01-01"]
+    assert not any(k.startswith("auth_") for k in q)
+    n = int(q["page[number]"][0])
+    assert n == -(-len(emulator.ids("articles")) // 7)
+    _, _, beyond = await api.get("/articles", {"page[size]": "7", "page[number]": str(n + 5)})
+    assert beyond["data"] == []
+    for bad in ("0", "101", "x"):
+        status, _, err = await api.get("/articles", {"page[size]": bad})
+        assert status == 400 and err["errors"][0]["source"]["parameter"] == "page[size]"
+        valid(err)
+
+
+async def test_meta_and_attributes_of_the_spec(api: Signed) -> None:
+    _, _, doc = await api.get("/job-listings", {"page[size]": "3"})
+    assert "salary" in doc["data"][0]["meta"]["deprecated_fields"]
+    _, _, doc = await api.get("/deals", {"include": "images", "page[size]": "50"})
+    image = doc["included"][0]["attributes"]
+    assert image["size_parameter"] in image["url"]
+
+
+# -- headers -------------------------------------------------------------------------------------
+
+
+async def test_headers_and_etag(api: Signed) -> None:
+    status, headers, _ = await api.get("/malls")
+    assert headers["X-API-Version"].startswith("v12.")
+    assert headers["Cache-Control"] == "max-age=0, private, must-revalidate"
+    assert (
+        headers["Vary"] == "Origin" and headers["X-Request-Id"] and float(headers["X-Runtime"]) >= 0
+    )
+    etag = headers["ETag"]
+    assert etag.startswith('W/"')
+    status, _, body = await api.get("/malls", headers={"If-None-Match": etag})
+    assert status == 304 and body is None
+
+
+# -- auth ----------------------------------------------------------------------------------------
+
+
+async def test_accounts_login_logout(emulator: Emulator) -> None:
+    async with aiohttp.ClientSession() as http:
+        base = emulator.base_url
+        body = {
+            "data": {
+                "type": "accounts",
+                "attributes": {"email": "new@example.com", "password": "pw-123456"},
+            }
+        }
+        async with http.post(f"{base}/accounts", json=body) as r:
+            assert r.status == 201 and r.content_type == "application/json"
+        async with http.post(f"{base}/accounts", json=body) as r:
+            assert r.status == 422
+        client = Signed(http, base, "new@example.com", "pw-123456")
+        first = (await client.login())["data"]["attributes"]["authentication_token"]
+        assert (await client.login())["data"]["attributes"]["authentication_token"] == first
+        assert (await client.get("/malls"))[0] == 200
+        async with http.delete(f"{base}/accounts/logout", params=client.auth()) as r:
+            assert r.status == 204
+            assert "httponly" in r.headers["Set-Cookie"].lower()
+        assert (await client.get("/malls"))[0] == 401
+        assert (await client.login())["data"]["attributes"]["authentication_token"] != first
+        bad = {
+            "data": {
+                "type": "accounts",
+                "attributes": {"email": "new@example.com", "password": "wrong"},
+            }
+        }
+        async with http.post(f"{base}/accounts/login", json=bad) as r:
+            assert r.status == 401
+
+
+async def test_signature_failures(api: Signed, emulator: Emulator) -> None:
+    assert (await api.get("/malls", auth=False))[0] == 401
+    import time
+
+    for params in (
+        api.auth(int(time.time()) - 120),  # stale
+        {**api.auth(), "auth_token": "not-md5"},  # malformed
+        {**api.auth(), "auth_timestamp": "12345"},  # not 10 digits
+        {k: v for k, v in api.auth().items() if k != "auth_id"},  # missing
+    ):
+        async with api.http.get(f"{api.base}/malls", params=params) as r:
+            assert r.status == 401
+            valid(await r.json(content_type=None))
+    emulator.force_logout()
+    assert (await api.get("/malls"))[0] == 401
+
+
+async def test_clock_offset_outside_the_skew_window(api: Signed, emulator: Emulator) -> None:
+    emulator.faults.clock_offset = 120
+    status, headers, _ = await api.get("/malls")
+    assert status == 401
+    import time
+    from email.utils import parsedate_to_datetime
+
+    api.offset = parsedate_to_datetime(headers["Date"]).timestamp() - time.time()
+    assert (await api.get("/malls"))[0] == 200
+
+
+async def test_channels_restrict_routes(emulator: Emulator) -> None:
+    async with aiohttp.ClientSession() as http:
+        body = {
+            "data": {
+                "type": "accounts",
+                "attributes": {
+                    "email": "deal@example.com",
+                    "password": "pw-1",
+                    "properties": {"channels": ["deal"]},
+                },
+            }
+        }
+        async with http.post(f"{emulator.base_url}/accounts", json=body) as r:
+            assert r.status == 201
+        client = Signed(http, emulator.base_url, "deal@example.com", "pw-1")
+        await client.login()
+        status, _, doc = await client.get("/articles")
+        assert status == 403
+        valid(doc)
+        assert (await client.get("/deals"))[0] == 200
+        assert (await client.get("/malls"))[0] == 200
+
+
+# -- mutations -----------------------------------------------------------------------------------
+
+
+async def test_mutations_show_over_http(api: Signed, emulator: Emulator) -> None:
+    new = emulator.create("articles", {"title": "Hello"})
+    _, _, doc = await api.get(f"/articles/{new}")
+    assert doc["data"]["attributes"]["title"] == "Hello"
+    before = doc["data"]["attributes"]["updated_at"]
+    emulator.update("articles", new, {"title": "Again"})
+    emulator.update("articles", new)
+    _, _, doc = await api.get(f"/articles/{new}")
+    assert doc["data"]["attributes"]["updated_at"] > before
+    deletion = emulator.delete("articles", new)
+    assert (await api.get(f"/articles/{new}"))[0] == 404
+    _, _, entry = await api.get(f"/deletions/{deletion}")
+    assert entry["data"]["attributes"]["resource_type"] == "articles"
+    assert entry["data"]["attributes"]["resource_id"] == int(new)
+    _, _, feed = await api.get(
+        "/deletions", {"filter[resource_type]": "articles", "sort": "created_at"}
+    )
+    assert feed["data"][-1]["id"] == deletion
+
+
+async def test_touch_and_cascade(emulator: Emulator) -> None:
+    deal = next(
+        d
+        for d in emulator.ids("deals")
+        if emulator.resource("deals", d, ["images"])["relationships"]["images"]["data"]
+    )
+    image = emulator.resource("deals", deal, ["images"])["relationships"]["images"]["data"][0]["id"]
+    before = emulator.snapshot("deals")[deal]["updated_at"]
+    emulator.update("images", image)
+    assert emulator.snapshot("deals")[deal]["updated_at"] > before
+    mall = emulator.ids("malls")[0]
+    stores = emulator.ids("stores", mall_id=mall)
+    emulator.delete("malls", mall)
+    assert not set(stores) & set(emulator.ids("stores"))
+
+
+def test_data_set_is_deterministic() -> None:
+    a, b, c = (
+        Emulator(resources=200, seed=5),
+        Emulator(resources=200, seed=5),
+        Emulator(resources=200, seed=6),
+    )
+    assert a.snapshot("deals") == b.snapshot("deals")
+    assert a.snapshot("deals") != c.snapshot("deals")
+    assert set(a.snapshot("stores")) and all(
+        a.mall_of("stores", s) in a.ids("malls") for s in a.ids("stores")
+    )
+
+
+# -- webhooks ------------------------------------------------------------------------------------
+
+
+class Receiver:
+    def __init__(self, status: int = 204) -> None:
+        self.status = status
+        self.bodies: list[dict[str, Any]] = []
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.bodies.append(await request.json())
+        return web.Response(status=self.status)
+
+
+async def _receiver(status: int = 204) -> tuple[Receiver, web.AppRunner]:
+    rec = Receiver(status)
+    app = web.Application()
+    app.router.add_post("/hook", rec.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    rec.url = f"http://127.0.0.1:{port}/hook"
+    return rec, runner
+
+
+async def _until(check: Any, timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.02)):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("not reached")
+
+
+async def test_webhook_subscription_and_batched_delivery(api: Signed, emulator: Emulator) -> None:
+    rec, runner = await _receiver()
+    try:
+        status, _, doc = await api.send(
+            "POST",
+            "/webhooks",
+            {
+                "data": {
+                    "type": "webhooks",
+                    "attributes": {"callback_url": rec.url, "topic": "deals"},
+                }
+            },
+        )
+        assert status == 201
+        valid(doc)
+        hook = doc["data"]["id"]
+        _, _, listing = await api.get("/webhooks")
+        assert [h["id"] for h in listing["data"]] == [hook]
+        ids = emulator.ids("deals")[:3]
+        for d in ids:
+            emulator.update("deals", d)
+        gone = emulator.delete("deals", ids[2])
+        await _until(lambda: sum(len(b["data"]) for b in rec.bodies) >= 4)
+        items = [i for b in rec.bodies for i in b["data"]]
+        assert len(rec.bodies) < 4  # batched
+        assert {
+            "type": "updates",
+            "attributes": {"resource_type": "deals", "resource_id": int(ids[0])},
+        } in items
+        assert {
+            "type": "deletions",
+            "id": gone,
+            "attributes": {"resource_type": "deals", "resource_id": int(ids[2])},
+        } in items
+        status, _, _ = await api.send("DELETE", f"/webhooks/{hook}")
+        assert status == 204 and emulator.webhooks() == []
+        assert (
+            await api.send(
+                "POST",
+                "/webhooks",
+                {
+                    "data": {
+                        "type": "webhooks",
+                        "attributes": {"callback_url": "ftp://x", "topic": "deals"},
+                    }
+                },
+            )
+        )[0] == 422
+    finally:
+        await runner.cleanup()
+
+
+async def test_failing_receiver_is_unsubscribed_after_five_attempts(
+    api: Signed, emulator: Emulator
+) -> None:
+    rec, runner = await _receiver(status=500)
+    try:
+        await api.send(
+            "POST",
+            "/webhooks",
+            {
+                "data": {
+                    "type": "webhooks",
+                    "attributes": {"callback_url": rec.url, "topic": "deals"},
+                }
+            },
+        )
+        emulator.update("deals", emulator.ids("deals")[0])
+        await _until(lambda: not emulator.webhooks())
+        assert len(rec.bodies) == 5 and emulator.dispatcher.auto_unsubscribed == 1
+    finally:
+        await runner.cleanup()
+
+
+async def test_webhook_loss_duplication_reorder(api: Signed, emulator: Emulator) -> None:
+    rec, runner = await _receiver()
+    try:
+        await api.send(
+            "POST",
+            "/webhooks",
+            {
+                "data": {
+                    "type": "webhooks",
+                    "attributes": {"callback_url": rec.url, "topic": "events"},
+                }
+            },
+        )
+        emulator.faults.webhook_loss_rate = 1.0
+        emulator.update("events", emulator.ids("events")[0])
+        await asyncio.sleep(0.2)
+        assert rec.bodies == [] and emulator.faults.injected["webhook_lost"] == 1
+        emulator.faults.webhook_loss_rate = 0
+        emulator.faults.webhook_duplicate_rate = 1.0
+        emulator.faults.webhook_reorder = True
+        emulator.update("events", emulator.ids("events")[1])
+        await _until(lambda: rec.bodies)
+        assert (
+            len(rec.bodies[0]["data"]) == 2 and rec.bodies[0]["data"][0] == rec.bodies[0]["data"][1]
+        )
+        assert emulator.faults.injected["webhook_reordered"] >= 1
+    finally:
+        await runner.cleanup()
+
+
+# -- faults --------------------------------------------------------------------------------------
+
+
+async def test_request_faults(api: Signed, emulator: Emulator) -> None:
+    f = emulator.faults
+    f.error_rate = 1.0
+    status, _, doc = await api.get("/malls")
+    assert status in (500, 502, 503)
+    valid(doc)
+    f.error_rate, f.rate_429, f.retry_after = 0, 1.0, 3
+    status, headers, _ = await api.get("/malls")
+    assert status == 429 and headers["Retry-After"] == "3"
+    f.rate_429, f.drop_rate = 0, 1.0
+    with pytest.raises(aiohttp.ClientError):
+        await api.get("/malls")
+    f.drop_rate, f.latency = 0, 0.05
+    assert (await api.get("/malls"))[0] == 200
+    await api.login()  # login is never faulted
+    f.off()
+    assert (
+        f.injected["http_5xx"] == 1 and f.injected["http_429"] == 1 and f.injected["dropped"] >= 1
+    )
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+async def test_cli_serves_prints_and_stops_on_sigterm() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sync",
+        "emulator",
+        "--resources",
+        "300",
+        "--port",
+        "0",
+        cwd=ROOT,
+        env=dict(os.environ),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+    base = line.strip().rsplit(" ", 1)[1]
+    creds = (await proc.stdout.readline()).decode()
+    assert "email=demo@example.com" in creds and "password=demo-password" in creds
+    async with aiohttp.ClientSession() as http:
+        client = Signed(http, base, "demo@example.com", "demo-password")
+        await client.login()
+        assert (await client.get("/malls"))[0] == 200
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(proc.wait(), 15) == 0

@@ -1,0 +1,264 @@
+"""The mirror store on real SQLite files: upserts, guards, links, tombstones, listings, errors."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sync import catalogue
+from sync.errors import MirrorError
+from sync.store import Mirror, PageCheckpoint
+
+DEALS = catalogue.TYPES["deals"]
+EVENTS = catalogue.TYPES["events"]
+STORES = catalogue.TYPES["stores"]
+JOBS = catalogue.TYPES["job_listings"]
+
+
+def res(
+    rid: int, updated: str = "2026-01-01T00:00:00.000Z", type_: str = "deals", **attrs: Any
+) -> dict[str, Any]:
+    return {
+        "id": str(rid),
+        "type": type_,
+        "attributes": {"title": f"t{rid}", "updated_at": updated, **attrs},
+    }
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Mirror:
+    m = Mirror.open(tmp_path / "m.db")
+    yield m  # type: ignore[misc]
+    m.close()
+
+
+def test_page_creates_table_columns_indexes_and_encodes_values(mirror: Mirror) -> None:
+    mirror.write_page(
+        DEALS, [res(1, is_active=True, tags_list=["a"], obj={"k": 1}, price=1.5, seo_slug="x")]
+    )
+    row = mirror.get("deals", 1)
+    assert row == {
+        "id": 1,
+        "title": "t1",
+        "updated_at": "2026-01-01T00:00:00.000Z",
+        "is_active": 1,
+        "tags_list": '["a"]',
+        "obj": '{"k":1}',
+        "price": 1.5,
+        "seo_slug": "x",
+    }
+    indexes = {r[1] for r in mirror.conn.execute("PRAGMA index_list(deals)")}
+    assert {"idx_deals_updated_at", "idx_deals_seo_slug"} <= indexes
+    assert mirror.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_new_attribute_adds_a_column(mirror: Mirror) -> None:
+    mirror.write_page(DEALS, [res(1)])
+    mirror.write_page(DEALS, [res(2, brand_new="yes")])
+    assert mirror.get("deals", 2)["brand_new"] == "yes"  # type: ignore[index]
+    assert mirror.get("deals", 1)["brand_new"] is None  # type: ignore[index]
+
+
+def test_older_copy_never_overwrites_newer(mirror: Mirror) -> None:
+    mirror.write_page(DEALS, [res(1, "2026-02-01T00:00:00.000Z", title="new")])
+    mirror.write_page(DEALS, [res(1, "2026-01-01T00:00:00.000Z", title="old")])
+    assert mirror.get("deals", 1)["title"] == "new"  # type: ignore[index]
+    mirror.write_page(DEALS, [res(1, "2026-02-01T00:00:00.000Z", title="same stamp")])
+    assert mirror.get("deals", 1)["title"] == "same stamp"  # type: ignore[index]
+
+
+def test_links_replaced_only_with_linkage_and_included_rows(mirror: Mirror) -> None:
+    with_links = res(1)
+    with_links["relationships"] = {
+        "images": {"data": [{"type": "images", "id": "5"}, {"type": "images", "id": "6"}]}
+    }
+    included = [
+        {
+            "id": "5",
+            "type": "images",
+            "attributes": {"url": "u5", "updated_at": "2026-01-01T00:00:00.000Z"},
+        }
+    ]
+    mirror.write_page(DEALS, [with_links], included)
+    links = lambda: sorted(
+        mirror.conn.execute("select deals_id, images_id, position from deals_images")
+    )  # noqa: E731
+    assert links() == [(1, 5, 0), (1, 6, 1)]
+    mirror.write_page(DEALS, [res(1, "2026-01-02T00:00:00.000Z")])  # no linkage: links kept
+    assert links() == [(1, 5, 0), (1, 6, 1)]
+    with_links["relationships"]["images"]["data"] = [{"type": "images", "id": "6"}]
+    mirror.write_page(DEALS, [with_links])
+    assert links() == [(1, 6, 0)]
+    assert mirror.get("images", 5)["url"] == "u5"  # type: ignore[index]
+    join = mirror.conn.execute(
+        "select images.url from images join deals_images on images_id = images.id where deals_id = 1"
+    ).fetchall()
+    assert join == []  # image 6 was never included: the join only finds mirrored images
+
+
+def test_included_rows_do_not_null_columns_they_lack(mirror: Mirror) -> None:
+    mirror.write_page(STORES, [res(3, type_="stores", name="s")], mall_id=7)
+    store = {
+        "id": "3",
+        "type": "stores",
+        "attributes": {"name": "s2", "updated_at": "2026-01-01T00:00:00.000Z"},
+    }
+    mirror.write_page(DEALS, [res(1)], [store])
+    assert mirror.get("stores", 3)["mall_id"] == 7  # type: ignore[index]
+    assert mirror.get("stores", 3)["name"] == "s2"  # type: ignore[index]
+
+
+def test_to_one_column_meta_columns_and_scripts(mirror: Mirror) -> None:
+    event = res(4, type_="events")
+    event["relationships"] = {"mall": {"data": {"type": "malls", "id": "9"}}}
+    mirror.write_page(EVENTS, [event], scripts=[{"type": "text/javascript", "content": "x()"}])
+    assert mirror.get("events", 4)["mall_id"] == 9  # type: ignore[index]
+    job = res(8, type_="job_listings")
+    job["meta"] = {"deprecated_fields": ["salary"]}
+    mirror.write_page(JOBS, [job])
+    assert mirror.get("job_listings", 8)["meta_deprecated_fields"] == '["salary"]'  # type: ignore[index]
+    assert mirror.conn.execute("select type, content from meta_scripts").fetchall() == [
+        ("text/javascript", "x()")
+    ]
+
+
+def test_checkpoint_commits_with_its_page_or_not_at_all(mirror: Mirror) -> None:
+    mirror.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
+    mirror.write_page(DEALS, [res(1)], checkpoint=PageCheckpoint("deals", "", 1, 3))
+    bad = res(2)
+    bad["attributes"]["weird"] = object()  # not bindable: the page fails mid-write
+    with pytest.raises(sqlite3.Error):
+        mirror.write_page(DEALS, [res(3), bad], checkpoint=PageCheckpoint("deals", "", 2, 3))
+    state = mirror.backfill_state("deals", "")
+    assert state is not None and state.pages_done == {1} and state.last == 3
+    assert mirror.get("deals", 3) is None  # nothing of the failed page committed
+    mirror.finish_backfill("deals", "", finished_at="x")
+    assert mirror.backfill_state("deals", "").finished_at == "x"  # type: ignore[union-attr]
+    mirror.reset_backfill()
+    assert mirror.backfill_state("deals", "") is None and mirror.count("deals") == 1
+
+
+def test_tombstones_prevent_resurrection(mirror: Mirror) -> None:
+    linked = res(1)
+    linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
+    mirror.write_page(DEALS, [linked, res(2)])
+    assert mirror.delete("deals", [1]) == 1
+    assert mirror.conn.execute("select count(*) from deals_images").fetchone()[0] == 0
+    result = mirror.write_page(DEALS, [res(1, "2026-03-01T00:00:00.000Z"), res(2)])
+    assert mirror.get("deals", 1) is None and result.skipped_deleted == 1
+
+
+def test_listing_diff(mirror: Mirror) -> None:
+    mirror.write_page(
+        STORES, [res(1, type_="stores"), res(2, type_="stores"), res(3, type_="stores")], mall_id=1
+    )
+    mirror.write_page(STORES, [res(9, type_="stores")], mall_id=2)
+    with mirror.listing("stores", 1) as listing:
+        listing.add(
+            [
+                (1, "2026-01-01T00:00:00.000Z"),
+                (2, "2026-05-01T00:00:00.000Z"),
+                (4, "2026-01-01T00:00:00.000Z"),
+            ]
+        )
+        assert listing.counts() == (3, 3)
+        assert [i for b in listing.missing_or_stale() for i in b] == [2, 4]
+        assert [i for b in listing.absent() for i in b] == [3]  # 9 is another mall's
+    with mirror.listing("programs") as empty:  # no table yet
+        empty.add([(5, None)])
+        assert list(empty.missing_or_stale()) == [[5]] and list(empty.absent()) == []
+
+
+def test_hours_window_replace_and_current_hours(mirror: Mirror) -> None:
+    day = lambda d, t="10-9": {
+        "id": d,
+        "type": "hours",
+        "attributes": {"date": d, "day": "X", "hours_text": t, "description": ""},
+    }  # noqa: E731
+    mirror.write_hours(
+        1, [day("2026-11-01"), day("2026-11-02")], date(2026, 11, 1), date(2026, 11, 2)
+    )
+    mirror.write_hours(1, [day("2026-11-02", "closed")], date(2026, 11, 2), date(2026, 11, 2))
+    rows = mirror.conn.execute("select date, hours_text from hours order by date").fetchall()
+    assert rows == [("2026-11-01", "10-9"), ("2026-11-02", "closed")]
+    mirror.write_current_hours(1, {"data": {"is_open": True}})
+    assert (
+        mirror.conn.execute("select body from current_hours").fetchone()[0]
+        == '{"data":{"is_open":true}}'
+    )
+
+
+def test_bookkeeping_cursors_status_and_runs(mirror: Mirror) -> None:
+    mirror.write_page(DEALS, [res(1)])
+    mirror.set_cursor("deals", "filter[visibility]=Public", "2026-01-01T00:00:00.000Z")
+    mirror.record_type_status("deals", ok=False, error="boom", at="t1")
+    run = mirror.start_run("backfill")
+    mirror.finish_run(run, status="ok", rows=1, error=None)
+    st = {s.type_name: s for s in mirror.status()}
+    assert st["deals"].rows == 1 and st["deals"].last_error == "boom"
+    assert st["deals"].cursor == "2026-01-01T00:00:00.000Z"
+    mirror.record_type_status("deals", ok=True, at="t2")
+    assert {s.type_name: s for s in mirror.status()}["deals"].as_dict()["last_error"] is None
+    tables = {
+        r[0] for r in mirror.conn.execute("select name from sqlite_master where type='table'")
+    }
+    assert all(
+        t.startswith(("_sync_", "sqlite_")) or t in {"deals", "meta_scripts", "current_hours"}
+        for t in tables
+    )
+
+
+def test_write_path_at_volume(mirror: Mirror) -> None:
+    for page in range(200):
+        mirror.write_page(DEALS, [res(page * 100 + i) for i in range(1, 101)])
+    assert mirror.count("deals") == 20_000
+    assert sum(1 for _ in mirror.ids("deals")) == 20_000
+
+
+def test_open_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    bad = tmp_path / "m.db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(MirrorError, match="not a SQLite database; nothing was changed"):
+        Mirror.open(bad)
+    assert bad.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_open_refuses_a_damaged_database(tmp_path: Path) -> None:
+    p = tmp_path / "m.db"
+    m = Mirror.open(p)
+    m.write_page(DEALS, [res(i) for i in range(1, 2000)])
+    m.close()
+    data = bytearray(p.read_bytes())
+    data[5000:9000] = b"\xff" * 4000
+    p.write_bytes(bytes(data))
+    with pytest.raises(MirrorError, match="damaged|integrity"):
+        Mirror.open(p)
+
+
+def test_open_refuses_a_second_writer(tmp_path: Path) -> None:
+    first = Mirror.open(tmp_path / "m.db")
+    try:
+        with pytest.raises(MirrorError, match="in use by another sync process"):
+            Mirror.open(tmp_path / "m.db")
+        reader = Mirror.open(tmp_path / "m.db", readonly=True)  # readers are always welcome
+        reader.close()
+    finally:
+        first.close()
+
+
+def test_readonly_open_of_a_missing_mirror(tmp_path: Path) -> None:
+    with pytest.raises(MirrorError, match="run `sync backfill` first"):
+        Mirror.open(tmp_path / "nope.db", readonly=True)
+
+
+def test_read_only_directory() -> None:
+    """/proc is a read-only file system even for root: the error names it and the fix."""
+    with pytest.raises(MirrorError, match="read-only") as info:
+        Mirror.open("/proc/sync-test-mirror.db")
+    assert "write access" in str(info.value)
+    with pytest.raises(MirrorError, match="cannot create the directory"):
+        Mirror.open("/proc/sync-test/mirror.db")

@@ -86,7 +86,7 @@ def test_links_replaced_only_with_linkage_and_included_rows(mirror: Mirror) -> N
     mirror.write_page(DEALS, [with_links], included)
     links = lambda: sorted(
         mirror.conn.execute("select deals_id, images_id, position from deals_images")
-    )  # noqa: E731
+    )
     assert links() == [(1, 5, 0), (1, 6, 1)]
     mirror.write_page(DEALS, [res(1, "2026-01-02T00:00:00.000Z")])  # no linkage: links kept
     assert links() == [(1, 5, 0), (1, 6, 1)]
@@ -178,7 +178,7 @@ def test_hours_window_replace_and_current_hours(mirror: Mirror) -> None:
         "id": d,
         "type": "hours",
         "attributes": {"date": d, "day": "X", "hours_text": t, "description": ""},
-    }  # noqa: E731
+    }
     mirror.write_hours(
         1, [day("2026-11-01"), day("2026-11-02")], date(2026, 11, 1), date(2026, 11, 2)
     )
@@ -235,7 +235,7 @@ def test_open_refuses_a_damaged_database(tmp_path: Path) -> None:
     data = bytearray(p.read_bytes())
     data[5000:9000] = b"\xff" * 4000
     p.write_bytes(bytes(data))
-    with pytest.raises(MirrorError, match="damaged|integrity"):
+    with pytest.raises(MirrorError, match=r"damaged|integrity"):
         Mirror.open(p)
 
 

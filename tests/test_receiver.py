@@ -1,0 +1,305 @@
+"""The webhook receiver, the notice parser (with a fuzz test) and the durable queue."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from sync.config import WebhookSettings
+from sync.metrics import Metrics
+from sync.notices import NoticeError, WebhookNotice, parse_notices
+from sync.store.queue import ChangeQueue
+
+SECRET = "s3cret-path-0123456789"
+
+
+def body(*items: dict[str, Any]) -> bytes:
+    return orjson.dumps({"data": list(items)})
+
+
+UPDATE = {"type": "updates", "attributes": {"resource_type": "deals", "resource_id": 12}}
+DELETION = {
+    "type": "deletions",
+    "id": "7",
+    "attributes": {"resource_type": "JobListing", "resource_id": "5"},
+}
+
+
+# -- notices -------------------------------------------------------------------------------------
+
+
+def test_parse_valid_notices_and_normalise_types() -> None:
+    got = parse_notices(
+        body(
+            UPDATE,
+            DELETION,
+            {"type": "updates", "attributes": {"resource_type": "spaceships", "resource_id": 1}},
+        )
+    )
+    assert got == [
+        WebhookNotice("update", "deals", "deals", 12),
+        WebhookNotice("deletion", "job_listings", "JobListing", 5, "7"),
+        WebhookNotice("update", None, "spaceships", 1),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[]", "must be a JSON object"),
+        (b'{"data": {}}', "must be a list"),
+        (b'{"data": []}', "is empty"),
+        (body({"type": "creates", "attributes": {}}), "must be 'updates' or 'deletions'"),
+        (body({"type": "updates"}), "attributes is missing"),
+        (
+            body(
+                {"type": "updates", "attributes": {"resource_type": "deals", "resource_id": True}}
+            ),
+            "positive integer",
+        ),
+        (
+            body({"type": "updates", "attributes": {"resource_type": "deals", "resource_id": 1.5}}),
+            "positive integer",
+        ),
+        (
+            body(
+                {
+                    "type": "updates",
+                    "attributes": {"resource_type": "deals", "resource_id": str(2**63)},
+                }
+            ),
+            "out of range",
+        ),
+        (
+            b'{"data": [{"type": "updates", "attributes": {"resource_type": "deals", "resource_id": 1'
+            + b"0" * 30
+            + b"}}]}",
+            "not valid JSON|out of range|positive",
+        ),
+        (
+            body({"type": "updates", "attributes": {"resource_type": "", "resource_id": 1}}),
+            "non-empty string",
+        ),
+        (orjson.dumps({"data": [UPDATE] * 10_001}), "more than 10000"),
+    ],
+)
+def test_off_spec_bodies_name_the_problem(raw: bytes, reason: str) -> None:
+    with pytest.raises(NoticeError, match=reason):
+        parse_notices(raw)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        json_values.map(orjson.dumps),
+        st.lists(json_values, max_size=5).map(lambda d: orjson.dumps({"data": d})),
+    )
+)
+def test_fuzz_parser_raises_only_notice_errors(raw: bytes) -> None:
+    try:
+        parse_notices(raw)
+    except NoticeError:
+        pass
+
+
+# -- queue ---------------------------------------------------------------------------------------
+
+
+def open_queue(path: Path) -> ChangeQueue:
+    return ChangeQueue(sqlite3.connect(path, isolation_level=None))
+
+
+def test_queue_coalesces_acks_and_survives_a_crash(tmp_path: Path) -> None:
+    q = open_queue(tmp_path / "q.db")
+    notices = parse_notices(
+        body(
+            UPDATE,
+            UPDATE,
+            {"type": "updates", "attributes": {"resource_type": "deals", "resource_id": 13}},
+            DELETION,
+        )
+    )
+    assert q.enqueue(notices) == 4
+    assert q.types_pending("update") == ["deals"]
+    items = q.claim("update", "deals")
+    assert [(i.resource_id, len(i.row_ids)) for i in items] == [(12, 2), (13, 1)]
+    q.fail(items[:1], "boom")
+    q.ack(items[1:])
+    q.conn.close()  # "crash": 12 was never acked
+    q = open_queue(tmp_path / "q.db")
+    assert q.depth() == 3 and [i.resource_id for i in q.claim("update", "deals")] == [12]
+    assert (
+        q.conn.execute(
+            "select attempts, last_error from _sync_queue where resource_id = 12"
+        ).fetchall()
+        == [(1, "boom")] * 2
+    )
+
+
+def test_queue_takes_ten_thousand_notices(tmp_path: Path) -> None:
+    q = open_queue(tmp_path / "q.db")
+    many = [WebhookNotice("deletion", "deals", "deals", i) for i in range(1, 10_001)]
+    assert q.enqueue(many) == 10_000
+    assert len(q.claim("deletion", "deals", limit=100)) == 100
+
+
+# -- the receiver --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def receiver(tmp_path: Path) -> AsyncIterator[tuple[str, ChangeQueue, list[int]]]:
+    from sync.webhooks import make_receiver_app
+
+    queue = open_queue(tmp_path / "q.db")
+    woken: list[int] = []
+    cfg = WebhookSettings(listen="127.0.0.1:0", secret=SECRET, max_body_bytes=256 * 1024)  # type: ignore[arg-type]
+    app = make_receiver_app(
+        cfg,
+        queue,
+        on_enqueued=lambda: woken.append(1),
+        metrics=Metrics(),
+        health=lambda: {"status": "ok"},
+    )
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}", queue, woken
+    await runner.cleanup()
+
+
+async def post(
+    url: str, data: Any, content_type: str = "application/json", method: str = "POST"
+) -> int:
+    async with aiohttp.ClientSession() as http:
+        async with http.request(
+            method, url, data=data, headers={"Content-Type": content_type}
+        ) as r:
+            return r.status
+
+
+async def test_valid_notice_is_queued_and_answered_202(
+    receiver: tuple[str, ChangeQueue, list[int]],
+) -> None:
+    base, queue, woken = receiver
+    with capture_logs() as logs:
+        assert await post(f"{base}/webhooks/{SECRET}", body(UPDATE, DELETION)) == 202
+    assert queue.depth() == 2 and woken == [1]
+    accepted = [e for e in logs if e["event"] == "webhook.accepted"]
+    assert accepted[0]["items"] == 2 and accepted[0]["deletions"] == 1
+
+
+async def test_rejections_have_the_right_status_and_never_log_the_secret(
+    receiver: tuple[str, ChangeQueue, list[int]],
+) -> None:
+    base, queue, _ = receiver
+    url = f"{base}/webhooks/{SECRET}"
+    with capture_logs() as logs:
+        assert await post(f"{base}/webhooks/wrong-secret-000000", body(UPDATE)) == 404
+        assert await post(f"{base}/elsewhere", body(UPDATE)) == 404
+        assert await post(url, b"", method="GET") == 405
+        assert await post(url, body(UPDATE), content_type="text/plain") == 415
+        assert await post(url, b"{not json") == 400
+        assert await post(url, b'{"data": [{"type": "updates"}]}') == 400
+        assert await post(url, b"x" * (10 * 1024 * 1024)) == 413
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for _ in range(300):
+                yield b" " * 1024
+
+        assert await post(url, chunks()) == 413  # chunked, no Content-Length
+    assert queue.depth() == 0
+    rejected = [e for e in logs if e["event"] == "webhook.rejected"]
+    assert len(rejected) == 8 and all(e.get("reason") for e in rejected)
+    assert SECRET not in repr(logs)
+
+
+async def test_forged_deletion_burst_is_accepted_quickly_into_the_queue(
+    receiver: tuple[str, ChangeQueue, list[int]],
+) -> None:
+    base, queue, _ = receiver
+    items = [
+        {
+            "type": "deletions",
+            "id": str(i),
+            "attributes": {"resource_type": "deals", "resource_id": i},
+        }
+        for i in range(1, 2001)
+    ]
+    assert await post(f"{base}/webhooks/{SECRET}", orjson.dumps({"data": items})) == 202
+    assert queue.depth() == 2000
+
+
+async def test_healthz_and_metrics(receiver: tuple[str, ChangeQueue, list[int]]) -> None:
+    base, _, _ = receiver
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/healthz") as r:
+            assert r.status == 200 and (await r.json())["status"] == "ok"
+        async with http.get(f"{base}/metrics") as r:
+            text = await r.text()
+            assert (
+                r.status == 200
+                and "sync_queue_depth" in text
+                and "text/plain" in r.headers["Content-Type"]
+            )
+
+
+def test_metrics_render_counts() -> None:
+    m = Metrics()
+    m.rows.labels(type="deals").set(5)
+    m.job_runs.labels(job="poll", outcome="ok").inc()
+    text = m.render()[0].decode()
+    assert (
+        'sync_rows{type="deals"} 5.0' in text
+        and 'sync_job_runs_total{job="poll",outcome="ok"} 1.0' in text
+    )
+
+
+async def test_watchdog_notifies_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import socket
+
+    from sync.watchdog import Notifier, watchdog_loop
+
+    path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.settimeout(5)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+    monkeypatch.setenv("WATCHDOG_USEC", "100000")
+    n = Notifier()
+    n.ready()
+    assert sock.recv(100) == b"READY=1"
+    task = asyncio.create_task(watchdog_loop(n, lambda: True))
+    await asyncio.sleep(0.12)
+    task.cancel()
+    assert sock.recv(100) == b"WATCHDOG=1"
+    sock.close()
+    monkeypatch.delenv("NOTIFY_SOCKET")
+    Notifier().ready()  # no socket: silently nothing

@@ -84,9 +84,10 @@ def test_links_replaced_only_with_linkage_and_included_rows(mirror: Mirror) -> N
         }
     ]
     mirror.write_page(DEALS, [with_links], included)
-    links = lambda: sorted(
-        mirror.conn.execute("select deals_id, images_id, position from deals_images")
-    )
+
+    def links():
+        return sorted(mirror.conn.execute("select deals_id, images_id, position from deals_images"))
+
     assert links() == [(1, 5, 0), (1, 6, 1)]
     mirror.write_page(DEALS, [res(1, "2026-01-02T00:00:00.000Z")])  # no linkage: links kept
     assert links() == [(1, 5, 0), (1, 6, 1)]
@@ -174,11 +175,13 @@ def test_listing_diff(mirror: Mirror) -> None:
 
 
 def test_hours_window_replace_and_current_hours(mirror: Mirror) -> None:
-    day = lambda d, t="10-9": {
-        "id": d,
-        "type": "hours",
-        "attributes": {"date": d, "day": "X", "hours_text": t, "description": ""},
-    }
+    def day(d, t="10-9"):
+        return {
+            "id": d,
+            "type": "hours",
+            "attributes": {"date": d, "day": "X", "hours_text": t, "description": ""},
+        }
+
     mirror.write_hours(
         1, [day("2026-11-01"), day("2026-11-02")], date(2026, 11, 1), date(2026, 11, 2)
     )

@@ -50,9 +50,10 @@ class WriteResult:
 
 def encode(value: Any) -> Any:
     """A JSON value as the mirror stores it: booleans 0/1, objects and arrays as JSON text."""
-    if isinstance(value, bool):
+    kind = type(value)  # exact types: this runs once per attribute on the hot path
+    if kind is bool:
         return int(value)
-    if isinstance(value, dict | list):
+    if kind is dict or kind is list:
         return orjson.dumps(value).decode()
     return value
 
@@ -75,6 +76,10 @@ class Mirror(BookkeepingMixin):
         self._sql: dict[tuple[str, tuple[str, ...], bool], str] = {}
         self._scripts_seen: tuple[bytes, float] | None = None
         self._listings = 0
+        self._tombstones: bool | None = None  # whether any exist; None until first looked up
+        # Included resources (images, tags...) repeat on page after page: remember what was
+        # last committed for each, and skip identical rows (bounded; cleared when full).
+        self._included_seen: dict[tuple[str, int], int] = {}
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -277,6 +282,16 @@ class Mirror(BookkeepingMixin):
             for rel in bt.relationships:
                 if not rel.to_one and rel.name in links:
                     self.schema.ensure_link(rel.link_table(bt.name), *rel.link_columns(bt.name))
+        fresh: list[tuple[tuple[str, int], int]] = []
+        for i in range(1, len(batches)):
+            bt, rows, links = batches[i]
+            kept = []
+            for r in rows:
+                key, digest = (bt.name, r["id"]), hash(tuple(r.items()))
+                if self._included_seen.get(key) != digest:
+                    kept.append(r)
+                    fresh.append((key, digest))
+            batches[i] = (bt, kept, links)
         skipped = 0
         self.conn.execute("BEGIN")
         try:
@@ -294,6 +309,9 @@ class Mirror(BookkeepingMixin):
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+        if len(self._included_seen) > 200_000:
+            self._included_seen.clear()
+        self._included_seen.update(fresh)
         return WriteResult(len(main[0]) - skipped, sum(len(b[1]) for b in batches[1:]), skipped)
 
     def _rows(
@@ -334,6 +352,12 @@ class Mirror(BookkeepingMixin):
         self, type_name: str, rows: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], int]:
         if not rows:
+            return rows, 0
+        if self._tombstones is None:
+            self._tombstones = bool(
+                self.conn.execute("SELECT 1 FROM _sync_tombstones LIMIT 1").fetchone()
+            )
+        if not self._tombstones:
             return rows, 0
         ids = [r["id"] for r in rows]
         dead = {
@@ -425,6 +449,9 @@ class Mirror(BookkeepingMixin):
             return 0
         rtype = catalogue.TYPES.get(type_name)
         removed = 0
+        self._tombstones = True
+        for key in [(type_name, i) for i in id_list]:
+            self._included_seen.pop(key, None)
         stamp = now_iso()
         self.conn.execute("BEGIN")
         try:

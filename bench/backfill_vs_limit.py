@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import os
 import signal
@@ -115,10 +116,8 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     )
     peak = 0
     while proc.poll() is None:
-        try:
+        with contextlib.suppress(psutil.Error):
             peak = max(peak, proc.memory_info().rss)
-        except psutil.Error:
-            pass
         time.sleep(0.05)
     out, err = proc.communicate()
     if proc.returncode != 0:

@@ -408,8 +408,9 @@ class Mirror(BookkeepingMixin):
                 continue
             table = rel.link_table(rtype.name)
             owner, other = rel.link_columns(rtype.name)
-            self.conn.executemany(
-                f"DELETE FROM [{table}] WHERE [{owner}] = ?", [(rid,) for rid, _ in pairs]
+            owners = [rid for rid, _ in pairs]
+            self.conn.execute(
+                f"DELETE FROM [{table}] WHERE [{owner}] IN ({','.join('?' * len(owners))})", owners
             )
             self.conn.executemany(
                 f"INSERT OR IGNORE INTO [{table}] ([{owner}], [{other}], position) VALUES (?, ?, ?)",

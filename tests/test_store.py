@@ -127,13 +127,19 @@ def test_to_one_column_meta_columns_and_scripts(mirror: Mirror) -> None:
     ]
 
 
-def test_checkpoint_commits_with_its_page_or_not_at_all(mirror: Mirror) -> None:
+def test_checkpoint_commits_with_its_page_or_not_at_all(
+    mirror: Mirror, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mirror.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
     mirror.write_page(DEALS, [res(1)], checkpoint=PageCheckpoint("deals", "", 1, 3))
-    bad = res(2)
-    bad["attributes"]["weird"] = object()  # not bindable: the page fails mid-write
-    with pytest.raises(sqlite3.Error):
-        mirror.write_page(DEALS, [res(3), bad], checkpoint=PageCheckpoint("deals", "", 2, 3))
+
+    def disk_full(*args: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(mirror, "_write_links", disk_full)  # fails after the rows were upserted
+    with pytest.raises(sqlite3.OperationalError):
+        mirror.write_page(DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 2, 3))
+    monkeypatch.undo()
     state = mirror.backfill_state("deals", "")
     assert state is not None and state.pages_done == {1} and state.last == 3
     assert mirror.get("deals", 3) is None  # nothing of the failed page committed

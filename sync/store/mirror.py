@@ -21,7 +21,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +46,34 @@ class WriteResult:
     rows: int
     included: int
     skipped_deleted: int = 0
+
+
+def _SAFE_NAME(name: str) -> bool:  # noqa: N802 - reads as a predicate constant
+    """Attribute names usable as a column and a JSON path (no quotes or brackets)."""
+    return bool(name) and not any(c in name for c in '"[]')
+
+
+@dataclass
+class _Staged:
+    """One type's part of a page, staged for the set-based upsert."""
+
+    rtype: ResourceType
+    ids: list[int] = field(default_factory=list)
+    docs: list[str] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)
+    samples: dict[str, Any] = field(default_factory=dict)  # first value of each new column
+    links: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
+    dropped: int = 0
+
+    def drop_seen(self, seen: dict[tuple[str, int], int]) -> None:
+        """Forget rows identical to the copy last committed (included resources repeat)."""
+        keep = [
+            (i, d)
+            for i, d in zip(self.ids, self.docs, strict=True)
+            if seen.get((self.rtype.name, i)) != hash(d)
+        ]
+        if len(keep) != len(self.ids):
+            self.ids, self.docs = [i for i, _ in keep], [d for _, d in keep]
 
 
 def encode(value: Any) -> Any:
@@ -164,6 +192,9 @@ class Mirror(BookkeepingMixin):
                         hint="upgrade sync, or point [mirror] path at another file",
                     )
         self.conn.executescript(BOOKKEEPING)
+        self.conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS _sync_stage (id INTEGER PRIMARY KEY, doc TEXT)"
+        )
         self.set_meta("schema_version", str(SCHEMA_VERSION))
 
     def close(self) -> None:
@@ -255,52 +286,34 @@ class Mirror(BookkeepingMixin):
         checkpoint: PageCheckpoint | None = None,
     ) -> WriteResult:
         """Upsert one page (rows, links, included, scripts, checkpoint) in one transaction."""
-        batches: list[
-            tuple[ResourceType, list[dict[str, Any]], dict[str, list[tuple[int, list[int]]]]]
-        ] = []
-        main = self._rows(rtype, resources, mall_id if rtype.scope == "mall" else None)
-        batches.append((rtype, *main))
+        batches = [self._stage(rtype, resources, mall_id if rtype.scope == "mall" else None)]
         by_type: dict[str, list[dict[str, Any]]] = {}
         for res in included:
             name = res.get("type")
             if isinstance(name, str) and name in catalogue.TYPES:
                 by_type.setdefault(name, []).append(res)
         for name, items in by_type.items():
-            batches.append((catalogue.TYPES[name], *self._rows(catalogue.TYPES[name], items, None)))
+            batch = self._stage(catalogue.TYPES[name], items, None)
+            batch.drop_seen(self._included_seen)  # identical to what was last committed
+            batches.append(batch)
         # Schema changes first: sqlite-utils commits on its own, so never inside our transaction.
-        for bt, rows, links in batches:
-            if rows:
-                sample: dict[str, Any] = {}
-                for r in rows:
-                    for k, v in r.items():
-                        if sample.get(k) is None:
-                            sample[k] = v
-                if not self.schema.columns(bt.table) or not set(sample) <= self.schema.columns(
-                    bt.table
-                ):
-                    self.schema.ensure_content(bt.table, sample)
-            for rel in bt.relationships:
-                if not rel.to_one and rel.name in links:
-                    self.schema.ensure_link(rel.link_table(bt.name), *rel.link_columns(bt.name))
-        fresh: list[tuple[tuple[str, int], int]] = []
-        for i in range(1, len(batches)):
-            bt, rows, links = batches[i]
-            kept = []
-            for r in rows:
-                key, digest = (bt.name, r["id"]), hash(tuple(r.items()))
-                if self._included_seen.get(key) != digest:
-                    kept.append(r)
-                    fresh.append((key, digest))
-            batches[i] = (bt, kept, links)
-        skipped = 0
+        for b in batches:
+            if b.ids:
+                known = self.schema.columns(b.rtype.table)
+                if not known or not b.keys <= known:
+                    self.schema.ensure_content(b.rtype.table, {"id": b.ids[0], **b.samples})
+            for rel in b.rtype.relationships:
+                if not rel.to_one and rel.name in b.links:
+                    self.schema.ensure_link(
+                        rel.link_table(b.rtype.name), *rel.link_columns(b.rtype.name)
+                    )
+        main = batches[0]
         self.conn.execute("BEGIN")
         try:
-            for i, (bt, rows, links) in enumerate(batches):
-                rows, dropped = self._without_tombstones(bt.name, rows)
-                if i == 0:
-                    skipped = dropped
-                self._upsert(bt, rows)
-                self._write_links(bt, links)
+            for b in batches:
+                self._drop_tombstoned(b)
+                self._upsert(b)
+                self._write_links(b.rtype, b.links)
             if scripts:
                 self._write_scripts(scripts)
             if checkpoint is not None:
@@ -311,83 +324,112 @@ class Mirror(BookkeepingMixin):
             raise
         if len(self._included_seen) > 200_000:
             self._included_seen.clear()
-        self._included_seen.update(fresh)
-        return WriteResult(len(main[0]) - skipped, sum(len(b[1]) for b in batches[1:]), skipped)
+        for b in batches[1:]:
+            self._included_seen.update(
+                ((b.rtype.name, i), hash(d)) for i, d in zip(b.ids, b.docs, strict=True)
+            )
+        return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
 
-    def _rows(
+    def _stage(
         self, rtype: ResourceType, resources: Sequence[dict[str, Any]], mall_id: int | None
-    ) -> tuple[list[dict[str, Any]], dict[str, list[tuple[int, list[int]]]]]:
-        rows: list[dict[str, Any]] = []
-        links: dict[str, list[tuple[int, list[int]]]] = {}
+    ) -> _Staged:
+        """Each resource as (id, one JSON document of its column values), plus its links.
+
+        Attributes stay as the upstream sent them; SQLite's `json_extract` turns the document
+        into columns in C (booleans 0/1, objects and arrays as JSON text), which is what makes
+        the page write cheap: no per-attribute Python work on the hot path.
+        """
+        b = _Staged(rtype)
+        known = self.schema.columns(rtype.table)
         for res in resources:
             rid = _to_int(res.get("id"))
             if rid is None:
                 continue  # not an id the mirror can key: skip rather than poison the page
-            row: dict[str, Any] = {"id": rid}
-            for key, value in (res.get("attributes") or {}).items():
-                if key != "id":
-                    row[key] = encode(value)
-            for key, value in (res.get("meta") or {}).items():
-                row[f"meta_{key}"] = encode(value)
+            doc: dict[str, Any] = res.get("attributes") or {}
+            extra: dict[str, Any] = {}
+            meta = res.get("meta")
+            if meta:
+                extra.update((f"meta_{k}", v) for k, v in meta.items())
             if mall_id is not None:
-                row["mall_id"] = mall_id
-            rels = res.get("relationships") or {}
-            for rel in rtype.relationships:
-                data = (rels.get(rel.name) or {}).get("data", _MISSING)
-                if data is _MISSING:
-                    continue
-                if rel.to_one:
-                    row[rel.column] = _to_int(data.get("id")) if isinstance(data, dict) else None
-                elif isinstance(data, list):
-                    related = [
-                        i
-                        for d in data
-                        if isinstance(d, dict) and (i := _to_int(d.get("id"))) is not None
-                    ]
-                    links.setdefault(rel.name, []).append((rid, related))
-            rows.append(row)
-        return rows, links
+                extra["mall_id"] = mall_id
+            rels = res.get("relationships")
+            if rels:
+                for rel in rtype.relationships:
+                    data = (rels.get(rel.name) or {}).get("data", _MISSING)
+                    if data is _MISSING:
+                        continue
+                    if rel.to_one:
+                        extra[rel.column] = (
+                            _to_int(data.get("id")) if isinstance(data, dict) else None
+                        )
+                    elif isinstance(data, list):
+                        related = [
+                            i
+                            for d in data
+                            if isinstance(d, dict) and (i := _to_int(d.get("id"))) is not None
+                        ]
+                        b.links.setdefault(rel.name, []).append((rid, related))
+            if extra:
+                doc = {**doc, **extra}
+            keys = doc.keys()
+            if not keys <= b.keys:
+                for k in keys - b.keys:
+                    if _SAFE_NAME(k) and k != "id":
+                        b.keys.add(k)
+                        if k not in known:
+                            b.samples[k] = encode(doc[k])
+            elif b.samples:
+                for k in [k for k, v in b.samples.items() if v is None and doc.get(k) is not None]:
+                    b.samples[k] = encode(doc[k])
+            b.ids.append(rid)
+            b.docs.append(orjson.dumps(doc).decode())
+        return b
 
-    def _without_tombstones(
-        self, type_name: str, rows: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], int]:
-        if not rows:
-            return rows, 0
+    def _drop_tombstoned(self, b: _Staged) -> None:
+        if not b.ids:
+            return
         if self._tombstones is None:
             self._tombstones = bool(
                 self.conn.execute("SELECT 1 FROM _sync_tombstones LIMIT 1").fetchone()
             )
         if not self._tombstones:
-            return rows, 0
-        ids = [r["id"] for r in rows]
+            return
         dead = {
             int(r[0])
             for r in self.conn.execute(
-                f"SELECT id FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(ids))})",
-                (type_name, *ids),
+                f"SELECT id FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(b.ids))})",
+                (b.rtype.name, *b.ids),
             )
         }
-        if not dead:
-            return rows, 0
-        return [r for r in rows if r["id"] not in dead], len(dead)
+        if dead:
+            keep = [(i, d) for i, d in zip(b.ids, b.docs, strict=True) if i not in dead]
+            b.ids, b.docs = [i for i, _ in keep], [d for _, d in keep]
+            b.links = {
+                n: [(o, r) for o, r in pairs if o not in dead] for n, pairs in b.links.items()
+            }
+            b.dropped = len(dead)
 
-    def _upsert(self, rtype: ResourceType, rows: list[dict[str, Any]]) -> None:
-        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for r in rows:
-            groups.setdefault(tuple(r), []).append(r)
-        for cols, group in groups.items():
-            sql = self._upsert_sql(rtype.table, cols)
-            self.conn.executemany(sql, [tuple(r[c] for c in cols) for r in group])
+    def _upsert(self, b: _Staged) -> None:
+        if not b.ids:
+            return
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO temp._sync_stage (id, doc) VALUES (?, ?)",
+            zip(b.ids, b.docs, strict=True),
+        )
+        self.conn.execute(self._upsert_sql(b.rtype.table, tuple(sorted(b.keys))))
+        self.conn.execute("DELETE FROM temp._sync_stage")
 
     def _upsert_sql(self, table: str, cols: tuple[str, ...]) -> str:
+        """INSERT ... SELECT json_extract(...) ... ON CONFLICT(id) DO UPDATE ... WHERE newer."""
         guard = "updated_at" in cols
         key = (table, cols, guard)
         sql = self._sql.get(key)
         if sql is None:
-            names = ", ".join(f"[{c}]" for c in cols)
-            marks = ", ".join("?" * len(cols))
-            sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols if c != "id")
-            sql = f"INSERT INTO [{table}] ({names}) VALUES ({marks})"
+            names = ", ".join(f"[{c}]" for c in ("id", *cols))
+            values = ", ".join(["id", *(f"json_extract(doc, '$.\"{c}\"')" for c in cols)])
+            sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols)
+            # `WHERE 1`: SQLite needs a WHERE on INSERT ... SELECT before an upsert clause.
+            sql = f"INSERT INTO [{table}] ({names}) SELECT {values} FROM temp._sync_stage WHERE 1"
             sql += (
                 f" ON CONFLICT(id) DO UPDATE SET {sets}" if sets else " ON CONFLICT(id) DO NOTHING"
             )

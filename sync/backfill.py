@@ -135,9 +135,12 @@ class Backfill:
         self.report.started_at = started_at
         run_id = self.mirror.start_run("backfill")
         status = "failed"
+        prefilled = [p for p in (self.mirror.get_meta("backfill_prefilled") or "").split(",") if p]
+        self.mirror.defer_indexes(not prefilled)
         try:
             with self.progress:
                 await self._run_types(started_at)
+            self.mirror.defer_indexes(False)
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
         finally:
             self.report.seconds = time.monotonic() - t0

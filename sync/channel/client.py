@@ -1,11 +1,19 @@
 """`ChannelClient`: the Channel Content API as the rest of `sync` sees it.
 
-Layers, each one job: `Transport` (retries, backoff, concurrency) -> this client (login, signing,
-re-login on 401, status -> exception, JSON:API validation) -> callers (backfill, polls, worker).
+Layers, each one job: `Transport` (retries, backoff, concurrency) -> `Credentials` (token,
+signature, clock offset) -> this client (login, re-login on 401, status -> exception, JSON:API
+validation into `Page`) -> callers (backfill, polls, reconcile, worker, subscriptions).
 
-Listing requests give every parameter explicitly, as the spec advises: `page[size]`,
-`page[number]`, `sort`, `include`, `fields[...]`. The default `sort=id` keeps page-number paging
-stable: new rows land at the end instead of shifting every page.
+Listing requests give every parameter explicitly, as the spec advises ("so that changes of
+defaults do not change results"): `page[size]`, `page[number]`, `sort`, `include`, `fields[...]`.
+The default `sort=id` keeps page-number paging stable: ids only grow, so rows created during a
+walk land at the end instead of shifting every later page by one (which would skip a row), and
+an `updated_at` sort would move a row edited mid-walk past pages already read. Callers that
+want another order (the incremental poll: `sort=updated_at`) pass `sort` in `params`.
+
+401 means the session ended (someone logged the account out elsewhere, which ends every session
+sharing the token): the client logs in again, once per request. A 401 right after that fresh
+login cannot be cured by another one and is an `AuthError`. Concurrent 401s share one login.
 """
 
 from __future__ import annotations
@@ -18,11 +26,12 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+import orjson
 
 from sync.catalogue import ResourceType
 from sync.channel.auth import Credentials
 from sync.channel.pages import Page, decode, to_page
-from sync.channel.transport import Response, Stats, Transport
+from sync.channel.transport import Response, Stats, Transport, scrub
 from sync.config import UpstreamSettings
 from sync.errors import (
     AuthError,
@@ -38,18 +47,18 @@ MAX_IDS = 100
 
 
 def _error_detail(body: bytes) -> str:
+    """The JSON:API error's detail (or title), clipped; '' when the body says nothing usable."""
     try:
-        import orjson
-
         doc = orjson.loads(body)
-        errors = doc.get("errors") if isinstance(doc, dict) else None
-        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-            e = errors[0]
-            return str(e.get("detail") or e.get("title") or "")[:300]
-        if isinstance(doc, dict) and "error" in doc:
-            return str(doc["error"])[:300]
-    except Exception:
-        pass
+    except orjson.JSONDecodeError:
+        # An HTML error page may echo the request URL: scrub auth parameters from it.
+        return scrub(body[:120].decode("utf-8", "replace").strip())
+    errors = doc.get("errors") if isinstance(doc, dict) else None
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        e = errors[0]
+        return str(e.get("detail") or e.get("title") or "")[:300]
+    if isinstance(doc, dict) and "error" in doc:
+        return str(doc["error"])[:300]
     return ""
 
 
@@ -76,6 +85,7 @@ class ChannelClient:
         self._first_major: str | None = None
         self._warned_major = False
         self.log = get_logger("sync.channel")
+        self.stats = Stats()  # outlives the transport, so metrics can read it at any time
         self._transport: Transport | None = None
 
     async def __aenter__(self) -> ChannelClient:
@@ -90,8 +100,9 @@ class ChannelClient:
             retry_budget=self.settings.retry_budget,
             max_backoff=self.settings.max_backoff,
             sleep=self._sleep,
-            wall=self._clock,
+            upstream_now=lambda: self._clock() + self.credentials.offset,
             on_response=self._observe,
+            stats=self.stats,
         )
         return self
 
@@ -110,10 +121,6 @@ class ChannelClient:
         if self._transport is None:
             raise RuntimeError("use `async with ChannelClient(...)`")
         return self._transport
-
-    @property
-    def stats(self) -> Stats:
-        return self.transport.stats
 
     @property
     def clock_offset(self) -> float:
@@ -171,13 +178,17 @@ class ChannelClient:
                 "login answered without an authentication_token", url=url, status=resp.status
             )
         self.credentials.set_token(token)
-        self.log.info("upstream.logged_in", email=self.settings.email)
+        # No e-mail here: it is the auth_id, and logs never carry auth parameters.
+        self.log.info("upstream.logged_in")
 
-    async def _relogin(self, seen_generation: int) -> None:
+    async def _ensure_login(self, seen_generation: int, *, relogin: bool) -> None:
+        """Log in unless another task already did since `seen_generation` (one login for many
+        concurrent 401s)."""
         async with self._login_lock:
             if self.credentials.generation == seen_generation or not self.credentials.has_token:
                 await self.login()
-                self.transport.stats.relogins += 1
+                if relogin:
+                    self.stats.relogins += 1
 
     async def request(
         self,
@@ -189,28 +200,33 @@ class ChannelClient:
     ) -> Response:
         """A signed request; re-login once on 401; 4xx mapped to exceptions."""
         if not self.credentials.has_token:
-            await self._relogin(self.credentials.generation)
+            await self._ensure_login(self.credentials.generation, relogin=False)
+        # Set once this request has re-logged in after a 401: another 401 then is final. The
+        # first login does not count: a 401 just after it may be a logout elsewhere in between,
+        # or a clock skew the 401's own `Date` header has just taught us to correct.
+        fresh = False
         url = f"{self.base}{path}"
         fixed = dict(params or {})
-        for attempt in (1, 2):
+
+        def signed() -> dict[str, str]:
+            # Called per attempt: the timestamp (and so the token) must be current each time.
+            return {**fixed, **self.credentials.params()}
+
+        while True:
             generation = self.credentials.generation
-
-            def signed() -> dict[str, str]:
-                return {**fixed, **self.credentials.params()}
-
             resp = await self.transport.send(method, url, params=signed, json=json, headers=ACCEPT)
-            if resp.status == 401:
-                if attempt == 1:
-                    self.log.info("upstream.relogin", reason="401")
-                    await self._relogin(generation)
-                    continue
+            if resp.status != 401:
+                break
+            if fresh:
                 raise AuthError(
-                    "the upstream refused a fresh session (401)",
+                    f"the upstream refused a fresh session (401): {_error_detail(resp.body)}",
                     url=url,
                     status=401,
                     hint="check the account, and that this machine's clock is roughly right",
                 )
-            break
+            self.log.info("upstream.relogin", reason="401", path=path)
+            await self._ensure_login(generation, relogin=True)
+            fresh = True
         if resp.status == 403:
             raise ForbiddenError(
                 f"not allowed: {_error_detail(resp.body)}",
@@ -229,6 +245,7 @@ class ChannelClient:
     async def get_document(
         self, path: str, params: Mapping[str, str]
     ) -> tuple[Any, Mapping[str, str]]:
+        """GET `path` signed and retried; the parsed JSON body and the response headers."""
         resp = await self.request("GET", path, params)
         return decode(resp.body, resp.url, resp.status), resp.headers
 
@@ -322,9 +339,12 @@ class ChannelClient:
         mall_id: int | str | None = None,
         scope_params: Mapping[str, str] | None = None,
     ) -> Page:
-        """Up to 100 resources by `filter[id]`."""
+        """Up to 100 resources by `filter[id]` (one page of size 100: the spec's maximum)."""
         if len(ids) > MAX_IDS:
             raise ValueError(f"fetch_ids takes at most {MAX_IDS} ids, got {len(ids)}")
+        if not ids:
+            # `filter[id]=` might be read as "no filter", i.e. the whole collection.
+            return Page([], [], {}, 1, 1, self.api_version)
         return await self.list_page(
             rtype,
             1,
@@ -352,6 +372,8 @@ class ChannelClient:
     # -- hours ---------------------------------------------------------------------------------
 
     async def hours(self, mall_id: int | str, start: date, end: date) -> list[dict[str, Any]]:
+        """The `hours` resources of a mall from `start` to `end` (inclusive bounds, no paging;
+        the answer is application/json, still a `data` list)."""
         doc, _ = await self.get_document(
             f"/malls/{mall_id}/hours", {"from": start.isoformat(), "to": end.isoformat()}
         )
@@ -363,17 +385,19 @@ class ChannelClient:
         return [d for d in data if isinstance(d, dict)]
 
     async def current_hours(self, mall_id: int | str) -> Any:
+        """The /current-hours body as sent: the spec does not describe its shape."""
         doc, _ = await self.get_document(f"/malls/{mall_id}/current-hours", {})
         return doc
 
     # -- webhooks ------------------------------------------------------------------------------
 
     async def list_webhooks(self) -> list[dict[str, Any]]:
+        """Every subscription of this account, all pages."""
         out: list[dict[str, Any]] = []
         number = 1
         while True:
             doc, _ = await self.get_document(
-                "/webhooks", {"page[size]": "100", "page[number]": str(number)}
+                "/webhooks", {"page[size]": "100", "page[number]": str(number), "sort": "id"}
             )
             page = to_page(doc, number, f"{self.base}/webhooks", 200, self.api_version)
             out.extend(page.resources)
@@ -382,6 +406,7 @@ class ChannelClient:
             number += 1
 
     async def subscribe(self, callback_url: str, topic: str) -> dict[str, Any]:
+        """POST /webhooks; returns the subscription resource ({} if the body has none)."""
         body = {
             "data": {
                 "type": "webhooks",
@@ -394,4 +419,5 @@ class ChannelClient:
         return data if isinstance(data, dict) else {}
 
     async def unsubscribe(self, webhook_id: str) -> None:
+        """DELETE /webhooks/{id} (the spec does not show the path; this is the JSON:API one)."""
         await self.request("DELETE", f"/webhooks/{webhook_id}")

@@ -1,16 +1,22 @@
-"""The retrying transport: one HTTP exchange, repeated through transient failures.
+"""The retrying transport: one logical HTTP request, repeated through transient failures.
 
-Retried: 5xx, 429 (waiting `Retry-After`, seconds or an HTTP date), timeouts and dropped
-connections, with exponential backoff and full jitter capped at `max_backoff`. The whole request
-is bounded by `retry_budget` seconds, after which `RetriesExhaustedError` names the last cause.
-A semaphore shared by every job bounds the requests in flight. `sleep` and `clock` are injected
-so tests run instantly.
+Retried: every 5xx, 429 (waiting `Retry-After`, delta-seconds or an HTTP date), timeouts and
+dropped connections (`ClientConnectionError`, which covers `ServerDisconnectedError`, and
+`ClientPayloadError`, a body cut off mid-read). Waits are exponential backoff with full jitter
+(uniform in [0, min(max_backoff, base * 2**attempt)]) so that several jobs failing together do
+not retry in lock-step. The whole request, attempts and waits together, is bounded by
+`retry_budget` seconds, after which `RetriesExhaustedError` names the last cause. One semaphore
+bounds the requests in flight across every job sharing the client; it is released while waiting.
+
+`sleep` and `clock` are injected so tests run instantly: the budget counts the time each attempt
+took on `clock` plus the waits handed to `sleep`, so a fake sleep advances the budget too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,21 +29,44 @@ import aiohttp
 from sync.errors import RetriesExhaustedError, redact_url
 from sync.logs import get_logger
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+BASE_BACKOFF = 0.25  # seconds; the first retry waits up to 0.5 s, doubling from there
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    TimeoutError,  # asyncio.TimeoutError is TimeoutError since 3.11: aiohttp's timeouts
+    aiohttp.ClientConnectionError,  # refused, reset, ServerDisconnectedError
+    aiohttp.ClientPayloadError,  # the connection dropped while the body was read
+)
+_SECRET_IN_TEXT = re.compile(r"(auth_token|auth_id|auth_timestamp|password)=[^&\s'\"]*")
+
+
+def is_retryable(status: int) -> bool:
+    """5xx and 429 are the upstream's transient answers; every other status is final."""
+    return status >= 500 or status == 429
+
+
+def scrub(text: str) -> str:
+    """Mask auth parameters inside free text (aiohttp messages may quote the request URL)."""
+    return _SECRET_IN_TEXT.sub(r"\1=***", text)
 
 
 @dataclass
 class Stats:
-    """Counters for metrics and tests."""
+    """Counters for metrics and tests: answers by status, retries, re-logins, transport errors."""
 
     statuses: Counter[int] = field(default_factory=Counter)
     retries: int = 0
     relogins: int = 0
     errors: Counter[str] = field(default_factory=Counter)
 
+    @property
+    def requests(self) -> int:
+        """HTTP exchanges that got an answer (any status)."""
+        return sum(self.statuses.values())
+
 
 @dataclass(frozen=True)
 class Response:
+    """A fully read answer: the body is in memory, the connection already released."""
+
     status: int
     headers: Mapping[str, str]
     body: bytes
@@ -45,15 +74,17 @@ class Response:
 
 
 def retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date)."""
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), or None."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - now)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None
 
 
@@ -70,21 +101,28 @@ class Transport:
         max_backoff: float,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        upstream_now: Callable[[], float] = time.time,
         on_response: Callable[[Response], None] | None = None,
+        stats: Stats | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.session = session
         self.limit = asyncio.Semaphore(concurrency)
-        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.timeout = timeout
         self.retry_budget = retry_budget
         self.max_backoff = max_backoff
         self.sleep = sleep
         self.clock = clock
-        self.wall = wall
+        # Retry-After dates are the upstream's clock: compare them with the corrected time.
+        self.upstream_now = upstream_now
         self.on_response = on_response
-        self.stats = Stats()
-        self.rng = random.Random()
+        self.stats = stats if stats is not None else Stats()
+        self.rng = rng or random.Random()
         self.log = get_logger("sync.channel")
+
+    def backoff(self, attempt: int) -> float:
+        """Full jitter: a uniform draw below the capped exponential."""
+        return self.rng.uniform(0.0, min(self.max_backoff, BASE_BACKOFF * 2**attempt))
 
     async def send(
         self,
@@ -95,49 +133,58 @@ class Transport:
         json: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
-        """One logical request; `params` is called per attempt (signatures expire)."""
-        start = self.clock()
+        """One logical request; `params` is called per attempt because signatures expire."""
+        spent = 0.0  # seconds of this request's budget used: attempts plus waits
         attempt = 0
         while True:
             attempt += 1
             wait: float | None = None
             cause: str
+            remaining = self.retry_budget - spent
+            started = self.clock()
             try:
-                async with (
-                    self.limit,
-                    self.session.request(
+                async with self.limit:
+                    # The last attempt may not outlive the budget either.
+                    timeout = aiohttp.ClientTimeout(total=max(0.001, min(self.timeout, remaining)))
+                    async with self.session.request(
                         method,
                         url,
                         params=dict(params()) if params else None,
                         json=json,
                         headers=headers,
-                        timeout=self.timeout,
-                    ) as resp,
-                ):
-                    body = await resp.read()
-                    response = Response(resp.status, resp.headers, body, str(resp.url))
+                        timeout=timeout,
+                    ) as resp:
+                        body = await resp.read()
+                        response = Response(resp.status, resp.headers, body, str(resp.url))
                 self.stats.statuses[response.status] += 1
                 if self.on_response:
                     self.on_response(response)
-                if response.status not in RETRY_STATUSES:
+                if not is_retryable(response.status):
                     return response
                 cause = f"HTTP {response.status}"
                 if response.status == 429:
-                    wait = retry_after(response.headers.get("Retry-After"), self.wall())
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                self.stats.errors[type(exc).__name__] += 1
-            backoff = self.rng.uniform(0, min(self.max_backoff, 0.1 * 2**attempt))
+                    wait = retry_after(response.headers.get("Retry-After"), self.upstream_now())
+            except TRANSIENT_ERRORS as exc:
+                name = type(exc).__name__
+                cause = scrub(f"{name}: {exc}" if str(exc) else name)
+                self.stats.errors[name] += 1
+            spent += max(0.0, self.clock() - started)
+            backoff = self.backoff(attempt)
+            # A Retry-After is a floor: the upstream asked for at least that long.
             delay = max(wait, backoff) if wait is not None else backoff
-            elapsed = self.clock() - start
-            if elapsed + delay > self.retry_budget:
+            if spent + delay > self.retry_budget:
                 raise RetriesExhaustedError(
-                    f"gave up after {attempt} attempts in {elapsed:.1f}s; last: {redact_url(cause)}",
+                    f"gave up after {attempt} attempts in {spent:.1f}s; last: {cause}",
                     url=url,
                     hint="the upstream keeps failing; raise [upstream] retry_budget or try later",
                 )
             self.stats.retries += 1
             self.log.debug(
-                "request.retry", url=url, cause=cause, attempt=attempt, wait=round(delay, 3)
+                "upstream.retry",
+                url=redact_url(url),
+                cause=cause,
+                attempt=attempt,
+                wait=round(delay, 3),
             )
             await self.sleep(delay)
+            spent += delay

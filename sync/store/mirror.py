@@ -48,7 +48,7 @@ class WriteResult:
     skipped_deleted: int = 0
 
 
-def _SAFE_NAME(name: str) -> bool:  # noqa: N802 - reads as a predicate constant
+def _SAFE_NAME(name: str) -> bool:
     """Attribute names usable as a column and a JSON path (no quotes or brackets)."""
     return bool(name) and not any(c in name for c in '"[]')
 
@@ -178,6 +178,7 @@ class Mirror(BookkeepingMixin):
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=10000")
+        self.conn.execute("PRAGMA cache_size=-8192")  # 8 MiB of page cache for the writer
         if not fresh:
             has_meta = self.conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = '_sync_meta'"
@@ -196,6 +197,18 @@ class Mirror(BookkeepingMixin):
             "CREATE TEMP TABLE IF NOT EXISTS _sync_stage (id INTEGER PRIMARY KEY, doc TEXT)"
         )
         self.set_meta("schema_version", str(SCHEMA_VERSION))
+        if not fresh:
+            self.create_indexes()  # a bulk load interrupted before its indexes were built
+
+    def create_indexes(self) -> None:
+        """Build any missing index of the content tables (cheap when they all exist)."""
+        self.schema.create_indexes([t for t in catalogue.TYPES if self.has_table(t)])
+
+    def defer_indexes(self, defer: bool) -> None:
+        """During a bulk load into empty tables, build secondary indexes at the end."""
+        self.schema.defer_indexes = defer
+        if not defer:
+            self.create_indexes()
 
     def close(self) -> None:
         """Close the connection and release the writer lock."""
@@ -322,7 +335,7 @@ class Mirror(BookkeepingMixin):
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
-        if len(self._included_seen) > 200_000:
+        if len(self._included_seen) > 50_000:  # bounded: memory must not grow with the data
             self._included_seen.clear()
         for b in batches[1:]:
             self._included_seen.update(

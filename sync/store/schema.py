@@ -64,6 +64,10 @@ class Schema:
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
         self._columns: dict[str, set[str]] = {}
+        # A bulk load into empty tables defers the secondary indexes: rows arrive in id order,
+        # but updated_at/seo_slug/mall_id do not, and each page's commit would rewrite pages
+        # all over those indexes. `create_indexes` builds them once, sorted, at the end.
+        self.defer_indexes = False
 
     def columns(self, table: str) -> set[str]:
         """Current columns of `table` (empty when it does not exist)."""
@@ -86,12 +90,18 @@ class Schema:
                 if key not in have:
                     self.db.table(table).add_column(key, column_type(value))
         self._columns.pop(table, None)
-        cols = self.columns(table)
-        for col in INDEXED:
-            if col in cols:
-                self.conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS [idx_{table}_{col}] ON [{table}] ([{col}])"
-                )
+        if not self.defer_indexes:
+            self.create_indexes([table])
+
+    def create_indexes(self, tables: list[str]) -> None:
+        """Indexes on mall_id, updated_at and seo_slug wherever those tables have them."""
+        for table in tables:
+            cols = self.columns(table)
+            for col in INDEXED:
+                if col in cols:
+                    self.conn.execute(
+                        f"CREATE INDEX IF NOT EXISTS [idx_{table}_{col}] ON [{table}] ([{col}])"
+                    )
 
     def ensure_link(self, table: str, owner_col: str, related_col: str) -> None:
         """A link table of one to-many relationship, indexed both ways."""

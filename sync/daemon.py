@@ -57,6 +57,7 @@ class Daemon:
         self.bound_port: int | None = None
         self._mirror: Mirror | None = None
         self.is_ready = False  # set once backfilled and serving
+        self._statuses_seen: dict[int, int] = {}
 
     # -- health --------------------------------------------------------------------------------
 
@@ -96,6 +97,7 @@ class Daemon:
                 return
             self.metrics.job_runs.labels(job=name, outcome="ok").inc()
             self.log.info("job.done", job=name, seconds=round(time.monotonic() - t0, 3))
+            self._refresh_metrics()
 
         return run
 
@@ -134,16 +136,34 @@ class Daemon:
         for mall_id in self._malls():
             await self.backfill.refresh_hours(mall_id, today, end)
 
+    def _record_subscriptions(self) -> None:
+        self.mirror.set_meta("webhook_topics", ",".join(sorted(self.subscriptions.topics)))
+        self.mirror.set_meta("webhook_topics_checked_at", iso_ms(time.time()))
+
     async def check_subscriptions(self) -> None:
         vanished = await self.subscriptions.ensure()
+        self._record_subscriptions()
         for topic in vanished:
             rtype = next((t for t in self.types if t.name == topic), None)
             if rtype is not None:
                 await self.poll_type(rtype)  # catch up on what the lost subscription missed
 
+    def _refresh_metrics(self) -> None:
+        """Lag per type and upstream responses by status (counters advance by the delta)."""
+        now = time.monotonic()
+        for name, t in self.last_ok.items():
+            self.metrics.lag_seconds.labels(type=name).set(round(now - t, 1))
+        for status, count in self.client.stats.statuses.items():
+            seen = self._statuses_seen.get(status, 0)
+            if count > seen:
+                self.metrics.requests.labels(status=str(status)).inc(count - seen)
+                self._statuses_seen[status] = count
+
     def _ok(self, name: str) -> None:
         self.last_ok[name] = time.monotonic()
+        self.mirror.record_type_status(name, ok=True, at=iso_ms(time.time()))
         self.metrics.rows.labels(type=name).set(self.mirror.count(name))
+        self.metrics.lag_seconds.labels(type=name).set(0)
 
     def _malls(self) -> list[int]:
         return list(self.mirror.ids("malls"))
@@ -237,6 +257,7 @@ class Daemon:
         if s.webhooks.enabled:
             try:
                 await self.subscriptions.ensure()
+                self._record_subscriptions()
             except UpstreamError as exc:
                 self.log.error("subscriptions.failed", error=str(exc))
         self.notifier.status("following the upstream")

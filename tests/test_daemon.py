@@ -312,3 +312,16 @@ async def test_backfill_then_status_through_the_library(emulator: Emulator, tmp_
     assert mirror.get_cursor("deletions", "") is not None
     assert mirror.get_cursor("deals", "filter[visibility]=Unlisted") is not None
     mirror.close()
+
+
+async def test_status_shows_queue_subscriptions_and_lag(emulator: Emulator, tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    async with running(settings_for(emulator, db, webhooks=True)):
+        pass
+    from sync.status import status_data
+
+    data = status_data(settings_for(emulator, db, webhooks=False))
+    assert data["queue_depth"] == 0
+    assert set(TYPES) <= set(data["subscriptions"]) and data["subscriptions_checked_at"]
+    by_type = {t["type"]: t for t in data["types"]}
+    assert by_type["deals"]["rows"] > 0 and by_type["deals"]["lag_s"] is not None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -14,6 +13,7 @@ from sync.channel import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
 from sync.config import Settings
 from sync.progress import for_terminal
+from sync.status import status_data
 from sync.store import Mirror
 
 
@@ -50,18 +50,6 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
     click.echo(f"backfill: {report.rows:,} rows in {report.seconds:.1f}s -> {settings.mirror.path}")
 
 
-def status_data(settings: Settings) -> dict[str, Any]:
-    """Per-type rows, last sync, cursor and error, as plain data (for --json and tests)."""
-    mirror = Mirror.open(settings.mirror.path, readonly=True)
-    try:
-        return {
-            "mirror": str(settings.mirror.path),
-            "types": [s.as_dict() for s in mirror.status()],
-        }
-    finally:
-        mirror.close()
-
-
 @click.command("status")
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -74,9 +62,15 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
     click.echo(f"mirror: {data['mirror']}")
-    click.echo(f"{'type':<15} {'rows':>9}  {'last sync':<24}  {'cursor':<24}  error")
+    click.echo(f"queue: {data['queue_depth']} notices waiting")
+    subs = ", ".join(data["subscriptions"]) or "none recorded"
+    click.echo(
+        f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
+    )
+    click.echo(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
     for t in data["types"]:
+        lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"
         click.echo(
-            f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24}  "
+            f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
             f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
         )

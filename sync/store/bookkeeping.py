@@ -187,6 +187,15 @@ class BookkeepingMixin:
                 (type_name, error, at),
             )
 
+    def queue_depth(self) -> int:
+        """Webhook notices waiting in `_sync_queue` (0 before the daemon ever ran)."""
+        exists = self._exec(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sync_queue'"
+        ).fetchone()
+        if not exists:
+            return 0
+        return int(self._exec("SELECT count(*) FROM _sync_queue").fetchone()[0])
+
     def _status_rows(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for t, last, err in self._exec("SELECT type, last_sync_at, last_error FROM _sync_types"):

@@ -14,6 +14,7 @@ The cursor is the largest stamp the upstream served (its own clock), and the nex
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -96,6 +97,15 @@ class Poller:
         self.overlap = overlap
         self.log = get_logger("sync.poll")
 
+    def _not_after_now(self, cursor: str | None) -> str | None:
+        """A stamp in the future (skewed upstream clocks) must not carry the cursor past now:
+        changes stamped between now and that stamp would be skipped by every later poll."""
+        if cursor is None:
+            return None
+        now = datetime.fromtimestamp(time.time() + self.client.clock_offset, tz=UTC)
+        now_stamp = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+        return min(cursor, now_stamp)
+
     async def poll_scope(self, scope: Scope) -> PollResult:
         """Fetch the rows of one scope changed since its cursor; advance the cursor."""
         rtype = scope.rtype
@@ -126,6 +136,7 @@ class Poller:
             )
 
         result = await walk_by_stamp(fetch, since, "updated_at", self.page_size, write)
+        result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.set_cursor(rtype.name, scope.key, result.cursor)
         return result
@@ -152,6 +163,7 @@ class Poller:
                 self.mirror.delete(name, ids)
 
         result = await walk_by_stamp(fetch, since, "created_at", self.page_size, apply)
+        result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.set_cursor(DELETIONS, "", result.cursor)
         return result

@@ -219,8 +219,9 @@ class Dataset:
         self.next_id: dict[str, int] = dict.fromkeys(self.by_type, 1)
         self.listeners: list[Listener] = []
         self._last_stamp = 0.0
-        # Generated timestamps lie in the past year, deterministically (not tied to now).
-        self.epoch = 1_767_225_600.0 + seed % 1000  # 2026-01-01
+        # Generated timestamps lie in 2025, deterministically (not tied to now) and always in
+        # the past, so a client's cursor never starts ahead of the changes made while serving.
+        self.epoch = 1_735_689_600.0 + seed % 1000  # 2025-01-01
         self._build(max(resources, 50))
 
     # -- generation ----------------------------------------------------------------------------

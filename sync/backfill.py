@@ -32,17 +32,12 @@ from sync.errors import ForbiddenError, UpstreamError
 from sync.logs import get_logger
 from sync.progress import NullProgress, Progress
 from sync.reconcile import Reconciler, Scope, group_by_mall, scopes_of
+from sync.stamps import iso_ms
 from sync.store import Mirror, PageCheckpoint
 
 T = TypeVar("T")
 
-DELETIONS = "deletions"
-
-
-def iso_ms(ts: float) -> str:
-    """Unix time as the API's absolute timestamp format: `YYYY-MM-DDTHH:mm:ss.SSSZ`."""
-    dt = datetime.fromtimestamp(ts, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+DELETIONS = catalogue.DELETIONS_FEED
 
 
 async def bounded(items: Iterable[T], limit: int, fn: Callable[[T], Awaitable[None]]) -> None:

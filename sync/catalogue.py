@@ -197,6 +197,9 @@ LISTABLE: tuple[str, ...] = tuple(name for name, t in TYPES.items() if t.listabl
 HOURS_TABLE = "hours"
 CURRENT_HOURS_TABLE = "current_hours"
 
+#: The deletions feed: its own cursor, never a table.
+DELETIONS_FEED = "deletions"
+
 #: Types a deployment may never mirror: they hold credentials or are our own subscriptions.
 NEVER_MIRRORED = frozenset({"accounts", "webhooks", "deletions"})
 

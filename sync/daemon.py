@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from sync.backfill import Backfill, iso_ms
+from sync.backfill import Backfill
 from sync.catalogue import ResourceType
 from sync.channel import ChannelClient
 from sync.config import Settings
@@ -33,6 +33,7 @@ from sync.metrics import Metrics
 from sync.poll import Poller, poll_types
 from sync.progress import Progress, for_terminal
 from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
+from sync.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue
 from sync.subscriptions import Subscriptions

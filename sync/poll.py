@@ -17,25 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel import ChannelClient, Page
 from sync.logs import get_logger
 from sync.reconcile import Scope, parse_id
+from sync.stamps import iso_ms, shift
 from sync.store import Mirror
 
-DELETIONS = "deletions"
-_FMT = "%Y-%m-%dT%H:%M:%S.%f"
-
-
-def shift(stamp: str, seconds: float) -> str:
-    """`stamp` (API absolute format, or a date) moved by `seconds`, in the API's format."""
-    s = stamp.rstrip("Z")
-    dt = datetime.strptime(s, _FMT) if "T" in s else datetime.strptime(s, "%Y-%m-%d")
-    dt = (dt.replace(tzinfo=UTC) + timedelta(seconds=seconds)).astimezone(UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+DELETIONS = catalogue.DELETIONS_FEED
 
 
 @dataclass
@@ -102,9 +93,7 @@ class Poller:
         changes stamped between now and that stamp would be skipped by every later poll."""
         if cursor is None:
             return None
-        now = datetime.fromtimestamp(time.time() + self.client.clock_offset, tz=UTC)
-        now_stamp = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-        return min(cursor, now_stamp)
+        return min(cursor, iso_ms(time.time() + self.client.clock_offset))
 
     async def poll_scope(self, scope: Scope) -> PollResult:
         """Fetch the rows of one scope changed since its cursor; advance the cursor."""

@@ -7,14 +7,9 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-
-def now_iso() -> str:
-    """Local wall-clock time in the API's absolute format, for bookkeeping stamps."""
-    dt = datetime.now(UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+from sync.stamps import now_iso
 
 
 @dataclass(frozen=True)

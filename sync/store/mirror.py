@@ -31,7 +31,8 @@ import orjson
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.errors import MirrorError
-from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus, now_iso
+from sync.stamps import now_iso
+from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 

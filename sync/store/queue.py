@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sync.notices import WebhookNotice
-from sync.store.bookkeeping import now_iso
+from sync.stamps import now_iso
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS _sync_queue (

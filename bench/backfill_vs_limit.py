@@ -53,11 +53,12 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
 
         async def page(path: str, params: dict[str, str], table: str) -> int:
             nonlocal rows
-            ts = int(time.time())
-            sig = hashlib.md5(f"{ts}:{token}".encode(), usedforsecurity=False).hexdigest()
-            q = {**params, "auth_id": EMAIL, "auth_timestamp": str(ts), "auth_token": sig}
-            async with sem, http.get(f"{base}{path}", params=q) as r:
-                raw = await r.read()
+            async with sem:  # sign inside the limit: a signature queued too long goes stale
+                ts = int(time.time())
+                sig = hashlib.md5(f"{ts}:{token}".encode(), usedforsecurity=False).hexdigest()
+                q = {**params, "auth_id": EMAIL, "auth_timestamp": str(ts), "auth_token": sig}
+                async with http.get(f"{base}{path}", params=q) as r:
+                    raw = await r.read()
             doc = orjson.loads(raw)
             data = doc["data"]
             conn.execute("BEGIN")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sync import __version__
+from sync import __version__, logs
 from sync.config import Settings, load_config
 from sync.errors import ConfigError, SyncError
 
@@ -57,8 +57,10 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def settings_from(config_path: Path | None) -> Settings:
-    """Load and validate the configuration, or raise ConfigError."""
-    return load_config(config_path)
+    """Load and validate the configuration (or raise ConfigError), and set up logging (stderr)."""
+    settings = load_config(config_path)
+    logs.configure(settings.logging.level, settings.logging.format)
+    return settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

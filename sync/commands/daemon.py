@@ -26,7 +26,6 @@ def run_command(config_path: Path | None) -> None:
     settings = settings_from(config_path)
     if settings.webhooks.enabled:
         callback_url(settings.webhooks)  # a missing secret is a configuration error, up front
-    logs.configure(settings.logging.level, settings.logging.format)
     run_async(Daemon(settings).run())
 
 
@@ -58,7 +57,6 @@ async def reconcile(settings: Settings, *, force: bool = False) -> dict[str, tup
 def reconcile_command(config_path: Path | None, force: bool) -> None:
     """List every id upstream once; fetch what is missing or stale, delete what is gone."""
     settings = settings_from(config_path)
-    logs.configure(settings.logging.level, settings.logging.format)
     try:
         result = run_async(reconcile(settings, force=force))
     except MassDeleteRefused as exc:

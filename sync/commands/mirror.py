@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from sync import logs
 from sync.backfill import Backfill, BackfillReport
 from sync.channel import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
@@ -38,7 +37,6 @@ async def backfill(
 def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> None:
     """Copy every configured type into the mirror; resumes where an interrupted run stopped."""
     settings = settings_from(config_path)
-    logs.configure(settings.logging.level, settings.logging.format)
     report = run_async(backfill(settings, restart=restart, quiet=quiet))
     for name, t in report.types.items():
         line = f"{name:<15} {t.rows:>9,} rows  {t.pages:>6,} pages"

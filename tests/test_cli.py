@@ -1,0 +1,85 @@
+"""The one-shot commands a user runs from the shell: webhooks, reconcile, status, and their errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from sync.emulator import Emulator
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "cli-secret-0123456789abcdef"
+
+
+def config(tmp_path: Path, emu: Emulator, **webhooks: str) -> Path:
+    cfg = tmp_path / "sync.toml"
+    hooks = "".join(f'{k} = "{v}"\n' for k, v in webhooks.items())
+    cfg.write_text(
+        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "CLI_PW"\n'
+        'types = ["malls", "deals", "articles"]\nmax_backoff = 0.05\n'
+        f'[mirror]\npath = "{tmp_path / "m.db"}"\n'
+        f'[webhooks]\nlisten = "127.0.0.1:8999"\n{hooks}'
+        '[logging]\nlevel = "warning"\nformat = "json"\n'
+    )
+    return cfg
+
+
+async def sync(*args: str, emu: Emulator) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sync",
+        *args,
+        cwd=ROOT,
+        env={**os.environ, "CLI_PW": emu.password},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_webhooks_subscribe_list_unsubscribe(emulator: Emulator, tmp_path: Path) -> None:
+    cfg = str(config(tmp_path, emulator, secret=SECRET))
+    rc, out, err = await sync("webhooks", "subscribe", "--config", cfg, emu=emulator)
+    assert rc == 0, err
+    topics = {w["attributes"]["topic"] for w in emulator.webhooks()}
+    assert topics == {"malls", "deals", "articles"}
+    assert all(
+        w["attributes"]["callback_url"].endswith(f"/webhooks/{SECRET}") for w in emulator.webhooks()
+    )
+    rc, out, _ = await sync("webhooks", "list", "--config", cfg, emu=emulator)
+    assert rc == 0 and out.split() == ["articles", "deals", "malls"]
+    assert SECRET not in out
+    rc, out, _ = await sync("webhooks", "unsubscribe", "--config", cfg, emu=emulator)
+    assert rc == 0 and emulator.webhooks() == []
+
+
+async def test_webhooks_without_a_secret_is_a_configuration_error(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    rc, _, err = await sync("run", "--config", str(config(tmp_path, emulator)), emu=emulator)
+    assert rc == 2 and "[webhooks] secret is required" in err and "Traceback" not in err
+
+
+async def test_reconcile_and_status_commands(emulator: Emulator, tmp_path: Path) -> None:
+    cfg = str(config(tmp_path, emulator))
+    rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
+    assert rc == 0, err
+    emulator.delete("deals", emulator.ids("deals")[0])
+    emulator.update("articles", emulator.ids("articles")[0], {"title": "changed"})
+    rc, out, err = await sync("reconcile", "--config", cfg, emu=emulator)
+    assert rc == 0, err
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    assert "removed       1" in lines["deals"] and "fetched       1" in lines["articles"]
+    rc, out, _ = await sync("status", "--config", cfg, emu=emulator)
+    assert rc == 0 and "queue: 0 notices waiting" in out and "deals" in out
+
+
+async def test_status_of_a_missing_mirror_is_a_clear_error(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    rc, _, err = await sync("status", "--config", str(config(tmp_path, emulator)), emu=emulator)
+    assert rc == 1 and "run `sync backfill` first" in err

@@ -196,6 +196,12 @@ def _config_file(tmp_path: Path, emu: Emulator, db: Path, port: int) -> Path:
 
 
 async def _start(cfg: Path, emu: Emulator) -> asyncio.subprocess.Process:
+    proc = await _spawn(cfg, emu)
+    _started.append(proc)
+    return proc
+
+
+async def _spawn(cfg: Path, emu: Emulator) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -252,6 +258,23 @@ async def test_kill_9_with_a_full_queue_loses_nothing_and_sigterm_exits_cleanly(
     port = _free_port()
     cfg = _config_file(tmp_path, emulator, db, port)
     proc = await _start(cfg, emulator)
+    try:
+        await _kill_9_then_restart(proc, cfg, emulator, db, port)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        for leftover in _started:
+            if leftover.returncode is None:
+                leftover.kill()
+                await leftover.wait()
+
+
+_started: list[asyncio.subprocess.Process] = []
+
+
+async def _kill_9_then_restart(
+    proc: asyncio.subprocess.Process, cfg: Path, emulator: Emulator, db: Path, port: int
+) -> None:
     await _wait_healthy(port, proc)
     # Slow the upstream so the worker cannot keep up, then change many rows.
     emulator.faults.latency = 0.5

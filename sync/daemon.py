@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import structlog
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -59,6 +60,7 @@ class Daemon:
         self._mirror: Mirror | None = None
         self.is_ready = False  # set once backfilled and serving
         self._statuses_seen: dict[int, int] = {}
+        self._running_jobs: set[asyncio.Task[Any]] = set()
 
     # -- health --------------------------------------------------------------------------------
 
@@ -90,12 +92,20 @@ class Daemon:
 
         async def run() -> None:
             t0 = time.monotonic()
+            # Every line logged during the run carries job=<name> (structlog contextvars).
+            structlog.contextvars.bind_contextvars(job=name)
+            task = asyncio.current_task()
+            if task is not None:
+                self._running_jobs.add(task)
             try:
                 await fn()
             except (SyncError, LookupError, MassDeleteRefused) as exc:
                 self.metrics.job_runs.labels(job=name, outcome="error").inc()
                 self.log.error("job.failed", job=name, error=str(exc))
                 return
+            finally:
+                if task is not None:
+                    self._running_jobs.discard(task)
             self.metrics.job_runs.labels(job=name, outcome="ok").inc()
             self.log.info("job.done", job=name, seconds=round(time.monotonic() - t0, 3))
             self._refresh_metrics()
@@ -310,9 +320,7 @@ class Daemon:
 
     async def _cancel_jobs(self) -> None:
         """Cancel job coroutines still running (a poll mid-page stops at its next await)."""
-        current = asyncio.current_task()
-        others = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
-        jobs = [t for t in others if "job" in repr(t.get_coro())]
+        jobs = [t for t in self._running_jobs if not t.done()]
         for t in jobs:
             t.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)

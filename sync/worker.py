@@ -18,6 +18,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 
+import structlog
+
 from sync.catalogue import ResourceType
 from sync.errors import UpstreamError
 from sync.logs import get_logger
@@ -83,6 +85,7 @@ class QueueWorker:
                     if rtype is None:
                         self.queue.ack(items)  # a type we do not mirror: acknowledged, ignored
                         continue
+                    structlog.contextvars.bind_contextvars(type=type_name, notice_kind=kind)
                     try:
                         await self._process(kind, rtype, items)
                     except UpstreamError as exc:

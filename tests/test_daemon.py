@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import structlog
 
 from sync.backfill import Backfill
 from sync.channel import ChannelClient
@@ -348,3 +349,17 @@ async def test_status_shows_queue_subscriptions_and_lag(emulator: Emulator, tmp_
     assert set(TYPES) <= set(data["subscriptions"]) and data["subscriptions_checked_at"]
     by_type = {t["type"]: t for t in data["types"]}
     assert by_type["deals"]["rows"] > 0 and by_type["deals"]["lag_s"] is not None
+
+
+async def test_job_logs_carry_the_job_name(emulator: Emulator, tmp_path: Path) -> None:
+    """A line logged inside a job (here `poll.changed`, which names only the type) has job=poll."""
+    from structlog.testing import capture_logs
+
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=False, poll_interval=0.2)
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        async with running(settings):
+            emulator.update("deals", emulator.ids("deals")[0], {"title": "logged"})
+            await eventually(lambda: any(e["event"] == "poll.changed" for e in logs))
+    changed = [e for e in logs if e["event"] == "poll.changed"]
+    assert changed[0]["job"] == "poll" and changed[0]["type"] == "deals"

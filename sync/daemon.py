@@ -101,6 +101,7 @@ class Daemon:
                 await fn()
             except (SyncError, LookupError, MassDeleteRefused) as exc:
                 self.metrics.job_runs.labels(job=name, outcome="error").inc()
+                self.metrics.errors.labels(kind=type(exc).__name__).inc()
                 self.log.error("job.failed", job=name, error=str(exc))
                 return
             finally:

@@ -99,12 +99,15 @@ class Backfill:
         *,
         progress: Progress | None = None,
         clock: Callable[[], float] = time.time,
+        group_commit: int = 0,
     ) -> None:
         self.client = client
         self.mirror = mirror
         self.settings = settings
         self.progress: Progress = progress or NullProgress()
         self.clock = clock
+        # Pages per SQLite transaction; only where nothing else shares the connection.
+        self.group_commit = group_commit
         self.limit = settings.upstream.concurrency
         self.report = BackfillReport()
         # No delete guard here: the backfill has just listed the whole type itself.
@@ -134,7 +137,12 @@ class Backfill:
         self.mirror.defer_indexes(not prefilled)
         try:
             with self.progress:
-                await self._run_types(started_at)
+                if self.group_commit:
+                    self.mirror.start_group_commit(self.group_commit)
+                try:
+                    await self._run_types(started_at)
+                finally:
+                    self.mirror.end_group_commit()
             self.mirror.defer_indexes(False)
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
         finally:

@@ -271,3 +271,31 @@ def test_read_only_directory() -> None:
     assert "write access" in str(info.value)
     with pytest.raises(MirrorError, match="cannot create the directory"):
         Mirror.open("/proc/sync-test/mirror.db")
+
+
+def test_group_commit_holds_pages_until_the_group_is_full(tmp_path: Path) -> None:
+    """Readers see a group's pages (and their checkpoints) only once it commits; a crash before
+    that loses them all, so the next backfill fetches those pages again: no gap."""
+    m = Mirror.open(tmp_path / "m.db")
+    m.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
+    m.start_group_commit(3)
+    reader = sqlite3.connect(tmp_path / "m.db")
+
+    def visible() -> int:
+        tables = {r[0] for r in reader.execute("select name from sqlite_master")}
+        return (
+            reader.execute("select count(*) from deals").fetchone()[0] if "deals" in tables else 0
+        )
+
+    m.write_page(DEALS, [res(1)], checkpoint=PageCheckpoint("deals", "", 1, 3))
+    m.write_page(DEALS, [res(2)], checkpoint=PageCheckpoint("deals", "", 2, 3))
+    assert visible() == 0
+    m.write_page(DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 3, 3))
+    assert visible() == 3
+    m.write_page(DEALS, [res(4)], checkpoint=PageCheckpoint("deals", "", 4, 4))
+    m.conn.close()  # a crash: the open group is lost with its checkpoint
+    reader.close()
+    conn = sqlite3.connect(tmp_path / "m.db")
+    assert conn.execute("select count(*) from deals").fetchone()[0] == 3
+    assert sorted(r[0] for r in conn.execute("select page from _sync_backfill_pages")) == [1, 2, 3]
+    conn.close()

@@ -115,7 +115,7 @@ class BookkeepingMixin:
         state = self.backfill_state(type_name, scope)
         if state is not None and state.finished_at is None and state.page_size == page_size:
             return  # resume: keep the pages already committed
-        self._exec("BEGIN")
+        self._exec("SAVEPOINT sync_tx")
         self._exec(
             "DELETE FROM _sync_backfill_pages WHERE type = ? AND scope = ?", (type_name, scope)
         )
@@ -124,7 +124,7 @@ class BookkeepingMixin:
             "finished_at) VALUES (?, ?, ?, NULL, ?, NULL)",
             (type_name, scope, page_size, started_at),
         )
-        self._exec("COMMIT")
+        self._exec("RELEASE sync_tx")
 
     def finish_backfill(self, type_name: str, scope: str, *, finished_at: str) -> None:
         self._exec(
@@ -133,11 +133,11 @@ class BookkeepingMixin:
         )
 
     def reset_backfill(self) -> None:
-        self._exec("BEGIN")
+        self._exec("SAVEPOINT sync_tx")
         self._exec("DELETE FROM _sync_backfill")
         self._exec("DELETE FROM _sync_backfill_pages")
         self._exec("DELETE FROM _sync_meta WHERE key = 'backfill_started_at'")
-        self._exec("COMMIT")
+        self._exec("RELEASE sync_tx")
 
     def _record_checkpoint(self, cp: PageCheckpoint) -> None:
         """Inside the page's transaction: the page is done, and how many pages there are."""

@@ -105,6 +105,8 @@ class Mirror(BookkeepingMixin):
         self._sql: dict[tuple[str, tuple[str, ...], bool], str] = {}
         self._scripts_seen: tuple[bytes, float] | None = None
         self._listings = 0
+        self._group_size = 0  # pages per transaction in group-commit mode (0: off)
+        self._group_pending = 0
         self._tombstones: bool | None = None  # whether any exist; None until first looked up
         # Included resources (images, tags...) repeat on page after page: remember what was
         # last committed for each, and skip identical rows (bounded; cleared when full).
@@ -211,8 +213,43 @@ class Mirror(BookkeepingMixin):
         if not defer:
             self.create_indexes()
 
+    # -- group commit ------------------------------------------------------------------------
+
+    def start_group_commit(self, pages: int) -> None:
+        """Commit every `pages` pages instead of every page (one-shot bulk loads only).
+
+        Each page stays atomic with its checkpoint (a savepoint inside the group); a crash
+        loses at most the uncommitted group, whose pages the next run fetches again. Not for
+        the daemon: the webhook receiver's 202 must follow a real commit.
+        """
+        self._group_size = pages
+        self._group_pending = 0
+
+    def end_group_commit(self) -> None:
+        """Commit what the group holds and go back to one commit per page."""
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+        self._group_size = 0
+        self._group_pending = 0
+
+    def _grouped(self) -> None:
+        """After a page: open the group transaction, or commit it when full."""
+        if not self._group_size:
+            return
+        self._group_pending += 1
+        if self._group_pending >= self._group_size:
+            if self.conn.in_transaction:
+                self.conn.execute("COMMIT")
+            self._group_pending = 0
+
+    def _ensure_group(self) -> None:
+        if self._group_size and not self.conn.in_transaction:
+            self.conn.execute("BEGIN")
+
     def close(self) -> None:
         """Close the connection and release the writer lock."""
+        if self._group_size:
+            self.end_group_commit()
         with contextlib.suppress(sqlite3.Error):
             self.conn.close()
         _release(self._lock)
@@ -322,7 +359,8 @@ class Mirror(BookkeepingMixin):
                         rel.link_table(b.rtype.name), *rel.link_columns(b.rtype.name)
                     )
         main = batches[0]
-        self.conn.execute("BEGIN")
+        self._ensure_group()
+        self.conn.execute("SAVEPOINT sync_tx")
         try:
             for b in batches:
                 self._drop_tombstoned(b)
@@ -332,10 +370,12 @@ class Mirror(BookkeepingMixin):
                 self._write_scripts(scripts)
             if checkpoint is not None:
                 self._record_checkpoint(checkpoint)
-            self.conn.execute("COMMIT")
+            self.conn.execute("RELEASE sync_tx")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK TO sync_tx")
+            self.conn.execute("RELEASE sync_tx")
             raise
+        self._grouped()
         if len(self._included_seen) > 50_000:  # bounded: memory must not grow with the data
             self._included_seen.clear()
         for b in batches[1:]:
@@ -510,7 +550,7 @@ class Mirror(BookkeepingMixin):
         for key in [(type_name, i) for i in id_list]:
             self._included_seen.pop(key, None)
         stamp = now_iso()
-        self.conn.execute("BEGIN")
+        self.conn.execute("SAVEPOINT sync_tx")
         try:
             self.conn.executemany(
                 "INSERT OR REPLACE INTO _sync_tombstones (type, id, deleted_at) VALUES (?, ?, ?)",
@@ -530,9 +570,10 @@ class Mirror(BookkeepingMixin):
                             self.conn.execute(
                                 f"DELETE FROM [{table}] WHERE [{owner}] IN ({marks})", chunk
                             )
-            self.conn.execute("COMMIT")
+            self.conn.execute("RELEASE sync_tx")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK TO sync_tx")
+            self.conn.execute("RELEASE sync_tx")
             raise
         return removed
 
@@ -554,7 +595,7 @@ class Mirror(BookkeepingMixin):
             self.schema.ensure_hours(
                 rows[0] if rows else {"day": "", "hours_text": "", "description": ""}
             )
-        self.conn.execute("BEGIN")
+        self.conn.execute("SAVEPOINT sync_tx")
         try:
             self.conn.execute(
                 "DELETE FROM hours WHERE mall_id = ? AND date BETWEEN ? AND ?",
@@ -569,9 +610,10 @@ class Mirror(BookkeepingMixin):
                     f"INSERT OR REPLACE INTO hours ({names}) VALUES ({', '.join('?' * len(cols))})",
                     [tuple(r[c] for c in cols) for r in group],
                 )
-            self.conn.execute("COMMIT")
+            self.conn.execute("RELEASE sync_tx")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK TO sync_tx")
+            self.conn.execute("RELEASE sync_tx")
             raise
         return len(rows)
 

@@ -27,7 +27,7 @@ from typing import TypeVar
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel import ChannelClient, Page
-from sync.config import Settings
+from sync.config import ManagementSettings, Settings
 from sync.errors import ForbiddenError, UpstreamError
 from sync.logs import get_logger
 from sync.progress import NullProgress, Progress
@@ -62,6 +62,20 @@ async def bounded(items: Iterable[T], limit: int, fn: Callable[[T], Awaitable[No
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def mirror_management_press(
+    mirror: Mirror, settings: ManagementSettings, report: BackfillReport
+) -> None:
+    """Mirror the management API's press releases (every page, every configured locale)."""
+    from sync.management import ManagementClient, mirror_press_releases
+    from sync.store.press import PressReleases
+
+    t = report.types.setdefault("mgmt_press_releases", TypeReport())
+    async with ManagementClient(settings) as client:
+        result = await mirror_press_releases(client, PressReleases(mirror.conn), settings.locales)
+    t.rows = sum(rows for rows, _ in result.values())
+    t.removed = sum(removed for _, removed in result.values())
 
 
 @dataclass
@@ -184,6 +198,8 @@ class Backfill:
         )
         if malls:
             await self._backfill_hours(malls)
+        if self.settings.management is not None:
+            await mirror_management_press(self.mirror, self.settings.management, self.report)
         if self.mirror.get_cursor(DELETIONS, "") is None:
             self.mirror.set_cursor(DELETIONS, "", started_at)
 

@@ -202,6 +202,73 @@ class LogSettings(_Section):
     )
 
 
+class ManagementSettings(_Section):
+    """`[management]` (optional): the management API v1 (press releases, article/message updates)."""
+
+    base_url: str = Field(description="Base URL of the management API, without a trailing /")
+    product: str = Field(description="API product, sent as X-Product-Name")
+    loyalty_club: str = Field(description="Loyalty club slug, sent as X-Loyalty-Club-Slug")
+    customer: str | None = Field(default=None, description="Customer, sent as X-Customer")
+    client_id: str = Field(default="sync", description="Client identifier, sent as X-User-Agent")
+    bearer_token: SecretStr | None = Field(
+        default=None, description="User token (Authorization: Bearer)"
+    )
+    bearer_token_env: str | None = Field(
+        default=None, description="Environment variable holding the bearer token"
+    )
+    bearer_token_file: Path | None = Field(
+        default=None, description="File holding the bearer token"
+    )
+    client_token: SecretStr | None = Field(
+        default=None, description="Client token (X-Client-Authorization)"
+    )
+    client_token_env: str | None = Field(
+        default=None, description="Environment variable holding the client token"
+    )
+    client_token_file: Path | None = Field(
+        default=None, description="File holding the client token"
+    )
+    locales: list[str] = Field(
+        default_factory=lambda: ["en"], description="Locales (X-Locale) to mirror press releases in"
+    )
+    per_page: int = Field(
+        default=100, ge=1, le=100, description="per_page of the press release listing"
+    )
+    press_releases_interval: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds between full press release listings in the daemon",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+    @field_validator("locales")
+    @classmethod
+    def _locales(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError('name at least one locale, e.g. ["en"]')
+        return v
+
+    @model_validator(mode="after")
+    def _tokens(self) -> ManagementSettings:
+        bearer = _read_secret(
+            self.bearer_token, self.bearer_token_env, self.bearer_token_file, "bearer_token"
+        )
+        client = _read_secret(
+            self.client_token, self.client_token_env, self.client_token_file, "client_token"
+        )
+        if bearer is None and client is None:
+            raise ValueError("set a bearer_token or a client_token (inline, *_env or *_file)")
+        object.__setattr__(self, "bearer_token", bearer)
+        object.__setattr__(self, "client_token", client)
+        return self
+
+
 class Settings(_Section):
     """The whole configuration file."""
 
@@ -210,6 +277,7 @@ class Settings(_Section):
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     logging: LogSettings = Field(default_factory=LogSettings)
+    management: ManagementSettings | None = None
 
 
 def _describe(err: dict[str, Any], path: Path) -> str:

@@ -24,7 +24,7 @@ import structlog
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from sync.backfill import Backfill
+from sync.backfill import Backfill, BackfillReport, mirror_management_press
 from sync.catalogue import ResourceType
 from sync.channel import ChannelClient
 from sync.config import Settings
@@ -151,6 +151,11 @@ class Daemon:
     def _record_subscriptions(self) -> None:
         self.mirror.set_meta("webhook_topics", ",".join(sorted(self.subscriptions.topics)))
         self.mirror.set_meta("webhook_topics_checked_at", iso_ms(time.time()))
+
+    async def mirror_press(self) -> None:
+        """Full listing of the management API's press releases (no updated-since filter)."""
+        if self.settings.management is not None:
+            await mirror_management_press(self.mirror, self.settings.management, BackfillReport())
 
     async def check_subscriptions(self) -> None:
         vanished = await self.subscriptions.ensure()
@@ -299,6 +304,16 @@ class Daemon:
             ("reconcile", self.reconcile_all, s.reconcile_interval, s.reconcile_interval),
             ("hours", self.refresh_hours, s.hours_interval, s.hours_interval),
         ]
+        management = self.settings.management
+        if management is not None:
+            jobs.append(
+                (
+                    "press_releases",
+                    self.mirror_press,
+                    management.press_releases_interval,
+                    management.press_releases_interval,
+                )
+            )
         if self.settings.webhooks.enabled:
             jobs.append(
                 (

@@ -8,6 +8,7 @@
         ├── ForbiddenError         the account may not read this type (403); reported and skipped
         ├── NotFoundError          404 for a route or id
         ├── BadResponseError       the body is not the JSON:API document the spec promises
+        ├── InvalidParametersError 422 from the management API, with every entry of `details`
         └── RetriesExhaustedError  5xx/429/timeouts went on past the retry budget
 
 Errors never carry secrets: URLs are stripped of the `auth_*` query parameters before they are
@@ -81,6 +82,15 @@ class NotFoundError(UpstreamError):
 
 class BadResponseError(UpstreamError):
     """The upstream's body is not valid JSON or not a JSON:API document of the expected shape."""
+
+
+class InvalidParametersError(UpstreamError):
+    """422 from the management API; the message lists every entry of its `details`."""
+
+    def __init__(self, error: str, *, details: dict[str, object], url: str | None = None) -> None:
+        self.details = details
+        lines = [f"{key}: {value}" for key, value in details.items()]
+        super().__init__(f"{error}: " + "; ".join(lines) if lines else error, url=url, status=422)
 
 
 class RetriesExhaustedError(UpstreamError):

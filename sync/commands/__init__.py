@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from sync.commands import daemon, emulator, mirror
+from sync.commands import daemon, emulator, management, mirror
 
 ALL: list[click.Command] = [
     mirror.backfill_command,
@@ -17,4 +17,6 @@ ALL: list[click.Command] = [
     daemon.webhooks_group,
     daemon.demo_command,
     emulator.emulator_command,
+    management.articles_group,
+    management.messages_group,
 ]

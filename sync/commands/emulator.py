@@ -102,6 +102,9 @@ def emulator_command(
     def announce(e: Emulator) -> None:
         click.echo(f"emulator serving {resources:,} resources at {e.base_url}", err=False)
         click.echo(f"demo account: email={e.email} password={e.password}")
+        click.echo(
+            f"management API: bearer token {e.management.token}, product loyalty, club demo-club"
+        )
         click.echo("Ctrl-C or SIGTERM stops it.", err=False)
 
     run_async(serve_forever(emu, port, mutations_per_second, announce))

@@ -492,9 +492,11 @@ async def _replies(
         return reply.response
 
 
-def make_app(emu: EmulatorApp) -> web.Application:
-    """The aiohttp application serving the spec's routes."""
+def make_app(emu: EmulatorApp, management: Any = None) -> web.Application:
+    """The aiohttp application serving the spec's routes (and the management API's, if given)."""
     app = web.Application(middlewares=[emu.middleware, _replies])
+    if management is not None:
+        management.routes(app)  # before the generic /{collection}/... routes below
     r = app.router
     r.add_post("/accounts", emu.create_account)
     r.add_post("/accounts/login", emu.login)

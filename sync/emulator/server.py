@@ -20,6 +20,7 @@ from sync.emulator.app import EmulatorApp, make_app, resource_dict
 from sync.emulator.auth import ALL_CHANNELS, Accounts
 from sync.emulator.dataset import Dataset, iso_ms
 from sync.emulator.faults import Faults
+from sync.emulator.management import Management
 from sync.emulator.webhooks import Dispatcher
 
 
@@ -48,6 +49,7 @@ class Emulator:
         )
         self.data.listeners.append(self.dispatcher.notice)
         self.app = EmulatorApp(self.data, self.accounts, self.dispatcher, self.faults)
+        self.management = Management(seed, self.now)
         self.base_url = ""
 
     def now(self) -> float:
@@ -56,7 +58,9 @@ class Emulator:
     @contextlib.asynccontextmanager
     async def serve(self, port: int = 0, host: str = "127.0.0.1") -> AsyncIterator[str]:
         """Serve on `host:port` (a free port when 0) until the block exits."""
-        runner = web.AppRunner(make_app(self.app), access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            make_app(self.app, self.management), access_log=None, handle_signals=False
+        )
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()

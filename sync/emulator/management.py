@@ -1,0 +1,359 @@
+"""The emulator's management API v1: press release list, article update, message update.
+
+Served beside the Channel Content API routes, as `../shared/spec/management-api-v1.md`
+describes them: context headers checked, pagination info computed, localized fields resolved for
+`X-Locale`, 404 and 422 with the spec's bodies, and `dry_run=true` persisting nothing.
+Choices where the spec is silent are in the README's emulator section.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from sync.emulator.dataset import iso_ms
+
+LOCALES = ("en", "de")
+PRODUCT = "loyalty"
+CLUB = "demo-club"
+ARTICLE_READ_ONLY = frozenset(
+    {
+        "id",
+        "customer_id",
+        "sorting_priority",
+        "image",
+        "url",
+        "publication_status",
+        "created_at",
+        "updated_at",
+        "archived_at",
+    }
+)
+ARTICLE_FIELDS = (
+    frozenset(
+        {
+            "locales",
+            "products",
+            "status",
+            "visible_since",
+            "visible_until",
+            "visible_in_list",
+            "topic_relevant_until",
+            "title",
+            "slug",
+            "teaser",
+            "body",
+            "headline",
+            "published_at",
+            "prototype_id",
+            "external_master",
+            "us_legacy_data",
+            "tag_ids",
+            "category_ids",
+        }
+    )
+    | ARTICLE_READ_ONLY
+)
+MESSAGE_WRITABLE = frozenset(
+    {"name", "shorten_urls", "track_in_shortener", "marketing", "campaign_id", "channels"}
+)
+NOT_FOUND = {"error": "Record not found"}
+
+
+def _json(status: int, body: Any) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def _file(url: str, stamp: str, identifier: str | None = None) -> dict[str, Any]:
+    f: dict[str, Any] = {
+        "url": url,
+        "mime_type": "image/jpeg",
+        "created_at": stamp,
+        "updated_at": stamp,
+        "image_details": {"width": 1200, "height": 800},
+    }
+    if identifier:
+        f["identifier"] = identifier
+    return f
+
+
+class Management:
+    """Management data and handlers; `tokens` are the bearer/client tokens it accepts."""
+
+    def __init__(
+        self, seed: int, clock: Any, *, press_releases: int = 120, token: str = "mgmt-demo-token"
+    ) -> None:
+        self.clock = clock
+        self.token = token
+        rng = random.Random(seed * 7 + 1)
+        stamp = iso_ms(1_735_689_600.0)
+        self.press: dict[int, dict[str, Any]] = {}
+        for i in range(1, press_releases + 1):
+            self.press[i] = {
+                "id": i,
+                "title": {loc: f"{loc.upper()} press release {i}" for loc in LOCALES},
+                "slug": {loc: f"{loc}-press-{i}" for loc in LOCALES},
+                "teaser": {loc: f"{loc} teaser {rng.randint(1, 999)}" for loc in LOCALES},
+                "body": {loc: f"{loc} body of {i}" for loc in LOCALES},
+                "headline": {loc: f"{loc} headline {i}" for loc in LOCALES},
+                "published_at": iso_ms(1_735_689_600.0 + i * 3600),
+                "attachments": [_file(f"https://files.example/pr/{i}/a.pdf", stamp, "attachment")],
+                "image": _file(f"https://files.example/pr/{i}/image.jpg", stamp),
+                "url": f"/press/{i}",
+                "category_ids": sorted({rng.randint(1, 8) for _ in range(rng.randint(0, 3))}),
+            }
+        self.articles: dict[int, dict[str, Any]] = {}
+        for i in range(1, 31):
+            self.articles[i] = {
+                "id": i,
+                "customer_id": 1,
+                "locales": list(LOCALES),
+                "products": [PRODUCT],
+                "status": "published",
+                "visible_since": None,
+                "visible_until": None,
+                "visible_in_list": True,
+                "topic_relevant_until": None,
+                "sorting_priority": 0,
+                "title": {loc: f"Article {i} ({loc})" for loc in LOCALES},
+                "slug": {loc: f"article-{i}" for loc in LOCALES},
+                "teaser": {loc: None for loc in LOCALES},
+                "body": {loc: f"Body {i}" for loc in LOCALES},
+                "headline": {loc: None for loc in LOCALES},
+                "published_at": stamp,
+                "image": _file(f"https://files.example/a/{i}.jpg", stamp),
+                "url": f"/articles/{i}",
+                "prototype_id": None,
+                "publication_status": "published",
+                "external_master": "",
+                "us_legacy_data": None,
+                "tag_ids": [1],
+                "category_ids": [2],
+                "created_at": stamp,
+                "updated_at": stamp,
+                "archived_at": None,
+            }
+        self.messages: dict[tuple[str, int], dict[str, Any]] = {}
+        for i in range(1, 11):
+            self.messages[("sms", i)] = {
+                "id": i,
+                "name": f"Message {i}",
+                "shorten_urls": False,
+                "track_in_shortener": False,
+                "marketing": None,
+                "campaign_id": 1,
+                "channels": [
+                    {
+                        "type": "sms",
+                        "include_footer": True,
+                        "sender": {"from_email": "club@example.com", "from_name": "Club"},
+                        "template": {
+                            "id": i,
+                            "type": "plain",
+                            "content": {
+                                "language": "en",
+                                "body": "Hi {{first_name}}",
+                                "footer": "Stop: reply STOP",
+                            },
+                            "translations": [],
+                            "wrapper_id": 1,
+                            "merge_properties": ["first_name"],
+                            "thumbnail_url": "https://files.example/t.png",
+                        },
+                    }
+                ],
+                "created_at": stamp,
+                "updated_at": stamp,
+                "archived_at": None,
+                "updated_by": str(uuid.UUID(int=i)),
+                "sending_status_type": "draft",
+                "sending": {
+                    "id": i,
+                    "created_at": stamp,
+                    "updated_at": stamp,
+                    "scheduled_at": stamp,
+                    "scheduled_by": str(uuid.UUID(int=i)),
+                    "reporting_id": i,
+                    "transmitted_at": stamp,
+                    "status": "draft",
+                    "status_type": "draft",
+                    "audience_id": 1,
+                    "recipients_count": 0,
+                    "dispatches_count": 0,
+                    "members_count": 0,
+                    "scheduled_with": {"type": "immediate"},
+                    "channels_preference": "sms",
+                },
+            }
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _authorized(self, request: web.Request) -> bool:
+        bearer = request.headers.get("Authorization", "")
+        client = request.headers.get("X-Client-Authorization", "")
+        return bearer == f"Bearer {self.token}" or client == self.token
+
+    def _context(self, request: web.Request, *, club: bool) -> web.Response | None:
+        if not self._authorized(request):
+            return _json(401, {"error": "Unauthorized"})
+        missing = [h for h in ("X-User-Agent", "X-Product-Name") if not request.headers.get(h)]
+        if club and not request.headers.get("X-Loyalty-Club-Slug"):
+            missing.append("X-Loyalty-Club-Slug")
+        if missing:
+            return _json(
+                422,
+                {"error": "Invalid parameters", "details": {h: ["is required"] for h in missing}},
+            )
+        if request.headers.get("X-Product-Name") != PRODUCT:
+            return _json(
+                422, {"error": "Invalid parameters", "details": {"X-Product-Name": ["is unknown"]}}
+            )
+        if club and request.headers.get("X-Loyalty-Club-Slug") != CLUB:
+            return _json(404, NOT_FOUND)
+        return None
+
+    # -- press releases ------------------------------------------------------------------------
+
+    async def press_releases(self, request: web.Request) -> web.StreamResponse:
+        if (bad := self._context(request, club=True)) is not None:
+            return bad
+        locale = request.headers.get("X-Locale", LOCALES[0])
+        if locale not in LOCALES:
+            return _json(
+                422,
+                {
+                    "error": "Invalid parameters",
+                    "details": {"X-Locale": [f"must be one of {', '.join(LOCALES)}"]},
+                },
+            )
+        try:
+            per_page = int(request.query.get("per_page", "25"))
+            page_no = int(request.query.get("page_no", "1"))
+        except ValueError:
+            return _json(
+                422,
+                {"error": "Invalid parameters", "details": {"per_page": ["must be an integer"]}},
+            )
+        if not 1 <= per_page <= 100 or page_no < 1:
+            return _json(
+                422,
+                {
+                    "error": "Invalid parameters",
+                    "details": {"per_page": ["must be 1..100"], "page_no": [">= 1"]},
+                },
+            )
+        cats = {int(c) for c in request.query.getall("category_ids[]", []) if c.isdigit()}
+        items = [p for p in self.press.values() if not cats or cats & set(p["category_ids"])]
+        total = len(items)
+        pages = max(1, -(-total // per_page))
+        chunk = items[(page_no - 1) * per_page : page_no * per_page]
+        out = [
+            {**p, **{k: p[k][locale] for k in ("title", "slug", "teaser", "body", "headline")}}
+            for p in chunk
+        ]
+        info = {
+            "count": len(out),
+            "total_count": total,
+            "per_page": per_page,
+            "total_pages": pages,
+            "current_page": page_no,
+            "next_page": page_no + 1 if page_no < pages else None,
+            "prev_page": page_no - 1 if 1 < page_no <= pages + 1 else None,
+            "is_first_page": page_no == 1,
+            "is_last_page": page_no == pages,
+            "is_out_of_range": page_no > pages,
+            "offset": (page_no - 1) * per_page,
+        }
+        return _json(200, {"press_releases": out, "pagination_info": info})
+
+    # -- article update ------------------------------------------------------------------------
+
+    async def update_article(self, request: web.Request) -> web.StreamResponse:
+        if (bad := self._context(request, club=False)) is not None:
+            return bad
+        if request.content_type != "application/json":
+            return _json(
+                422,
+                {
+                    "error": "Invalid parameters",
+                    "details": {"Content-Type": ["must be application/json"]},
+                },
+            )
+        raw = request.match_info["id"]
+        if not raw.isdigit() or int(raw) < 1:
+            return _json(
+                422, {"error": "Invalid parameters", "details": {"id": ["must be an integer >= 1"]}}
+            )
+        article = self.articles.get(int(raw))
+        if article is None:
+            return _json(404, NOT_FOUND)
+        try:
+            body = orjson.loads(await request.read())
+            changes = body["article"]
+            if not isinstance(changes, dict):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return _json(
+                422, {"error": "Invalid parameters", "details": {"article": ["is required"]}}
+            )
+        details: dict[str, list[str]] = {}
+        for key in changes:
+            if key not in ARTICLE_FIELDS:
+                details[key] = ["is not a field of Article"]
+            elif key in ARTICLE_READ_ONLY:
+                details[key] = ["is read-only"]
+        if "status" in changes and changes["status"] not in ("draft", "published", "unpublished"):
+            details["status"] = ["must be one of draft, published, unpublished"]
+        tags = changes.get("tag_ids")
+        if tags is not None and (
+            not isinstance(tags, list)
+            or any(not isinstance(t, int) or isinstance(t, bool) or t < 1 for t in tags)
+        ):
+            details["tag_ids"] = ["items must be integers >= 1"]
+        if details:
+            return _json(422, {"error": "Invalid parameters", "details": details})
+        updated = {**article, **changes, "updated_at": iso_ms(self.clock())}
+        if request.query.get("dry_run") != "true":
+            self.articles[article["id"]] = updated
+        return _json(200, {"article": updated})
+
+    # -- message update ------------------------------------------------------------------------
+
+    async def update_message(self, request: web.Request) -> web.StreamResponse:
+        if (bad := self._context(request, club=True)) is not None:
+            return bad
+        raw = request.match_info["id"]
+        message = (
+            self.messages.get((request.match_info["service"], int(raw))) if raw.isdigit() else None
+        )
+        if message is None:
+            return _json(404, NOT_FOUND)
+        try:
+            changes = orjson.loads(await request.read())["message"]
+            if not isinstance(changes, dict):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return _json(
+                422, {"error": "Invalid parameters", "details": {"message": ["is required"]}}
+            )
+        extra = sorted(set(changes) - MESSAGE_WRITABLE)
+        if extra:
+            return _json(
+                422,
+                {"error": "Invalid parameters", "details": {k: ["is not writable"] for k in extra}},
+            )
+        updated = {**message, **changes, "updated_at": iso_ms(self.clock())}
+        archived = request.query.get("archived")
+        if archived is not None:
+            updated["archived_at"] = iso_ms(self.clock()) if archived == "true" else None
+        self.messages[(request.match_info["service"], int(raw))] = updated
+        return _json(200, {"message": updated})
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_get("/v1/content/press_releases", self.press_releases)
+        app.router.add_put("/v1/content/management/articles/{id}", self.update_article)
+        app.router.add_put("/v1/messages/{service}/{id}", self.update_message)

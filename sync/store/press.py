@@ -1,0 +1,109 @@
+"""Press releases of the management API in the mirror: `mgmt_press_releases`, keyed (id, locale).
+
+Localized text is stored resolved for its locale; attachments and the image as JSON; categories
+in the link table `mgmt_press_releases_categories`. The list has no updated-since filter, so each
+run lists everything and then removes the rows of that locale it did not see (unless the listing
+came back empty while rows exist: an upstream glitch must not empty the table).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from sync.stamps import now_iso
+
+TABLE = "mgmt_press_releases"
+CATEGORIES = "mgmt_press_releases_categories"
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    id INTEGER NOT NULL, locale TEXT NOT NULL, title TEXT, slug TEXT, teaser TEXT, body TEXT,
+    headline TEXT, published_at TEXT, attachments TEXT, image TEXT, url TEXT, category_ids TEXT,
+    seen_run TEXT, fetched_at TEXT, PRIMARY KEY (id, locale));
+CREATE INDEX IF NOT EXISTS idx_{TABLE}_slug ON {TABLE} (slug);
+CREATE TABLE IF NOT EXISTS {CATEGORIES} (
+    press_release_id INTEGER NOT NULL, locale TEXT NOT NULL, category_id INTEGER NOT NULL,
+    PRIMARY KEY (press_release_id, locale, category_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_{CATEGORIES}_category ON {CATEGORIES} (category_id);
+"""
+_TEXT = ("title", "slug", "teaser", "body", "headline", "published_at", "url")
+
+
+class PressReleases:
+    """Writes of one listing run per locale."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.conn.executescript(_SCHEMA)
+
+    def write(self, locale: str, run: str, items: Sequence[dict[str, Any]]) -> int:
+        """Upsert one page of one locale in one transaction; mark the rows as seen by `run`."""
+        stamp = now_iso()
+        rows = []
+        for p in items:
+            text = [
+                p.get(k) if isinstance(p.get(k), str | None) else orjson.dumps(p.get(k)).decode()
+                for k in _TEXT
+            ]
+            rows.append(
+                (
+                    p["id"],
+                    locale,
+                    *text,
+                    orjson.dumps(p.get("attachments")).decode(),
+                    orjson.dumps(p.get("image")).decode(),
+                    orjson.dumps(p.get("category_ids") or []).decode(),
+                    run,
+                    stamp,
+                )
+            )
+        self.conn.execute("SAVEPOINT sync_tx")
+        try:
+            self.conn.executemany(
+                f"INSERT OR REPLACE INTO {TABLE} (id, locale, title, slug, teaser, body, headline, "
+                "published_at, url, attachments, image, category_ids, seen_run, fetched_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            ids = [p["id"] for p in items]
+            self.conn.executemany(
+                f"DELETE FROM {CATEGORIES} WHERE press_release_id = ? AND locale = ?",
+                [(i, locale) for i in ids],
+            )
+            self.conn.executemany(
+                f"INSERT OR IGNORE INTO {CATEGORIES} (press_release_id, locale, category_id) VALUES (?, ?, ?)",
+                [
+                    (p["id"], locale, c)
+                    for p in items
+                    for c in (p.get("category_ids") or [])
+                    if isinstance(c, int)
+                ],
+            )
+            self.conn.execute("RELEASE sync_tx")
+        except BaseException:
+            self.conn.execute("ROLLBACK TO sync_tx")
+            self.conn.execute("RELEASE sync_tx")
+            raise
+        return len(rows)
+
+    def prune(self, locale: str, run: str, listed: int) -> int:
+        """Remove rows of `locale` the complete listing `run` did not see; returns rows removed."""
+        local = self.conn.execute(
+            f"SELECT count(*) FROM {TABLE} WHERE locale = ?", (locale,)
+        ).fetchone()[0]
+        if listed == 0 and local:
+            return 0  # an empty listing where there were rows: keep them, the next run decides
+        self.conn.execute("SAVEPOINT sync_tx")
+        self.conn.execute(
+            f"DELETE FROM {CATEGORIES} WHERE locale = ? AND press_release_id IN "
+            f"(SELECT id FROM {TABLE} WHERE locale = ? AND seen_run != ?)",
+            (locale, locale, run),
+        )
+        removed = self.conn.execute(
+            f"DELETE FROM {TABLE} WHERE locale = ? AND seen_run != ?", (locale, run)
+        ).rowcount
+        self.conn.execute("RELEASE sync_tx")
+        return int(removed)

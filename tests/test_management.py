@@ -1,0 +1,243 @@
+"""The management API v1 against the emulator: press releases mirrored per locale and pruned;
+article and message updates from the CLI with validation, dry runs, 404 and 422."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sync.config import parse_config
+from sync.emulator import Emulator
+from sync.errors import ConfigError
+from sync.management import ManagementClient, load_update, mirror_press_releases
+from sync.store import Mirror
+from sync.store.press import PressReleases
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mgmt(emu: Emulator, **extra: Any) -> dict[str, Any]:
+    return {
+        "base_url": emu.base_url,
+        "product": "loyalty",
+        "loyalty_club": "demo-club",
+        "bearer_token": emu.management.token,
+        "locales": ["en", "de"],
+        "per_page": 25,
+        **extra,
+    }
+
+
+async def test_press_releases_two_locales_several_pages_then_pruned(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    settings = parse_config(
+        {
+            "upstream": {"base_url": emulator.base_url, "email": "a@b.c", "password": "x"},
+            "management": mgmt(emulator),
+        }
+    )
+    assert settings.management is not None
+    mirror = Mirror.open(tmp_path / "m.db")
+    store = PressReleases(mirror.conn)
+    total = len(emulator.management.press)
+    assert total > 25 * 3  # several pages per locale
+    async with ManagementClient(settings.management) as client:
+        result = await mirror_press_releases(client, store, ["en", "de"])
+        assert result == {"en": (total, 0), "de": (total, 0)}
+        rows = dict(
+            mirror.conn.execute(
+                "select locale, count(*) from mgmt_press_releases group by locale"
+            ).fetchall()
+        )
+        assert rows == {"en": total, "de": total}
+        title_de = mirror.conn.execute(
+            "select title from mgmt_press_releases where id = 1 and locale = 'de'"
+        ).fetchone()[0]
+        assert title_de == emulator.management.press[1]["title"]["de"]
+        image = json.loads(
+            mirror.conn.execute(
+                "select image from mgmt_press_releases where id = 2 and locale = 'en'"
+            ).fetchone()[0]
+        )
+        assert image["url"].endswith("/pr/2/image.jpg")
+        cats = {
+            r[0]
+            for r in mirror.conn.execute(
+                "select category_id from mgmt_press_releases_categories where press_release_id = 3 and locale = 'en'"
+            )
+        }
+        assert cats == set(emulator.management.press[3]["category_ids"])
+        del emulator.management.press[5]
+        result = await mirror_press_releases(client, store, ["en", "de"])
+        assert result["en"] == (total - 1, 1) and result["de"] == (total - 1, 1)
+        assert (
+            mirror.conn.execute("select count(*) from mgmt_press_releases where id = 5").fetchone()[
+                0
+            ]
+            == 0
+        )
+    mirror.close()
+
+
+def write(tmp_path: Path, name: str, body: Any) -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(body))
+    return p
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"id": 3, "status": "draft"}, "id is read-only"),
+        ({"url": "x", "created_at": "y"}, "url, created_at are read-only"),
+        ({"status": "archived"}, "status"),
+        ({"tag_ids": [1, 0]}, "tag_ids: every item must be an integer >= 1"),
+        ({"tag_ids": ["1"]}, "tag_ids.0"),
+        ({"visible_in_list": "yes"}, "visible_in_list"),
+        ({"colour": "red"}, "colour: not a writable field"),
+        ([1, 2], "must hold a JSON object"),
+    ],
+)
+def test_article_files_are_validated_before_sending(tmp_path: Path, body: Any, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace(".", r"\.")):
+        load_update(write(tmp_path, "a.json", body), "article")
+
+
+def test_message_files_are_validated(tmp_path: Path) -> None:
+    ok = {
+        "message": {
+            "name": "Hi",
+            "channels": [
+                {
+                    "type": "sms",
+                    "include_footer": False,
+                    "sender": {"from_email": "a@b.c", "from_name": "Club"},
+                }
+            ],
+        }
+    }
+    assert load_update(write(tmp_path, "m.json", ok), "message")["name"] == "Hi"
+    with pytest.raises(ConfigError, match="sending: not a writable field"):
+        load_update(write(tmp_path, "m2.json", {"sending": {}}), "message")
+    with pytest.raises(ConfigError, match=r"channels\.0\.sender"):
+        load_update(
+            write(tmp_path, "m3.json", {"channels": [{"type": "sms", "include_footer": True}]}),
+            "message",
+        )
+
+
+def cfg(tmp_path: Path, emu: Emulator) -> str:
+    p = tmp_path / "sync.toml"
+    p.write_text(
+        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword = "{emu.password}"\n'
+        f'[mirror]\npath = "{tmp_path / "m.db"}"\n'
+        f'[management]\nbase_url = "{emu.base_url}"\nproduct = "loyalty"\nloyalty_club = "demo-club"\n'
+        'bearer_token_env = "T_MGMT"\nlocales = ["en", "de"]\n'
+    )
+    return str(p)
+
+
+async def sync(emu: Emulator, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sync",
+        *args,
+        cwd=ROOT,
+        env={**os.environ, "T_MGMT": emu.management.token},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_article_update_dry_run_404_and_422(emulator: Emulator, tmp_path: Path) -> None:
+    c = cfg(tmp_path, emulator)
+    f = str(
+        write(
+            tmp_path,
+            "a.json",
+            {"article": {"status": "unpublished", "title": {"en": "New", "de": "Neu"}}},
+        )
+    )
+    rc, out, err = await sync(
+        emulator, "articles", "update", "3", "--file", f, "--dry-run", "--config", c
+    )
+    assert rc == 0, err
+    assert "dry run" in out and "unpublished" in out
+    assert emulator.management.articles[3]["status"] == "published"  # nothing persisted
+    rc, out, err = await sync(
+        emulator, "articles", "update", "3", "--file", f, "--json", "--config", c
+    )
+    assert rc == 0 and json.loads(out)["title"]["de"] == "Neu"
+    assert emulator.management.articles[3]["status"] == "unpublished"
+    rc, _, err = await sync(emulator, "articles", "update", "999", "--file", f, "--config", c)
+    assert rc == 1 and "Record not found" in err
+    cats = str(write(tmp_path, "b.json", {"category_ids": [1, 5]}))
+    rc, _, err = await sync(emulator, "articles", "update", "4", "--file", cats, "--config", c)
+    assert rc == 0, err
+    assert emulator.management.articles[4]["category_ids"] == [1, 5]
+    refused = str(write(tmp_path, "c.json", {"id": 4}))
+    rc, _, err = await sync(emulator, "articles", "update", "4", "--file", refused, "--config", c)
+    assert rc == 2 and "id is read-only" in err
+
+
+async def test_422_prints_every_detail(emulator: Emulator, tmp_path: Path) -> None:
+    settings = parse_config(
+        {
+            "upstream": {"base_url": emulator.base_url, "email": "a@b.c", "password": "x"},
+            "management": mgmt(emulator, product="unknown-product"),
+        }
+    )
+    assert settings.management is not None
+    from sync.errors import InvalidParametersError
+
+    async with ManagementClient(settings.management) as client:
+        with pytest.raises(InvalidParametersError) as info:
+            await client.update_article(1, {"status": "draft"})
+    assert "Invalid parameters" in str(info.value) and "X-Product-Name" in str(info.value)
+
+
+async def test_message_update(emulator: Emulator, tmp_path: Path) -> None:
+    c = cfg(tmp_path, emulator)
+    f = str(write(tmp_path, "m.json", {"message": {"name": "Spring sale", "shorten_urls": True}}))
+    rc, out, err = await sync(
+        emulator, "messages", "update", "sms", "2", "--file", f, "--archived", "true", "--config", c
+    )
+    assert rc == 0, err
+    assert "Spring sale" in out
+    msg = emulator.management.messages[("sms", 2)]
+    assert msg["name"] == "Spring sale" and msg["shorten_urls"] is True and msg["archived_at"]
+    rc, _, err = await sync(emulator, "messages", "update", "sms", "99", "--file", f, "--config", c)
+    assert rc == 1 and "Record not found" in err
+
+
+async def test_backfill_mirrors_press_releases_when_configured(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    c = cfg(tmp_path, emulator)
+    rc, out, err = await sync(emulator, "backfill", "--quiet", "--config", c)
+    assert rc == 0, err
+    assert "mgmt_press_releases" in out
+    conn = sqlite3.connect(tmp_path / "m.db")
+    assert conn.execute("select count(*) from mgmt_press_releases").fetchone()[0] == 2 * len(
+        emulator.management.press
+    )
+    conn.close()
+
+
+async def test_unconfigured_management_is_a_clear_error(emulator: Emulator, tmp_path: Path) -> None:
+    p = tmp_path / "plain.toml"
+    p.write_text(f'[upstream]\nbase_url = "{emulator.base_url}"\nemail = "a@b.c"\npassword = "x"\n')
+    f = str(write(tmp_path, "a.json", {"status": "draft"}))
+    rc, _, err = await sync(emulator, "articles", "update", "1", "--file", f, "--config", str(p))
+    assert rc == 2 and "[management] is not configured" in err

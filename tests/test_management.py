@@ -241,3 +241,12 @@ async def test_unconfigured_management_is_a_clear_error(emulator: Emulator, tmp_
     f = str(write(tmp_path, "a.json", {"status": "draft"}))
     rc, _, err = await sync(emulator, "articles", "update", "1", "--file", f, "--config", str(p))
     assert rc == 2 and "[management] is not configured" in err
+
+
+async def test_cli_shows_every_detail_of_a_422(emulator: Emulator, tmp_path: Path) -> None:
+    c = cfg(tmp_path, emulator)
+    text = Path(c).read_text().replace('product = "loyalty"', 'product = "unknown-product"')
+    Path(c).write_text(text)
+    f = str(write(tmp_path, "a.json", {"status": "draft"}))
+    rc, _, err = await sync(emulator, "articles", "update", "1", "--file", f, "--config", c)
+    assert rc == 1 and "Invalid parameters" in err and "X-Product-Name" in err

@@ -38,14 +38,23 @@ class Comparison:
     missing: dict[str, list[str]] = field(default_factory=dict)
     extra: dict[str, list[str]] = field(default_factory=dict)
     stale: dict[str, list[str]] = field(default_factory=dict)
+    links_compared: int = 0
+    stale_links: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def differences(self) -> int:
-        return sum(len(v) for d in (self.missing, self.extra, self.stale) for v in d.values())
+        kinds = (self.missing, self.extra, self.stale, self.stale_links)
+        return sum(len(v) for d in kinds for v in d.values())
 
     def summary(self) -> str:
         parts = []
-        for label, d in (("missing", self.missing), ("extra", self.extra), ("stale", self.stale)):
+        kinds = (
+            ("missing", self.missing),
+            ("extra", self.extra),
+            ("stale", self.stale),
+            ("stale relationships", self.stale_links),
+        )
+        for label, d in kinds:
             for t, ids in d.items():
                 if ids:
                     parts.append(f"{label} {t}: {ids[:10]}{'...' if len(ids) > 10 else ''}")
@@ -76,6 +85,51 @@ def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) ->
                         stale.append(rid)
                         break
             out.stale[name] = sorted(stale, key=int)
+            rels = catalogue.TYPES[name].relationships
+            if rels:
+                common = sorted(set(upstream) & set(local), key=int)
+                out.stale_links[name] = _compare_links(conn, tables, emu, name, rels, common, local)
+                out.links_compared += len(common) * len(rels)
     finally:
         conn.close()
     return out
+
+
+def _compare_links(
+    conn: sqlite3.Connection,
+    tables: set[str],
+    emu: Emulator,
+    name: str,
+    rels: tuple[catalogue.Relationship, ...],
+    ids: list[str],
+    local: dict[str, dict[str, Any]],
+) -> list[str]:
+    """Rows of `name` whose relationships (to-one columns, link tables in order) differ."""
+    linked: dict[str, dict[str, list[int]]] = {}
+    for rel in rels:
+        if rel.to_one:
+            continue
+        table = rel.link_table(name)
+        owner, other = rel.link_columns(name)
+        per: dict[str, list[int]] = {}
+        if table in tables:
+            for o, t in conn.execute(
+                f"select [{owner}], [{other}] from [{table}] order by [{owner}], position"
+            ):
+                per.setdefault(str(o), []).append(int(t))
+        linked[rel.name] = per
+    stale: list[str] = []
+    for rid in ids:
+        served = emu.resource(name, rid, include=[r.name for r in rels])["relationships"]
+        for rel in rels:
+            data = served.get(rel.name, {}).get("data")
+            if rel.to_one:
+                want = None if data is None else int(data["id"])
+                have = local[rid].get(rel.column)
+                ok = (None if have is None else int(have)) == want
+            else:
+                ok = [int(d["id"]) for d in data or []] == linked[rel.name].get(rid, [])
+            if not ok:
+                stale.append(f"{rid}.{rel.name}")
+                break
+    return stale

@@ -54,6 +54,15 @@ from sync.emulator.server import serve_forever
     "--latency", type=click.FloatRange(0), default=0.0, help="Seconds added to every data request."
 )
 @click.option(
+    "--stall-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share of data requests held back --stall-seconds before the answer (client timeouts).",
+)
+@click.option(
+    "--stall-seconds", type=click.FloatRange(0), default=5.0, help="How long a stall lasts."
+)
+@click.option(
     "--drop-rate",
     type=click.FloatRange(0, 1),
     default=0.0,
@@ -86,6 +95,8 @@ def emulator_command(
     error_rate: float,
     rate_429: float,
     latency: float,
+    stall_rate: float,
+    stall_seconds: float,
     drop_rate: float,
     webhook_loss_rate: float,
     webhook_duplicate_rate: float,
@@ -98,6 +109,7 @@ def emulator_command(
     f.error_rate, f.rate_429, f.latency, f.drop_rate = error_rate, rate_429, latency, drop_rate
     f.webhook_loss_rate, f.webhook_duplicate_rate = webhook_loss_rate, webhook_duplicate_rate
     f.webhook_reorder, f.clock_offset = webhook_reorder, clock_offset
+    f.stall_rate, f.stall_seconds = stall_rate, stall_seconds
 
     def announce(e: Emulator) -> None:
         click.echo(f"emulator serving {resources:,} resources at {e.base_url}", err=False)

@@ -141,6 +141,8 @@ class EmulatorApp:
         if not request.path.startswith("/accounts"):
             if f.latency > 0:
                 await asyncio.sleep(f.latency)
+            if f.roll(f.stall_rate, "stalled"):
+                await asyncio.sleep(f.stall_seconds)
             if f.roll(f.drop_rate, "dropped"):
                 if request.transport is not None:
                     request.transport.close()

@@ -1,7 +1,7 @@
 """Faults the emulator can inject, switchable per run and at runtime from tests.
 
-Request faults apply to data routes (not to account creation or login): added latency, dropped
-connections, 500/502/503 answers and 429 with `Retry-After`. Webhook faults (lost, duplicated,
+Request faults apply to data routes (not to account creation or login): added latency, stalls
+(an answer held back for `stall_seconds`, past a client's timeout), dropped connections, 500/502/503 answers and 429 with `Retry-After`. Webhook faults (lost, duplicated,
 reordered deliveries) are applied by the webhook dispatcher. A clock offset shifts the
 emulator's clock for signature checks, timestamps and the `Date` header. Random draws come from
 one seeded generator so a run can be replayed.
@@ -22,6 +22,8 @@ class Faults:
     rate_429: float = 0.0
     retry_after: int = 1
     latency: float = 0.0
+    stall_rate: float = 0.0
+    stall_seconds: float = 5.0
     drop_rate: float = 0.0
     webhook_loss_rate: float = 0.0
     webhook_duplicate_rate: float = 0.0
@@ -43,7 +45,7 @@ class Faults:
 
     def off(self) -> None:
         """Switch every fault off (the clock offset included)."""
-        self.error_rate = self.rate_429 = self.latency = self.drop_rate = 0.0
+        self.error_rate = self.rate_429 = self.latency = self.drop_rate = self.stall_rate = 0.0
         self.webhook_loss_rate = self.webhook_duplicate_rate = 0.0
         self.webhook_reorder = False
         self.clock_offset = 0.0

@@ -66,16 +66,6 @@ class _Staged:
     links: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
     dropped: int = 0
 
-    def drop_seen(self, seen: dict[tuple[str, int], int]) -> None:
-        """Forget rows identical to the copy last committed (included resources repeat)."""
-        keep = [
-            (i, d)
-            for i, d in zip(self.ids, self.docs, strict=True)
-            if seen.get((self.rtype.name, i)) != hash(d)
-        ]
-        if len(keep) != len(self.ids):
-            self.ids, self.docs = [i for i, _ in keep], [d for _, d in keep]
-
 
 def encode(value: Any) -> Any:
     """A JSON value as the mirror stores it: booleans 0/1, objects and arrays as JSON text."""
@@ -85,6 +75,13 @@ def encode(value: Any) -> Any:
     if kind is dict or kind is list:
         return orjson.dumps(value).decode()
     return value
+
+
+def _version(res: dict[str, Any]) -> object:
+    """What identifies one copy of a resource: its `updated_at`, else a hash of all of it."""
+    attrs = res.get("attributes")
+    stamp = attrs.get("updated_at") if isinstance(attrs, dict) else None
+    return stamp if isinstance(stamp, str) else hash(orjson.dumps(res))
 
 
 def _to_int(raw: Any) -> int | None:
@@ -110,7 +107,7 @@ class Mirror(BookkeepingMixin):
         self._tombstones: bool | None = None  # whether any exist; None until first looked up
         # Included resources (images, tags...) repeat on page after page: remember what was
         # last committed for each, and skip identical rows (bounded; cleared when full).
-        self._included_seen: dict[tuple[str, int], int] = {}
+        self._included_seen: dict[tuple[str, int], object] = {}
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -343,10 +340,19 @@ class Mirror(BookkeepingMixin):
             name = res.get("type")
             if isinstance(name, str) and name in catalogue.TYPES:
                 by_type.setdefault(name, []).append(res)
+        seen = self._included_seen
+        fresh: dict[str, list[tuple[int, object]]] = {}
         for name, items in by_type.items():
-            batch = self._stage(catalogue.TYPES[name], items, None)
-            batch.drop_seen(self._included_seen)  # identical to what was last committed
-            batches.append(batch)
+            keep, versions = [], fresh.setdefault(name, [])
+            for res in items:
+                rid, version = _to_int(res.get("id")), _version(res)
+                if rid is not None and seen.get((name, rid)) == version:
+                    continue  # the very copy last committed (included rows repeat page after page)
+                keep.append(res)
+                if rid is not None:
+                    versions.append((rid, version))
+            if keep:
+                batches.append(self._stage(catalogue.TYPES[name], keep, None))
         # Schema changes first: sqlite-utils commits on its own, so never inside our transaction.
         for b in batches:
             if b.ids:
@@ -378,10 +384,8 @@ class Mirror(BookkeepingMixin):
         self._grouped()
         if len(self._included_seen) > 50_000:  # bounded: memory must not grow with the data
             self._included_seen.clear()
-        for b in batches[1:]:
-            self._included_seen.update(
-                ((b.rtype.name, i), hash(d)) for i, d in zip(b.ids, b.docs, strict=True)
-            )
+        for name, versions in fresh.items():
+            seen.update(((name, rid), v) for rid, v in versions)
         return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
 
     def _stage(
@@ -467,23 +471,21 @@ class Mirror(BookkeepingMixin):
         if not b.ids:
             return
         self.conn.executemany(
-            "INSERT OR REPLACE INTO temp._sync_stage (id, doc) VALUES (?, ?)",
+            self._upsert_sql(b.rtype.table, tuple(sorted(b.keys))),
             zip(b.ids, b.docs, strict=True),
         )
-        self.conn.execute(self._upsert_sql(b.rtype.table, tuple(sorted(b.keys))))
-        self.conn.execute("DELETE FROM temp._sync_stage")
 
     def _upsert_sql(self, table: str, cols: tuple[str, ...]) -> str:
-        """INSERT ... SELECT json_extract(...) ... ON CONFLICT(id) DO UPDATE ... WHERE newer."""
+        """INSERT ... SELECT ?, json_extract(?, ...) ... ON CONFLICT(id) DO UPDATE ... WHERE newer."""
         guard = "updated_at" in cols
         key = (table, cols, guard)
         sql = self._sql.get(key)
         if sql is None:
             names = ", ".join(f"[{c}]" for c in ("id", *cols))
-            values = ", ".join(["id", *(f"json_extract(doc, '$.\"{c}\"')" for c in cols)])
+            values = ", ".join(["?1", *(f"json_extract(?2, '$.\"{c}\"')" for c in cols)])
             sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols)
             # `WHERE 1`: SQLite needs a WHERE on INSERT ... SELECT before an upsert clause.
-            sql = f"INSERT INTO [{table}] ({names}) SELECT {values} FROM temp._sync_stage WHERE 1"
+            sql = f"INSERT INTO [{table}] ({names}) SELECT {values} WHERE 1"
             sql += (
                 f" ON CONFLICT(id) DO UPDATE SET {sets}" if sets else " ON CONFLICT(id) DO NOTHING"
             )

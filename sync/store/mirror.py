@@ -50,8 +50,8 @@ class WriteResult:
 
 
 def _SAFE_NAME(name: str) -> bool:
-    """Attribute names usable as a column and a JSON path (no quotes or brackets)."""
-    return bool(name) and not any(c in name for c in '"[]')
+    """Attribute names usable as a column and a JSON path (no double quotes, brackets or NUL)."""
+    return bool(name) and not any(c in name for c in '"[]\x00')
 
 
 @dataclass
@@ -65,6 +65,12 @@ class _Staged:
     samples: dict[str, Any] = field(default_factory=dict)  # first value of each new column
     links: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
     dropped: int = 0
+
+    def fits(self, key: str) -> bool:
+        """Whether `key` can be a column of this batch: SQLite names are case-insensitive, so
+        `Title` cannot sit beside `title` (the first spelling seen is stored, the other is not)."""
+        folded = key.lower()
+        return folded != "id" and not any(k.lower() == folded for k in self.keys)
 
     def drop_seen(self, seen: dict[tuple[str, int], int]) -> None:
         """Forget rows identical to the copy last committed (included resources repeat)."""
@@ -152,6 +158,12 @@ class Mirror(BookkeepingMixin):
             conn.close()
             _release(lock)
             text = str(exc)
+            if "locked" in text or "busy" in text:
+                raise MirrorError(
+                    f"mirror {p} is locked by another program ({text}); nothing was changed",
+                    hint="close whatever holds it open for writing (a sqlite3 shell, a backup "
+                    "tool), then retry",
+                ) from None
             if "readonly" in text or "read-only" in text:
                 raise MirrorError(
                     f"mirror {p} is read-only ({text})",
@@ -172,6 +184,7 @@ class Mirror(BookkeepingMixin):
         if not fresh:
             check = self.conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
+                check = " ".join(str(check).split())[:200]  # one line, however long the report
                 raise MirrorError(
                     f"mirror {self.path} failed its integrity check ({check}); nothing was changed",
                     hint="restore it from a backup, or move it away and run `sync backfill`",
@@ -394,7 +407,7 @@ class Mirror(BookkeepingMixin):
         the page write cheap: no per-attribute Python work on the hot path.
         """
         b = _Staged(rtype)
-        known = self.schema.columns(rtype.table)
+        known_folded = {c.lower() for c in self.schema.columns(rtype.table)}
         for res in resources:
             rid = _to_int(res.get("id"))
             if rid is None:
@@ -428,9 +441,9 @@ class Mirror(BookkeepingMixin):
             keys = doc.keys()
             if not keys <= b.keys:
                 for k in keys - b.keys:
-                    if _SAFE_NAME(k) and k != "id":
+                    if _SAFE_NAME(k) and b.fits(k):
                         b.keys.add(k)
-                        if k not in known:
+                        if k.lower() not in known_folded:
                             b.samples[k] = encode(doc[k])
             elif b.samples:
                 for k in [k for k, v in b.samples.items() if v is None and doc.get(k) is not None]:
@@ -480,7 +493,9 @@ class Mirror(BookkeepingMixin):
         sql = self._sql.get(key)
         if sql is None:
             names = ", ".join(f"[{c}]" for c in ("id", *cols))
-            values = ", ".join(["id", *(f"json_extract(doc, '$.\"{c}\"')" for c in cols)])
+            # A quote in an attribute name is doubled inside the SQL string literal.
+            paths = (c.replace("'", "''") for c in cols)
+            values = ", ".join(["id", *(f"json_extract(doc, '$.\"{c}\"')" for c in paths)])
             sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols)
             # `WHERE 1`: SQLite needs a WHERE on INSERT ... SELECT before an upsert clause.
             sql = f"INSERT INTO [{table}] ({names}) SELECT {values} FROM temp._sync_stage WHERE 1"
@@ -518,7 +533,11 @@ class Mirror(BookkeepingMixin):
             )
 
     def _write_scripts(self, scripts: Sequence[dict[str, Any]]) -> None:
-        blob = orjson.dumps(list(scripts))
+        # `meta.scripts` comes as the upstream sent it: only a list of objects is used.
+        scripts = [i for i in scripts if isinstance(i, dict)] if isinstance(scripts, list) else []
+        if not scripts:
+            return
+        blob = orjson.dumps(scripts)
         now = time.monotonic()
         if (
             self._scripts_seen

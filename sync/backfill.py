@@ -9,7 +9,8 @@ Shape of a run:
 3. Page-number paging over a changing data set skips a row whenever an earlier row is deleted
    mid-way. After the pages, the *missed-row pass* lists ids and `updated_at` only (sparse
    fieldsets), fetches rows that are missing or stale by `filter[id]`, and removes local rows that
-   the listing lacks once `filter[id]` confirms they are gone upstream.
+   the listing lacks once `filter[id]` confirms they are gone upstream, within the mass-delete
+   guard (a listing that comes back empty where the mirror holds rows empties nothing).
 4. The incremental cursor of every scope, and of the deletions feed, is set to the moment the
    backfill *first* started (kept across resumes), so the daemon re-reads everything that changed
    while the backfill ran.
@@ -31,7 +32,7 @@ from sync.config import ManagementSettings, Settings
 from sync.errors import ForbiddenError, UpstreamError
 from sync.logs import get_logger
 from sync.progress import NullProgress, Progress
-from sync.reconcile import Reconciler, Scope, group_by_mall, scopes_of
+from sync.reconcile import MassDeleteRefused, Reconciler, Scope, group_by_mall, scopes_of
 from sync.stamps import iso_ms
 from sync.store import Mirror, PageCheckpoint
 
@@ -124,9 +125,14 @@ class Backfill:
         self.group_commit = group_commit
         self.limit = settings.upstream.concurrency
         self.report = BackfillReport()
-        # No delete guard here: the backfill has just listed the whole type itself.
-        self.reconciler = Reconciler(client, mirror)
+        # The delete guard holds here too: a glitch that lists no rows where the mirror holds
+        # some (a prefilled mirror) must not empty it.
+        self.reconciler = Reconciler(
+            client, mirror, max_delete_share=settings.schedule.reconcile_max_delete_share
+        )
         self.log = get_logger("sync.backfill")
+        # Types that got a page shorter than page[size] before `links.last`: rows went missing.
+        self.short_pages: set[str] = set()
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -193,8 +199,12 @@ class Backfill:
             )
         malls = list(self.mirror.ids("malls"))
         others = [t for t in types if t.name != "malls"]
-        await asyncio.gather(
-            *(self._run_scopes(t, scopes_of(t, malls), started_at) for t in others)
+        # All types at once; the first failure cancels the others (a bare gather would leave
+        # them writing to a mirror the caller is about to close).
+        await bounded(
+            others,
+            max(1, len(others)),
+            lambda t: self._run_scopes(t, scopes_of(t, malls), started_at),
         )
         if malls:
             await self._backfill_hours(malls)
@@ -215,6 +225,11 @@ class Backfill:
                 if self.mirror.get_cursor(rtype.name, s.key) is None:
                     self.mirror.set_cursor(rtype.name, s.key, started_at)
             self.mirror.record_type_status(rtype.name, ok=True, at=iso_ms(self.clock()))
+        except MassDeleteRefused as exc:
+            report.error = f"{exc} (check the upstream, then run `sync reconcile --force`)"
+            self.mirror.record_type_status(
+                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
+            )
         except ForbiddenError as exc:
             report.error = f"not readable by this account (403); skipped: {exc.message}"
             self.log.warning("backfill.type_forbidden", type=rtype.name, hint=exc.hint)
@@ -277,6 +292,8 @@ class Backfill:
             scripts=page.meta.get("scripts"),
             checkpoint=PageCheckpoint(scope.rtype.name, scope.key, page.number, page.last),
         )
+        if page.number < page.last and len(page.resources) < self.settings.upstream.page_size:
+            self.short_pages.add(scope.rtype.name)
         report.rows += len(page.resources)
         report.pages += 1
         self.progress.advance(scope.rtype.name, len(page.resources))
@@ -288,11 +305,17 @@ class Backfill:
         Pages are sorted by id, so creates land at the end and updates move nothing: a row is
         skipped only when a row before it is deleted mid-backfill. The pass is needed when the
         deletions feed shows deletions of this type since the backfill started, or when the
-        mirror held rows of the type before it (some may be gone upstream). When the feed
+        mirror held rows of the type before it (some may be gone upstream), or when a page before
+        `links.last` came back short of page[size] (rows the walk did not see). When the feed
         cannot be read, run the pass.
         """
         prefilled = (self.mirror.get_meta("backfill_prefilled") or "").split(",")
         if rtype.name in prefilled:
+            return True
+        if rtype.name in self.short_pages:
+            self.log.info(
+                "backfill.short_page", type=rtype.name, hint="running the missed-row pass"
+            )
             return True
         try:
             async for page in self._deletions_since(started_at):

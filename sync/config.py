@@ -137,6 +137,9 @@ class WebhookSettings(_Section):
     max_body_bytes: int = Field(
         default=1 << 20, ge=1024, description="Largest notice body accepted"
     )
+    body_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds a sender may take to deliver one notice body"
+    )
 
     @field_validator("listen")
     @classmethod

@@ -28,7 +28,7 @@ from sync.backfill import Backfill, BackfillReport, mirror_management_press
 from sync.catalogue import ResourceType
 from sync.channel import ChannelClient
 from sync.config import Settings
-from sync.errors import SyncError, UpstreamError
+from sync.errors import ForbiddenError, SyncError, UpstreamError
 from sync.logs import get_logger
 from sync.metrics import Metrics
 from sync.poll import Poller, poll_types
@@ -116,7 +116,20 @@ class Daemon:
     async def poll_all(self) -> None:
         """Incremental poll of every type and scope."""
         for rtype in poll_types(self.types):
-            await self.poll_type(rtype)
+            await self._skip_forbidden(rtype, self.poll_type(rtype))
+
+    async def _skip_forbidden(self, rtype: ResourceType, work: Awaitable[object]) -> None:
+        """One type's part of a job. A type the account may not read (403) is reported in
+        `sync status` and skipped, so that it cannot starve the types after it."""
+        try:
+            await work
+        except ForbiddenError as exc:
+            error = f"not readable by this account (403); skipped: {exc.message}"
+            self.mirror.record_type_status(
+                rtype.name, ok=False, error=error, at=iso_ms(time.time())
+            )
+            self.last_ok.pop(rtype.name, None)  # skipped, not stale: health ignores it
+            self.log.warning("job.type_forbidden", type=rtype.name, hint=exc.hint)
 
     async def poll_type(self, rtype: ResourceType) -> None:
         changed = 0
@@ -138,9 +151,12 @@ class Daemon:
 
     async def reconcile_all(self) -> None:
         for rtype in self.types:
-            for group in group_by_mall(scopes_of(rtype, self._malls())):
-                await self.reconciler.reconcile(group)
-            self._ok(rtype.name)
+            await self._skip_forbidden(rtype, self._reconcile_type(rtype))
+
+    async def _reconcile_type(self, rtype: ResourceType) -> None:
+        for group in group_by_mall(scopes_of(rtype, self._malls())):
+            await self.reconciler.reconcile(group)
+        self._ok(rtype.name)
 
     async def refresh_hours(self) -> None:
         today = datetime.fromtimestamp(self._upstream_now(), tz=UTC).date()

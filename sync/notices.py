@@ -39,7 +39,10 @@ def _resource_id(value: Any, where: str) -> int:
     if isinstance(value, str):
         if not value.isascii() or not value.isdigit():
             raise NoticeError(f"{where}: resource_id must be a positive integer")
-        value = int(value)
+        digits = value.lstrip("0") or "0"
+        if len(digits) > len(str(_MAX_ID)):  # and int() refuses 4,300+ digits
+            raise NoticeError(f"{where}: resource_id out of range")
+        value = int(digits)
     if not 1 <= value <= _MAX_ID:
         raise NoticeError(f"{where}: resource_id out of range")
     return int(value)

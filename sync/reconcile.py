@@ -20,14 +20,20 @@ from typing import Any
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel import ChannelClient, Page
-from sync.errors import NotFoundError
+from sync.errors import BadResponseError, NotFoundError
 from sync.logs import get_logger
 from sync.store import Mirror
 
 
 def parse_id(raw: Any) -> int:
     """JSON:API ids are strings; the mirror keys rows by their integer value."""
-    return int(raw)
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise BadResponseError(
+            f"the upstream listed a resource whose id {str(raw)[:40]!r} is not an integer",
+            hint="off-spec listing; nothing was deleted, and it will be retried on the next run",
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,14 @@
 does not sign notices), compared in constant time and never logged. A valid body is committed to
 the durable queue and answered 202 at once, before any fetching, so the upstream never
 unsubscribes us for being slow. Everything else is rejected with the status that names the
-problem (404 path, 405 method, 413 too large, 415 content type, 400 off-spec), and logged.
+problem (404 path, 405 method, 408 body too slow, 413 too large, 415 content type, 400
+off-spec), and logged.
 The same app serves `GET /healthz` and `GET /metrics`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Callable
 from typing import Any
@@ -70,10 +72,18 @@ def make_receiver_app(
         if request.content_length is not None and request.content_length > limit:
             return reject(413, f"body over {limit} bytes", request)
         body = bytearray()
-        async for chunk in request.content.iter_chunked(65536):
-            body += chunk
-            if len(body) > limit:
-                return reject(413, f"body over {limit} bytes", request)
+        try:
+            # A total deadline, not an idle one: a sender dribbling a byte at a time must not
+            # hold a handler (and its connection) for ever.
+            async with asyncio.timeout(settings.body_timeout):
+                async for chunk in request.content.iter_chunked(65536):
+                    body += chunk
+                    if len(body) > limit:
+                        return reject(413, f"body over {limit} bytes", request)
+        except TimeoutError:
+            response = reject(408, f"body not received within {settings.body_timeout:g} s", request)
+            response.force_close()
+            return response
         try:
             notices = parse_notices(bytes(body))
         except NoticeError as exc:

@@ -8,6 +8,8 @@ Notices are hints, never data (the upstream does not sign them):
 
 Items leave the queue only after the writes they caused have committed: a crash or `kill -9` in
 between replays them, which is harmless because every write is an idempotent upsert or delete.
+Items the upstream answers 403 or 404 for (a type the account may not read, a mall that is gone)
+are dropped with a warning rather than retried: they would block the queue behind them for ever.
 Mall-scoped types need a mall for `filter[id]`; a notice about a row the mirror does not hold yet
 (a creation) triggers an incremental poll of that type instead.
 """
@@ -21,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from sync.catalogue import ResourceType
-from sync.errors import UpstreamError
+from sync.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.logs import get_logger
 from sync.reconcile import Reconciler, scopes_of
 from sync.store import Mirror
@@ -88,6 +90,15 @@ class QueueWorker:
                     structlog.contextvars.bind_contextvars(type=type_name, notice_kind=kind)
                     try:
                         await self._process(kind, rtype, items)
+                    except (ForbiddenError, NotFoundError) as exc:
+                        # A final answer: no retry can help, and keeping the items would stall
+                        # every notice queued behind them. Polls and the reconcile converge.
+                        self.log.warning(
+                            "worker.notices_dropped",
+                            type=type_name,
+                            notices=len(items),
+                            error=str(exc),
+                        )
                     except UpstreamError as exc:
                         self.queue.fail(items, str(exc))
                         raise

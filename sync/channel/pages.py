@@ -42,17 +42,38 @@ def decode(body: bytes, url: str, status: int) -> Any:
 
 
 def last_page_number(doc: dict[str, Any]) -> int:
-    """page[number] of `links.last`, or 1 when the document has none."""
-    last = (doc.get("links") or {}).get("last")
+    """page[number] of `links.last`, or 1 when the document has none (or an unreadable one)."""
+    links = doc.get("links")
+    last = links.get("last") if isinstance(links, dict) else None
     if isinstance(last, dict):
         last = last.get("href")
     if not isinstance(last, str):
         return 1
-    values = parse_qs(urlsplit(last).query).get("page[number]")
     try:
+        values = parse_qs(urlsplit(last).query).get("page[number]")
         return max(1, int(values[0])) if values else 1
-    except ValueError:
+    except ValueError:  # not a URL (urlsplit), or not a number (int)
         return 1
+
+
+_OBJECT_MEMBERS = ("attributes", "meta", "relationships")
+
+
+def _resource_problem(item: Any) -> str | None:
+    """Why `item` is not a resource object the mirror can store, or None when it is one."""
+    if not isinstance(item, dict) or "id" not in item:
+        return "has no id"
+    rid = item["id"]
+    if isinstance(rid, bool) or not isinstance(rid, str | int):
+        return "has an id that is neither a string nor a number"
+    for member in _OBJECT_MEMBERS:
+        value = item.get(member)
+        if value is not None and not isinstance(value, dict):
+            return f"has `{member}` that is not an object"
+    relationships = item.get("relationships") or {}
+    if any(v is not None and not isinstance(v, dict) for v in relationships.values()):
+        return "has a relationship that is not an object"
+    return None
 
 
 def to_page(doc: Any, number: int, url: str, status: int, api_version: str | None) -> Page:
@@ -65,16 +86,22 @@ def to_page(doc: Any, number: int, url: str, status: int, api_version: str | Non
             hint="not a JSON:API collection; check base_url",
         )
     data = doc["data"]
-    for item in data:
-        if not isinstance(item, dict) or "id" not in item:
-            raise BadResponseError(
-                "a resource in `data` has no id", url=url, status=status, hint="off-spec page"
-            )
     included = doc.get("included") or []
+    included = [i for i in included if isinstance(i, dict)] if isinstance(included, list) else []
+    for where, items in (("data", data), ("included", included)):
+        for item in items:
+            problem = _resource_problem(item)
+            if problem is not None:
+                raise BadResponseError(
+                    f"a resource in `{where}` {problem}",
+                    url=url,
+                    status=status,
+                    hint="off-spec page; it will be retried on the next run",
+                )
     meta = doc.get("meta") or {}
     return Page(
         resources=data,
-        included=[i for i in included if isinstance(i, dict)] if isinstance(included, list) else [],
+        included=included,
         meta=meta if isinstance(meta, dict) else {},
         number=number,
         last=last_page_number(doc),

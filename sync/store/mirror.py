@@ -50,8 +50,8 @@ class WriteResult:
 
 
 def _SAFE_NAME(name: str) -> bool:
-    """Attribute names usable as a column and a JSON path (no quotes or brackets)."""
-    return bool(name) and not any(c in name for c in '"[]')
+    """Attribute names usable as a column and a JSON path (no double quotes, brackets or NUL)."""
+    return bool(name) and not any(c in name for c in '"[]\x00')
 
 
 @dataclass
@@ -66,6 +66,11 @@ class _Staged:
     links: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
     dropped: int = 0
 
+    def fits(self, key: str) -> bool:
+        """Whether `key` can be a column of this batch: SQLite names are case-insensitive, so
+        `Title` cannot sit beside `title` (the first spelling seen is stored, the other is not)."""
+        folded = key.lower()
+        return folded != "id" and not any(k.lower() == folded for k in self.keys)
 
 def encode(value: Any) -> Any:
     """A JSON value as the mirror stores it: booleans 0/1, objects and arrays as JSON text."""
@@ -149,6 +154,12 @@ class Mirror(BookkeepingMixin):
             conn.close()
             _release(lock)
             text = str(exc)
+            if "locked" in text or "busy" in text:
+                raise MirrorError(
+                    f"mirror {p} is locked by another program ({text}); nothing was changed",
+                    hint="close whatever holds it open for writing (a sqlite3 shell, a backup "
+                    "tool), then retry",
+                ) from None
             if "readonly" in text or "read-only" in text:
                 raise MirrorError(
                     f"mirror {p} is read-only ({text})",
@@ -169,6 +180,7 @@ class Mirror(BookkeepingMixin):
         if not fresh:
             check = self.conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
+                check = " ".join(str(check).split())[:200]  # one line, however long the report
                 raise MirrorError(
                     f"mirror {self.path} failed its integrity check ({check}); nothing was changed",
                     hint="restore it from a backup, or move it away and run `sync backfill`",
@@ -193,9 +205,6 @@ class Mirror(BookkeepingMixin):
                         hint="upgrade sync, or point [mirror] path at another file",
                     )
         self.conn.executescript(BOOKKEEPING)
-        self.conn.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS _sync_stage (id INTEGER PRIMARY KEY, doc TEXT)"
-        )
         self.set_meta("schema_version", str(SCHEMA_VERSION))
         if not fresh:
             self.create_indexes()  # a bulk load interrupted before its indexes were built
@@ -398,7 +407,7 @@ class Mirror(BookkeepingMixin):
         the page write cheap: no per-attribute Python work on the hot path.
         """
         b = _Staged(rtype)
-        known = self.schema.columns(rtype.table)
+        known_folded = {c.lower() for c in self.schema.columns(rtype.table)}
         for res in resources:
             rid = _to_int(res.get("id"))
             if rid is None:
@@ -432,9 +441,9 @@ class Mirror(BookkeepingMixin):
             keys = doc.keys()
             if not keys <= b.keys:
                 for k in keys - b.keys:
-                    if _SAFE_NAME(k) and k != "id":
+                    if _SAFE_NAME(k) and b.fits(k):
                         b.keys.add(k)
-                        if k not in known:
+                        if k.lower() not in known_folded:
                             b.samples[k] = encode(doc[k])
             elif b.samples:
                 for k in [k for k, v in b.samples.items() if v is None and doc.get(k) is not None]:
@@ -482,7 +491,9 @@ class Mirror(BookkeepingMixin):
         sql = self._sql.get(key)
         if sql is None:
             names = ", ".join(f"[{c}]" for c in ("id", *cols))
-            values = ", ".join(["?1", *(f"json_extract(?2, '$.\"{c}\"')" for c in cols)])
+            # A quote in an attribute name is doubled inside the SQL string literal.
+            paths = (c.replace("'", "''") for c in cols)
+            values = ", ".join(["?1", *(f"json_extract(?2, '$.\"{c}\"')" for c in paths)])
             sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols)
             # `WHERE 1`: SQLite needs a WHERE on INSERT ... SELECT before an upsert clause.
             sql = f"INSERT INTO [{table}] ({names}) SELECT {values} WHERE 1"
@@ -520,7 +531,11 @@ class Mirror(BookkeepingMixin):
             )
 
     def _write_scripts(self, scripts: Sequence[dict[str, Any]]) -> None:
-        blob = orjson.dumps(list(scripts))
+        # `meta.scripts` comes as the upstream sent it: only a list of objects is used.
+        scripts = [i for i in scripts if isinstance(i, dict)] if isinstance(scripts, list) else []
+        if not scripts:
+            return
+        blob = orjson.dumps(scripts)
         now = time.monotonic()
         if (
             self._scripts_seen

@@ -86,8 +86,9 @@ class Schema:
                 {k: column_type(v) for k, v in sample.items()}, pk="id", if_not_exists=True
             )
         else:
+            folded = {c.lower() for c in have}  # SQLite column names are case-insensitive
             for key, value in sample.items():
-                if key not in have:
+                if key.lower() not in folded:
                     self.db.table(table).add_column(key, column_type(value))
         self._columns.pop(table, None)
         if not self.defer_indexes:

@@ -72,6 +72,7 @@ class _Staged:
         folded = key.lower()
         return folded != "id" and not any(k.lower() == folded for k in self.keys)
 
+
 def encode(value: Any) -> Any:
     """A JSON value as the mirror stores it: booleans 0/1, objects and arrays as JSON text."""
     kind = type(value)  # exact types: this runs once per attribute on the hot path
@@ -495,8 +496,9 @@ class Mirror(BookkeepingMixin):
             paths = (c.replace("'", "''") for c in cols)
             values = ", ".join(["?1", *(f"json_extract(?2, '$.\"{c}\"')" for c in paths)])
             sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols)
-            # `WHERE 1`: SQLite needs a WHERE on INSERT ... SELECT before an upsert clause.
-            sql = f"INSERT INTO [{table}] ({names}) SELECT {values} WHERE 1"
+            # SQLite needs a WHERE on INSERT ... SELECT before an upsert clause; this one also
+            # uses ?2 when no column does (a resource with no attributes).
+            sql = f"INSERT INTO [{table}] ({names}) SELECT {values} WHERE ?2 IS NOT NULL"
             sql += (
                 f" ON CONFLICT(id) DO UPDATE SET {sets}" if sets else " ON CONFLICT(id) DO NOTHING"
             )

@@ -28,13 +28,14 @@ from typing import TypeVar
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel import ChannelClient, Page
+from sync.channel.pages import RawPage
 from sync.config import ManagementSettings, Settings
 from sync.errors import ForbiddenError, UpstreamError
 from sync.logs import get_logger
 from sync.progress import NullProgress, Progress
 from sync.reconcile import MassDeleteRefused, Reconciler, Scope, group_by_mall, scopes_of
 from sync.stamps import iso_ms
-from sync.store import Mirror, PageCheckpoint
+from sync.store import Mirror
 
 T = TypeVar("T")
 
@@ -261,12 +262,12 @@ class Backfill:
         last = state.last if state and state.last else 0
         if 1 not in done or not last:
             first = await self._fetch(scope, 1)
-            last = first.last
-            self.progress.add_pages(name, last)
             if 1 not in done:
-                self._write(scope, first, report)
+                last = self._write(scope, first, report)
             else:
+                last = self.mirror.raw_page_info(first.text, first.url, first.status).last
                 self.progress.advance(name, 0)
+            self.progress.add_pages(name, last)
         else:
             self.progress.add_pages(name, last)
             self.progress.advance(name, 0, pages=len(done))
@@ -278,26 +279,29 @@ class Backfill:
         todo = (n for n in range(2, last + 1) if n not in done)
         await bounded(todo, self.limit, one)
 
-    async def _fetch(self, scope: Scope, number: int) -> Page:
-        return await self.client.list_page(
+    async def _fetch(self, scope: Scope, number: int) -> RawPage:
+        return await self.client.list_page_text(
             scope.rtype, number, mall_id=scope.mall_id, scope_params=scope.params
         )
 
-    def _write(self, scope: Scope, page: Page, report: TypeReport) -> None:
-        result = self.mirror.write_page(
+    def _write(self, scope: Scope, page: RawPage, report: TypeReport) -> int:
+        """Write one page (parsed inside SQLite) with its checkpoint; returns its `links.last`."""
+        result = self.mirror.write_raw_page(
             scope.rtype,
-            page.resources,
-            page.included,
+            page.text,
+            url=page.url,
+            status=page.status,
             mall_id=scope.mall_id,
-            scripts=page.meta.get("scripts"),
-            checkpoint=PageCheckpoint(scope.rtype.name, scope.key, page.number, page.last),
+            number=page.number,
+            scope_key=scope.key,
         )
-        if page.number < page.last and len(page.resources) < self.settings.upstream.page_size:
+        served, last = result.info.served, result.info.last
+        if page.number < last and served < self.settings.upstream.page_size:
             self.short_pages.add(scope.rtype.name)
-        report.rows += len(page.resources)
+        report.rows += served
         report.pages += 1
-        self.progress.advance(scope.rtype.name, len(page.resources))
-        del result
+        self.progress.advance(scope.rtype.name, served)
+        return last
 
     async def _needs_repair(self, rtype: ResourceType, started_at: str) -> bool:
         """Whether the missed-row pass can find anything for this type.

@@ -28,14 +28,13 @@ from typing import TypeVar
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel import ChannelClient, Page
-from sync.channel.pages import RawPage
 from sync.config import ManagementSettings, Settings
 from sync.errors import ForbiddenError, UpstreamError
 from sync.logs import get_logger
 from sync.progress import NullProgress, Progress
 from sync.reconcile import MassDeleteRefused, Reconciler, Scope, group_by_mall, scopes_of
 from sync.stamps import iso_ms
-from sync.store import Mirror
+from sync.store import Mirror, PageCheckpoint
 
 T = TypeVar("T")
 
@@ -262,12 +261,12 @@ class Backfill:
         last = state.last if state and state.last else 0
         if 1 not in done or not last:
             first = await self._fetch(scope, 1)
-            if 1 not in done:
-                last = self._write(scope, first, report)
-            else:
-                last = self.mirror.raw_page_info(first.text, first.url, first.status).last
-                self.progress.advance(name, 0)
+            last = first.last
             self.progress.add_pages(name, last)
+            if 1 not in done:
+                self._write(scope, first, report)
+            else:
+                self.progress.advance(name, 0)
         else:
             self.progress.add_pages(name, last)
             self.progress.advance(name, 0, pages=len(done))
@@ -279,29 +278,26 @@ class Backfill:
         todo = (n for n in range(2, last + 1) if n not in done)
         await bounded(todo, self.limit, one)
 
-    async def _fetch(self, scope: Scope, number: int) -> RawPage:
-        return await self.client.list_page_text(
+    async def _fetch(self, scope: Scope, number: int) -> Page:
+        return await self.client.list_page(
             scope.rtype, number, mall_id=scope.mall_id, scope_params=scope.params
         )
 
-    def _write(self, scope: Scope, page: RawPage, report: TypeReport) -> int:
-        """Write one page (parsed inside SQLite) with its checkpoint; returns its `links.last`."""
-        result = self.mirror.write_raw_page(
+    def _write(self, scope: Scope, page: Page, report: TypeReport) -> None:
+        result = self.mirror.write_page(
             scope.rtype,
-            page.text,
-            url=page.url,
-            status=page.status,
+            page.resources,
+            page.included,
             mall_id=scope.mall_id,
-            number=page.number,
-            scope_key=scope.key,
+            scripts=page.meta.get("scripts"),
+            checkpoint=PageCheckpoint(scope.rtype.name, scope.key, page.number, page.last),
         )
-        served, last = result.info.served, result.info.last
-        if page.number < last and served < self.settings.upstream.page_size:
+        if page.number < page.last and len(page.resources) < self.settings.upstream.page_size:
             self.short_pages.add(scope.rtype.name)
-        report.rows += served
+        report.rows += len(page.resources)
         report.pages += 1
-        self.progress.advance(scope.rtype.name, served)
-        return last
+        self.progress.advance(scope.rtype.name, len(page.resources))
+        del result
 
     async def _needs_repair(self, rtype: ResourceType, started_at: str) -> bool:
         """Whether the missed-row pass can find anything for this type.

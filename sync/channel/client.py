@@ -30,7 +30,7 @@ import orjson
 
 from sync.catalogue import ResourceType
 from sync.channel.auth import Credentials
-from sync.channel.pages import Page, RawPage, decode, to_page
+from sync.channel.pages import Page, decode, to_page
 from sync.channel.transport import Response, Stats, Transport, scrub
 from sync.config import UpstreamSettings
 from sync.errors import (
@@ -302,37 +302,6 @@ class ChannelClient:
         resp = await self.request("GET", path, query)
         doc = decode(resp.body, resp.url, resp.status)
         return to_page(doc, number, resp.url, resp.status, self.api_version)
-
-    async def list_page_text(
-        self,
-        rtype: ResourceType,
-        number: int,
-        *,
-        mall_id: int | str | None = None,
-        scope_params: Mapping[str, str] | None = None,
-    ) -> RawPage:
-        """One page of a collection as its JSON text, unparsed (the backfill's fast path:
-        `Mirror.write_raw_page` parses it inside SQLite)."""
-        query = self.listing_params(
-            rtype,
-            number,
-            scope_params=scope_params or {},
-            params={},
-            fields=None,
-            include=True,
-            size=None,
-        )
-        resp = await self.request("GET", rtype.list_path(mall_id), query)
-        try:
-            text = resp.body.decode()
-        except UnicodeDecodeError:
-            raise BadResponseError(
-                "the upstream sent a body that is not UTF-8 JSON",
-                url=resp.url,
-                status=resp.status,
-                hint="a truncated or proxied response; it will be retried on the next run",
-            ) from None
-        return RawPage(text, number, resp.url, resp.status)
 
     async def iter_pages(
         self,

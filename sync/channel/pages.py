@@ -28,16 +28,6 @@ class Page:
     api_version: str | None
 
 
-@dataclass(frozen=True)
-class RawPage:
-    """One listing page as the upstream sent it (parsed later, inside SQLite)."""
-
-    text: str
-    number: int
-    url: str
-    status: int
-
-
 def decode(body: bytes, url: str, status: int) -> Any:
     """Parse a JSON body or raise BadResponseError."""
     try:

@@ -32,10 +32,8 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.errors import MirrorError
 from sync.stamps import now_iso
-from sync.store import rawpage
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.listing import Listing
-from sync.store.rawpage import RawPageInfo, RawWriteResult
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -400,33 +398,6 @@ class Mirror(BookkeepingMixin):
             seen.update(((name, rid), v) for rid, v in versions)
         return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
 
-    def raw_page_info(self, text: str, url: str, status: int) -> RawPageInfo:
-        """A listing page's size and `links.last`, read by SQLite (see `store.rawpage`)."""
-        return rawpage.raw_page_info(self, text, url, status)
-
-    def write_raw_page(
-        self,
-        rtype: ResourceType,
-        text: str,
-        *,
-        url: str,
-        status: int,
-        mall_id: int | None = None,
-        number: int,
-        scope_key: str,
-    ) -> RawWriteResult:
-        """The backfill's page write from the page's JSON text (see `store.rawpage`)."""
-        return rawpage.write_raw_page(
-            self,
-            rtype,
-            text,
-            url=url,
-            status=status,
-            mall_id=mall_id,
-            number=number,
-            scope_key=scope_key,
-        )
-
     def _stage(
         self, rtype: ResourceType, resources: Sequence[dict[str, Any]], mall_id: int | None
     ) -> _Staged:
@@ -470,7 +441,7 @@ class Mirror(BookkeepingMixin):
                 doc = {**doc, **extra}
             keys = doc.keys()
             if not keys <= b.keys:
-                for k in [k for k in keys if k not in b.keys]:  # in document order
+                for k in keys - b.keys:
                     if _SAFE_NAME(k) and b.fits(k):
                         b.keys.add(k)
                         if k.lower() not in known_folded:

@@ -441,7 +441,7 @@ class Mirror(BookkeepingMixin):
                 doc = {**doc, **extra}
             keys = doc.keys()
             if not keys <= b.keys:
-                for k in keys - b.keys:
+                for k in [k for k in keys if k not in b.keys]:  # in document order
                     if _SAFE_NAME(k) and b.fits(k):
                         b.keys.add(k)
                         if k.lower() not in known_folded:

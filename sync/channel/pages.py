@@ -57,22 +57,33 @@ def last_page_number(doc: dict[str, Any]) -> int:
 
 
 _OBJECT_MEMBERS = ("attributes", "meta", "relationships")
+_ABSENT = object()
 
 
 def _resource_problem(item: Any) -> str | None:
-    """Why `item` is not a resource object the mirror can store, or None when it is one."""
-    if not isinstance(item, dict) or "id" not in item:
+    """Why `item` is not a resource object the mirror can store, or None when it is one.
+
+    Runs on every resource and included row of every page, so the common case (a dict with
+    a str id and dict members) is a handful of exact type checks.
+    """
+    if not isinstance(item, dict):
         return "has no id"
-    rid = item["id"]
-    if isinstance(rid, bool) or not isinstance(rid, str | int):
-        return "has an id that is neither a string nor a number"
+    rid = item.get("id", _ABSENT)
+    kind = type(rid)
+    if kind is not str and kind is not int:  # exact: True is not an id
+        if rid is _ABSENT:
+            return "has no id"
+        if kind is bool or not isinstance(rid, str | int):
+            return "has an id that is neither a string nor a number"
     for member in _OBJECT_MEMBERS:
         value = item.get(member)
-        if value is not None and not isinstance(value, dict):
+        if value is not None and type(value) is not dict and not isinstance(value, dict):
             return f"has `{member}` that is not an object"
-    relationships = item.get("relationships") or {}
-    if any(v is not None and not isinstance(v, dict) for v in relationships.values()):
-        return "has a relationship that is not an object"
+    relationships = item.get("relationships")
+    if relationships:
+        for v in relationships.values():
+            if v is not None and type(v) is not dict and not isinstance(v, dict):
+                return "has a relationship that is not an object"
     return None
 
 

@@ -16,20 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import hashlib
 import os
-import signal
 import sqlite3
 import sys
 import tempfile
-import time
-from pathlib import Path
 
-import psutil
-
-ROOT = Path(__file__).resolve().parent.parent
-EMAIL, PASSWORD = "demo@example.com", "demo-password"
+from _common import emulator, last_page, list_params, login_body, measure, signed, sync_backfill
 
 
 async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
@@ -47,16 +39,13 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
     sem = asyncio.Semaphore(concurrency)
     rows = 0
     async with aiohttp.ClientSession() as http:
-        body = {"data": {"type": "accounts", "attributes": {"email": EMAIL, "password": PASSWORD}}}
-        async with http.post(f"{base}/accounts/login", json=body) as r:
+        async with http.post(f"{base}/accounts/login", json=login_body()) as r:
             token = (await r.json(content_type=None))["data"]["attributes"]["authentication_token"]
 
         async def page(path: str, params: dict[str, str], table: str) -> int:
             nonlocal rows
             async with sem:  # sign inside the limit: a signature queued too long goes stale
-                ts = int(time.time())
-                sig = hashlib.md5(f"{ts}:{token}".encode(), usedforsecurity=False).hexdigest()
-                q = {**params, "auth_id": EMAIL, "auth_timestamp": str(ts), "auth_token": sig}
+                q = {**params, **signed(token)}
                 async with http.get(f"{base}{path}", params=q) as r:
                     raw = await r.read()
             doc = orjson.loads(raw)
@@ -68,19 +57,12 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
             )
             conn.execute("COMMIT")
             rows += len(data)
-            last = doc["links"]["last"]
-            return (
-                int(last.split("page%5Bnumber%5D=")[1].split("&")[0])
-                if "%5B" in last
-                else int(last.split("page[number]=")[1].split("&")[0])
-            )
+            return last_page(doc)
 
         async def listing(
             rtype: catalogue.ResourceType, mall: int | None, scope: dict[str, str]
         ) -> None:
-            params = {"page[size]": "100", "sort": "id", **scope}
-            if rtype.include:
-                params["include"] = rtype.include
+            params = list_params(rtype.include, scope)
             path = rtype.list_path(mall)
             last = await page(path, {**params, "page[number]": "1"}, rtype.name)
             await asyncio.gather(
@@ -105,27 +87,6 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
     return rows
 
 
-def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run `cmd`; return (seconds, peak RSS MiB, stdout)."""
-    t0 = time.perf_counter()
-    proc = psutil.Popen(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        stdout=__import__("subprocess").PIPE,
-        stderr=__import__("subprocess").PIPE,
-    )
-    peak = 0
-    while proc.poll() is None:
-        with contextlib.suppress(psutil.Error):
-            peak = max(peak, proc.memory_info().rss)
-        time.sleep(0.05)
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd} failed: {err.decode()[-2000:]}")
-    return time.perf_counter() - t0, peak / 2**20, out.decode()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200_000, help="resources served by the emulator")
@@ -137,57 +98,22 @@ def main() -> None:
         print(asyncio.run(limit_pipeline(a.limit_only, a.db, a.concurrency)))
         return
     env = dict(os.environ)
-    emu = __import__("subprocess").Popen(
-        [sys.executable, "-m", "sync", "emulator", "--resources", str(a.n), "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=__import__("subprocess").PIPE,
-        text=True,
-    )
-    assert emu.stdout is not None
-    base = emu.stdout.readline().strip().rsplit(" ", 1)[1]
-    emu.stdout.readline()
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            limit_s, limit_rss, out = measure(
-                [
-                    sys.executable,
-                    __file__,
-                    "--limit-only",
-                    base,
-                    "--db",
-                    f"{tmp}/limit.db",
-                    "--concurrency",
-                    str(a.concurrency),
-                ],
-                env,
-            )
-            limit_rows = int(out.strip().splitlines()[-1])
-            cfg = Path(tmp) / "sync.toml"
-            cfg.write_text(
-                f'[upstream]\nbase_url = "{base}"\nemail = "{EMAIL}"\npassword_env = "BENCH_PW"\n'
-                f'concurrency = {a.concurrency}\n[mirror]\npath = "{tmp}/sync.db"\n'
-                '[logging]\nlevel = "warning"\nformat = "json"\n'
-            )
-            sync_s, sync_rss, _ = measure(
-                [sys.executable, "-m", "sync", "backfill", "--quiet", "--config", str(cfg)],
-                {**env, "BENCH_PW": PASSWORD},
-            )
-            conn = sqlite3.connect(f"{tmp}/sync.db")
-            from sync import catalogue
-
-            tables = {
-                r[0] for r in conn.execute("select name from sqlite_master where type='table'")
-            }
-            sync_rows = sum(
-                conn.execute(f"select count(*) from [{t}]").fetchone()[0]
-                for t in catalogue.LISTABLE
-                if t in tables
-            )
-            conn.close()
-    finally:
-        emu.send_signal(signal.SIGTERM)
-        emu.wait()
+    with emulator(a.n, env) as base, tempfile.TemporaryDirectory() as tmp:
+        limit_s, limit_rss, out = measure(
+            [
+                sys.executable,
+                __file__,
+                "--limit-only",
+                base,
+                "--db",
+                f"{tmp}/limit.db",
+                "--concurrency",
+                str(a.concurrency),
+            ],
+            env,
+        )
+        limit_rows = int(out.strip().splitlines()[-1])
+        sync_s, sync_rss, sync_rows = sync_backfill(base, tmp, a.concurrency, env)
     limit_rate, sync_rate = limit_rows / limit_s, sync_rows / sync_s
     print(f"backfill vs limit: {a.n:,} resources served, concurrency {a.concurrency}")
     print(f"{'pipeline':<10}{'rows':>10}{'seconds':>10}{'rows/s':>10}{'peak RSS MiB':>14}")

@@ -9,7 +9,8 @@ process so peak RSS is its own:
          the missed-row pass and the hours).
 With --repeat K (default 3) the two run alternately K times each and the best run of each is
 compared: on a shared machine a neighbour's burst slows one run, never speeds one up, so the
-best of several is the fairest reading of each pipeline (every run is printed too).
+best of several is the fairest reading of each pipeline (every run is printed too; peak RSS is
+the worst run's).
 Run:
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python bench/backfill_vs_limit.py [--n 200000] [--concurrency 4] [--repeat 3]
@@ -19,20 +20,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import hashlib
 import os
-import signal
 import sqlite3
 import sys
 import tempfile
-import time
-from pathlib import Path
 
-import psutil
-
-ROOT = Path(__file__).resolve().parent.parent
-EMAIL, PASSWORD = "demo@example.com", "demo-password"
+from _common import emulator, last_page, list_params, login_body, measure, signed, sync_backfill
 
 
 async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
@@ -50,16 +43,13 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
     sem = asyncio.Semaphore(concurrency)
     rows = 0
     async with aiohttp.ClientSession() as http:
-        body = {"data": {"type": "accounts", "attributes": {"email": EMAIL, "password": PASSWORD}}}
-        async with http.post(f"{base}/accounts/login", json=body) as r:
+        async with http.post(f"{base}/accounts/login", json=login_body()) as r:
             token = (await r.json(content_type=None))["data"]["attributes"]["authentication_token"]
 
         async def page(path: str, params: dict[str, str], table: str) -> int:
             nonlocal rows
             async with sem:  # sign inside the limit: a signature queued too long goes stale
-                ts = int(time.time())
-                sig = hashlib.md5(f"{ts}:{token}".encode(), usedforsecurity=False).hexdigest()
-                q = {**params, "auth_id": EMAIL, "auth_timestamp": str(ts), "auth_token": sig}
+                q = {**params, **signed(token)}
                 async with http.get(f"{base}{path}", params=q) as r:
                     raw = await r.read()
             doc = orjson.loads(raw)
@@ -71,19 +61,12 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
             )
             conn.execute("COMMIT")
             rows += len(data)
-            last = doc["links"]["last"]
-            return (
-                int(last.split("page%5Bnumber%5D=")[1].split("&")[0])
-                if "%5B" in last
-                else int(last.split("page[number]=")[1].split("&")[0])
-            )
+            return last_page(doc)
 
         async def listing(
             rtype: catalogue.ResourceType, mall: int | None, scope: dict[str, str]
         ) -> None:
-            params = {"page[size]": "100", "sort": "id", **scope}
-            if rtype.include:
-                params["include"] = rtype.include
+            params = list_params(rtype.include, scope)
             path = rtype.list_path(mall)
             last = await page(path, {**params, "page[number]": "1"}, rtype.name)
             await asyncio.gather(
@@ -108,70 +91,6 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
     return rows
 
 
-def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run `cmd`; return (seconds, peak RSS MiB, stdout)."""
-    t0 = time.perf_counter()
-    proc = psutil.Popen(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        stdout=__import__("subprocess").PIPE,
-        stderr=__import__("subprocess").PIPE,
-    )
-    peak = 0
-    while proc.poll() is None:
-        with contextlib.suppress(psutil.Error):
-            peak = max(peak, proc.memory_info().rss)
-        time.sleep(0.05)
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd} failed: {err.decode()[-2000:]}")
-    return time.perf_counter() - t0, peak / 2**20, out.decode()
-
-
-def run_once(
-    name: str, base: str, concurrency: int, env: dict[str, str]
-) -> tuple[int, float, float]:
-    """One run of `name` ("limit" or "sync") into a fresh database: (rows, seconds, peak MiB)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        if name == "limit":
-            secs, rss, out = measure(
-                [
-                    sys.executable,
-                    __file__,
-                    "--limit-only",
-                    base,
-                    "--db",
-                    f"{tmp}/limit.db",
-                    "--concurrency",
-                    str(concurrency),
-                ],
-                env,
-            )
-            return int(out.strip().splitlines()[-1]), secs, rss
-        cfg = Path(tmp) / "sync.toml"
-        cfg.write_text(
-            f'[upstream]\nbase_url = "{base}"\nemail = "{EMAIL}"\npassword_env = "BENCH_PW"\n'
-            f'concurrency = {concurrency}\n[mirror]\npath = "{tmp}/sync.db"\n'
-            '[logging]\nlevel = "warning"\nformat = "json"\n'
-        )
-        secs, rss, _ = measure(
-            [sys.executable, "-m", "sync", "backfill", "--quiet", "--config", str(cfg)],
-            {**env, "BENCH_PW": PASSWORD},
-        )
-        from sync import catalogue
-
-        conn = sqlite3.connect(f"{tmp}/sync.db")
-        tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
-        rows = sum(
-            conn.execute(f"select count(*) from [{t}]").fetchone()[0]
-            for t in catalogue.LISTABLE
-            if t in tables
-        )
-        conn.close()
-        return rows, secs, rss
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200_000, help="resources served by the emulator")
@@ -184,29 +103,33 @@ def main() -> None:
         print(asyncio.run(limit_pipeline(a.limit_only, a.db, a.concurrency)))
         return
     env = dict(os.environ)
-    emu = __import__("subprocess").Popen(
-        [sys.executable, "-m", "sync", "emulator", "--resources", str(a.n), "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=__import__("subprocess").PIPE,
-        text=True,
-    )
-    assert emu.stdout is not None
-    base = emu.stdout.readline().strip().rsplit(" ", 1)[1]
-    emu.stdout.readline()
     runs: dict[str, list[tuple[int, float, float]]] = {"limit": [], "sync": []}
-    try:
+    with emulator(a.n, env) as base:
         for i in range(a.repeat):
             for name in ("limit", "sync"):
-                rows, secs, rss = run_once(name, base, a.concurrency, env)
+                with tempfile.TemporaryDirectory() as tmp:
+                    if name == "limit":
+                        secs, rss, out = measure(
+                            [
+                                sys.executable,
+                                __file__,
+                                "--limit-only",
+                                base,
+                                "--db",
+                                f"{tmp}/limit.db",
+                                "--concurrency",
+                                str(a.concurrency),
+                            ],
+                            env,
+                        )
+                        rows = int(out.strip().splitlines()[-1])
+                    else:
+                        secs, rss, rows = sync_backfill(base, tmp, a.concurrency, env)
                 runs[name].append((rows, secs, rss))
                 print(
                     f"run {i + 1} {name:<6}{rows:>10,} rows {secs:8.1f} s {rows / secs:>8,.0f} rows/s",
                     flush=True,
                 )
-    finally:
-        emu.send_signal(signal.SIGTERM)
-        emu.wait()
     limit_rows, limit_s, _ = min(runs["limit"], key=lambda r: r[1])
     sync_rows, sync_s, _ = min(runs["sync"], key=lambda r: r[1])
     limit_rss = max(r[2] for r in runs["limit"])  # memory: the worst run, not the best

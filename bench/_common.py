@@ -1,0 +1,130 @@
+"""Helpers the backfill benchmarks share: the emulator in its own process, `sync backfill` measured
+in its own process (seconds, peak RSS, rows), request signing and `links.last` parsing.
+
+Scripts import it as `from _common import ...`: `python bench/<script>.py` puts bench/ on the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+EMAIL, PASSWORD = "demo@example.com", "demo-password"
+PAGE_SIZE = 100
+
+
+def signed(token: str) -> dict[str, str]:
+    """The three authentication query parameters; sign each request anew (30 s validity)."""
+    ts = int(time.time())
+    sig = hashlib.md5(f"{ts}:{token}".encode(), usedforsecurity=False).hexdigest()
+    return {"auth_id": EMAIL, "auth_timestamp": str(ts), "auth_token": sig}
+
+
+def login_body() -> dict[str, object]:
+    """The JSON body of POST /accounts/login for the demo account."""
+    return {"data": {"type": "accounts", "attributes": {"email": EMAIL, "password": PASSWORD}}}
+
+
+def last_page(doc: dict[str, object]) -> int:
+    """The page number of a collection response's `links.last` (1 when absent)."""
+    links = doc.get("links")
+    last = links.get("last") if isinstance(links, dict) else None
+    if not last:
+        return 1
+    return int(parse_qs(urlsplit(str(last)).query).get("page[number]", ["1"])[0])
+
+
+def list_params(include: str, scope: dict[str, str]) -> dict[str, str]:
+    """The query of one listing, as `sync` sends it (page number aside)."""
+    params = {"page[size]": str(PAGE_SIZE), "sort": "id", **scope}
+    if include:
+        params["include"] = include
+    return params
+
+
+def count_rows(db: str | Path, tables: list[str] | tuple[str, ...]) -> int:
+    """Rows in those of `tables` that exist in the SQLite file `db`."""
+    conn = sqlite3.connect(db)
+    try:
+        have = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
+        return sum(
+            conn.execute(f"select count(*) from [{t}]").fetchone()[0] for t in tables if t in have
+        )
+    finally:
+        conn.close()
+
+
+def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run `cmd`; return (seconds, peak RSS MiB, stdout).
+
+    Output goes to temporary files, not pipes: a child that writes more than a pipe holds would
+    block until it is read, and it is read only at the end.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = psutil.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err)
+        peak = 0
+        while proc.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                peak = max(peak, proc.memory_info().rss)
+            time.sleep(0.05)
+        seconds = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{cmd} failed: {err.read().decode()[-2000:]}")
+        return seconds, peak / 2**20, out.read().decode()
+
+
+@contextlib.contextmanager
+def emulator(n: int, env: dict[str, str]) -> Iterator[str]:
+    """Serve `n` resources from `sync emulator` in its own process; yield its base URL."""
+    emu = subprocess.Popen(
+        [sys.executable, "-m", "sync", "emulator", "--resources", str(n), "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert emu.stdout is not None
+    try:
+        base = emu.stdout.readline().strip().rsplit(" ", 1)[1]
+        emu.stdout.readline()
+        yield base
+    finally:
+        emu.send_signal(signal.SIGTERM)
+        emu.wait()
+
+
+def sync_backfill(
+    base: str, tmp: str, concurrency: int, env: dict[str, str]
+) -> tuple[float, float, int]:
+    """`sync backfill` of the emulator at `base` into tmp/sync.db: (seconds, peak RSS MiB, rows).
+
+    Rows are those of the listable types' tables (not the link, included-only or hours tables).
+    """
+    from sync import catalogue
+
+    cfg = Path(tmp) / "sync.toml"
+    cfg.write_text(
+        f'[upstream]\nbase_url = "{base}"\nemail = "{EMAIL}"\npassword_env = "BENCH_PW"\n'
+        f'concurrency = {concurrency}\n[mirror]\npath = "{tmp}/sync.db"\n'
+        '[logging]\nlevel = "warning"\nformat = "json"\n'
+    )
+    seconds, rss, _ = measure(
+        [sys.executable, "-m", "sync", "backfill", "--quiet", "--config", str(cfg)],
+        {**env, "BENCH_PW": PASSWORD},
+    )
+    return seconds, rss, count_rows(f"{tmp}/sync.db", catalogue.LISTABLE)

@@ -1,0 +1,166 @@
+"""Backfill throughput beside a peer tool, dlt's `rest_api` source into SQLite, in one run.
+
+The emulator serves N resources in its own process. Then, one after the other, each in its own
+process so peak RSS is its own:
+  dlt   dlt's `rest_api` source into SQLite through its `sqlalchemy` destination, on dlt's
+        defaults (sequential extract, normalize, load; append) but for one load worker: SQLite
+        has one writer, and dlt's default 20 fail at random with "database is locked". Plus what
+        this API needs and dlt does not ship: an auth class that signs every request (auth_id,
+        auth_timestamp, auth_token) and a paginator that stops at the page number of
+        `links.last`. Same routes, page size, sort and includes as `sync`; mall-scoped types are
+        child resources of `malls` (`malls/{resources.malls.id}/stores`), deals one resource per
+        visibility into one table;
+  sync  `sync backfill` (which also lists each mall's hours; not counted as resources).
+Resources are the rows of the listable types' tables in each database (dlt's nested child tables,
+sync's link and included-only tables not counted). Below the table: dlt's own stage timings.
+Run:
+    .venv/bin/pip install -e '.[bench]'
+    .venv/bin/python bench/backfill_vs_peer.py [--n 200000] [--concurrency 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+from _common import (
+    count_rows,
+    emulator,
+    last_page,
+    list_params,
+    login_body,
+    measure,
+    signed,
+    sync_backfill,
+)
+
+
+def dlt_pipeline(base: str, db: str, workdir: str) -> dict[str, Any]:
+    """Load every listable type with dlt's rest_api; return rows and dlt's stage timings."""
+    import dlt
+    from dlt.common.configuration import configspec
+    from dlt.sources.helpers import requests
+    from dlt.sources.helpers.rest_client.auth import AuthConfigBase
+    from dlt.sources.helpers.rest_client.paginators import BasePaginator
+    from dlt.sources.rest_api import rest_api_source
+
+    from sync import catalogue
+
+    @configspec
+    class SignedQueryAuth(AuthConfigBase):
+        """The API's per-request signature as query parameters, signed anew on every request."""
+
+        token: str = None  # type: ignore[assignment]
+
+        def __call__(self, request: Any) -> Any:
+            request.prepare_url(request.url, signed(self.token))
+            return request
+
+    class LinksLastPaginator(BasePaginator):
+        """page[number] = 1, 2, ... up to the page number in the first response's `links.last`."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.page, self.last = 1, 0
+
+        def init_request(self, request: Any) -> None:
+            self.page, self.last, self._has_next_page = 1, 0, True
+            self.update_request(request)
+
+        def update_state(self, response: Any, data: list[Any] | None = None) -> None:
+            if not self.last:  # constant over a listing: parse it once
+                self.last = last_page(response.json())
+            self.page += 1
+            self._has_next_page = bool(data) and self.page <= self.last
+
+        def update_request(self, request: Any) -> None:
+            request.params = {**(request.params or {}), "page[number]": self.page}
+
+    r = requests.post(f"{base}/accounts/login", json=login_body())
+    r.raise_for_status()
+    token = r.json()["data"]["attributes"]["authentication_token"]
+
+    resources: list[dict[str, Any]] = []
+    for name in catalogue.LISTABLE:
+        rtype = catalogue.TYPES[name]
+        path = rtype.list_path("{resources.malls.id}" if rtype.scope == "mall" else None)
+        for scope in rtype.scope_params:
+            suffix = "_".join(v.lower() for v in scope.values())
+            resources.append(
+                {
+                    "name": f"{name}_{suffix}" if suffix else name,
+                    "table_name": name,
+                    "endpoint": {
+                        "path": path.lstrip("/"),
+                        "params": list_params(rtype.include, dict(scope)),
+                        "data_selector": "data",
+                    },
+                }
+            )
+    source = rest_api_source(
+        {
+            "client": {
+                "base_url": f"{base}/",
+                "auth": SignedQueryAuth(token=token),
+                "paginator": LinksLastPaginator(),
+            },
+            "resources": resources,  # type: ignore[typeddict-item]
+        }
+    )
+    pipeline = dlt.pipeline(
+        pipeline_name="peer",
+        destination=dlt.destinations.sqlalchemy(f"sqlite:///{db}"),
+        dataset_name="main",  # the SQLite file itself, not an attached one
+        pipelines_dir=f"{workdir}/pipelines",
+    )
+    pipeline.run(source)
+    trace = pipeline.last_trace
+    stages = {
+        s.step: (s.finished_at - s.started_at).total_seconds()
+        for s in trace.steps
+        if s.finished_at is not None
+    }
+    return {"rows": count_rows(db, catalogue.LISTABLE), "stages": stages}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=200_000, help="resources served by the emulator")
+    ap.add_argument("--concurrency", type=int, default=4, help="sync's upstream concurrency")
+    ap.add_argument("--dlt-only", metavar="BASE", help=argparse.SUPPRESS)
+    ap.add_argument("--db", help=argparse.SUPPRESS)
+    ap.add_argument("--workdir", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.dlt_only:
+        print(json.dumps(dlt_pipeline(a.dlt_only, a.db, a.workdir)))
+        return
+    env = {**os.environ, "RUNTIME__DLT_TELEMETRY": "false", "RUNTIME__LOG_LEVEL": "WARNING"}
+    with emulator(a.n, env) as base, tempfile.TemporaryDirectory() as tmp:
+        env["DLT_DATA_DIR"] = f"{tmp}/dlt-data"  # dlt's global dir too: nothing under ~/.dlt
+        # One load worker: dlt's default 20 threads fight over SQLite's one write lock, and
+        # at 200k resources one run in two failed with "database is locked" after retries.
+        cmd = [sys.executable, __file__, "--dlt-only", base, "--db", f"{tmp}/dlt.db"]
+        dlt_s, dlt_rss, out = measure([*cmd, "--workdir", tmp], {**env, "LOAD__WORKERS": "1"})
+        peer = json.loads(out.strip().splitlines()[-1])
+        sync_s, sync_rss, sync_rows = sync_backfill(base, tmp, a.concurrency, env)
+    dlt_rows: int = peer["rows"]
+    dlt_rate, sync_rate = dlt_rows / dlt_s, sync_rows / sync_s
+    print(f"backfill vs peer: {a.n:,} resources served, sync concurrency {a.concurrency}")
+    print(f"{'pipeline':<10}{'resources':>11}{'seconds':>10}{'res/s':>10}{'peak RSS MiB':>14}")
+    print(f"{'dlt':<10}{dlt_rows:>11,}{dlt_s:>10.1f}{dlt_rate:>10,.0f}{dlt_rss:>14.0f}")
+    print(f"{'sync':<10}{sync_rows:>11,}{sync_s:>10.1f}{sync_rate:>10,.0f}{sync_rss:>14.0f}")
+    print(f"ratio sync/dlt throughput: {sync_rate / dlt_rate:.1f}x (goal >= 10x)")
+    st = peer["stages"]
+    stages = ", ".join(f"{k} {st[k]:.1f} s" for k in ("extract", "normalize", "load") if k in st)
+    start = dlt_s - st.get("run", dlt_s)
+    print(f"dlt stages: {stages}; start-up (imports, login, process) {start:.1f} s")
+    if dlt_rows != sync_rows:
+        print(f"note: resource counts differ ({dlt_rows:,} dlt, {sync_rows:,} sync)")
+
+
+if __name__ == "__main__":
+    main()

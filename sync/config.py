@@ -53,6 +53,13 @@ def _read_secret(
     return value
 
 
+def _http_url(v: str) -> str:
+    """A base URL: http(s) only, without a trailing slash (paths are appended to it)."""
+    if not v.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return v.rstrip("/")
+
+
 class UpstreamSettings(_Section):
     """`[upstream]`: where the Channel Content API is and how to talk to it."""
 
@@ -77,9 +84,7 @@ class UpstreamSettings(_Section):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return v.rstrip("/")
+        return _http_url(v)
 
     @field_validator("types")
     @classmethod
@@ -246,9 +251,7 @@ class ManagementSettings(_Section):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return v.rstrip("/")
+        return _http_url(v)
 
     @field_validator("locales")
     @classmethod

@@ -66,8 +66,18 @@ def count_rows(db: str | Path, tables: list[str] | tuple[str, ...]) -> int:
         conn.close()
 
 
+def tree_rss(proc: psutil.Process) -> int:
+    """RSS of a process plus all its descendants (sync's page workers count, as do dlt's)."""
+    total = 0
+    with contextlib.suppress(psutil.Error):
+        for p in [proc, *proc.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
+    return total
+
+
 def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run `cmd`; return (seconds, peak RSS MiB, stdout).
+    """Run `cmd`; return (seconds, peak RSS MiB of it and its child processes together, stdout).
 
     Output goes to temporary files, not pipes: a child that writes more than a pipe holds would
     block until it is read, and it is read only at the end.
@@ -77,8 +87,7 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
         proc = psutil.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err)
         peak = 0
         while proc.poll() is None:
-            with contextlib.suppress(psutil.Error):
-                peak = max(peak, proc.memory_info().rss)
+            peak = max(peak, tree_rss(proc))
             time.sleep(0.05)
         seconds = time.perf_counter() - t0
         out.seek(0)

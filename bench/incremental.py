@@ -17,7 +17,8 @@ from typing import Any
 
 from sync import catalogue
 from sync.backfill import Backfill
-from sync.channel import ChannelClient, Page
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
 from sync.config import parse_config
 from sync.emulator import Emulator
 from sync.poll import Poller

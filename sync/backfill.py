@@ -19,20 +19,25 @@ Shape of a run:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TypeVar
 
 from sync import catalogue
 from sync.catalogue import ResourceType
-from sync.channel import ChannelClient, Page
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
 from sync.config import ManagementSettings, Settings
 from sync.errors import ForbiddenError, UpstreamError
 from sync.logs import get_logger
+from sync.pagepool import PagePool, bulk_gc
 from sync.progress import NullProgress, Progress
 from sync.reconcile import MassDeleteRefused, Reconciler, Scope, group_by_mall, scopes_of
+from sync.staging import StagedPage
 from sync.stamps import iso_ms
 from sync.store import Mirror, PageCheckpoint
 
@@ -103,6 +108,18 @@ class BackfillReport:
         return sum(t.rows for t in self.types.values())
 
 
+@contextlib.contextmanager
+def _bulk_gc() -> Iterator[None]:
+    """The cycle collector tuned for bulk parsing during the run (`pagepool.bulk_gc`), restored after."""
+    thresholds = gc.get_threshold()
+    bulk_gc()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
 class Backfill:
     """Copies the configured types from the upstream into the mirror; see the module docstring."""
 
@@ -131,6 +148,7 @@ class Backfill:
             client, mirror, max_delete_share=settings.schedule.reconcile_max_delete_share
         )
         self.log = get_logger("sync.backfill")
+        self.pages = PagePool(0)  # replaced by the run's pool
         # Types that got a page shorter than page[size] before `links.last`: rows went missing.
         self.short_pages: set[str] = set()
 
@@ -156,13 +174,15 @@ class Backfill:
         prefilled = [p for p in (self.mirror.get_meta("backfill_prefilled") or "").split(",") if p]
         self.mirror.defer_indexes(not prefilled)
         try:
-            with self.progress:
+            with self.progress, _bulk_gc():
                 if self.group_commit:
                     self.mirror.start_group_commit(self.group_commit)
                 try:
-                    await self._run_types(started_at)
+                    async with PagePool(self.settings.backfill.parse_workers) as self.pages:
+                        await self._run_types(started_at)
                 finally:
                     self.mirror.end_group_commit()
+                    self.pages = PagePool(0)
             self.mirror.defer_indexes(False)
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
         finally:
@@ -278,26 +298,32 @@ class Backfill:
         todo = (n for n in range(2, last + 1) if n not in done)
         await bounded(todo, self.limit, one)
 
-    async def _fetch(self, scope: Scope, number: int) -> Page:
-        return await self.client.list_page(
+    async def _fetch(self, scope: Scope, number: int) -> StagedPage:
+        """Download one page here; parse and stage it in the page pool (another core)."""
+        resp = await self.client.list_response(
             scope.rtype, number, mall_id=scope.mall_id, scope_params=scope.params
         )
+        mall = int(scope.mall_id) if scope.mall_id is not None else None
+        return await self.pages.stage(
+            scope.rtype.name,
+            resp.body,
+            number=number,
+            url=resp.url,
+            status=resp.status,
+            mall_id=mall,
+        )
 
-    def _write(self, scope: Scope, page: Page, report: TypeReport) -> None:
-        result = self.mirror.write_page(
-            scope.rtype,
-            page.resources,
-            page.included,
-            mall_id=scope.mall_id,
-            scripts=page.meta.get("scripts"),
+    def _write(self, scope: Scope, page: StagedPage, report: TypeReport) -> None:
+        self.mirror.write_staged(
+            page.batches,
+            scripts=page.scripts,
             checkpoint=PageCheckpoint(scope.rtype.name, scope.key, page.number, page.last),
         )
-        if page.number < page.last and len(page.resources) < self.settings.upstream.page_size:
+        if page.number < page.last and page.resources < self.settings.upstream.page_size:
             self.short_pages.add(scope.rtype.name)
-        report.rows += len(page.resources)
+        report.rows += page.resources
         report.pages += 1
-        self.progress.advance(scope.rtype.name, len(page.resources))
-        del result
+        self.progress.advance(scope.rtype.name, page.resources)
 
     async def _needs_repair(self, rtype: ResourceType, started_at: str) -> bool:
         """Whether the missed-row pass can find anything for this type.

@@ -120,6 +120,18 @@ class MirrorSettings(_Section):
     path: Path = Field(default=Path("mirror.db"), description="Path of the SQLite mirror file")
 
 
+class BackfillSettings(_Section):
+    """`[backfill]`: the one-shot bulk load (`sync backfill`, and `sync run` on an empty mirror)."""
+
+    parse_workers: int = Field(
+        default=1,
+        ge=0,
+        le=16,
+        description="Processes that parse and stage pages while the main process downloads "
+        "and writes (0: all in the main process)",
+    )
+
+
 class WebhookSettings(_Section):
     """`[webhooks]`: the receiver the upstream posts change notices to."""
 
@@ -280,6 +292,7 @@ class Settings(_Section):
 
     upstream: UpstreamSettings
     mirror: MirrorSettings = Field(default_factory=MirrorSettings)
+    backfill: BackfillSettings = Field(default_factory=BackfillSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     logging: LogSettings = Field(default_factory=LogSettings)

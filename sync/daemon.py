@@ -26,7 +26,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from sync.backfill import Backfill, BackfillReport, mirror_management_press
 from sync.catalogue import ResourceType
-from sync.channel import ChannelClient
+from sync.channel.client import ChannelClient
 from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
 from sync.logs import get_logger

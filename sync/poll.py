@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from sync import catalogue
 from sync.catalogue import ResourceType
-from sync.channel import ChannelClient, Page
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
 from sync.logs import get_logger
 from sync.reconcile import Scope, parse_id
 from sync.stamps import iso_ms, shift

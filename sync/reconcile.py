@@ -19,7 +19,8 @@ from typing import Any
 
 from sync import catalogue
 from sync.catalogue import ResourceType
-from sync.channel import ChannelClient, Page
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
 from sync.errors import BadResponseError, NotFoundError
 from sync.logs import get_logger
 from sync.store import Mirror

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sync.catalogue import ResourceType
-from sync.channel import ChannelClient
+from sync.channel.client import ChannelClient
 from sync.config import WebhookSettings
 from sync.errors import ConfigError
 from sync.logs import get_logger

@@ -15,7 +15,8 @@ import pytest
 
 from sync import catalogue
 from sync.backfill import Backfill
-from sync.channel import ChannelClient, Page
+from sync.channel.client import ChannelClient
+from sync.channel.transport import Response
 from sync.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.store import Mirror
@@ -124,17 +125,17 @@ async def test_missed_row_pass_repairs_a_deletion_during_the_backfill(
     victims = sorted(emulator.ids("articles"), key=int)[:3]
 
     def wrap(client: ChannelClient) -> None:
-        original = client.list_page
+        original = client.list_response  # under list_page too: backfill pages and sparse pass
 
-        async def list_page(rtype: Any, number: int, **kw: Any) -> Page:
-            page = await original(rtype, number, **kw)
+        async def list_response(rtype: Any, number: int, **kw: Any) -> Response:
+            resp = await original(rtype, number, **kw)
             if rtype.name == "articles" and number == 1 and not kw.get("fields") and victims:
                 for v in victims:
                     emulator.delete("articles", v)
                 victims.clear()
-            return page
+            return resp
 
-        client.list_page = list_page  # type: ignore[method-assign]
+        client.list_response = list_response  # type: ignore[method-assign]
 
     report = await run_backfill(settings, wrap=wrap)
     result = compare(db, emulator, ["articles"])
@@ -153,16 +154,16 @@ async def test_relogin_after_forced_logout_and_retries_through_faults(
     emulator.faults.retry_after = 0
 
     def wrap(client: ChannelClient) -> None:
-        original = client.list_page
+        original = client.list_response
         calls = {"n": 0}
 
-        async def list_page(rtype: Any, number: int, **kw: Any) -> Page:
+        async def list_response(rtype: Any, number: int, **kw: Any) -> Response:
             calls["n"] += 1
             if calls["n"] == 3:
                 emulator.force_logout()
             return await original(rtype, number, **kw)
 
-        client.list_page = list_page  # type: ignore[method-assign]
+        client.list_response = list_response  # type: ignore[method-assign]
 
     await run_backfill(settings, wrap=wrap)
     emulator.faults.error_rate = 0

@@ -14,8 +14,8 @@ from aioresponses import aioresponses
 from structlog.testing import capture_logs
 
 from sync import catalogue
-from sync.channel import ChannelClient
 from sync.channel.auth import Credentials, sign
+from sync.channel.client import ChannelClient
 from sync.config import parse_config
 from sync.errors import (
     AuthError,

@@ -23,8 +23,8 @@ from structlog.testing import capture_logs
 from yarl import URL
 
 from sync import catalogue
-from sync.channel import ChannelClient, Page
-from sync.channel.pages import last_page_number
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page, last_page_number
 from sync.channel.transport import retry_after, scrub
 from sync.config import parse_config
 from sync.errors import AuthError, RetriesExhaustedError, UpstreamError

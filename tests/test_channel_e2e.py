@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sync import catalogue
-from sync.channel import ChannelClient
+from sync.channel.client import ChannelClient
 from sync.config import parse_config
 from sync.emulator import Emulator
 from sync.errors import NotFoundError

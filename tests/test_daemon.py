@@ -18,7 +18,7 @@ import orjson
 import structlog
 
 from sync.backfill import Backfill
-from sync.channel import ChannelClient
+from sync.channel.client import ChannelClient
 from sync.config import Settings, parse_config
 from sync.daemon import Daemon
 from sync.emulator import Emulator

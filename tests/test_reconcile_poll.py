@@ -10,7 +10,8 @@ import pytest
 
 from sync import catalogue
 from sync.backfill import Backfill
-from sync.channel import ChannelClient, Page
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
 from sync.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.poll import Poller

@@ -1,6 +1,6 @@
-"""The upstream client for the Channel Content API: signing, retries, paging (see `client`)."""
+"""The upstream client for the Channel Content API: signing, retries, paging (`client`), and
+pages validated on arrival (`pages`).
 
-from sync.channel.client import ChannelClient
-from sync.channel.pages import Page
-
-__all__ = ["ChannelClient", "Page"]
+Nothing is imported here, so that `sync.channel.pages` stays light: a backfill's staging worker
+process imports it without aiohttp.
+"""

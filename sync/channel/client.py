@@ -289,6 +289,33 @@ class ChannelClient:
         size: int | None = None,
     ) -> Page:
         """One page of a type's collection (per mall for mall-scoped types)."""
+        resp = await self.list_response(
+            rtype,
+            number,
+            mall_id=mall_id,
+            scope_params=scope_params,
+            params=params,
+            fields=fields,
+            include=include,
+            size=size,
+        )
+        doc = decode(resp.body, resp.url, resp.status)
+        return to_page(doc, number, resp.url, resp.status, self.api_version)
+
+    async def list_response(
+        self,
+        rtype: ResourceType,
+        number: int,
+        *,
+        mall_id: int | str | None = None,
+        scope_params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        fields: Sequence[str] | None = None,
+        include: bool = True,
+        size: int | None = None,
+    ) -> Response:
+        """One page of a type's collection as the raw answer, not parsed (the backfill parses
+        pages in a worker process; see `sync.staging.stage_listing`)."""
         path = rtype.list_path(mall_id)
         query = self.listing_params(
             rtype,
@@ -299,9 +326,7 @@ class ChannelClient:
             include=include,
             size=size,
         )
-        resp = await self.request("GET", path, query)
-        doc = decode(resp.body, resp.url, resp.status)
-        return to_page(doc, number, resp.url, resp.status, self.api_version)
+        return await self.request("GET", path, query)
 
     async def iter_pages(
         self,

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from sync import logs
-from sync.channel import ChannelClient
+from sync.channel.client import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
 from sync.config import Settings
 from sync.daemon import Daemon

@@ -21,7 +21,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import IO, Any
@@ -31,13 +31,13 @@ import orjson
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.errors import MirrorError
+from sync.staging import Staged, encode, stage_resources
 from sync.stamps import now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -47,54 +47,6 @@ class WriteResult:
     rows: int
     included: int
     skipped_deleted: int = 0
-
-
-def _SAFE_NAME(name: str) -> bool:
-    """Attribute names usable as a column and a JSON path (no double quotes, brackets or NUL)."""
-    return bool(name) and not any(c in name for c in '"[]\x00')
-
-
-@dataclass
-class _Staged:
-    """One type's part of a page, staged for the set-based upsert."""
-
-    rtype: ResourceType
-    ids: list[int] = field(default_factory=list)
-    docs: list[str] = field(default_factory=list)
-    keys: set[str] = field(default_factory=set)
-    samples: dict[str, Any] = field(default_factory=dict)  # first value of each new column
-    links: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
-    dropped: int = 0
-
-    def fits(self, key: str) -> bool:
-        """Whether `key` can be a column of this batch: SQLite names are case-insensitive, so
-        `Title` cannot sit beside `title` (the first spelling seen is stored, the other is not)."""
-        folded = key.lower()
-        return folded != "id" and not any(k.lower() == folded for k in self.keys)
-
-
-def encode(value: Any) -> Any:
-    """A JSON value as the mirror stores it: booleans 0/1, objects and arrays as JSON text."""
-    kind = type(value)  # exact types: this runs once per attribute on the hot path
-    if kind is bool:
-        return int(value)
-    if kind is dict or kind is list:
-        return orjson.dumps(value).decode()
-    return value
-
-
-def _version(res: dict[str, Any]) -> object:
-    """What identifies one copy of a resource: its `updated_at`, else a hash of all of it."""
-    attrs = res.get("attributes")
-    stamp = attrs.get("updated_at") if isinstance(attrs, dict) else None
-    return stamp if isinstance(stamp, str) else hash(orjson.dumps(res))
-
-
-def _to_int(raw: Any) -> int | None:
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        return None
 
 
 class Mirror(BookkeepingMixin):
@@ -110,6 +62,8 @@ class Mirror(BookkeepingMixin):
         self._listings = 0
         self._group_size = 0  # pages per transaction in group-commit mode (0: off)
         self._group_pending = 0
+        self._group_seconds = 2.0
+        self._group_began = 0.0
         self._tombstones: bool | None = None  # whether any exist; None until first looked up
         # Included resources (images, tags...) repeat on page after page: remember what was
         # last committed for each, and skip identical rows (bounded; cleared when full).
@@ -222,14 +176,15 @@ class Mirror(BookkeepingMixin):
 
     # -- group commit ------------------------------------------------------------------------
 
-    def start_group_commit(self, pages: int) -> None:
-        """Commit every `pages` pages instead of every page (one-shot bulk loads only).
+    def start_group_commit(self, pages: int, *, seconds: float = 2.0) -> None:
+        """Commit every `pages` pages (or `seconds`) instead of every page (bulk loads only).
 
-        Each page stays atomic with its checkpoint (a savepoint inside the group); a crash
-        loses at most the uncommitted group, whose pages the next run fetches again. Not for
-        the daemon: the webhook receiver's 202 must follow a real commit.
+        Each page stays atomic with its checkpoint (the group commits or rolls back as a
+        whole); a crash loses at most the uncommitted group, whose pages the next run fetches
+        again. Not for the daemon: the webhook receiver's 202 must follow a real commit.
         """
         self._group_size = pages
+        self._group_seconds = seconds
         self._group_pending = 0
         # Checkpoint the WAL every ~64 MiB instead of every 4 MiB: a bulk load rewrites the
         # same B-tree pages over and over, and each checkpoint copies and syncs them.
@@ -244,18 +199,50 @@ class Mirror(BookkeepingMixin):
         self.conn.execute("PRAGMA wal_autocheckpoint=1000")
 
     def _grouped(self) -> None:
-        """After a page: open the group transaction, or commit it when full."""
+        """After a page: commit the group when it is full or old enough for readers to see."""
         if not self._group_size:
             return
         self._group_pending += 1
-        if self._group_pending >= self._group_size:
+        now = time.monotonic()
+        if self._group_pending == 1:
+            self._group_began = now
+        if (
+            self._group_pending >= self._group_size
+            or now - self._group_began >= self._group_seconds
+        ):
             if self.conn.in_transaction:
                 self.conn.execute("COMMIT")
             self._group_pending = 0
 
-    def _ensure_group(self) -> None:
-        if self._group_size and not self.conn.in_transaction:
+    @contextlib.contextmanager
+    def _page_transaction(self) -> Iterator[None]:
+        """One page's writes: its own transaction, or a part of the open group.
+
+        In a group, a failure rolls back the whole group rather than a savepoint: a savepoint
+        makes SQLite copy every page it touches into a sub-journal first, which doubled the
+        bytes a bulk load writes. Nothing is lost by it: the group's pages go with their
+        checkpoints, the next run fetches them again, and the run stops on the error anyway.
+        """
+        if not self._group_size:
+            self.conn.execute("SAVEPOINT sync_tx")
+            try:
+                yield
+                self.conn.execute("RELEASE sync_tx")
+            except BaseException:
+                self.conn.execute("ROLLBACK TO sync_tx")
+                self.conn.execute("RELEASE sync_tx")
+                raise
+            return
+        if not self.conn.in_transaction:
             self.conn.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            self._group_pending = 0
+            self._included_seen.clear()  # it described rows of the rolled-back group too
+            raise
 
     def close(self) -> None:
         """Close the connection and release the writer lock."""
@@ -348,40 +335,43 @@ class Mirror(BookkeepingMixin):
         checkpoint: PageCheckpoint | None = None,
     ) -> WriteResult:
         """Upsert one page (rows, links, included, scripts, checkpoint) in one transaction."""
-        batches = [self._stage(rtype, resources, mall_id if rtype.scope == "mall" else None)]
-        by_type: dict[str, list[dict[str, Any]]] = {}
-        for res in included:
-            name = res.get("type")
-            if isinstance(name, str) and name in catalogue.TYPES:
-                by_type.setdefault(name, []).append(res)
+        return self.write_staged(
+            stage_resources(rtype, resources, included, mall_id),
+            scripts=scripts,
+            checkpoint=checkpoint,
+        )
+
+    def write_staged(
+        self,
+        batches: list[Staged],
+        *,
+        scripts: Sequence[dict[str, Any]] | None = None,
+        checkpoint: PageCheckpoint | None = None,
+    ) -> WriteResult:
+        """Write a staged page (`sync.staging`): the listed type's batch, then the included ones.
+
+        Included rows identical (by version) to the copy this mirror last committed are skipped:
+        images and tags repeat on page after page.
+        """
         seen = self._included_seen
-        fresh: dict[str, list[tuple[int, object]]] = {}
-        for name, items in by_type.items():
-            keep, versions = [], fresh.setdefault(name, [])
-            for res in items:
-                rid, version = _to_int(res.get("id")), _version(res)
-                if rid is not None and seen.get((name, rid)) == version:
-                    continue  # the very copy last committed (included rows repeat page after page)
-                keep.append(res)
-                if rid is not None:
-                    versions.append((rid, version))
-            if keep:
-                batches.append(self._stage(catalogue.TYPES[name], keep, None))
+        for b in batches[1:]:
+            if b.versions is not None:
+                name = b.type
+                b.keep([seen.get((name, i)) != v for i, v in zip(b.ids, b.versions, strict=True)])
         # Schema changes first: sqlite-utils commits on its own, so never inside our transaction.
         for b in batches:
+            rtype = b.rtype
             if b.ids:
-                known = self.schema.columns(b.rtype.table)
-                if not known or not b.keys <= known:
-                    self.schema.ensure_content(b.rtype.table, {"id": b.ids[0], **b.samples})
-            for rel in b.rtype.relationships:
+                known = self.schema.columns(rtype.table)
+                if not known or not known.issuperset(b.columns):
+                    self.schema.ensure_content(rtype.table, {"id": b.ids[0], **b.samples})
+            for rel in rtype.relationships:
                 if not rel.to_one and rel.name in b.links:
                     self.schema.ensure_link(
-                        rel.link_table(b.rtype.name), *rel.link_columns(b.rtype.name)
+                        rel.link_table(rtype.name), *rel.link_columns(rtype.name)
                     )
         main = batches[0]
-        self._ensure_group()
-        self.conn.execute("SAVEPOINT sync_tx")
-        try:
+        with self._page_transaction():
             for b in batches:
                 self._drop_tombstoned(b)
                 self._upsert(b)
@@ -390,74 +380,16 @@ class Mirror(BookkeepingMixin):
                 self._write_scripts(scripts)
             if checkpoint is not None:
                 self._record_checkpoint(checkpoint)
-            self.conn.execute("RELEASE sync_tx")
-        except BaseException:
-            self.conn.execute("ROLLBACK TO sync_tx")
-            self.conn.execute("RELEASE sync_tx")
-            raise
         self._grouped()
-        if len(self._included_seen) > 50_000:  # bounded: memory must not grow with the data
-            self._included_seen.clear()
-        for name, versions in fresh.items():
-            seen.update(((name, rid), v) for rid, v in versions)
+        if len(seen) > 50_000:  # bounded: memory must not grow with the data
+            seen.clear()
+        for b in batches[1:]:
+            if b.versions is not None:
+                name = b.type
+                seen.update(((name, i), v) for i, v in zip(b.ids, b.versions, strict=True))
         return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
 
-    def _stage(
-        self, rtype: ResourceType, resources: Sequence[dict[str, Any]], mall_id: int | None
-    ) -> _Staged:
-        """Each resource as (id, one JSON document of its column values), plus its links.
-
-        Attributes stay as the upstream sent them; SQLite's `json_extract` turns the document
-        into columns in C (booleans 0/1, objects and arrays as JSON text), which is what makes
-        the page write cheap: no per-attribute Python work on the hot path.
-        """
-        b = _Staged(rtype)
-        known_folded = {c.lower() for c in self.schema.columns(rtype.table)}
-        for res in resources:
-            rid = _to_int(res.get("id"))
-            if rid is None:
-                continue  # not an id the mirror can key: skip rather than poison the page
-            doc: dict[str, Any] = res.get("attributes") or {}
-            extra: dict[str, Any] = {}
-            meta = res.get("meta")
-            if meta:
-                extra.update((f"meta_{k}", v) for k, v in meta.items())
-            if mall_id is not None:
-                extra["mall_id"] = mall_id
-            rels = res.get("relationships")
-            if rels:
-                for rel in rtype.relationships:
-                    data = (rels.get(rel.name) or {}).get("data", _MISSING)
-                    if data is _MISSING:
-                        continue
-                    if rel.to_one:
-                        extra[rel.column] = (
-                            _to_int(data.get("id")) if isinstance(data, dict) else None
-                        )
-                    elif isinstance(data, list):
-                        related = [
-                            i
-                            for d in data
-                            if isinstance(d, dict) and (i := _to_int(d.get("id"))) is not None
-                        ]
-                        b.links.setdefault(rel.name, []).append((rid, related))
-            if extra:
-                doc = {**doc, **extra}
-            keys = doc.keys()
-            if not keys <= b.keys:
-                for k in [k for k in keys if k not in b.keys]:  # in document order
-                    if _SAFE_NAME(k) and b.fits(k):
-                        b.keys.add(k)
-                        if k.lower() not in known_folded:
-                            b.samples[k] = encode(doc[k])
-            elif b.samples:
-                for k in [k for k, v in b.samples.items() if v is None and doc.get(k) is not None]:
-                    b.samples[k] = encode(doc[k])
-            b.ids.append(rid)
-            b.docs.append(orjson.dumps(doc).decode())
-        return b
-
-    def _drop_tombstoned(self, b: _Staged) -> None:
+    def _drop_tombstoned(self, b: Staged) -> None:
         if not b.ids:
             return
         if self._tombstones is None:
@@ -474,35 +406,23 @@ class Mirror(BookkeepingMixin):
             )
         }
         if dead:
-            keep = [(i, d) for i, d in zip(b.ids, b.docs, strict=True) if i not in dead]
-            b.ids, b.docs = [i for i, _ in keep], [d for _, d in keep]
-            b.links = {
-                n: [(o, r) for o, r in pairs if o not in dead] for n, pairs in b.links.items()
-            }
+            b.keep([i not in dead for i in b.ids])
             b.dropped = len(dead)
 
-    def _upsert(self, b: _Staged) -> None:
-        if not b.ids:
-            return
-        self.conn.executemany(
-            self._upsert_sql(b.rtype.table, tuple(sorted(b.keys))),
-            zip(b.ids, b.docs, strict=True),
-        )
+    def _upsert(self, b: Staged) -> None:
+        if b.ids:
+            self.conn.executemany(self._upsert_sql(b.rtype.table, b.columns), b.rows)
 
     def _upsert_sql(self, table: str, cols: tuple[str, ...]) -> str:
-        """INSERT ... SELECT ?, json_extract(?, ...) ... ON CONFLICT(id) DO UPDATE ... WHERE newer."""
+        """INSERT ... VALUES ... ON CONFLICT(id) DO UPDATE ... WHERE the copy is not older."""
         guard = "updated_at" in cols
         key = (table, cols, guard)
         sql = self._sql.get(key)
         if sql is None:
             names = ", ".join(f"[{c}]" for c in ("id", *cols))
-            # A quote in an attribute name is doubled inside the SQL string literal.
-            paths = (c.replace("'", "''") for c in cols)
-            values = ", ".join(["?1", *(f"json_extract(?2, '$.\"{c}\"')" for c in paths)])
+            marks = ", ".join("?" * (len(cols) + 1))
             sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols)
-            # SQLite needs a WHERE on INSERT ... SELECT before an upsert clause; this one also
-            # uses ?2 when no column does (a resource with no attributes).
-            sql = f"INSERT INTO [{table}] ({names}) SELECT {values} WHERE ?2 IS NOT NULL"
+            sql = f"INSERT INTO [{table}] ({names}) VALUES ({marks})"
             sql += (
                 f" ON CONFLICT(id) DO UPDATE SET {sets}" if sets else " ON CONFLICT(id) DO NOTHING"
             )

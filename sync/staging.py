@@ -1,0 +1,226 @@
+"""Staging: a page's resources turned into the rows the mirror's page write binds, with no database.
+
+Each resource becomes one tuple of column values (id first; booleans 0/1, objects and arrays as
+JSON text), plus its to-many links; the included resources are grouped by type and staged the
+same way, each with its version. Staging needs no connection and returns plain picklable values,
+which is what lets a backfill stage pages in a worker process on another core (`sync.pagepool`)
+while the main process only binds the rows (see `Mirror.write_staged`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from sync import catalogue
+from sync.catalogue import ResourceType
+from sync.channel.pages import decode, to_page
+
+_MISSING = object()
+_INT64_MAX = 2**63 - 1
+
+
+def encode(value: Any) -> Any:
+    """A JSON value as the mirror stores it: booleans 0/1, objects and arrays as JSON text."""
+    kind = type(value)  # exact types: this runs once per attribute on the hot path
+    if kind is str or value is None:
+        return value
+    if kind is bool:
+        return int(value)
+    if kind is dict or kind is list:
+        return orjson.dumps(value).decode()
+    if kind is int and value > _INT64_MAX:
+        return float(value)  # beyond SQLite's integers (orjson reads up to 2**64 - 1 as int)
+    return value
+
+
+def version(res: dict[str, Any]) -> object:
+    """What identifies one copy of a resource: its `updated_at`, else a hash of all of it.
+
+    The hash is of the serialised resource, so it is the same in every process.
+    """
+    attrs = res.get("attributes")
+    stamp = attrs.get("updated_at") if isinstance(attrs, dict) else None
+    if isinstance(stamp, str):
+        return stamp
+    return hashlib.blake2b(orjson.dumps(res, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+
+
+def to_int(raw: Any) -> int | None:
+    """An upstream id as the integer key of the mirror, or None when it is not one."""
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return None
+
+
+def safe_name(name: str) -> bool:
+    """Attribute names usable as a column and a JSON path (no double quotes, brackets or NUL)."""
+    return bool(name) and not any(c in name for c in '"[]\x00')
+
+
+@dataclass
+class Staged:
+    """One type's part of a page, ready for the set-based upsert.
+
+    `rows[i]` is `(ids[i], *values)` in the order of `columns`; a resource without one of the
+    batch's attributes has NULL there. `samples` holds the first non-null value of every
+    column (a new column takes its SQLite type from it); `versions` is filled for included
+    resources, so the writer can skip a copy identical to the one it last committed.
+    """
+
+    type: str
+    ids: list[int] = field(default_factory=list)
+    columns: tuple[str, ...] = ()
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    samples: dict[str, Any] = field(default_factory=dict)
+    links: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
+    versions: list[object] | None = None
+    dropped: int = 0
+
+    @property
+    def rtype(self) -> ResourceType:
+        return catalogue.TYPES[self.type]
+
+    def keep(self, wanted: Sequence[bool]) -> None:
+        """Keep only the rows whose flag is true (ids, rows, versions and links alike)."""
+        gone = {i for i, w in zip(self.ids, wanted, strict=True) if not w}
+        if not gone:
+            return
+        self.rows = [r for r, w in zip(self.rows, wanted, strict=True) if w]
+        if self.versions is not None:
+            self.versions = [v for v, w in zip(self.versions, wanted, strict=True) if w]
+        self.ids = [i for i, w in zip(self.ids, wanted, strict=True) if w]
+        self.links = {
+            n: [(o, r) for o, r in pairs if o not in gone] for n, pairs in self.links.items()
+        }
+
+
+@dataclass
+class StagedPage:
+    """A listing page, staged: the listed type's batch first, then one per included type."""
+
+    batches: list[Staged]
+    resources: int  # resources in `data`, before any was skipped
+    number: int
+    last: int
+    scripts: list[Any] | None = None
+
+
+def _fits(folded: set[str], key: str) -> bool:
+    """Whether `key` can be a column beside those whose lower-case names are `folded`: SQLite names are case-insensitive, so
+    `Title` cannot sit beside `title` (the first spelling seen is stored, the other is not)."""
+    low = key.lower()
+    return low != "id" and low not in folded and safe_name(key)
+
+
+def stage(
+    rtype: ResourceType,
+    resources: Sequence[dict[str, Any]],
+    mall_id: int | None,
+    *,
+    with_versions: bool = False,
+) -> Staged:
+    """Stage resources of one type (`mall_id` is stored on each row of a mall-scoped type)."""
+    b = Staged(rtype.name, versions=[] if with_versions else None)
+    keys: dict[str, None] = {}  # columns in the order first seen
+    folded: set[str] = set()
+    docs: list[dict[str, Any]] = []
+    for res in resources:
+        rid = to_int(res.get("id"))
+        if rid is None:
+            continue  # not an id the mirror can key: skip rather than poison the page
+        doc: dict[str, Any] = res.get("attributes") or {}
+        extra: dict[str, Any] = {}
+        meta = res.get("meta")
+        if meta:
+            extra.update((f"meta_{k}", v) for k, v in meta.items())
+        if mall_id is not None:
+            extra["mall_id"] = mall_id
+        rels = res.get("relationships")
+        if rels:
+            for rel in rtype.relationships:
+                data = (rels.get(rel.name) or {}).get("data", _MISSING)
+                if data is _MISSING:
+                    continue
+                if rel.to_one:
+                    extra[rel.column] = to_int(data.get("id")) if isinstance(data, dict) else None
+                elif isinstance(data, list):
+                    related = [
+                        i
+                        for d in data
+                        if isinstance(d, dict) and (i := to_int(d.get("id"))) is not None
+                    ]
+                    b.links.setdefault(rel.name, []).append((rid, related))
+        if extra:
+            doc = {**doc, **extra}
+        if not doc.keys() <= keys.keys():
+            for k in doc:
+                if k not in keys and _fits(folded, k):
+                    keys[k] = None
+                    folded.add(k.lower())
+        b.ids.append(rid)
+        docs.append(doc)
+        if b.versions is not None:
+            b.versions.append(version(res))
+    b.columns = cols = tuple(sorted(keys))
+    rows = b.rows
+    for rid, doc in zip(b.ids, docs, strict=True):
+        rows.append((rid, *[encode(doc.get(c)) for c in cols]))
+    samples = b.samples
+    for k in keys:  # first non-null value of each column, in document order
+        for doc in docs:
+            value = doc.get(k)
+            if value is not None:
+                samples[k] = encode(value)
+                break
+        else:
+            samples[k] = None
+    return b
+
+
+def stage_resources(
+    rtype: ResourceType,
+    resources: Sequence[dict[str, Any]],
+    included: Sequence[dict[str, Any]] = (),
+    mall_id: int | None = None,
+) -> list[Staged]:
+    """The batches of one page: the listed type's, then one per known included type."""
+    batches = [stage(rtype, resources, mall_id if rtype.scope == "mall" else None)]
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for res in included:
+        name = res.get("type")
+        if isinstance(name, str) and name in catalogue.TYPES:
+            by_type.setdefault(name, []).append(res)
+    for name, items in by_type.items():
+        batches.append(stage(catalogue.TYPES[name], items, None, with_versions=True))
+    return batches
+
+
+def stage_listing(
+    type_name: str,
+    body: bytes,
+    *,
+    number: int,
+    url: str,
+    status: int,
+    mall_id: int | None,
+) -> StagedPage:
+    """Parse, validate and stage one listing page from its raw body.
+
+    Raises `BadResponseError` for a body that is not a JSON:API collection, exactly as the
+    client's `list_page` does.
+    """
+    page = to_page(decode(body, url, status), number, url, status, None)
+    scripts = page.meta.get("scripts")
+    return StagedPage(
+        batches=stage_resources(catalogue.TYPES[type_name], page.resources, page.included, mall_id),
+        resources=len(page.resources),
+        number=number,
+        last=page.last,
+        scripts=scripts if isinstance(scripts, list) else None,
+    )

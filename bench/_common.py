@@ -77,7 +77,7 @@ def tree_rss(proc: psutil.Process) -> int:
 
 
 def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run `cmd`; return (seconds, peak RSS MiB of it and its child processes together, stdout).
+    """Run `cmd`; return (seconds, peak RSS in MB (10**6 bytes) of it and its child processes together, stdout).
 
     Output goes to temporary files, not pipes: a child that writes more than a pipe holds would
     block until it is read, and it is read only at the end.
@@ -94,7 +94,7 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
         err.seek(0)
         if proc.returncode != 0:
             raise SystemExit(f"{cmd} failed: {err.read().decode()[-2000:]}")
-        return seconds, peak / 2**20, out.read().decode()
+        return seconds, peak / 1e6, out.read().decode()
 
 
 @contextlib.contextmanager
@@ -120,7 +120,7 @@ def emulator(n: int, env: dict[str, str]) -> Iterator[str]:
 def sync_backfill(
     base: str, tmp: str, concurrency: int, env: dict[str, str]
 ) -> tuple[float, float, int]:
-    """`sync backfill` of the emulator at `base` into tmp/sync.db: (seconds, peak RSS MiB, rows).
+    """`sync backfill` of the emulator at `base` into tmp/sync.db: (seconds, peak RSS MB, rows).
 
     Rows are those of the listable types' tables (not the link, included-only or hours tables).
     """

@@ -1,12 +1,14 @@
 """Backfill throughput beside the bare limit pipeline, in one run, printed as a ratio.
 
 The emulator serves N resources in its own process. Then, one after the other, each in its own
-process so peak RSS is its own:
+process so peak RSS (in MB, the process with its children) is its own:
   limit  aiohttp download of every page `sync` lists (same routes, page size, includes and
          concurrency) + orjson parse + one prepared `executemany` per page into SQLite (id and
          the attributes as one JSON blob): what this machine can do with no mirror logic at all;
   sync   `sync backfill` (columns per attribute, links, included rows, guards, checkpoints,
-         the missed-row pass and the hours).
+         the missed-row pass and the hours), with its default page worker process: sync
+         parses on the second core, the limit in its one process (both share the machine's
+         two cores with the emulator).
 With --repeat K (default 3) the two run alternately K times each and the best run of each is
 compared: on a shared machine a neighbour's burst slows one run, never speeds one up, so the
 best of several is the fairest reading of each pipeline (every run is printed too; peak RSS is
@@ -139,11 +141,11 @@ def main() -> None:
         f"backfill vs limit: {a.n:,} resources served, concurrency {a.concurrency}, "
         f"best of {a.repeat} alternating runs each"
     )
-    print(f"{'pipeline':<10}{'rows':>10}{'seconds':>10}{'rows/s':>10}{'peak RSS MiB':>14}")
+    print(f"{'pipeline':<10}{'rows':>10}{'seconds':>10}{'rows/s':>10}{'peak RSS MB':>14}")
     print(f"{'limit':<10}{limit_rows:>10,}{limit_s:>10.1f}{limit_rate:>10,.0f}{limit_rss:>14.0f}")
     print(f"{'sync':<10}{sync_rows:>10,}{sync_s:>10.1f}{sync_rate:>10,.0f}{sync_rss:>14.0f}")
     print(
-        f"ratio sync/limit throughput: {sync_rate / limit_rate:.2f} (goal >= 0.75); sync peak RSS {sync_rss:.0f} MiB (goal < 150 at 1M)"
+        f"ratio sync/limit throughput: {sync_rate / limit_rate:.2f} (goal >= 0.75); sync peak RSS {sync_rss:.0f} MB (goal < 150 MB at 1M; RSS of sync and its page worker together)"
     )
 
 

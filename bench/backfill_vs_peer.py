@@ -150,7 +150,7 @@ def main() -> None:
     dlt_rows: int = peer["rows"]
     dlt_rate, sync_rate = dlt_rows / dlt_s, sync_rows / sync_s
     print(f"backfill vs peer: {a.n:,} resources served, sync concurrency {a.concurrency}")
-    print(f"{'pipeline':<10}{'resources':>11}{'seconds':>10}{'res/s':>10}{'peak RSS MiB':>14}")
+    print(f"{'pipeline':<10}{'resources':>11}{'seconds':>10}{'res/s':>10}{'peak RSS MB':>14}")
     print(f"{'dlt':<10}{dlt_rows:>11,}{dlt_s:>10.1f}{dlt_rate:>10,.0f}{dlt_rss:>14.0f}")
     print(f"{'sync':<10}{sync_rows:>11,}{sync_s:>10.1f}{sync_rate:>10,.0f}{sync_rss:>14.0f}")
     print(f"ratio sync/dlt throughput: {sync_rate / dlt_rate:.1f}x (goal >= 10x)")

@@ -34,10 +34,10 @@ from sync.channel.pages import Page
 from sync.config import ManagementSettings, Settings
 from sync.errors import ForbiddenError, UpstreamError
 from sync.logs import get_logger
-from sync.pagepool import PagePool, bulk_gc
+from sync.pagepool import PagePool
 from sync.progress import NullProgress, Progress
 from sync.reconcile import MassDeleteRefused, Reconciler, Scope, group_by_mall, scopes_of
-from sync.staging import StagedPage
+from sync.staging import StagedPage, bulk_gc
 from sync.stamps import iso_ms
 from sync.store import Mirror, PageCheckpoint
 
@@ -110,7 +110,7 @@ class BackfillReport:
 
 @contextlib.contextmanager
 def _bulk_gc() -> Iterator[None]:
-    """The cycle collector tuned for bulk parsing during the run (`pagepool.bulk_gc`), restored after."""
+    """The cycle collector tuned for bulk parsing during the run (`staging.bulk_gc`), restored after."""
     thresholds = gc.get_threshold()
     bulk_gc()
     try:
@@ -149,6 +149,10 @@ class Backfill:
         )
         self.log = get_logger("sync.backfill")
         self.pages = PagePool(0)  # replaced by the run's pool
+        # Pages between the start of their download and the end of their write: bounds the
+        # memory of pages downloaded faster than they are staged (every type runs at once).
+        workers = settings.backfill.parse_workers
+        self.in_flight = asyncio.Semaphore(self.limit + 8 * max(1, workers))
         # Types that got a page shorter than page[size] before `links.last`: rows went missing.
         self.short_pages: set[str] = set()
 
@@ -280,20 +284,22 @@ class Backfill:
         done: set[int] = set(state.pages_done) if state else set()
         last = state.last if state and state.last else 0
         if 1 not in done or not last:
-            first = await self._fetch(scope, 1)
-            last = first.last
-            self.progress.add_pages(name, last)
-            if 1 not in done:
-                self._write(scope, first, report)
-            else:
-                self.progress.advance(name, 0)
+            async with self.in_flight:
+                first = await self._fetch(scope, 1)
+                last = first.last
+                self.progress.add_pages(name, last)
+                if 1 not in done:
+                    self._write(scope, first, report)
+                else:
+                    self.progress.advance(name, 0)
+                del first
         else:
             self.progress.add_pages(name, last)
             self.progress.advance(name, 0, pages=len(done))
 
         async def one(number: int) -> None:
-            page = await self._fetch(scope, number)
-            self._write(scope, page, report)
+            async with self.in_flight:
+                self._write(scope, await self._fetch(scope, number), report)
 
         todo = (n for n in range(2, last + 1) if n not in done)
         await bounded(todo, self.limit, one)

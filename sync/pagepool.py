@@ -1,88 +1,133 @@
 """Parse and stage backfill pages in worker processes, so the main process only downloads and writes.
 
-A backfill page costs ~5-8 ms of CPU to parse (`orjson.loads` of 250-600 KB), validate and
-stage, and ~2-3 ms to write. In one process, with the GIL, that is one core for everything (a
+A backfill page costs ~3-5 ms of CPU to parse (`orjson.loads` of 250-600 KB), validate and
+stage, and ~1-2 ms to write. In one process, with the GIL, that is one core for everything (a
 writer *thread* was tried: the GIL convoys between parsing and writing). With `[backfill]
 parse_workers = 1`, the default, a worker process on the second core takes the parse and stage
-and hands back plain lists (ids, one JSON document per row, links; ~90 KB pickled a page,
-~0.1 ms each way), and the main process keeps the HTTP client, the SQLite connection and every
-decision (what is committed, the included-row memo, tombstones, checkpoints): a worker holds no
-state, so a killed run resumes exactly as before.
+and hands back plain row tuples (~65 KB pickled a page, ~0.2 ms each way), and the main process
+keeps the HTTP client, the SQLite connection and every decision (what is committed, the
+included-row memo, tombstones, checkpoints): a worker holds no state, so a killed run resumes
+exactly as before.
 
-Robustness:
-- Workers are spawned (never forked from a process with an event loop and threads) and import
-  only the staging code (orjson, the catalogue), ~18 MB each.
-- They ignore SIGINT and SIGTERM (Ctrl-C and `systemctl stop` reach the whole process group):
-  the main process decides when to stop, then shuts the pool down.
-- A worker whose parent died (`kill -9`) exits within a second instead of lingering.
+A worker is a `python` running `sync.staging.worker_main`, fed page bodies on its stdin
+(`sync.staging.REQUEST`) and answering in order on its stdout. Not `multiprocessing`: its spawn
+start re-runs the caller's main script in every worker (a program embedding `sync` without a
+`__main__` guard would run twice), and its workers import much more. Robustness:
+- A worker imports only the staging code (orjson and the catalogue, ~18 MB).
+- It ignores SIGINT and SIGTERM (Ctrl-C and `systemctl stop` reach the whole process group):
+  it exits when its stdin closes, which also happens when the main process dies (`kill -9`).
 - If a worker dies (out of memory, killed), the pool logs it once and stages in-process from
-  then on; the page being staged is staged again, so nothing is lost.
+  then on; the pages it held are staged again, so nothing is lost.
 - A page that is not a JSON:API collection raises the same `BadResponseError` as the client's
-  `list_page`, with the URL and status (exceptions are carried back as values, not pickled).
+  `list_page`, with the URL and status (the refusal comes back as a value, not a pickled
+  exception).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
-import multiprocessing
-import os
-import signal
-import threading
-import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+import fcntl
+import pickle
+import sys
+from collections import deque
 from types import TracebackType
 
 from sync.errors import BadResponseError
-from sync.staging import StagedPage, stage_listing
+from sync.logs import get_logger
+from sync.staging import ANSWER, PROTOCOL, REQUEST, Refused, StagedPage, stage_request
 
 
-@dataclass(frozen=True)
-class _Refused:
-    """A page `stage_listing` refused, carried back from a worker as a value."""
+def _widen_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Grow both pipes to 1 MiB (Linux), so a whole page goes in one write.
 
-    message: str
-    hint: str | None
-
-
-def _stage_in_worker(
-    type_name: str, body: bytes, number: int, url: str, status: int, mall_id: int | None
-) -> StagedPage | _Refused:
-    try:
-        return stage_listing(
-            type_name, body, number=number, url=url, status=status, mall_id=mall_id
-        )
-    except BadResponseError as exc:
-        return _Refused(exc.message, exc.hint)  # url "" keeps the message bare
-
-
-def _worker_init(parent: int) -> None:
-    """Ignore the signals meant for the main process; exit when the parent is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    bulk_gc()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def bulk_gc() -> None:
-    """Tune the cycle collector for bulk parsing.
-
-    Parsing a page allocates tens of thousands of dicts and lists that reference counting
-    frees (JSON has no cycles), yet every 700 allocations trigger a collection that walks
-    the young objects, and the oldest generation is walked again and again as it grows. Fewer
-    collections cut ~20 % of a backfill's CPU; what exists at start-up is frozen out of them.
+    With the default 64 KiB the event loop has to come back ten times to feed one page, and
+    it does not while the main process is inside a SQLite write: the worker would sit idle.
     """
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+    pipes = [proc.stdin.get_extra_info("pipe") if proc.stdin else None]
+    transport = getattr(proc.stdout, "_transport", None)  # a StreamReader has no extra info
+    if transport is not None:
+        pipes.append(transport.get_extra_info("pipe"))
+    for pipe in pipes:
+        if pipe is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
+            with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size: keep 64 KiB
+                fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+
+
+#: Seconds without an answer after which a worker counts as stuck.
+STALL_SECONDS = 60.0
+
+
+class _WorkerGone(Exception):
+    """The worker process exited or its pipe broke; the page is staged in-process instead."""
+
+
+class _Worker:
+    """One worker process (`sync.staging.worker_main`) and the answers it owes, in order."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.waiting: deque[asyncio.Future[StagedPage | Refused]] = deque()
+        self.gone = False
+        self.error = ""
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            while True:
+                (size,) = ANSWER.unpack(await self.proc.stdout.readexactly(ANSWER.size))
+                result = pickle.loads(await self.proc.stdout.readexactly(size))
+                fut = self.waiting.popleft()
+                if not fut.done():  # a cancelled caller still had its page staged
+                    fut.set_result(result)
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.gone = True
+            while self.waiting:
+                fut = self.waiting.popleft()
+                if not fut.done():
+                    fut.set_exception(_WorkerGone())
+
+    async def stage(self, meta: bytes, body: bytes) -> StagedPage | Refused:
+        if self.gone:
+            raise _WorkerGone()
+        assert self.proc.stdin is not None
+        fut: asyncio.Future[StagedPage | Refused] = asyncio.get_running_loop().create_future()
+        self.waiting.append(fut)
+        try:
+            self.proc.stdin.write(REQUEST.pack(len(meta), len(body)) + meta)
+            self.proc.stdin.write(body)  # as it came, not copied into a pickle
+            await self.proc.stdin.drain()
+        except (ConnectionError, RuntimeError):
+            raise _WorkerGone() from None
+        try:
+            # A page takes milliseconds; a worker silent this long is stuck: stop it, and its
+            # pages (this one and those queued behind it) are staged in-process instead.
+            return await asyncio.wait_for(asyncio.shield(fut), STALL_SECONDS)
+        except TimeoutError:
+            fut.cancel()
+            self.error = f"no answer in {STALL_SECONDS:.0f} s"
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            raise _WorkerGone() from None
+        except asyncio.CancelledError:
+            fut.cancel()  # its answer still comes, in order, and is dropped
+            raise
+
+    async def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 5.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            await self.proc.wait()
+        self.reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.reader
 
 
 class PagePool:
@@ -90,17 +135,25 @@ class PagePool:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
-        self._broken = False
+        self._procs: list[_Worker] = []
+        self._warned = False
 
     async def __aenter__(self) -> PagePool:
-        if self.workers > 0:
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_init,
-                initargs=(os.getpid(),),
-            )
+        if self.workers > 0 and sys.executable:
+            for _ in range(self.workers):
+                try:
+                    proc = await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-c",
+                        f"from sync.staging import worker_main; worker_main({PROTOCOL})",
+                        stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.PIPE,
+                    )
+                except OSError as exc:
+                    self._lost(f"cannot start a page worker: {exc}")
+                    break
+                _widen_pipes(proc)
+                self._procs.append(_Worker(proc))
         return self
 
     async def __aexit__(
@@ -109,13 +162,23 @@ class PagePool:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        await self.close()
 
-    def close(self) -> None:
-        """Stop the workers (pages still queued are dropped: nothing waits for them)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+    async def close(self) -> None:
+        """Stop the workers: each finishes the page it holds and exits on end of input."""
+        procs, self._procs = self._procs, []
+        for w in procs:
+            await w.close()
+
+    def _lost(self, why: str) -> None:
+        if not self._warned:
+            self._warned = True
+            get_logger("sync.pagepool").warning(
+                "pagepool.worker_lost",
+                reason=why,
+                hint="staging pages in the main process from now on (slower, nothing lost); "
+                "check memory limits if this repeats",
+            )
 
     async def stage(
         self,
@@ -128,27 +191,20 @@ class PagePool:
         mall_id: int | None,
     ) -> StagedPage:
         """Parse, validate and stage one listing page (see `sync.staging.stage_listing`)."""
-        result: StagedPage | _Refused | None = None
-        if self._pool is not None and not self._broken:
-            loop = asyncio.get_running_loop()
+        result: StagedPage | Refused | None = None
+        live = [w for w in self._procs if not w.gone]
+        if self._procs and not live:
+            dead = self._procs[0]
+            self._lost(f"the page workers exited ({dead.error or f'code {dead.proc.returncode}'})")
+        if live:
+            worker = min(live, key=lambda w: len(w.waiting))
             try:
-                result = await loop.run_in_executor(
-                    self._pool, _stage_in_worker, type_name, body, number, "", status, mall_id
-                )
-            except BrokenProcessPool:
-                if not self._broken:
-                    from sync.logs import get_logger  # here: workers import this module lean
-
-                    self._broken = True
-                    get_logger("sync.pagepool").warning(
-                        "pagepool.worker_died",
-                        hint="staging pages in the main process from now on; "
-                        "check memory limits if this repeats",
-                    )
-                with contextlib.suppress(Exception):
-                    self._pool.shutdown(wait=False, cancel_futures=True)
+                meta = pickle.dumps((type_name, number, status, mall_id))
+                result = await worker.stage(meta, body)
+            except _WorkerGone:
+                self._lost(f"a page worker stopped answering ({worker.error or 'it exited'})")
         if result is None:
-            result = _stage_in_worker(type_name, body, number, "", status, mall_id)
-        if isinstance(result, _Refused):
+            result = stage_request((type_name, body, number, status, mall_id))
+        if isinstance(result, Refused):
             raise BadResponseError(result.message, url=url, status=status, hint=result.hint)
         return result

@@ -9,16 +9,24 @@ while the main process only binds the rows (see `Mirror.write_staged`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
+import os
+import pickle
+import signal
+import struct
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.pages import decode, to_page
+from sync.errors import BadResponseError
 
 _MISSING = object()
 _INT64_MAX = 2**63 - 1
@@ -224,3 +232,83 @@ def stage_listing(
         last=page.last,
         scripts=scripts if isinstance(scripts, list) else None,
     )
+
+
+# -- the worker process (started by `sync.pagepool`) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A page `stage_listing` refused, carried back from a worker as a value."""
+
+    message: str
+    hint: str | None
+
+
+def stage_request(request: tuple[str, bytes, int, int, int | None]) -> StagedPage | Refused:
+    """Stage one (type, body, page number, HTTP status, mall id) request; never raises for a bad page.
+
+    The URL is left out of the message (the pool adds it back where the request was made).
+    """
+    type_name, body, number, status, mall_id = request
+    try:
+        return stage_listing(type_name, body, number=number, url="", status=status, mall_id=mall_id)
+    except BadResponseError as exc:
+        return Refused(exc.message, exc.hint)
+
+
+def bulk_gc() -> None:
+    """Tune the cycle collector for bulk parsing.
+
+    Parsing a page allocates tens of thousands of dicts and lists that reference counting
+    frees (JSON has no cycles), yet every 700 allocations trigger a collection that walks
+    the young objects, and the oldest generation is walked again and again as it grows. Fewer
+    collections cut ~20 % of a backfill's CPU; what exists at start-up is frozen out of them.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+
+
+#: The version of the pipe's framing and of what crosses it; change it with either.
+PROTOCOL = 2
+#: A request: (length of the pickled (type, page number, status, mall id), length of the body),
+#: then those two; an answer: its length, then the pickled `StagedPage` or `Refused`.
+REQUEST = struct.Struct("!II")
+ANSWER = struct.Struct("!I")
+
+
+def serve(inp: BinaryIO, out: BinaryIO) -> None:
+    """Answer the requests on `inp` (see `REQUEST`) in order, until end of input."""
+    while True:
+        head = inp.read(REQUEST.size)
+        if len(head) < REQUEST.size:
+            return  # end of input: the main process closed the pool, or died
+        meta_size, body_size = REQUEST.unpack(head)
+        meta, body = inp.read(meta_size), inp.read(body_size)
+        if len(meta) < meta_size or len(body) < body_size:
+            return
+        type_name, number, status, mall_id = pickle.loads(meta)
+        result = stage_request((type_name, body, number, status, mall_id))
+        answer = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(ANSWER.pack(len(answer)) + answer)
+        out.flush()
+
+
+def worker_main(protocol: int) -> None:
+    """Entry point of a page worker: `python -c "from sync.staging import worker_main; ..."`.
+
+    Not `python -m sync.staging`: that would define these classes in `__main__`, and the
+    pickles the main process reads must name `sync.staging`. `protocol` is the main process's
+    `PROTOCOL`: a worker started from a newer install (sync upgraded during a run) exits at
+    once instead of misreading the pipe, and the main process stages the pages itself.
+    """
+    if protocol != PROTOCOL:
+        os._exit(3)
+    # Ctrl-C and `systemctl stop` signal the whole process group: the main process decides
+    # when to stop, and closing our stdin is how it says so.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    bulk_gc()
+    with contextlib.suppress(BrokenPipeError):  # the main process is gone: nobody to answer
+        serve(sys.stdin.buffer, sys.stdout.buffer)
+    os._exit(0)  # skip interpreter teardown; stdout may be a closed pipe

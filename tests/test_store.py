@@ -299,3 +299,44 @@ def test_group_commit_holds_pages_until_the_group_is_full(tmp_path: Path) -> Non
     assert conn.execute("select count(*) from deals").fetchone()[0] == 3
     assert sorted(r[0] for r in conn.execute("select page from _sync_backfill_pages")) == [1, 2, 3]
     conn.close()
+
+
+def test_a_failed_page_rolls_back_its_whole_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a group a failure undoes every uncommitted page with its checkpoint (no savepoint per
+    page), and forgets the included rows it had remembered: the next pages write them again."""
+    m = Mirror.open(tmp_path / "m.db")
+    m.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
+    m.start_group_commit(10)
+    image = {"id": "70", "type": "images", "attributes": {"url": "u", "updated_at": "x"}}
+    m.write_page(DEALS, [res(1)], [image], checkpoint=PageCheckpoint("deals", "", 1, 4))
+    m.write_page(DEALS, [res(2)], checkpoint=PageCheckpoint("deals", "", 2, 4))
+    assert m._included_seen
+
+    def disk_full(*args: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(m, "_write_links", disk_full)
+    with pytest.raises(sqlite3.OperationalError):
+        m.write_page(DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 3, 4))
+    monkeypatch.undo()
+    assert not m.conn.in_transaction and not m._included_seen
+    assert m.count("deals") == 0 and m.get("images", 70) is None
+    assert m.backfill_state("deals", "").pages_done == set()  # type: ignore[union-attr]
+    # the run goes on (or the next one does): the same pages land whole
+    m.write_page(DEALS, [res(1)], [image], checkpoint=PageCheckpoint("deals", "", 1, 4))
+    m.end_group_commit()
+    assert m.count("deals") == 1 and m.get("images", 70) is not None
+    m.close()
+
+
+def test_group_commits_after_its_time_bound(tmp_path: Path) -> None:
+    """A slow upstream must not hold pages uncommitted for long: the group also ends by time."""
+    m = Mirror.open(tmp_path / "m.db")
+    m.start_group_commit(1000, seconds=0.0)
+    reader = sqlite3.connect(tmp_path / "m.db")
+    m.write_page(DEALS, [res(1)])
+    assert reader.execute("select count(*) from deals").fetchone()[0] == 1
+    reader.close()
+    m.close()

@@ -1,0 +1,199 @@
+"""The page pool: pages staged in a worker process come back exactly as staged in-process, a bad
+page is refused with its URL, and a dead worker or a dead parent loses nothing and leaves nothing
+running."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from sync import catalogue, pagepool, staging
+from sync.channel.client import ChannelClient
+from sync.emulator import Emulator
+from sync.errors import BadResponseError
+from sync.pagepool import PagePool
+from sync.staging import stage_listing
+from tests.test_backfill import make_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def _bodies(emu: Emulator, tmp_path: Path) -> list[tuple[str, bytes, int | None]]:
+    """A few real listing pages, raw: a top-level type and a mall-scoped one with includes."""
+    settings = make_settings(emu, tmp_path / "unused.db")
+    out = []
+    async with ChannelClient(settings.upstream) as client:
+        mall = int(sorted(emu.ids("malls"), key=int)[0])
+        for name, mall_id in (("deals", None), ("stores", mall), ("articles", None)):
+            resp = await client.list_response(catalogue.TYPES[name], 1, mall_id=mall_id)
+            out.append((name, resp.body, mall_id))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by a dead parent's init) counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_worker_stages_exactly_as_in_process(emulator: Emulator, tmp_path: Path) -> None:
+    pages = await _bodies(emulator, tmp_path)
+    async with PagePool(1) as pool:
+        assert pool._procs and not pool._procs[0].gone  # a real worker process
+        for name, body, mall in pages:
+            got = await pool.stage(name, body, number=1, url="http://x/", status=200, mall_id=mall)
+            want = stage_listing(name, body, number=1, url="", status=200, mall_id=mall)
+            assert got == want
+            assert got.resources > 0 and got.batches[0].rows
+        assert not pool._procs[0].gone
+
+
+async def test_bad_page_is_refused_with_its_url_through_the_worker() -> None:
+    async with PagePool(1) as pool:
+        with pytest.raises(BadResponseError) as err:
+            await pool.stage(
+                "deals",
+                b'{"data": [{"id": 1',
+                number=3,
+                url="http://up/deals",
+                status=200,
+                mall_id=None,
+            )
+        assert "not JSON" in str(err.value) and "http://up/deals" in str(err.value)
+        with pytest.raises(BadResponseError, match="without a `data` list"):
+            await pool.stage("deals", b'{"data": 5}', number=1, url="u", status=200, mall_id=None)
+        # the worker survives a refused page and keeps answering
+        ok = await pool.stage("deals", b'{"data": []}', number=1, url="u", status=200, mall_id=None)
+        assert ok.resources == 0 and not pool._procs[0].gone
+
+
+async def test_a_killed_worker_loses_no_page(emulator: Emulator, tmp_path: Path) -> None:
+    pages = await _bodies(emulator, tmp_path)
+    name, body, mall = pages[0]
+    want = stage_listing(name, body, number=1, url="", status=200, mall_id=mall)
+    with structlog.testing.capture_logs() as logs:
+        async with PagePool(1) as pool:
+            worker = pool._procs[0]
+            os.kill(worker.proc.pid, signal.SIGKILL)
+            await worker.proc.wait()
+            results = await asyncio.gather(
+                *(
+                    pool.stage(name, body, number=1, url="u", status=200, mall_id=mall)
+                    for _ in range(5)
+                )
+            )
+    assert all(r == want for r in results)  # staged in-process instead
+    lost = [e for e in logs if e["event"] == "pagepool.worker_lost"]
+    assert len(lost) == 1 and "main process" in lost[0]["hint"]
+
+
+async def test_worker_ignores_ctrl_c_and_exits_at_end_of_input() -> None:
+    async with PagePool(1) as pool:
+        proc = pool._procs[0].proc
+        await asyncio.sleep(0.3)  # let it install its signal handlers
+        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGTERM)
+        ok = await pool.stage("deals", b'{"data": []}', number=1, url="u", status=200, mall_id=None)
+        assert ok.resources == 0
+    assert proc.returncode == 0  # closed by the pool: end of input, clean exit
+
+
+def test_worker_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """`kill -9` of the main process must not leave a worker behind."""
+    script = textwrap.dedent(
+        """
+        import asyncio, os, signal, sys
+        from sync.pagepool import PagePool
+
+        async def main():
+            async with PagePool(2) as pool:
+                print(" ".join(str(w.proc.pid) for w in pool._procs), flush=True)
+                await asyncio.sleep(0.3)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        asyncio.run(main())
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    pids = [int(p) for p in proc.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """Workers never re-run the caller's script (multiprocessing's spawn would)."""
+    marker = tmp_path / "runs.txt"
+    script = tmp_path / "embed.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import asyncio
+            from sync.pagepool import PagePool
+            with open({str(marker)!r}, "a") as f:
+                f.write("run\\n")
+
+            async def main():
+                async with PagePool(1) as pool:
+                    page = await pool.stage("deals", b'{{"data": []}}', number=1, url="u",
+                                            status=200, mall_id=None)
+                    assert page.resources == 0 and not pool._procs[0].gone
+
+            asyncio.run(main())
+            """
+        )
+    )
+    env: dict[str, Any] = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, check=True, timeout=60)
+    assert marker.read_text() == "run\n"
+
+
+async def test_a_stuck_worker_is_stopped_and_its_pages_staged_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pagepool, "STALL_SECONDS", 0.5)
+    with structlog.testing.capture_logs() as logs:
+        async with PagePool(1) as pool:
+            proc = pool._procs[0].proc
+            os.kill(proc.pid, signal.SIGSTOP)  # alive, silent
+            page = await asyncio.wait_for(
+                pool.stage("deals", b'{"data": []}', number=1, url="u", status=200, mall_id=None),
+                10,
+            )
+            assert page.resources == 0
+            assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGKILL
+    assert any("no answer" in e.get("reason", "") for e in logs)
+
+
+async def test_a_worker_from_another_install_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sync upgraded during a run: the new worker's framing may differ, so it must not answer."""
+    monkeypatch.setattr(pagepool, "PROTOCOL", staging.PROTOCOL + 1)
+    async with PagePool(1) as pool:
+        proc = pool._procs[0].proc
+        assert await asyncio.wait_for(proc.wait(), 10) == 3
+        page = await pool.stage(
+            "deals", b'{"data": []}', number=1, url="u", status=200, mall_id=None
+        )
+        assert page.resources == 0

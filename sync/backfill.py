@@ -152,7 +152,7 @@ class Backfill:
         # Pages between the start of their download and the end of their write: bounds the
         # memory of pages downloaded faster than they are staged (every type runs at once).
         workers = settings.backfill.parse_workers
-        self.in_flight = asyncio.Semaphore(self.limit + 8 * max(1, workers))
+        self.in_flight = asyncio.Semaphore(self.limit + 4 * max(1, workers))
         # Types that got a page shorter than page[size] before `links.last`: rows went missing.
         self.short_pages: set[str] = set()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -63,18 +64,27 @@ def settings_from(config_path: Path | None) -> Settings:
     return settings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group whose commands are imported when used (click's documented lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from sync.commands import COMMANDS
+
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from sync.commands import COMMANDS
+
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = where.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command) and command.name == cmd_name
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sync")
 def main() -> None:
     """Keep a local SQLite mirror of the Channel Content API up to date."""
-
-
-def _register() -> None:
-    """Attach the commands defined beside their library modules (keeps this file thin)."""
-    from sync import commands
-
-    for command in commands.ALL:
-        main.add_command(command)
-
-
-_register()

@@ -83,3 +83,27 @@ async def test_status_of_a_missing_mirror_is_a_clear_error(
 ) -> None:
     rc, _, err = await sync("status", "--config", str(config(tmp_path, emulator)), emu=emulator)
     assert rc == 1 and "run `sync backfill` first" in err
+
+
+def test_every_command_loads_lazily_under_its_name() -> None:
+    """`sync backfill` imports only its own module; every listed command still resolves."""
+    import subprocess
+
+    import click
+
+    from sync.cli import main
+    from sync.commands import COMMANDS
+
+    ctx = click.Context(main)
+    assert main.list_commands(ctx) == sorted(COMMANDS)
+    for name in COMMANDS:
+        command = main.get_command(ctx, name)
+        assert command is not None and command.name == name
+    probe = (
+        "import sys; from sync.cli import main; "
+        "main.get_command(None, 'backfill'); print('apscheduler' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"  # the daemon's scheduler is not loaded for a backfill

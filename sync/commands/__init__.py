@@ -1,22 +1,20 @@
 """CLI commands, one module per command group; each module wires options to the library.
 
-`ALL` is what `sync.cli` attaches to the `sync` group.
+`COMMANDS` maps each command name to where it is defined; `sync.cli` imports a module only when
+its command runs (or `--help` lists them), so `sync backfill` does not load the daemon's
+scheduler and web server.
 """
 
 from __future__ import annotations
 
-import click
-
-from sync.commands import daemon, emulator, management, mirror
-
-ALL: list[click.Command] = [
-    mirror.backfill_command,
-    mirror.status_command,
-    daemon.run_command,
-    daemon.reconcile_command,
-    daemon.webhooks_group,
-    daemon.demo_command,
-    emulator.emulator_command,
-    management.articles_group,
-    management.messages_group,
-]
+COMMANDS: dict[str, str] = {
+    "backfill": "sync.commands.mirror:backfill_command",
+    "status": "sync.commands.mirror:status_command",
+    "run": "sync.commands.daemon:run_command",
+    "reconcile": "sync.commands.daemon:reconcile_command",
+    "webhooks": "sync.commands.daemon:webhooks_group",
+    "demo": "sync.commands.daemon:demo_command",
+    "emulator": "sync.commands.emulator:emulator_command",
+    "articles": "sync.commands.management:articles_group",
+    "messages": "sync.commands.management:messages_group",
+}

@@ -20,6 +20,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import psutil
 
+from sync import catalogue
+from sync.catalogue import ResourceType
+
 ROOT = Path(__file__).resolve().parent.parent
 EMAIL, PASSWORD = "demo@example.com", "demo-password"
 PAGE_SIZE = 100
@@ -46,11 +49,13 @@ def last_page(doc: dict[str, object]) -> int:
     return int(parse_qs(urlsplit(str(last)).query).get("page[number]", ["1"])[0])
 
 
-def list_params(include: str, scope: dict[str, str]) -> dict[str, str]:
-    """The query of one listing, as `sync` sends it (page number aside)."""
+def list_params(rtype: ResourceType, scope: dict[str, str]) -> dict[str, str]:
+    """The query of one listing, as `sync backfill` of every listable type sends it (page number
+    aside): the same includes, trimmed the same way (`catalogue.sideload_trim`)."""
     params = {"page[size]": str(PAGE_SIZE), "sort": "id", **scope}
-    if include:
-        params["include"] = include
+    if rtype.include:
+        params["include"] = rtype.include
+    params.update(catalogue.trim_params(catalogue.sideload_trim(rtype, catalogue.LISTABLE)))
     return params
 
 

@@ -2,8 +2,8 @@
 
 The emulator serves N resources in its own process. Then, one after the other, each in its own
 process so peak RSS (in MB, the process with its children) is its own:
-  limit  aiohttp download of every page `sync` lists (same routes, page size, includes and
-         concurrency) + orjson parse + one prepared `executemany` per page into SQLite (id and
+  limit  aiohttp download of every page `sync` lists (same routes, page size, includes, trimmed
+         sideloads (`catalogue.sideload_trim`) and concurrency) + orjson parse + one prepared `executemany` per page into SQLite (id and
          the attributes as one JSON blob): what this machine can do with no mirror logic at all;
   sync   `sync backfill` (columns per attribute, links, included rows, guards, checkpoints,
          the missed-row pass and the hours), with its default page worker process: sync
@@ -68,7 +68,7 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
         async def listing(
             rtype: catalogue.ResourceType, mall: int | None, scope: dict[str, str]
         ) -> None:
-            params = list_params(rtype.include, scope)
+            params = list_params(rtype, scope)
             path = rtype.list_path(mall)
             last = await page(path, {**params, "page[number]": "1"}, rtype.name)
             await asyncio.gather(

@@ -7,9 +7,9 @@ process so peak RSS is its own:
         has one writer, and dlt's default 20 fail at random with "database is locked". Plus what
         this API needs and dlt does not ship: an auth class that signs every request (auth_id,
         auth_timestamp, auth_token) and a paginator that stops at the page number of
-        `links.last`. Same routes, page size, sort and includes as `sync`; mall-scoped types are
-        child resources of `malls` (`malls/{resources.malls.id}/stores`), deals one resource per
-        visibility into one table;
+        `links.last`. Same routes, page size, sort, includes and trimmed sideloads as `sync`;
+        mall-scoped types are child resources of `malls` (`malls/{resources.malls.id}/stores`),
+        deals one resource per visibility into one table;
   sync  `sync backfill` (which also lists each mall's hours; not counted as resources).
 Resources are the rows of the listable types' tables in each database (dlt's nested child tables,
 sync's link and included-only tables not counted). Below the table: dlt's own stage timings.
@@ -96,7 +96,7 @@ def dlt_pipeline(base: str, db: str, workdir: str) -> dict[str, Any]:
                     "table_name": name,
                     "endpoint": {
                         "path": path.lstrip("/"),
-                        "params": list_params(rtype.include, dict(scope)),
+                        "params": list_params(rtype, dict(scope)),
                         "data_selector": "data",
                     },
                 }

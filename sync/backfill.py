@@ -6,12 +6,15 @@ Shape of a run:
    one bounded pool, so a thousand one-page mall scopes cost no more latency than one big type.
 2. Every page is written in one transaction together with its checkpoint, so a run killed at any
    moment (even `kill -9`) resumes with the pages it had not committed: no gap, no duplicate.
-3. Page-number paging over a changing data set skips a row whenever an earlier row is deleted
+3. Included resources of types the run lists itself (a deal's stores) come trimmed to
+   `updated_at` and are not stored: their own pages bring them whole, and the links come from
+   the linkage either way (`catalogue.sideload_trim`; ~40 % fewer bytes).
+4. Page-number paging over a changing data set skips a row whenever an earlier row is deleted
    mid-way. After the pages, the *missed-row pass* lists ids and `updated_at` only (sparse
    fieldsets), fetches rows that are missing or stale by `filter[id]`, and removes local rows that
    the listing lacks once `filter[id]` confirms they are gone upstream, within the mass-delete
    guard (a listing that comes back empty where the mirror holds rows empties nothing).
-4. The incremental cursor of every scope, and of the deletions feed, is set to the moment the
+5. The incremental cursor of every scope, and of the deletions feed, is set to the moment the
    backfill *first* started (kept across resumes), so the daemon re-reads everything that changed
    while the backfill ran.
 """
@@ -153,6 +156,8 @@ class Backfill:
         # memory of pages downloaded faster than they are staged (every type runs at once).
         workers = settings.backfill.parse_workers
         self.in_flight = asyncio.Semaphore(self.limit + 4 * max(1, workers))
+        # Per listed type, the included types its pages carry trimmed (`catalogue.sideload_trim`).
+        self.trim: dict[str, tuple[str, ...]] = {}
         # Types that got a page shorter than page[size] before `links.last`: rows went missing.
         self.short_pages: set[str] = set()
 
@@ -215,6 +220,8 @@ class Backfill:
         mall_scoped = [t for t in types if t.scope == "mall"]
         if mall_scoped and not any(t.name == "malls" for t in types):
             types = [catalogue.TYPES["malls"], *types]  # mall-scoped types need the mall ids
+        listed = {t.name for t in types}
+        self.trim = {t.name: catalogue.sideload_trim(t, listed) for t in types}
         top = [t for t in types if t.scope == "top"]
         # Malls first: they are the scopes of everything listed per mall.
         if any(t.name == "malls" for t in top):
@@ -306,8 +313,13 @@ class Backfill:
 
     async def _fetch(self, scope: Scope, number: int) -> StagedPage:
         """Download one page here; parse and stage it in the page pool (another core)."""
+        trim = self.trim.get(scope.rtype.name, ())
         resp = await self.client.list_response(
-            scope.rtype, number, mall_id=scope.mall_id, scope_params=scope.params
+            scope.rtype,
+            number,
+            mall_id=scope.mall_id,
+            scope_params=scope.params,
+            params=catalogue.trim_params(trim),
         )
         mall = int(scope.mall_id) if scope.mall_id is not None else None
         return await self.pages.stage(
@@ -317,6 +329,7 @@ class Backfill:
             url=resp.url,
             status=resp.status,
             mall_id=mall,
+            skip=trim,
         )
 
     def _write(self, scope: Scope, page: StagedPage, report: TypeReport) -> None:

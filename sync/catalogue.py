@@ -14,7 +14,7 @@ Decisions the spec leaves open (see README, "Upstream choices"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -239,6 +239,37 @@ def resolve(names: Iterable[str]) -> list[ResourceType]:
     if unknown:
         raise KeyError(", ".join(sorted(unknown)))
     return [TYPES[n] for n in LISTABLE if n in wanted]
+
+
+#: The one attribute a backfill asks for of the included types it trims (see `sideload_trim`).
+TRIM_FIELD = "updated_at"
+
+
+def sideload_trim(rtype: ResourceType, listed: Collection[str]) -> tuple[str, ...]:
+    """The included types a backfill listing of `rtype` need not receive whole: those it lists itself.
+
+    A deal page sideloads each deal's stores (the linkage the `deals_stores` links are made of
+    comes only with `include=`), yet the same backfill lists every store on its own pages: whole
+    copies of such types are ~40 % of a backfill's bytes. Their sparse fieldset asks for one
+    attribute (`fields[stores]=updated_at`, see `trim_params`) and their included copies are not
+    stored. Never the listed type itself (its fieldset would trim the listed rows), nor a type
+    without `updated_at`, nor a type the backfill does not list (its included copies are its
+    only source).
+    """
+    return tuple(
+        sorted(
+            {
+                r.target
+                for r in rtype.relationships
+                if r.target != rtype.name and r.target in listed and TYPES[r.target].has_updated_at
+            }
+        )
+    )
+
+
+def trim_params(trimmed: Iterable[str]) -> dict[str, str]:
+    """The query parameters that trim those included types to `TRIM_FIELD`."""
+    return {f"fields[{name}]": TRIM_FIELD for name in trimmed}
 
 
 def scope_key(mall_id: int | str | None = None, params: Mapping[str, str] | None = None) -> str:

@@ -189,6 +189,7 @@ class PagePool:
         url: str,
         status: int,
         mall_id: int | None,
+        skip: tuple[str, ...] = (),
     ) -> StagedPage:
         """Parse, validate and stage one listing page (see `sync.staging.stage_listing`)."""
         result: StagedPage | Refused | None = None
@@ -199,12 +200,12 @@ class PagePool:
         if live:
             worker = min(live, key=lambda w: len(w.waiting))
             try:
-                meta = pickle.dumps((type_name, number, status, mall_id))
+                meta = pickle.dumps((type_name, number, status, mall_id, skip))
                 result = await worker.stage(meta, body)
             except _WorkerGone:
                 self._lost(f"a page worker stopped answering ({worker.error or 'it exited'})")
         if result is None:
-            result = stage_request((type_name, body, number, status, mall_id))
+            result = stage_request((type_name, body, number, status, mall_id, skip))
         if isinstance(result, Refused):
             raise BadResponseError(result.message, url=url, status=status, hint=result.hint)
         return result

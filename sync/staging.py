@@ -17,7 +17,7 @@ import pickle
 import signal
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -196,13 +196,19 @@ def stage_resources(
     resources: Sequence[dict[str, Any]],
     included: Sequence[dict[str, Any]] = (),
     mall_id: int | None = None,
+    *,
+    skip: Collection[str] = (),
 ) -> list[Staged]:
-    """The batches of one page: the listed type's, then one per known included type."""
+    """The batches of one page: the listed type's, then one per known included type.
+
+    Included resources of the types in `skip` are left out (a backfill's trimmed sideloads,
+    `catalogue.sideload_trim`: partial copies of rows their own listing brings whole).
+    """
     batches = [stage(rtype, resources, mall_id if rtype.scope == "mall" else None)]
     by_type: dict[str, list[dict[str, Any]]] = {}
     for res in included:
         name = res.get("type")
-        if isinstance(name, str) and name in catalogue.TYPES:
+        if isinstance(name, str) and name in catalogue.TYPES and name not in skip:
             by_type.setdefault(name, []).append(res)
     for name, items in by_type.items():
         batches.append(stage(catalogue.TYPES[name], items, None, with_versions=True))
@@ -217,16 +223,18 @@ def stage_listing(
     url: str,
     status: int,
     mall_id: int | None,
+    skip: Collection[str] = (),
 ) -> StagedPage:
-    """Parse, validate and stage one listing page from its raw body.
+    """Parse, validate and stage one listing page from its raw body (`skip`: see `stage_resources`).
 
     Raises `BadResponseError` for a body that is not a JSON:API collection, exactly as the
     client's `list_page` does.
     """
     page = to_page(decode(body, url, status), number, url, status, None)
     scripts = page.meta.get("scripts")
+    rtype = catalogue.TYPES[type_name]
     return StagedPage(
-        batches=stage_resources(catalogue.TYPES[type_name], page.resources, page.included, mall_id),
+        batches=stage_resources(rtype, page.resources, page.included, mall_id, skip=skip),
         resources=len(page.resources),
         number=number,
         last=page.last,
@@ -245,14 +253,20 @@ class Refused:
     hint: str | None
 
 
-def stage_request(request: tuple[str, bytes, int, int, int | None]) -> StagedPage | Refused:
-    """Stage one (type, body, page number, HTTP status, mall id) request; never raises for a bad page.
+#: What a worker is asked: (type, body, page number, HTTP status, mall id, included types to skip).
+Request = tuple[str, bytes, int, int, int | None, tuple[str, ...]]
+
+
+def stage_request(request: Request) -> StagedPage | Refused:
+    """Stage one request (see `Request`); never raises for a bad page.
 
     The URL is left out of the message (the pool adds it back where the request was made).
     """
-    type_name, body, number, status, mall_id = request
+    type_name, body, number, status, mall_id, skip = request
     try:
-        return stage_listing(type_name, body, number=number, url="", status=status, mall_id=mall_id)
+        return stage_listing(
+            type_name, body, number=number, url="", status=status, mall_id=mall_id, skip=skip
+        )
     except BadResponseError as exc:
         return Refused(exc.message, exc.hint)
 
@@ -270,8 +284,8 @@ def bulk_gc() -> None:
 
 
 #: The version of the pipe's framing and of what crosses it; change it with either.
-PROTOCOL = 2
-#: A request: (length of the pickled (type, page number, status, mall id), length of the body),
+PROTOCOL = 3
+#: A request: (length of the pickled (type, page number, status, mall id, skip), length of the body),
 #: then those two; an answer: its length, then the pickled `StagedPage` or `Refused`.
 REQUEST = struct.Struct("!II")
 ANSWER = struct.Struct("!I")
@@ -287,8 +301,8 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
         meta, body = inp.read(meta_size), inp.read(body_size)
         if len(meta) < meta_size or len(body) < body_size:
             return
-        type_name, number, status, mall_id = pickle.loads(meta)
-        result = stage_request((type_name, body, number, status, mall_id))
+        type_name, number, status, mall_id, skip = pickle.loads(meta)
+        result = stage_request((type_name, body, number, status, mall_id, skip))
         answer = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         out.write(ANSWER.pack(len(answer)) + answer)
         out.flush()

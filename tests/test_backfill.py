@@ -104,6 +104,66 @@ async def test_backfill_mirrors_every_type_exactly(emulator: Emulator, tmp_path:
     conn.close()
 
 
+def test_sideload_trim_covers_only_types_the_backfill_lists_itself() -> None:
+    deals, events = catalogue.TYPES["deals"], catalogue.TYPES["events"]
+    assert catalogue.sideload_trim(deals, ["deals", "stores"]) == ("stores",)
+    assert catalogue.sideload_trim(deals, ["deals"]) == ()  # its sideloads are the only source
+    # images and tags have no list route; groups have no updated_at; never the listed type
+    assert catalogue.sideload_trim(events, catalogue.LISTABLE) == ("malls",)
+    assert catalogue.sideload_trim(catalogue.TYPES["malls"], catalogue.LISTABLE) == ()
+    assert catalogue.trim_params(("malls", "stores")) == {
+        "fields[malls]": "updated_at",
+        "fields[stores]": "updated_at",
+    }
+
+
+def _record_listings(seen: list[tuple[str, dict[str, str]]]) -> Callable[[ChannelClient], None]:
+    """A `wrap` for run_backfill: remembers the type and extra parameters of every listing."""
+
+    def wrap(client: ChannelClient) -> None:
+        real = client.list_response
+
+        async def list_response(rtype: catalogue.ResourceType, number: int, **kw: Any) -> Any:
+            seen.append((rtype.name, dict(kw.get("params") or {})))
+            return await real(rtype, number, **kw)
+
+        client.list_response = list_response  # type: ignore[method-assign]
+
+    return wrap
+
+
+async def test_backfill_trims_the_sideloads_of_types_it_lists(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """A deal page asks for its stores' `updated_at` only; the stores still land whole."""
+    db = tmp_path / "m.db"
+    seen: list[tuple[str, dict[str, str]]] = []
+    settings = make_settings(emulator, db, types=["deals", "stores"])
+    await run_backfill(settings, wrap=_record_listings(seen))
+    deal_params = [p for name, p in seen if name == "deals"]
+    assert deal_params and all(p == {"fields[stores]": "updated_at"} for p in deal_params)
+    assert all(p == {} for name, p in seen if name != "deals")  # malls, stores: nothing to trim
+    result = compare(db, emulator, ["malls", "deals", "stores"])
+    assert result.differences == 0, result.summary()
+    assert result.links_compared > 0
+
+
+async def test_backfill_keeps_whole_sideloads_of_types_it_does_not_list(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Mirroring deals alone: the included stores are the only copy, so they come whole."""
+    db = tmp_path / "m.db"
+    seen: list[tuple[str, dict[str, str]]] = []
+    await run_backfill(make_settings(emulator, db, types=["deals"]), wrap=_record_listings(seen))
+    assert seen and all(p == {} for _, p in seen)
+    stores = compare(db, emulator, ["stores"])
+    assert stores.rows_compared > 0 and not stores.stale["stores"], stores.summary()
+    conn = sqlite3.connect(db)
+    (named,) = conn.execute("select count(*) from stores where name is not null").fetchone()
+    conn.close()
+    assert named == stores.rows_compared
+
+
 async def test_a_finished_backfill_runs_afresh_next_time(
     emulator: Emulator, tmp_path: Path
 ) -> None:

@@ -175,6 +175,23 @@ async def test_sparse_fieldsets(api: Signed) -> None:
     assert all(set(i["attributes"]) <= {"url"} for i in doc["included"])
 
 
+async def test_sparse_fieldset_variants_are_cached_apart_and_follow_updates(
+    api: Signed, emulator: Emulator
+) -> None:
+    new = emulator.create("articles", {"title": "Hello"})
+    path = f"/articles/{new}"
+    for _ in range(2):  # the second answer of each variant comes from the cache
+        _, _, doc = await api.get(path, {"fields[articles]": "title"})
+        assert doc["data"]["attributes"] == {"title": "Hello"}
+        _, _, doc = await api.get(path, {"fields[articles]": "updated_at"})
+        assert set(doc["data"]["attributes"]) == {"updated_at"}
+        _, _, doc = await api.get(path)
+        assert doc["data"]["attributes"]["title"] == "Hello"
+    emulator.update("articles", new, {"title": "Again"})
+    _, _, doc = await api.get(path, {"fields[articles]": "title"})
+    assert doc["data"]["attributes"] == {"title": "Again"}
+
+
 async def test_filter_id_and_visibility(api: Signed, emulator: Emulator) -> None:
     public = emulator.ids("deals", visibility="Public")
     unlisted = emulator.ids("deals", visibility="Unlisted")

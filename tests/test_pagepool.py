@@ -65,6 +65,22 @@ async def test_worker_stages_exactly_as_in_process(emulator: Emulator, tmp_path:
         assert not pool._procs[0].gone
 
 
+async def test_worker_leaves_out_the_skipped_included_types(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    name, body, mall = (await _bodies(emulator, tmp_path))[0]  # deals, with stores included
+    whole = stage_listing(name, body, number=1, url="", status=200, mall_id=mall)
+    assert "stores" in [b.type for b in whole.batches]
+    async with PagePool(1) as pool:
+        got = await pool.stage(
+            name, body, number=1, url="u", status=200, mall_id=mall, skip=("stores",)
+        )
+    assert not pool._procs  # closed
+    assert [b.type for b in got.batches] == [b.type for b in whole.batches if b.type != "stores"]
+    assert got.batches[0] == whole.batches[0]  # the deals and their links are untouched
+    assert got.batches[0].links["stores"]
+
+
 async def test_bad_page_is_refused_with_its_url_through_the_worker() -> None:
     async with PagePool(1) as pool:
         with pytest.raises(BadResponseError) as err:

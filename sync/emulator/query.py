@@ -296,12 +296,10 @@ def resource_obj(
 def encode_resource(
     base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None
 ) -> bytes:
-    """Encoded resource; the full-attribute variants are cached on the record."""
-    if fields is not None:
-        return orjson.dumps(resource_obj(base, rec, include, fields))
-    key = ",".join(include)
+    """Encoded resource, cached on the record per variant (include and sparse fieldset)."""
+    key = ",".join(include) if fields is None else f"{','.join(include)};{','.join(fields)}"
     blob = rec.enc.get(key)
     if blob is None:
-        blob = orjson.dumps(resource_obj(base, rec, include, None))
+        blob = orjson.dumps(resource_obj(base, rec, include, fields))
         rec.enc[key] = blob
     return blob

@@ -142,3 +142,13 @@ def sync_backfill(
         {**env, "BENCH_PW": PASSWORD},
     )
     return seconds, rss, count_rows(f"{tmp}/sync.db", catalogue.LISTABLE)
+
+
+def limit_backfill(
+    base: str, tmp: str, concurrency: int, env: dict[str, str]
+) -> tuple[float, float, int]:
+    """The bare limit pipeline of `backfill_vs_limit.py` into tmp/limit.db: (seconds, peak RSS MB, rows)."""
+    script = str(ROOT / "bench" / "backfill_vs_limit.py")
+    cmd = [sys.executable, script, "--limit-only", base, "--db", f"{tmp}/limit.db"]
+    seconds, rss, out = measure([*cmd, "--concurrency", str(concurrency)], env)
+    return seconds, rss, int(out.strip().splitlines()[-1])

@@ -24,10 +24,17 @@ import argparse
 import asyncio
 import os
 import sqlite3
-import sys
 import tempfile
 
-from _common import emulator, last_page, list_params, login_body, measure, signed, sync_backfill
+from _common import (
+    emulator,
+    last_page,
+    limit_backfill,
+    list_params,
+    login_body,
+    signed,
+    sync_backfill,
+)
 
 
 async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
@@ -110,23 +117,8 @@ def main() -> None:
         for i in range(a.repeat):
             for name in ("limit", "sync"):
                 with tempfile.TemporaryDirectory() as tmp:
-                    if name == "limit":
-                        secs, rss, out = measure(
-                            [
-                                sys.executable,
-                                __file__,
-                                "--limit-only",
-                                base,
-                                "--db",
-                                f"{tmp}/limit.db",
-                                "--concurrency",
-                                str(a.concurrency),
-                            ],
-                            env,
-                        )
-                        rows = int(out.strip().splitlines()[-1])
-                    else:
-                        secs, rss, rows = sync_backfill(base, tmp, a.concurrency, env)
+                    run = limit_backfill if name == "limit" else sync_backfill
+                    secs, rss, rows = run(base, tmp, a.concurrency, env)
                 runs[name].append((rows, secs, rss))
                 print(
                     f"run {i + 1} {name:<6}{rows:>10,} rows {secs:8.1f} s {rows / secs:>8,.0f} rows/s",

@@ -340,3 +340,16 @@ def test_group_commits_after_its_time_bound(tmp_path: Path) -> None:
     assert reader.execute("select count(*) from deals").fetchone()[0] == 1
     reader.close()
     m.close()
+
+
+def test_group_commit_widens_the_page_cache_and_gives_it_back(tmp_path: Path) -> None:
+    """A bulk load gets a larger (still bounded) page cache; the daemon's writer keeps 8 MiB."""
+    from sync.store.mirror import BULK_CACHE_KIB, CACHE_KIB
+
+    m = Mirror.open(tmp_path / "m.db")
+    assert m.conn.execute("pragma cache_size").fetchone()[0] == -CACHE_KIB
+    m.start_group_commit(10)
+    assert m.conn.execute("pragma cache_size").fetchone()[0] == -BULK_CACHE_KIB
+    m.end_group_commit()
+    assert m.conn.execute("pragma cache_size").fetchone()[0] == -CACHE_KIB
+    m.close()

@@ -17,7 +17,7 @@ from sync.store import Mirror
 
 #: Pages per transaction in a one-shot backfill (at most 2 s apart): fewer commits, each of which
 #: rewrites the B-tree pages it touched; same resume guarantees.
-GROUP_PAGES = 64
+GROUP_PAGES = 256
 
 
 async def backfill(

@@ -31,6 +31,7 @@ from sync.emulator.query import (
     path_of,
     related,
     resource_obj,
+    variant,
 )
 from sync.emulator.webhooks import Dispatcher
 
@@ -223,19 +224,26 @@ class EmulatorApp:
     def _included(self, recs: list[Rec], q: Query) -> list[bytes]:
         seen: set[tuple[str, int]] = set()
         out: list[bytes] = []
+        variants: dict[str, tuple[tuple[str, ...] | None, str]] = {}
         for rec in recs:
             for name in q.include:
                 for other in related(self.data, rec, name):
                     key = (other.type, other.id)
                     if key not in seen:
                         seen.add(key)
-                        out.append(encode_resource(self.base, other, (), q.fields_for(other.type)))
+                        v = variants.get(other.type)
+                        if v is None:  # once per included type and page, not per resource
+                            fields = q.fields_for(other.type)
+                            v = variants[other.type] = (fields, variant((), fields))
+                        out.append(encode_resource(self.base, other, (), v[0], v[1]))
         return out
 
     def _document(
         self, request: web.Request, recs: list[Rec], q: Query, *, total: int | None, type_name: str
     ) -> web.Response:
-        blobs = [encode_resource(self.base, r, q.include, q.fields_for(type_name)) for r in recs]
+        fields = q.fields_for(type_name)
+        key = variant(q.include, fields)
+        blobs = [encode_resource(self.base, r, q.include, fields, key) for r in recs]
         parts = [b'{"data":[', b",".join(blobs), b"]"]
         if q.include:
             parts += [b',"included":[', b",".join(self._included(recs, q)), b"]"]

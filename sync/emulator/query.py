@@ -293,11 +293,22 @@ def resource_obj(
     return obj
 
 
+def variant(include: tuple[str, ...], fields: tuple[str, ...] | None) -> str:
+    """The cache key of one encoding of a resource (its include and sparse fieldset)."""
+    return ",".join(include) if fields is None else f"{','.join(include)};{','.join(fields)}"
+
+
 def encode_resource(
-    base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None
+    base: str,
+    rec: Rec,
+    include: tuple[str, ...],
+    fields: tuple[str, ...] | None,
+    key: str | None = None,
 ) -> bytes:
-    """Encoded resource, cached on the record per variant (include and sparse fieldset)."""
-    key = ",".join(include) if fields is None else f"{','.join(include)};{','.join(fields)}"
+    """Encoded resource, cached on the record per variant (`key`: `variant(include, fields)`,
+    passed in by callers that encode many resources of one variant)."""
+    if key is None:
+        key = variant(include, fields)
     blob = rec.enc.get(key)
     if blob is None:
         blob = orjson.dumps(resource_obj(base, rec, include, fields))

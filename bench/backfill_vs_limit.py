@@ -24,9 +24,9 @@ import argparse
 import asyncio
 import os
 import sqlite3
-import tempfile
 
 from _common import (
+    alternate,
     emulator,
     last_page,
     limit_backfill,
@@ -112,18 +112,14 @@ def main() -> None:
         print(asyncio.run(limit_pipeline(a.limit_only, a.db, a.concurrency)))
         return
     env = dict(os.environ)
-    runs: dict[str, list[tuple[int, float, float]]] = {"limit": [], "sync": []}
     with emulator(a.n, env) as base:
-        for i in range(a.repeat):
-            for name in ("limit", "sync"):
-                with tempfile.TemporaryDirectory() as tmp:
-                    run = limit_backfill if name == "limit" else sync_backfill
-                    secs, rss, rows = run(base, tmp, a.concurrency, env)
-                runs[name].append((rows, secs, rss))
-                print(
-                    f"run {i + 1} {name:<6}{rows:>10,} rows {secs:8.1f} s {rows / secs:>8,.0f} rows/s",
-                    flush=True,
-                )
+        runs = alternate(
+            {
+                "limit": lambda tmp: limit_backfill(base, tmp, a.concurrency, env),
+                "sync": lambda tmp: sync_backfill(base, tmp, a.concurrency, env),
+            },
+            a.repeat,
+        )
     limit_rows, limit_s, _ = min(runs["limit"], key=lambda r: r[1])
     sync_rows, sync_s, _ = min(runs["sync"], key=lambda r: r[1])
     limit_rss = max(r[2] for r in runs["limit"])  # memory: the worst run, not the best

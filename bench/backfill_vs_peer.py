@@ -28,10 +28,10 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from typing import Any
 
 from _common import (
+    alternate,
     count_rows,
     emulator,
     last_page,
@@ -145,37 +145,28 @@ def main() -> None:
         print(json.dumps(dlt_pipeline(a.dlt_only, a.db, a.workdir)))
         return
     env = {**os.environ, "RUNTIME__DLT_TELEMETRY": "false", "RUNTIME__LOG_LEVEL": "WARNING"}
-    runs: dict[str, list[tuple[int, float, float]]] = {"dlt": [], "limit": [], "sync": []}
     stages: list[dict[str, float]] = []
+
+    def dlt(tmp: str) -> tuple[float, float, int]:
+        # dlt's global dir too: nothing under ~/.dlt. One load worker: dlt's default 20
+        # threads fight over SQLite's one write lock, and at 200k resources one run in two
+        # failed with "database is locked".
+        denv = {**env, "DLT_DATA_DIR": f"{tmp}/dlt-data", "LOAD__WORKERS": "1"}
+        cmd = [sys.executable, __file__, "--dlt-only", base, "--db", f"{tmp}/dlt.db"]
+        secs, rss, out = measure([*cmd, "--workdir", tmp], denv)
+        peer = json.loads(out.strip().splitlines()[-1])
+        stages.append({**peer["stages"], "total": secs})
+        return secs, rss, int(peer["rows"])
+
     with emulator(a.n, env) as base:
-        for i in range(a.repeat):
-            for name in runs:
-                with tempfile.TemporaryDirectory() as tmp:
-                    if name == "dlt":
-                        # dlt's global dir too: nothing under ~/.dlt. One load worker: dlt's
-                        # default 20 threads fight over SQLite's one write lock, and at 200k
-                        # resources one run in two failed with "database is locked".
-                        denv = {**env, "DLT_DATA_DIR": f"{tmp}/dlt-data", "LOAD__WORKERS": "1"}
-                        cmd = [
-                            sys.executable,
-                            __file__,
-                            "--dlt-only",
-                            base,
-                            "--db",
-                            f"{tmp}/dlt.db",
-                        ]
-                        secs, rss, out = measure([*cmd, "--workdir", tmp], denv)
-                        peer = json.loads(out.strip().splitlines()[-1])
-                        rows = int(peer["rows"])
-                        stages.append({**peer["stages"], "total": secs})
-                    else:
-                        run = limit_backfill if name == "limit" else sync_backfill
-                        secs, rss, rows = run(base, tmp, a.concurrency, env)
-                runs[name].append((rows, secs, rss))
-                print(
-                    f"run {i + 1} {name:<6}{rows:>10,} rows {secs:8.1f} s {rows / secs:>8,.0f} rows/s",
-                    flush=True,
-                )
+        runs = alternate(
+            {
+                "dlt": dlt,
+                "limit": lambda tmp: limit_backfill(base, tmp, a.concurrency, env),
+                "sync": lambda tmp: sync_backfill(base, tmp, a.concurrency, env),
+            },
+            a.repeat,
+        )
     best = {name: min(r, key=lambda x: x[1]) for name, r in runs.items()}
     rss = {name: max(x[2] for x in r) for name, r in runs.items()}  # memory: the worst run
     rate = {name: rows / secs for name, (rows, secs, _) in best.items()}

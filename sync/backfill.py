@@ -59,18 +59,25 @@ async def bounded(items: Iterable[T], limit: int, fn: Callable[[T], Awaitable[No
         for item in items:
             if len(pending) >= limit:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    task.result()
+                _raise_first(done)
             pending.add(asyncio.ensure_future(fn(item)))
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()
+            _raise_first(done)
     finally:
         for task in pending:
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _raise_first(done: set[asyncio.Task[None]]) -> None:
+    """Re-raise the first failure among `done`, having retrieved every one: asyncio prints the
+    traceback of a failed task nobody asked, and two pages can fail in one round."""
+    failures = [t.exception() for t in done if not t.cancelled()]
+    for exc in failures:
+        if exc is not None:
+            raise exc
 
 
 async def mirror_management_press(

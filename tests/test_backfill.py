@@ -346,3 +346,29 @@ async def test_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
     out, err = await proc.communicate()
     assert proc.returncode == 1
     assert "Traceback" not in err.decode() and "pw-secret-1" not in err.decode()
+
+
+async def test_bounded_retrieves_every_failure_of_a_round() -> None:
+    """Two tasks failing in one round: the first is raised, the other is not left for asyncio
+    to print with its traceback ("Task exception was never retrieved")."""
+    import gc
+
+    from sync.backfill import bounded
+
+    loop = asyncio.get_running_loop()
+    unretrieved: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, ctx: unretrieved.append(ctx))
+
+    async def fail(i: int) -> None:
+        await asyncio.sleep(0)
+        raise ValueError(f"page {i}")
+
+    try:
+        with pytest.raises(ValueError, match="page"):
+            await bounded(range(4), 4, fail)
+        await asyncio.sleep(0)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert unretrieved == []

@@ -30,6 +30,22 @@ from sync.errors import RetriesExhaustedError, redact_url
 from sync.logs import get_logger
 
 BASE_BACKOFF = 0.25  # seconds; the first retry waits up to 0.5 s, doubling from there
+
+
+def cut_short(resp: aiohttp.ClientResponse, body: bytes) -> None:
+    """Raise `ClientPayloadError` when an identity-encoded body is shorter than its Content-Length.
+
+    aiohttp raises that itself when the connection drops mid-body, but not always: when the
+    close races the last read, `read()` has been seen to return the bytes it had. A body cut
+    short must be retried, never parsed as a (broken) page.
+    """
+    expected = resp.content_length
+    if expected is not None and len(body) < expected and not resp.headers.get("Content-Encoding"):
+        raise aiohttp.ClientPayloadError(
+            f"Response payload is not completed: {len(body)} of {expected} bytes"
+        )
+
+
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,  # asyncio.TimeoutError is TimeoutError since 3.11: aiohttp's timeouts
     aiohttp.ClientConnectionError,  # refused, reset, ServerDisconnectedError
@@ -155,6 +171,7 @@ class Transport:
                         timeout=timeout,
                     ) as resp:
                         body = await resp.read()
+                        cut_short(resp, body)
                         response = Response(resp.status, resp.headers, body, str(resp.url))
                 self.stats.statuses[response.status] += 1
                 if self.on_response:

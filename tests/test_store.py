@@ -56,6 +56,37 @@ def test_page_creates_table_columns_indexes_and_encodes_values(mirror: Mirror) -
     assert mirror.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def _index_names(m: Mirror, table: str) -> set[str]:
+    return {r[1] for r in m.conn.execute(f"PRAGMA index_list({table})")}
+
+
+def test_bulk_load_defers_content_and_link_indexes_until_the_end(tmp_path: Path) -> None:
+    linked = res(1, seo_slug="s")
+    linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
+    m = Mirror.open(tmp_path / "m.db")
+    m.defer_indexes(True)
+    m.write_page(DEALS, [linked])
+    assert _index_names(m, "deals") <= {"sqlite_autoindex_deals_1"}
+    assert "idx_deals_images_images_id" not in _index_names(m, "deals_images")
+    m.defer_indexes(False)
+    assert {"idx_deals_updated_at", "idx_deals_seo_slug"} <= _index_names(m, "deals")
+    assert "idx_deals_images_images_id" in _index_names(m, "deals_images")
+    m.close()
+
+
+def test_bulk_load_interrupted_gets_its_indexes_when_reopened(tmp_path: Path) -> None:
+    linked = res(1)
+    linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
+    m = Mirror.open(tmp_path / "m.db")
+    m.defer_indexes(True)
+    m.write_page(DEALS, [linked])
+    m.close()  # killed before the end of the load: no indexes yet
+    m = Mirror.open(tmp_path / "m.db")
+    assert "idx_deals_updated_at" in _index_names(m, "deals")
+    assert "idx_deals_images_images_id" in _index_names(m, "deals_images")
+    m.close()
+
+
 def test_new_attribute_adds_a_column(mirror: Mirror) -> None:
     mirror.write_page(DEALS, [res(1)])
     mirror.write_page(DEALS, [res(2, brand_new="yes")])

@@ -170,8 +170,13 @@ class Mirror(BookkeepingMixin):
             self.create_indexes()  # a bulk load interrupted before its indexes were built
 
     def create_indexes(self) -> None:
-        """Build any missing index of the content tables (cheap when they all exist)."""
+        """Build any missing index of the content and link tables (cheap when they all exist)."""
         self.schema.create_indexes([t for t in catalogue.TYPES if self.has_table(t)])
+        for name, rtype in catalogue.TYPES.items():
+            for rel in rtype.relationships:
+                table = rel.link_table(name)
+                if not rel.to_one and self.has_table(table):
+                    self.schema.create_link_index(table, rel.link_columns(name)[1])
 
     def defer_indexes(self, defer: bool) -> None:
         """During a bulk load into empty tables, build secondary indexes at the end."""

@@ -105,7 +105,8 @@ class Schema:
                     )
 
     def ensure_link(self, table: str, owner_col: str, related_col: str) -> None:
-        """A link table of one to-many relationship, indexed both ways."""
+        """A link table of one to-many relationship, indexed both ways (the reverse index
+        deferred like the others during a bulk load: related ids arrive in no order)."""
         if self.columns(table):
             return
         self.conn.execute(
@@ -113,10 +114,15 @@ class Schema:
             f"[{related_col}] INTEGER NOT NULL, position INTEGER, "
             f"PRIMARY KEY ([{owner_col}], [{related_col}])) WITHOUT ROWID"
         )
+        self._columns.pop(table, None)
+        if not self.defer_indexes:
+            self.create_link_index(table, related_col)
+
+    def create_link_index(self, table: str, related_col: str) -> None:
+        """The reverse index of a link table (which rows link to a given related id)."""
         self.conn.execute(
             f"CREATE INDEX IF NOT EXISTS [idx_{table}_{related_col}] ON [{table}] ([{related_col}])"
         )
-        self._columns.pop(table, None)
 
     def ensure_hours(self, sample: dict[str, Any]) -> None:
         """The `hours` table, keyed by (mall_id, date), widened like content tables."""

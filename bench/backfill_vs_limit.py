@@ -26,6 +26,7 @@ import os
 import sqlite3
 
 from _common import (
+    add_emulator_args,
     alternate,
     emulator,
     last_page,
@@ -102,7 +103,7 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=200_000, help="resources served by the emulator")
+    add_emulator_args(ap)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3, help="alternating runs of each")
     ap.add_argument("--limit-only", metavar="BASE", help=argparse.SUPPRESS)
@@ -112,7 +113,7 @@ def main() -> None:
         print(asyncio.run(limit_pipeline(a.limit_only, a.db, a.concurrency)))
         return
     env = dict(os.environ)
-    with emulator(a.n, env) as base:
+    with emulator(a.n, env, a.emulator_cache_mb) as base:
         runs = alternate(
             {
                 "limit": lambda tmp: limit_backfill(base, tmp, a.concurrency, env),

@@ -31,6 +31,7 @@ import sys
 from typing import Any
 
 from _common import (
+    add_emulator_args,
     alternate,
     count_rows,
     emulator,
@@ -134,7 +135,7 @@ def dlt_pipeline(base: str, db: str, workdir: str) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=200_000, help="resources served by the emulator")
+    add_emulator_args(ap)
     ap.add_argument("--concurrency", type=int, default=4, help="sync's upstream concurrency")
     ap.add_argument("--repeat", type=int, default=2, help="alternating runs of each pipeline")
     ap.add_argument("--dlt-only", metavar="BASE", help=argparse.SUPPRESS)
@@ -158,7 +159,7 @@ def main() -> None:
         stages.append({**peer["stages"], "total": secs})
         return secs, rss, int(peer["rows"])
 
-    with emulator(a.n, env) as base:
+    with emulator(a.n, env, a.emulator_cache_mb) as base:
         runs = alternate(
             {
                 "dlt": dlt,

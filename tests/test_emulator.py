@@ -4,11 +4,12 @@ webhooks, faults and the CLI, and every document valid against the JSON:API 1.0 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -597,6 +598,60 @@ async def test_request_faults(api: Signed, emulator: Emulator) -> None:
     assert (
         f.injected["http_5xx"] == 1 and f.injected["http_429"] == 1 and f.injected["dropped"] >= 1
     )
+
+
+# -- the page cache ------------------------------------------------------------------------------
+
+
+async def test_page_cache_reuses_bodies_until_the_data_changes(
+    make_emulator: Callable[..., contextlib.AbstractAsyncContextManager[Emulator]],
+) -> None:
+    query = {"include": "images,tags", "page[size]": "20", "sort": "id"}
+    async with make_emulator(resources=300, seed=7, page_cache_mb=16) as emu:
+        cache = emu.app.pages
+        async with aiohttp.ClientSession() as http:
+            api = Signed(http, emu.base_url, emu.email, emu.password)
+            await api.login()
+            _, _, first = await api.get("/deals", query)
+            _, headers, again = await api.get("/deals", query)
+            assert again == first and (cache.hits, cache.misses) == (1, 1)
+            valid(again)
+            # ETags still hold for a cached body.
+            assert (await api.get("/deals", query, headers={"If-None-Match": headers["ETag"]}))[
+                0
+            ] == 304
+            # Auth is checked before the cache: a cached page is no open door.
+            assert (await api.get("/deals", query, auth=False))[0] == 401
+            # A change to an included resource changes the page of another type.
+            image = next(r["id"] for r in first["included"] if r["type"] == "images")
+            emu.update("images", int(image))
+            _, _, changed = await api.get("/deals", query)
+            assert changed != first
+            cache.budget = 0  # off: assembled anew, the same document
+            assert (await api.get("/deals", query))[2] == changed
+            # Faults apply to every request, cached or not.
+            cache.budget = 16 << 20
+            emu.faults.error_rate = 1.0
+            assert (await api.get("/deals", query))[0] in (500, 502, 503)
+
+
+async def test_page_cache_stops_at_its_budget(
+    make_emulator: Callable[..., contextlib.AbstractAsyncContextManager[Emulator]],
+) -> None:
+    async with make_emulator(resources=300, seed=7, page_cache_mb=1) as emu:
+        cache = emu.app.pages
+        async with aiohttp.ClientSession() as http:
+            api = Signed(http, emu.base_url, emu.email, emu.password)
+            await api.login()
+            _, _, doc = await api.get("/deals", {"include": "images,tags", "page[size]": "100"})
+            size = cache.used
+            assert size > 0 and len(cache) == 1
+            cache.budget = size + 1  # room for no second page
+            await api.get("/deals", {"include": "images,tags", "page[size]": "99"})
+            assert len(cache) == 1 and cache.used == size
+            assert (await api.get("/deals", {"include": "images,tags", "page[size]": "100"}))[
+                2
+            ] == doc
 
 
 # -- the command ---------------------------------------------------------------------------------

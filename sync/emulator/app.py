@@ -22,6 +22,7 @@ from aiohttp import web
 from sync.emulator.auth import Account, Accounts, AuthFailure
 from sync.emulator.dataset import RELATIONSHIPS, TARGET, Dataset, Rec, iso_ms
 from sync.emulator.faults import Faults
+from sync.emulator.pagecache import PageCache
 from sync.emulator.query import (
     Query,
     QueryError,
@@ -126,6 +127,7 @@ class EmulatorApp:
         self.base = ""
         self.scripts_blob = orjson.dumps(SCRIPTS)
         self.requests = 0
+        self.pages = PageCache()  # off until given a budget (`sync emulator --page-cache-mb`)
 
     def now(self) -> float:
         return time.time() + self.faults.clock_offset
@@ -288,12 +290,22 @@ class EmulatorApp:
         mall: int | None,
         defaults: dict[str, str] | None,
     ) -> web.Response:
+        key = generation = None
+        if self.pages.enabled:
+            key, generation = (request.path, self._public_query(request)), self.data.generation
+            body = self.pages.get(key, generation)
+            if body is not None:
+                return self._etagged(request, body, type_name)
         q = self._parse(type_name, request, defaults)
         ids = self.selector.select(type_name, mall, q)
         start = (q.number - 1) * q.size
         recs = self.data.by_type[type_name]
         page = [recs[i] for i in ids[start : start + q.size]]
-        return self._document(request, page, q, total=len(ids), type_name=type_name)
+        resp = self._document(request, page, q, total=len(ids), type_name=type_name)
+        if key is not None and generation is not None and resp.status == 200:
+            assert isinstance(resp.body, bytes)
+            self.pages.put(key, resp.body, generation)
+        return resp
 
     async def single(self, request: web.Request) -> web.StreamResponse:
         type_name = BY_PATH.get(request.match_info["collection"])

@@ -565,6 +565,11 @@ class Dataset:
             del ml[bisect_left(ml, rec.id)]
         self.version[rec.type] += 1
 
+    @property
+    def generation(self) -> int:
+        """A number that changes whenever any type's version does (versions only grow)."""
+        return sum(self.version.values())
+
     def ids(self, type_name: str, mall: int | None = None) -> list[int]:
         """Ids in order (a shared list: do not mutate)."""
         if mall is None:

@@ -21,6 +21,7 @@ from sync.emulator.auth import ALL_CHANNELS, Accounts
 from sync.emulator.dataset import Dataset, iso_ms
 from sync.emulator.faults import Faults
 from sync.emulator.management import Management
+from sync.emulator.pagecache import PageCache
 from sync.emulator.webhooks import Dispatcher
 
 
@@ -37,6 +38,7 @@ class Emulator:
         *,
         webhook_window: float = 0.05,
         webhook_retry_interval: float = 0.2,
+        page_cache_mb: int = 0,
     ) -> None:
         self.faults = Faults(seed=seed)
         self.data = Dataset(resources, seed, clock=self.now)
@@ -49,6 +51,7 @@ class Emulator:
         )
         self.data.listeners.append(self.dispatcher.notice)
         self.app = EmulatorApp(self.data, self.accounts, self.dispatcher, self.faults)
+        self.app.pages = PageCache(page_cache_mb * 2**20)  # `sync.emulator.pagecache`
         self.management = Management(seed, self.now)
         self.base_url = ""
 
@@ -72,6 +75,7 @@ class Emulator:
         for recs in self.data.by_type.values():
             for rec in recs.values():
                 rec.enc.clear()  # cached bytes carry the base URL
+        self.app.pages.clear()
         await self.dispatcher.start()
         try:
             yield self.base_url

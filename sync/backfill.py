@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
@@ -237,15 +238,16 @@ class Backfill:
             )
         malls = list(self.mirror.ids("malls"))
         others = [t for t in types if t.name != "malls"]
-        # All types at once; the first failure cancels the others (a bare gather would leave
-        # them writing to a mirror the caller is about to close).
-        await bounded(
-            others,
-            max(1, len(others)),
-            lambda t: self._run_scopes(t, scopes_of(t, malls), started_at),
-        )
+        # All types at once, and the malls' hours beside them (their small requests fill the
+        # gaps between pages instead of queueing after the last one); the first failure
+        # cancels the others (a bare gather would leave them writing to a mirror the caller
+        # is about to close).
+        jobs: list[Callable[[], Awaitable[None]]] = [
+            functools.partial(self._run_scopes, t, scopes_of(t, malls), started_at) for t in others
+        ]
         if malls:
-            await self._backfill_hours(malls)
+            jobs.append(functools.partial(self._backfill_hours, malls))
+        await bounded(jobs, max(1, len(jobs)), lambda job: job())
         if self.settings.management is not None:
             await mirror_management_press(self.mirror, self.settings.management, self.report)
         if self.mirror.get_cursor(DELETIONS, "") is None:
@@ -345,6 +347,7 @@ class Backfill:
             scripts=page.scripts,
             checkpoint=PageCheckpoint(scope.rtype.name, scope.key, page.number, page.last),
         )
+        self.pages.written(page)
         if page.number < page.last and page.resources < self.settings.upstream.page_size:
             self.short_pages.add(scope.rtype.name)
         report.rows += page.resources

@@ -6,8 +6,9 @@ writer *thread* was tried: the GIL convoys between parsing and writing). With `[
 parse_workers = 1`, the default, a worker process on the second core takes the parse and stage
 and hands back plain row tuples (~65 KB pickled a page, ~0.2 ms each way), and the main process
 keeps the HTTP client, the SQLite connection and every decision (what is committed, the
-included-row memo, tombstones, checkpoints): a worker holds no state, so a killed run resumes
-exactly as before.
+included-row memo, tombstones, checkpoints). A worker's only state is which included rows the
+main process reported written (`written`), so that it stops sending copies of them
+(`sync.staging.Sent`); it only saves work, so a killed run resumes exactly as before.
 
 A worker is a `python` running `sync.staging.worker_main`, fed page bodies on its stdin
 (`sync.staging.REQUEST`) and answering in order on its stdout. Not `multiprocessing`: its spawn
@@ -70,6 +71,7 @@ class _Worker:
         self.waiting: deque[asyncio.Future[StagedPage | Refused]] = deque()
         self.gone = False
         self.error = ""
+        self.written: list[int] = []  # tickets of its pages written since its last request
         self.reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
@@ -137,6 +139,8 @@ class PagePool:
         self.workers = workers
         self._procs: list[_Worker] = []
         self._warned = False
+        self._tickets: dict[int, _Worker] = {}  # staged, not yet reported written
+        self._next_ticket = 0
 
     async def __aenter__(self) -> PagePool:
         if self.workers > 0 and sys.executable:
@@ -199,8 +203,14 @@ class PagePool:
             self._lost(f"the page workers exited ({dead.error or f'code {dead.proc.returncode}'})")
         if live:
             worker = min(live, key=lambda w: len(w.waiting))
+            self._next_ticket += 1
+            ticket = self._next_ticket
+            if len(self._tickets) > 4096:  # pages dropped unwritten: their rows are sent again
+                self._tickets.clear()
+            self._tickets[ticket] = worker
+            written, worker.written = worker.written, []
             try:
-                meta = pickle.dumps((type_name, number, status, mall_id, skip))
+                meta = pickle.dumps((type_name, number, status, mall_id, skip, ticket, written))
                 result = await worker.stage(meta, body)
             except _WorkerGone:
                 self._lost(f"a page worker stopped answering ({worker.error or 'it exited'})")
@@ -209,3 +219,10 @@ class PagePool:
         if isinstance(result, Refused):
             raise BadResponseError(result.message, url=url, status=status, hint=result.hint)
         return result
+
+    def written(self, page: StagedPage) -> None:
+        """Report `page` written to the mirror: its worker may now leave out its included rows
+        from later pages (`sync.staging.Sent`). Call it only once the write succeeded."""
+        worker = self._tickets.pop(page.ticket, None) if page.ticket else None
+        if worker is not None and not worker.gone:
+            worker.written.append(page.ticket)

@@ -117,6 +117,7 @@ class StagedPage:
     number: int
     last: int
     scripts: list[Any] | None = None
+    ticket: int = 0  # the worker's number for this page (`Sent`); 0 when staged in-process
 
 
 def _fits(folded: set[str], key: str) -> bool:
@@ -283,16 +284,67 @@ def bulk_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
+class Sent:
+    """A worker's memory of the included rows the main process has written, to send them once.
+
+    Images and tags repeat on page after page (~40 % of a backfill's included rows are copies
+    the mirror already holds): pickling them, and unpickling and comparing them in the main
+    process, cost both processes CPU for rows the writer then skips. A worker leaves out an
+    included row whose (type, id) and version are in `written`. A row enters `written` only
+    when the main process reports that the page which carried it was written (`confirm`,
+    with the next request): a page staged here but dropped there (its task cancelled: a type
+    refused with 403 stops its other pages while the rest run on) must not make a later page
+    leave out a row that never reached the mirror. Bounded: `written` is emptied when full
+    (rows are then sent again, as from a new worker), and unconfirmed pages are forgotten.
+    """
+
+    LIMIT = 50_000
+    PENDING = 512
+
+    def __init__(self) -> None:
+        self.written: dict[tuple[str, int], object] = {}
+        self.pending: dict[int, list[tuple[tuple[str, int], object]]] = {}
+
+    def confirm(self, tickets: Sequence[int]) -> None:
+        """The main process wrote the pages with these tickets."""
+        for ticket in tickets:
+            rows = self.pending.pop(ticket, None)
+            if rows:
+                if len(self.written) + len(rows) > self.LIMIT:
+                    self.written.clear()
+                self.written.update(rows)
+
+    def filter(self, page: StagedPage, ticket: int) -> None:
+        """Leave out the included rows already written; remember the rest under `ticket`."""
+        written = self.written
+        rows: list[tuple[tuple[str, int], object]] = []
+        for b in page.batches[1:]:
+            if b.versions is None:
+                continue
+            name = b.type
+            keys = [(name, i) for i in b.ids]
+            if written:
+                b.keep([written.get(k) != v for k, v in zip(keys, b.versions, strict=True)])
+                keys = [(name, i) for i in b.ids]
+            rows.extend(zip(keys, b.versions, strict=True))
+        page.ticket = ticket
+        self.pending[ticket] = rows
+        if len(self.pending) > self.PENDING:  # pages the main process dropped: never written
+            del self.pending[next(iter(self.pending))]
+
+
 #: The version of the pipe's framing and of what crosses it; change it with either.
-PROTOCOL = 3
-#: A request: (length of the pickled (type, page number, status, mall id, skip), length of the body),
-#: then those two; an answer: its length, then the pickled `StagedPage` or `Refused`.
+PROTOCOL = 4
+#: A request: (length of the pickled (type, page number, status, mall id, skip, ticket, tickets
+#: written since the last request), length of the body), then those two; an answer: its
+#: length, then the pickled `StagedPage` or `Refused`.
 REQUEST = struct.Struct("!II")
 ANSWER = struct.Struct("!I")
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
     """Answer the requests on `inp` (see `REQUEST`) in order, until end of input."""
+    sent = Sent()
     while True:
         head = inp.read(REQUEST.size)
         if len(head) < REQUEST.size:
@@ -301,8 +353,11 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
         meta, body = inp.read(meta_size), inp.read(body_size)
         if len(meta) < meta_size or len(body) < body_size:
             return
-        type_name, number, status, mall_id, skip = pickle.loads(meta)
+        type_name, number, status, mall_id, skip, ticket, written = pickle.loads(meta)
+        sent.confirm(written)
         result = stage_request((type_name, body, number, status, mall_id, skip))
+        if isinstance(result, StagedPage):
+            sent.filter(result, ticket)
         answer = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         out.write(ANSWER.pack(len(answer)) + answer)
         out.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
@@ -25,7 +26,9 @@ from tests.mirror_compare import compare
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def make_settings(emu: Emulator, db: Path, **upstream: Any) -> Settings:
+def make_settings(
+    emu: Emulator, db: Path, *, parse_workers: int | None = None, **upstream: Any
+) -> Settings:
     up: dict[str, Any] = {
         "base_url": emu.base_url,
         "email": emu.email,
@@ -36,7 +39,10 @@ def make_settings(emu: Emulator, db: Path, **upstream: Any) -> Settings:
         "timeout": 10.0,
     }
     up.update(upstream)
-    return parse_config({"upstream": up, "mirror": {"path": str(db)}})
+    config: dict[str, Any] = {"upstream": up, "mirror": {"path": str(db)}}
+    if parse_workers is not None:
+        config["backfill"] = {"parse_workers": parse_workers}
+    return parse_config(config)
 
 
 async def run_backfill(
@@ -102,6 +108,53 @@ async def test_backfill_mirrors_every_type_exactly(emulator: Emulator, tmp_path:
     assert conn.execute("pragma journal_mode").fetchone()[0] == "wal"
     assert linked == linked  # join executed without error
     conn.close()
+
+
+async def test_included_rows_cross_once_and_every_linked_row_lands(
+    make_emulator: Callable[..., contextlib.AbstractAsyncContextManager[Emulator]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The page worker leaves out included rows the mirror already holds (`staging.Sent`), and
+    yet every image, tag and group a link table names is in its table, as the upstream has it."""
+    received: list[int] = []
+    write = Mirror.write_staged
+
+    def counting(self: Mirror, batches: list[Any], **kw: Any) -> Any:
+        received[-1] += sum(len(b.ids) for b in batches[1:])
+        return write(self, batches, **kw)
+
+    monkeypatch.setattr(Mirror, "write_staged", counting)
+    async with make_emulator(resources=3000, seed=3) as emu:
+        for workers in (0, 1):
+            received.append(0)
+            db = tmp_path / f"w{workers}.db"
+            await run_backfill(make_settings(emu, db, parse_workers=workers))
+            conn = sqlite3.connect(db)
+            conn.row_factory = sqlite3.Row
+            for target in ("images", "tags", "groups"):
+                have = {int(i): a for i, a in emu.snapshot(target).items()}
+                links = [
+                    t
+                    for (t,) in conn.execute("select name from sqlite_master where type='table'")
+                    if t.endswith(f"_{target}")
+                ]
+                linked = {
+                    i
+                    for table in links
+                    for (i,) in conn.execute(f"select {target}_id from [{table}]")
+                }
+                assert linked, target
+                for row in conn.execute(f"select * from {target}").fetchall():
+                    linked.discard(row["id"])
+                    served = have[row["id"]]  # as the upstream has it now
+                    assert all(
+                        row[k] == v for k, v in served.items() if isinstance(v, str | int)
+                    ), (workers, target, row["id"])
+                assert not linked, (workers, target, linked)  # every linked row landed
+            conn.close()
+    in_process, through_worker = received
+    assert through_worker < in_process * 0.6, received
 
 
 def test_sideload_trim_covers_only_types_the_backfill_lists_itself() -> None:

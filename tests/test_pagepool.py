@@ -5,6 +5,7 @@ running."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -60,7 +61,9 @@ async def test_worker_stages_exactly_as_in_process(emulator: Emulator, tmp_path:
         for name, body, mall in pages:
             got = await pool.stage(name, body, number=1, url="http://x/", status=200, mall_id=mall)
             want = stage_listing(name, body, number=1, url="", status=200, mall_id=mall)
-            assert got == want
+            assert got.ticket  # the worker's number for it (`staging.Sent`)
+            got.ticket = 0
+            assert got == want  # none of these pages was reported written: nothing left out
             assert got.resources > 0 and got.batches[0].rows
         assert not pool._procs[0].gone
 
@@ -79,6 +82,69 @@ async def test_worker_leaves_out_the_skipped_included_types(
     assert [b.type for b in got.batches] == [b.type for b in whole.batches if b.type != "stores"]
     assert got.batches[0] == whole.batches[0]  # the deals and their links are untouched
     assert got.batches[0].links["stores"]
+
+
+def _page(deal: int, images: list[tuple[int, str]]) -> bytes:
+    """A deals page of one deal and its images (id, updated_at), as the upstream sends it."""
+    doc = {
+        "data": [
+            {
+                "id": str(deal),
+                "type": "deals",
+                "attributes": {"title": f"deal {deal}", "updated_at": "2026-01-01T00:00:00.000Z"},
+                "relationships": {
+                    "images": {"data": [{"id": str(i), "type": "images"} for i, _ in images]}
+                },
+            }
+        ],
+        "included": [
+            {"id": str(i), "type": "images", "attributes": {"url": f"/{i}.jpg", "updated_at": v}}
+            for i, v in images
+        ],
+    }
+    return json.dumps(doc).encode()
+
+
+def _images(page: staging.StagedPage) -> list[int]:
+    return [i for b in page.batches[1:] if b.type == "images" for i in b.ids]
+
+
+async def test_worker_sends_an_included_row_once_it_is_written() -> None:
+    v1, v2 = "2026-01-01T00:00:00.000Z", "2026-02-01T00:00:00.000Z"
+    async with PagePool(1) as pool:
+
+        async def stage(deal: int, images: list[tuple[int, str]]) -> staging.StagedPage:
+            body = _page(deal, images)
+            return await pool.stage("deals", body, number=1, url="u", status=200, mall_id=None)
+
+        first = await stage(1, [(10, v1), (11, v1)])
+        assert _images(first) == [10, 11]
+        # Not reported written (its task was cancelled, say): the next page carries them again.
+        second = await stage(2, [(10, v1), (11, v1)])
+        assert _images(second) == [10, 11]
+        pool.written(second)
+        # Written: left out, unless the copy is another version; a new image comes as ever.
+        third = await stage(3, [(10, v1), (11, v2), (12, v1)])
+        assert _images(third) == [11, 12]
+        assert third.batches[0].links["images"] == [(3, [10, 11, 12])]  # links stay whole
+        pool.written(third)
+        fourth = await stage(4, [(10, v1), (11, v2), (12, v1)])
+        assert _images(fourth) == []
+
+
+def test_sent_forgets_pages_never_written_and_stays_bounded() -> None:
+    sent = staging.Sent()
+    for ticket in range(1, sent.PENDING + 10):
+        page = staging.stage_listing(
+            "deals", _page(ticket, [(ticket, "v")]), number=1, url="", status=200, mall_id=None
+        )
+        sent.filter(page, ticket)
+    assert len(sent.pending) == sent.PENDING and 1 not in sent.pending
+    sent.confirm([1, sent.PENDING + 5])  # 1 was forgotten: it stays unsent-as-written
+    assert list(sent.written) == [("images", sent.PENDING + 5)]
+    sent.written = {("images", -i): "v" for i in range(sent.LIMIT)}
+    sent.confirm([sent.PENDING + 6])
+    assert list(sent.written) == [("images", sent.PENDING + 6)]  # full: emptied, then filled
 
 
 async def test_bad_page_is_refused_with_its_url_through_the_worker() -> None:

@@ -13,6 +13,9 @@ With --repeat K (default 3) the two run alternately K times each and the best ru
 compared: on a shared machine a neighbour's burst slows one run, never speeds one up, so the
 best of several is the fairest reading of each pipeline (every run is printed too; peak RSS is
 the worst run's).
+The emulator keeps the page bodies it serves (`sync emulator --page-cache-mb`; here
+`--emulator-cache-mb`, default 4096, 0 for off), so after the first round it costs the machine
+little CPU, as a real upstream on its own servers would (see `_common.EMULATOR_CACHE_MB`).
 Run:
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python bench/backfill_vs_limit.py [--n 200000] [--concurrency 4] [--repeat 3]

@@ -298,7 +298,7 @@ class Sent:
     (rows are then sent again, as from a new worker), and unconfirmed pages are forgotten.
     """
 
-    LIMIT = 50_000
+    LIMIT = 20_000  # ~5 MB; at 100k resources as good as 50k (bytes sent 46.8 MB either way)
     PENDING = 512
 
     def __init__(self) -> None:

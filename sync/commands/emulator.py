@@ -134,3 +134,9 @@ def emulator_command(
         click.echo("Ctrl-C or SIGTERM stops it.", err=False)
 
     run_async(serve_forever(emu, port, mutations_per_second, announce))
+    cache = emu.app.pages
+    if cache.enabled:
+        click.echo(
+            f"page cache: {len(cache):,} pages, {cache.used / 1e6:,.0f} MB, "
+            f"{cache.hits:,} hits, {cache.misses:,} misses"
+        )

@@ -36,7 +36,7 @@ from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.config import ManagementSettings, Settings
-from sync.errors import ForbiddenError, UpstreamError
+from sync.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.logs import get_logger
 from sync.pagepool import PagePool
 from sync.progress import NullProgress, Progress
@@ -405,10 +405,17 @@ class Backfill:
         await bounded(malls, self.limit, lambda m: self.refresh_hours(m, today, end))
 
     async def refresh_hours(self, mall_id: int, start: date, end: date) -> None:
-        """Replace one mall's hours in [start, end] and its current hours."""
+        """Replace one mall's hours in [start, end] and its current hours.
+
+        A mall deleted upstream since it was listed answers 404: its hours are skipped (its
+        deletion reaches the mirror through the deletions feed), and the other malls' hours,
+        and the pages running beside them, go on.
+        """
         try:
             items = await self.client.hours(mall_id, start, end)
             self.mirror.write_hours(mall_id, items, start, end)
             self.mirror.write_current_hours(mall_id, await self.client.current_hours(mall_id))
         except ForbiddenError as exc:
             self.log.warning("backfill.hours_forbidden", mall_id=mall_id, hint=exc.hint)
+        except NotFoundError:
+            self.log.info("backfill.hours_mall_gone", mall_id=mall_id)

@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Callable
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,26 @@ async def test_included_rows_cross_once_and_every_linked_row_lands(
             conn.close()
     in_process, through_worker = received
     assert through_worker < in_process * 0.6, received
+
+
+async def test_hours_of_a_mall_deleted_upstream_are_skipped(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """The hours run beside the pages: a mall gone upstream (404) must not stop the others."""
+    settings = make_settings(emulator, tmp_path / "m.db")
+    gone, kept = sorted(int(m) for m in emulator.ids("malls"))[:2]
+    emulator.delete("malls", gone)
+    mirror = Mirror.open(settings.mirror.path)
+    try:
+        async with ChannelClient(settings.upstream) as client:
+            backfill = Backfill(client, mirror, settings)
+            start = date.today()
+            await backfill.refresh_hours(gone, start, start + timedelta(days=3))
+            await backfill.refresh_hours(kept, start, start + timedelta(days=3))
+        malls = {r[0] for r in mirror.conn.execute("select mall_id from current_hours")}
+        assert malls == {kept}
+    finally:
+        mirror.close()
 
 
 def test_sideload_trim_covers_only_types_the_backfill_lists_itself() -> None:

@@ -287,9 +287,9 @@ def bulk_gc() -> None:
 class Sent:
     """A worker's memory of the included rows the main process has written, to send them once.
 
-    Images and tags repeat on page after page (~40 % of a backfill's included rows are copies
-    the mirror already holds): pickling them, and unpickling and comparing them in the main
-    process, cost both processes CPU for rows the writer then skips. A worker leaves out an
+    Images and tags repeat on page after page (at 100k resources, 130k included rows come with
+    the pages, 16.5k of them distinct): pickling the copies, and unpickling and comparing them
+    in the main process, cost both processes CPU for rows the writer then skips. A worker leaves out an
     included row whose (type, id) and version are in `written`. A row enters `written` only
     when the main process reports that the page which carried it was written (`confirm`,
     with the next request): a page staged here but dropped there (its task cancelled: a type

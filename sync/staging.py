@@ -322,11 +322,11 @@ class Sent:
             if b.versions is None:
                 continue
             name = b.type
-            keys = [(name, i) for i in b.ids]
             if written:
-                b.keep([written.get(k) != v for k, v in zip(keys, b.versions, strict=True)])
-                keys = [(name, i) for i in b.ids]
-            rows.extend(zip(keys, b.versions, strict=True))
+                b.keep(
+                    [written.get((name, i)) != v for i, v in zip(b.ids, b.versions, strict=True)]
+                )
+            rows.extend((((name, i), v) for i, v in zip(b.ids, b.versions, strict=True)))
         page.ticket = ticket
         self.pending[ticket] = rows
         if len(self.pending) > self.PENDING:  # pages the main process dropped: never written

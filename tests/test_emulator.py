@@ -667,6 +667,8 @@ async def test_cli_serves_prints_and_stops_on_sigterm() -> None:
         "300",
         "--port",
         "0",
+        "--page-cache-mb",
+        "8",
         cwd=ROOT,
         env=dict(os.environ),
         stdout=asyncio.subprocess.PIPE,
@@ -681,5 +683,8 @@ async def test_cli_serves_prints_and_stops_on_sigterm() -> None:
         client = Signed(http, base, "demo@example.com", "demo-password")
         await client.login()
         assert (await client.get("/malls"))[0] == 200
+        assert (await client.get("/malls"))[0] == 200  # the second from the page cache
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(proc.wait(), 15) == 0
+    rest = (await proc.stdout.read()).decode()
+    assert "page cache: 1 pages" in rest and "1 hits, 1 misses" in rest, rest

@@ -24,7 +24,7 @@ from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.logs import get_logger
 from sync.reconcile import Scope, parse_id
-from sync.stamps import iso_ms, shift
+from sync.stamps import iso_ms, normalize_or_none, shift
 from sync.store import Mirror
 
 DELETIONS = catalogue.DELETIONS_FEED
@@ -55,10 +55,12 @@ async def walk_by_stamp(
         if page.resources:
             on_page(page)
             result.rows += len(page.resources)
+            # Normalised: the cursor is compared as text and sent back as a filter value; a
+            # row with an unreadable stamp moves no cursor (its write logs the problem).
             stamps = [
                 s
                 for r in page.resources
-                if isinstance(s := (r.get("attributes") or {}).get(stamp_field), str)
+                if (s := normalize_or_none((r.get("attributes") or {}).get(stamp_field)))
             ]
             top = max(stamps) if stamps else None
             if top is not None and (result.cursor is None or top > result.cursor):

@@ -27,8 +27,11 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.pages import decode, to_page
 from sync.errors import BadResponseError
+from sync.stamps import ABSOLUTE, CANONICAL, StampError
+from sync.stamps import normalize as normalize_stamp
 
 _MISSING = object()
+ABSOLUTE_STAMPS = tuple(sorted(ABSOLUTE))
 _INT64_MAX = 2**63 - 1
 
 
@@ -89,6 +92,8 @@ class Staged:
     links: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
     versions: list[object] | None = None
     dropped: int = 0
+    #: Resources left out because a stamp could not be read: (id, what was wrong).
+    refused: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def rtype(self) -> ResourceType:
@@ -145,6 +150,21 @@ def stage(
             continue  # not an id the mirror can key: skip rather than poison the page
         doc: dict[str, Any] = res.get("attributes") or {}
         extra: dict[str, Any] = {}
+        bad = None
+        for k in ABSOLUTE_STAMPS:
+            v = doc.get(k)
+            if v is None or (type(v) is str and CANONICAL.fullmatch(v)):
+                continue
+            try:
+                if not isinstance(v, str):
+                    raise StampError(f"{str(v)[:60]!r} is not a timestamp string")
+                extra[k] = normalize_stamp(v)
+            except StampError as exc:
+                bad = f"{k}: {exc}"
+                break
+        if bad is not None:
+            b.refused.append((rid, bad))  # logged by the writer; the mirror keeps its copy
+            continue
         meta = res.get("meta")
         if meta:
             extra.update((f"meta_{k}", v) for k, v in meta.items())
@@ -175,7 +195,8 @@ def stage(
         b.ids.append(rid)
         docs.append(doc)
         if b.versions is not None:
-            b.versions.append(version(res))
+            stamp = doc.get("updated_at")
+            b.versions.append(stamp if isinstance(stamp, str) else version(res))
     b.columns = cols = tuple(sorted(keys))
     rows = b.rows
     for rid, doc in zip(b.ids, docs, strict=True):
@@ -334,7 +355,7 @@ class Sent:
 
 
 #: The version of the pipe's framing and of what crosses it; change it with either.
-PROTOCOL = 4
+PROTOCOL = 5
 #: A request: (length of the pickled (type, page number, status, mall id, skip, ticket, tickets
 #: written since the last request), length of the body), then those two; an answer: its
 #: length, then the pickled `StagedPage` or `Refused`.

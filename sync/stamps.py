@@ -6,6 +6,7 @@ upstream's own `updated_at` and `created_at` values.
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -27,3 +28,61 @@ def shift(stamp: str, seconds: float) -> str:
     fmt = "%Y-%m-%dT%H:%M:%S.%f" if "T" in s else "%Y-%m-%d"
     dt = datetime.strptime(s, fmt).replace(tzinfo=UTC) + timedelta(seconds=seconds)
     return iso_ms(dt.timestamp())
+
+
+#: Attributes the spec calls absolute timestamps (ISO 8601 UTC): normalised on write so that
+#: text order is time order. Relative ones (display_at, start_at, end_at: `YYYY-MM-DD HH:mm:ss`
+#: with no zone) are stored as served.
+ABSOLUTE = frozenset(
+    {
+        "created_at",
+        "updated_at",
+        "opening_date",
+        "trending_expired_at",
+        "confirmed_at",
+        "token_expired_at",
+    }
+)
+
+CANONICAL = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+class StampError(ValueError):
+    """An absolute timestamp that is not ISO 8601."""
+
+
+def normalize(stamp: str) -> str:
+    """An absolute ISO 8601 stamp in the one fixed-width form `YYYY-MM-DDTHH:MM:SS.sssZ` (UTC).
+
+    The spec promises `...SS.sssZ`, but an upstream that sends `...:00Z`, `.123456Z` or
+    `+01:00` would otherwise compare wrongly as text against stored stamps (the write guard and
+    the poll cursors compare text): `2026-01-01T01:00:00+01:00` is older than
+    `2026-01-01T00:30:00.000Z`. A stamp without a zone is taken as UTC (the spec says UTC); a
+    bare date is midnight UTC. Sub-millisecond digits are truncated. Raises `StampError` for
+    anything else, with the value in the message.
+    """
+    if CANONICAL.fullmatch(stamp):
+        return stamp  # the common case: one regex match, no parsing
+    text = stamp.strip()
+    if text.endswith(("z", "Z")):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise StampError(f"{stamp[:60]!r} is not an ISO 8601 timestamp") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    dt = dt.astimezone(UTC)
+    if not 1 <= dt.year <= 9999:
+        raise StampError(f"{stamp[:60]!r} is out of range")
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def normalize_or_none(stamp: object) -> str | None:
+    """`normalize` for values of unknown type: None for anything that is not a valid stamp."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return normalize(stamp)
+    except StampError:
+        return None

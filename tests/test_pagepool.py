@@ -132,17 +132,20 @@ async def test_worker_sends_an_included_row_once_it_is_written() -> None:
         assert _images(fourth) == []
 
 
+V = "2026-01-01T00:00:00.000Z"
+
+
 def test_sent_forgets_pages_never_written_and_stays_bounded() -> None:
     sent = staging.Sent()
     for ticket in range(1, sent.PENDING + 10):
         page = staging.stage_listing(
-            "deals", _page(ticket, [(ticket, "v")]), number=1, url="", status=200, mall_id=None
+            "deals", _page(ticket, [(ticket, V)]), number=1, url="", status=200, mall_id=None
         )
         sent.filter(page, ticket)
     assert len(sent.pending) == sent.PENDING and 1 not in sent.pending
     sent.confirm([1, sent.PENDING + 5])  # 1 was forgotten: it stays unsent-as-written
     assert list(sent.written) == [("images", sent.PENDING + 5)]
-    sent.written = {("images", -i): "v" for i in range(sent.LIMIT)}
+    sent.written = {("images", -i): V for i in range(sent.LIMIT)}
     sent.confirm([sent.PENDING + 6])
     assert list(sent.written) == [("images", sent.PENDING + 6)]  # full: emptied, then filled
 

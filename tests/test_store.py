@@ -123,6 +123,7 @@ def test_links_replaced_only_with_linkage_and_included_rows(mirror: Mirror) -> N
     mirror.write_page(DEALS, [res(1, "2026-01-02T00:00:00.000Z")])  # no linkage: links kept
     assert links() == [(1, 5, 0), (1, 6, 1)]
     with_links["relationships"]["images"]["data"] = [{"type": "images", "id": "6"}]
+    with_links["attributes"]["updated_at"] = "2026-01-03T00:00:00.000Z"  # a newer copy
     mirror.write_page(DEALS, [with_links])
     assert links() == [(1, 6, 0)]
     assert mirror.get("images", 5)["url"] == "u5"  # type: ignore[index]
@@ -340,7 +341,11 @@ def test_a_failed_page_rolls_back_its_whole_group(
     m = Mirror.open(tmp_path / "m.db")
     m.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
     m.start_group_commit(10)
-    image = {"id": "70", "type": "images", "attributes": {"url": "u", "updated_at": "x"}}
+    image = {
+        "id": "70",
+        "type": "images",
+        "attributes": {"url": "u", "updated_at": "2026-01-01T00:00:00.000Z"},
+    }
     m.write_page(DEALS, [res(1)], [image], checkpoint=PageCheckpoint("deals", "", 1, 4))
     m.write_page(DEALS, [res(2)], checkpoint=PageCheckpoint("deals", "", 2, 4))
     assert m._included_seen

@@ -11,6 +11,8 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from types import TracebackType
 
+from sync.stamps import normalize_or_none
+
 BATCH = 100
 
 
@@ -50,9 +52,11 @@ class Listing:
         return any(r[1] == column for r in self.conn.execute(f"PRAGMA table_info([{self.table}])"))
 
     def add(self, items: Iterable[tuple[int, str | None]]) -> None:
-        """Record one listing page's (id, updated_at) pairs."""
+        """Record one listing page's (id, updated_at) pairs (stamps normalised as the mirror's
+        are, so they compare as text; an unreadable one counts as none)."""
         self.conn.executemany(
-            f"INSERT OR REPLACE INTO temp.[{self.name}] (id, updated_at) VALUES (?, ?)", items
+            f"INSERT OR REPLACE INTO temp.[{self.name}] (id, updated_at) VALUES (?, ?)",
+            ((i, normalize_or_none(u)) for i, u in items),
         )
 
     def counts(self) -> tuple[int, int]:

@@ -31,6 +31,7 @@ import orjson
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.errors import MirrorError
+from sync.logs import get_logger
 from sync.staging import Staged, encode, stage_resources
 from sync.stamps import now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
@@ -38,6 +39,7 @@ from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_log = get_logger("sync.store")
 
 
 @dataclass(frozen=True)
@@ -385,11 +387,21 @@ class Mirror(BookkeepingMixin):
                         rel.link_table(rtype.name), *rel.link_columns(rtype.name)
                     )
         main = batches[0]
+        for b in batches:
+            for rid, why in b.refused:
+                _log.error(
+                    "resource refused: unreadable timestamp",
+                    type=b.type,
+                    id=rid,
+                    problem=why,
+                    fix="the mirror keeps its copy; report the stamp to the upstream",
+                )
         with self._page_transaction():
             for b in batches:
                 self._drop_tombstoned(b)
+                links = self._links_not_older(b)
                 self._upsert(b)
-                self._write_links(b.rtype, b.links)
+                self._write_links(b.rtype, links)
             if scripts:
                 self._write_scripts(scripts)
             if checkpoint is not None:
@@ -422,6 +434,36 @@ class Mirror(BookkeepingMixin):
         if dead:
             b.keep([i not in dead for i in b.ids])
             b.dropped = len(dead)
+
+    def _links_not_older(self, b: Staged) -> dict[str, list[tuple[int, list[int]]]]:
+        """The batch's links, less those of rows the upsert's guard will refuse.
+
+        A row's relationships are part of the row: an older copy (a page fetched before a
+        webhook fetch and written after it, a lagging replica upstream) must change neither
+        its columns nor its links. Read before the upsert, in the same transaction, with the
+        guard's own rule: a stored stamp wins over a missing or smaller one.
+        """
+        if not b.links or "updated_at" not in b.columns or not b.ids:
+            return b.links
+        if "updated_at" not in self.schema.columns(b.rtype.table):
+            return b.links
+        pos = b.columns.index("updated_at") + 1
+        incoming = {row[0]: row[pos] for row in b.rows}
+        owners = list({rid for pairs in b.links.values() for rid, _ in pairs})
+        older: set[int] = set()
+        for start in range(0, len(owners), 500):
+            chunk = owners[start : start + 500]
+            for rid, stored in self.conn.execute(
+                f"SELECT id, updated_at FROM [{b.rtype.table}] WHERE id IN "
+                f"({','.join('?' * len(chunk))}) AND updated_at IS NOT NULL",
+                chunk,
+            ):
+                new = incoming.get(rid)
+                if new is None or new < stored:
+                    older.add(rid)
+        if not older:
+            return b.links
+        return {n: [(o, r) for o, r in pairs if o not in older] for n, pairs in b.links.items()}
 
     def _upsert(self, b: Staged) -> None:
         if b.ids:

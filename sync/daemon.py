@@ -24,6 +24,7 @@ import structlog
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from sync import sideloads
 from sync.backfill import Backfill, BackfillReport, mirror_management_press
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
@@ -152,6 +153,9 @@ class Daemon:
     async def reconcile_all(self) -> None:
         for rtype in self.types:
             await self._skip_forbidden(rtype, self._reconcile_type(rtype))
+        pruned = sideloads.prune(self.mirror)
+        if pruned:
+            self.log.info("sideloads.pruned", **pruned)
 
     async def _reconcile_type(self, rtype: ResourceType) -> None:
         for group in group_by_mall(scopes_of(rtype, self._malls())):

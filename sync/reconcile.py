@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sync import catalogue
+from sync import catalogue, sideloads
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
@@ -102,6 +102,7 @@ class Reconciler:
         with self.mirror.listing(rtype.name, mall_id) as listing:
             for scope in scopes:
                 async for page in self._sparse_pages(scope):
+                    sideloads.apply_page(self.mirror, rtype, page.resources, page.included)
                     listing.add(
                         (parse_id(r["id"]), (r.get("attributes") or {}).get("updated_at"))
                         for r in page.resources
@@ -148,11 +149,13 @@ class Reconciler:
         return max(int(local * self.max_delete_share), 10)
 
     async def _sparse_pages(self, scope: Scope) -> AsyncIterator[Page]:
-        fields = ["updated_at"] if scope.rtype.has_updated_at else []
+        # Ids and stamps, plus the sideloads whole with each owner's linkage (`sync.sideloads`).
+        fields, extra = sideloads.params(scope.rtype)
         async for page in self.client.iter_pages(
             scope.rtype,
             mall_id=scope.mall_id,
             scope_params=scope.params,
+            params=extra,
             fields=fields,
             include=False,
         ):

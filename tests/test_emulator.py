@@ -416,8 +416,18 @@ async def test_touch_and_cascade(emulator: Emulator) -> None:
     )
     image = emulator.resource("deals", deal, ["images"])["relationships"]["images"]["data"][0]["id"]
     before = emulator.snapshot("deals")[deal]["updated_at"]
+    emulator.update("images", image)  # by default owners are not touched (the hard case)
+    assert emulator.snapshot("deals")[deal]["updated_at"] == before
+    emulator.data.touch_owners = True
     emulator.update("images", image)
     assert emulator.snapshot("deals")[deal]["updated_at"] > before
+    # A deleted image leaves its owners' linkage, under an unchanged stamp by default.
+    emulator.data.touch_owners = False
+    stamp = emulator.snapshot("deals")[deal]["updated_at"]
+    emulator.delete("images", image)
+    linked = emulator.resource("deals", deal, ["images"])["relationships"]["images"]["data"]
+    assert image not in [d["id"] for d in linked]
+    assert emulator.snapshot("deals")[deal]["updated_at"] == stamp
     mall = emulator.ids("malls")[0]
     stores = emulator.ids("stores", mall_id=mall)
     emulator.delete("malls", mall)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from sync import logs
+from sync import logs, sideloads
 from sync.channel.client import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
 from sync.config import Settings
@@ -45,6 +45,8 @@ async def reconcile(settings: Settings, *, force: bool = False) -> dict[str, tup
                     fetched += result.fetched
                     removed += result.removed
                 out[rtype.name] = (fetched, removed)
+            for name, n in sideloads.prune(mirror).items():
+                out[name] = (0, n)
     finally:
         mirror.close()
     return out

@@ -91,6 +91,12 @@ from sync.emulator.server import serve_forever
     help="Keep up to this many MB of collection page bodies, reused until the data changes "
     "(the benchmarks use it so the emulator takes little CPU; 0: off).",
 )
+@click.option(
+    "--touch-owners",
+    is_flag=True,
+    help="Editing or deleting an image, tag or group also bumps its owners' updated_at "
+    "(off by default: the spec does not promise it, and sync must not depend on it).",
+)
 @fail_cleanly
 def emulator_command(
     resources: int,
@@ -110,6 +116,7 @@ def emulator_command(
     webhook_reorder: bool,
     clock_offset: float,
     page_cache_mb: int,
+    touch_owners: bool,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     emu = Emulator(
@@ -119,6 +126,7 @@ def emulator_command(
         password=password,
         page_cache_mb=page_cache_mb,
     )
+    emu.data.touch_owners = touch_owners
     f = emu.faults
     f.error_rate, f.rate_429, f.latency, f.drop_rate = error_rate, rate_429, latency, drop_rate
     f.webhook_loss_rate, f.webhook_duplicate_rate = webhook_loss_rate, webhook_duplicate_rate

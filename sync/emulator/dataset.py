@@ -4,8 +4,9 @@
 consistent relationships (a store's mall exists, a job listing's store exists) and one mall per
 mall-scoped resource. Mutations (create, update, delete) keep `updated_at` strictly increasing
 per resource (millisecond precision, several updates within one second possible), append to the
-deletions feed, touch the owners of changed images/tags/groups (those types have no list route,
-so owners must show the change, like Rails `touch: true`), and notify listeners (the webhooks).
+deletions feed, and notify listeners (the webhooks). An edited or deleted image/tag/group leaves
+its owners' `updated_at` alone unless `touch_owners` is set (like Rails `touch: true`): the spec
+does not promise it, so the emulator serves the hard case by default.
 
 Speed: a resource's JSON is encoded once per variant and cached on the record; a page is
 assembled by joining bytes. Every mutation bumps the type's version, which invalidates the query
@@ -219,6 +220,10 @@ class Dataset:
         self.next_id: dict[str, int] = dict.fromkeys(self.by_type, 1)
         self.listeners: list[Listener] = []
         self._last_stamp = 0.0
+        # Whether editing or deleting an image/tag/group also touches its owners (Rails
+        # `touch: true`). The spec does not promise it, so by default owners keep their
+        # `updated_at` (the hard case: only a sideload refresh sees such a change).
+        self.touch_owners = False
         # Generated timestamps lie in 2025, deterministically (not tied to now) and always in
         # the past, so a client's cursor never starts ahead of the changes made while serving.
         self.epoch = 1_735_689_600.0 + seed % 1000  # 2025-01-01
@@ -631,10 +636,19 @@ class Dataset:
         if type_name in ("images", "tags", "groups"):
             for owner_type, owner_id in sorted(self.owners.get((type_name, rid), ())):
                 owner = self.by_type[owner_type].get(owner_id)
-                if owner is not None:
+                if owner is None:
+                    continue
+                if self.touch_owners:
                     self.touch(owner)
                     self._notify("update", owner_type, owner_id)
+                else:
+                    self.version[owner_type] += 1  # pages that include it change; stamps do not
         return rec
+
+    def _untouched(self, rec: Rec) -> None:
+        """A change to `rec`'s linkage that leaves its `updated_at` as it was."""
+        rec.enc.clear()
+        self.version[rec.type] += 1
 
     def delete(self, type_name: str, rid: int) -> Rec:
         """Delete a resource (and a mall's resources); returns the deletions entry."""
@@ -656,8 +670,11 @@ class Dataset:
                         and rid in value
                     ):
                         value.remove(rid)
-                self.touch(owner)
-                self._notify("update", owner_type, owner_id)
+                if self.touch_owners:
+                    self.touch(owner)
+                    self._notify("update", owner_type, owner_id)
+                else:
+                    self._untouched(owner)
         stamp = self._fresh_stamp(None)
         did = self.next_id["deletions"]
         self.next_id["deletions"] += 1

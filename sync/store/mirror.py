@@ -374,18 +374,7 @@ class Mirror(BookkeepingMixin):
             if b.versions is not None:
                 name = b.type
                 b.keep([seen.get((name, i)) != v for i, v in zip(b.ids, b.versions, strict=True)])
-        # Schema changes first: sqlite-utils commits on its own, so never inside our transaction.
-        for b in batches:
-            rtype = b.rtype
-            if b.ids:
-                known = self.schema.columns(rtype.table)
-                if not known or not known.issuperset(b.columns):
-                    self.schema.ensure_content(rtype.table, {"id": b.ids[0], **b.samples})
-            for rel in rtype.relationships:
-                if not rel.to_one and rel.name in b.links:
-                    self.schema.ensure_link(
-                        rel.link_table(rtype.name), *rel.link_columns(rtype.name)
-                    )
+        self._ensure_schema(batches)
         main = batches[0]
         for b in batches:
             for rid, why in b.refused:
@@ -434,6 +423,109 @@ class Mirror(BookkeepingMixin):
         if dead:
             b.keep([i not in dead for i in b.ids])
             b.dropped = len(dead)
+
+    def _ensure_schema(self, batches: Sequence[Staged]) -> None:
+        """Tables, columns and link tables the batches need.
+
+        Schema changes first: sqlite-utils commits on its own, so never inside our transaction.
+        """
+        for b in batches:
+            rtype = b.rtype
+            if b.ids:
+                known = self.schema.columns(rtype.table)
+                if not known or not known.issuperset(b.columns):
+                    self.schema.ensure_content(rtype.table, {"id": b.ids[0], **b.samples})
+            for rel in rtype.relationships:
+                if not rel.to_one and rel.name in b.links:
+                    self.schema.ensure_link(
+                        rel.link_table(rtype.name), *rel.link_columns(rtype.name)
+                    )
+
+    def write_sideloads(
+        self,
+        rtype: ResourceType,
+        included: Sequence[Staged],
+        links: dict[str, list[tuple[int, list[int]]]],
+        stamps: dict[int, Any],
+    ) -> int:
+        """A reconcile page's sideloads (`sync.sideloads`): the included rows, and the links of
+        the listed owners whose mirrored `updated_at` equals the listed one (`stamps`), in one
+        transaction. Owners not mirrored, or mirrored at another stamp, are left alone.
+        Returns how many owners' links were replaced."""
+        self._ensure_schema(included)
+        owners = list({rid for pairs in links.values() for rid, _ in pairs})
+        if owners and self.has_table(rtype.table):
+            for rel in rtype.relationships:
+                if not rel.to_one and rel.name in links:
+                    self.schema.ensure_link(
+                        rel.link_table(rtype.name), *rel.link_columns(rtype.name)
+                    )
+        with self._page_transaction():
+            for b in included:
+                self._drop_tombstoned(b)
+                own = self._links_not_older(b)
+                self._upsert(b)
+                self._write_links(b.rtype, own)
+            same: set[int] = set()
+            if owners and self.has_table(rtype.table):
+                guard = "updated_at" in self.schema.columns(rtype.table)
+                for start in range(0, len(owners), 500):
+                    chunk = owners[start : start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    col = "updated_at" if guard else "NULL"
+                    for rid, stored in self.conn.execute(
+                        f"SELECT id, {col} FROM [{rtype.table}] WHERE id IN ({marks})", chunk
+                    ):
+                        if stored == stamps.get(rid):
+                            same.add(rid)
+                self._write_links(
+                    rtype,
+                    {n: [(o, r) for o, r in pairs if o in same] for n, pairs in links.items()},
+                )
+        self._grouped()
+        for b in included:
+            for key in zip([b.type] * len(b.ids), b.ids, strict=True):
+                self._included_seen.pop(key, None)
+        return len(same)
+
+    def prune_unreferenced(self, types: Sequence[str]) -> dict[str, int]:
+        """Delete rows of `types` that no link table or to-one column references, then the
+        links those rows owned. In `types` order: an image pruned first frees its tags."""
+        removed: dict[str, int] = {}
+        for target in types:
+            if not self.has_table(target):
+                continue
+            refs: list[str] = []
+            for name, rtype in catalogue.TYPES.items():
+                for rel in rtype.relationships:
+                    if rel.target != target:
+                        continue
+                    if rel.to_one:
+                        if rel.column in self.schema.columns(name):
+                            refs.append(f"SELECT [{rel.column}] FROM [{name}]")
+                    elif self.has_table(table := rel.link_table(name)):
+                        refs.append(f"SELECT [{rel.link_columns(name)[1]}] FROM [{table}]")
+            where = f"id NOT IN ({' UNION '.join(refs)})" if refs else "1"
+            self.conn.execute("SAVEPOINT sync_tx")
+            try:
+                n = self.conn.execute(f"DELETE FROM [{target}] WHERE {where}").rowcount
+                for rel in catalogue.TYPES[target].relationships:
+                    table = rel.link_table(target)
+                    if not rel.to_one and self.has_table(table):
+                        owner = rel.link_columns(target)[0]
+                        self.conn.execute(
+                            f"DELETE FROM [{table}] WHERE [{owner}] NOT IN "
+                            f"(SELECT id FROM [{target}])"
+                        )
+                self.conn.execute("RELEASE sync_tx")
+            except BaseException:
+                self.conn.execute("ROLLBACK TO sync_tx")
+                self.conn.execute("RELEASE sync_tx")
+                raise
+            if n:
+                removed[target] = n
+                self._included_seen.clear()
+        return removed
 
     def _links_not_older(self, b: Staged) -> dict[str, list[tuple[int, list[int]]]]:
         """The batch's links, less those of rows the upsert's guard will refuse.

@@ -1,0 +1,76 @@
+"""Sideloaded types (images, tags, groups): kept fresh and pruned, whether or not an owner changed.
+
+These types have no list route: they reach the mirror only as `included` copies beside their
+owners. The spec does not promise that an owner's `updated_at` moves when one of its images is
+edited or deleted, so neither polls (which follow owners' stamps) nor the id/stamp reconcile
+would ever see such a change. This module closes that gap, once per reconcile cycle:
+
+- `params` is what a reconcile listing asks for besides ids and stamps: the owners'
+  sideload relationships (`include=images,tags` and the relationship names in the owner's
+  sparse fieldset, so each owner's linkage comes back), with the included resources whole.
+- `apply_page` writes the included rows of one such page (an image is still guarded by its
+  own `updated_at`; tags and groups, which have none, take the served copy), and replaces the
+  sideload links of every owner whose mirrored copy has the same `updated_at` as the listed
+  one: the linkage changed under an unchanged stamp (an image deleted upstream drops out of
+  it). Owners listed with another stamp are left to the reconcile, which refetches them whole.
+- `prune` removes the sideloaded rows no link references any more, and the links of removed
+  rows (an image's tags).
+
+Cost: the reconcile listing pages carry the included rows (bytes), not more requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sync import catalogue
+from sync.catalogue import ResourceType
+from sync.staging import stage_resources
+from sync.store import Mirror
+
+#: The types that only ever arrive as sideloads.
+SIDELOADED: tuple[str, ...] = tuple(n for n, t in catalogue.TYPES.items() if not t.listable)
+
+
+def relationships(rtype: ResourceType) -> tuple[catalogue.Relationship, ...]:
+    """The to-many relationships of `rtype` to sideloaded types."""
+    return tuple(r for r in rtype.relationships if not r.to_one and r.target in SIDELOADED)
+
+
+def params(rtype: ResourceType) -> tuple[list[str], dict[str, str]]:
+    """(sparse fieldset, extra query parameters) of a reconcile listing of `rtype`."""
+    rels = relationships(rtype)
+    fields = ["updated_at"] if rtype.has_updated_at else []
+    if not rels:
+        return fields, {}
+    fields += [r.name for r in rels]
+    return fields, {"include": ",".join(r.name for r in rels)}
+
+
+def apply_page(
+    mirror: Mirror,
+    rtype: ResourceType,
+    resources: Sequence[dict[str, Any]],
+    included: Sequence[dict[str, Any]],
+) -> int:
+    """Write one reconcile page's sideloads and the unchanged owners' links; see the module
+    docstring. Returns how many owners' links were compared."""
+    rels = relationships(rtype)
+    if not rels or not resources:
+        return 0
+    batches = stage_resources(rtype, resources, included)
+    owner = batches[0]
+    stamps: dict[int, Any] = {}
+    if "updated_at" in owner.columns:
+        pos = owner.columns.index("updated_at") + 1
+        stamps = {row[0]: row[pos] for row in owner.rows}
+    links = {
+        name: pairs for name, pairs in owner.links.items() if any(r.name == name for r in rels)
+    }
+    return mirror.write_sideloads(rtype, batches[1:], links, stamps)
+
+
+def prune(mirror: Mirror) -> dict[str, int]:
+    """Remove sideloaded rows that no link of any owner references; returns counts by type."""
+    return mirror.prune_unreferenced(SIDELOADED)

@@ -35,6 +35,7 @@ class Comparison:
     """Differences between a mirror and the emulator."""
 
     rows_compared: int = 0
+    sideloads_compared: int = 0  # images, tags, groups (a full compare only)
     missing: dict[str, list[str]] = field(default_factory=dict)
     extra: dict[str, list[str]] = field(default_factory=dict)
     stale: dict[str, list[str]] = field(default_factory=dict)
@@ -90,9 +91,46 @@ def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) ->
                 common = sorted(set(upstream) & set(local), key=int)
                 out.stale_links[name] = _compare_links(conn, tables, emu, name, rels, common, local)
                 out.links_compared += len(common) * len(rels)
+        if types is None:
+            _compare_sideloads(conn, tables, emu, out)
     finally:
         conn.close()
     return out
+
+
+def _compare_sideloads(
+    conn: sqlite3.Connection, tables: set[str], emu: Emulator, out: Comparison
+) -> None:
+    """Images, tags and groups: the mirror holds exactly those some served owner links to,
+    with the values the upstream serves now (they have no listing of their own)."""
+    sideloaded = [n for n, t in catalogue.TYPES.items() if not t.listable]
+    referenced: dict[str, set[str]] = {n: set() for n in sideloaded}
+    for name in catalogue.LISTABLE:
+        rels = [r for r in catalogue.TYPES[name].relationships if r.target in referenced]
+        if not rels:
+            continue
+        for rid in emu.snapshot(name):
+            served = emu.resource(name, rid, include=[r.name for r in rels])["relationships"]
+            for rel in rels:
+                for d in served.get(rel.name, {}).get("data") or []:
+                    referenced[rel.target].add(str(d["id"]))
+    for name in sideloaded:
+        upstream = emu.snapshot(name)
+        want = {i for i in referenced[name] if i in upstream}
+        local: dict[str, dict[str, Any]] = {}
+        if name in tables:
+            local = {str(r["id"]): dict(r) for r in conn.execute(f"select * from [{name}]")}
+        out.missing[name] = sorted(want - set(local), key=int)
+        out.extra[name] = sorted(set(local) - want, key=int)
+        stale = []
+        for rid in want & set(local):
+            out.sideloads_compared += 1
+            if any(
+                _from_column(local[rid].get(k), v) != _as_stored(v)
+                for k, v in upstream[rid].items()
+            ):
+                stale.append(rid)
+        out.stale[name] = sorted(stale, key=int)
 
 
 def _compare_links(

@@ -151,6 +151,8 @@ def _storm_faults(emu: Emulator) -> None:
     f.stall_rate, f.stall_seconds, f.drop_rate = 0.02, 2.0, 0.01
     f.webhook_loss_rate, f.webhook_duplicate_rate, f.webhook_reorder = 0.2, 0.1, True
     f.clock_offset = 10.0  # inside the 30 s signature window
+    f.stale_rate = 0.05  # a lagging replica answers some listing pages with older copies
+    emu.data.stamp_forms = True  # absolute stamps in several ISO forms of the same instant
 
 
 async def _run_cli(*args: str, env: dict[str, str], log: Path) -> int:
@@ -207,6 +209,13 @@ async def test_mirror_converges_after_a_storm(
             for step in range(plan.mutations):
                 for kind, rtype, rid in emu.mutate_randomly(1, rng.randrange(1 << 30)):
                     ops[kind] += 1
+                    if rng.random() < 0.05:  # a sideload changes or goes; owners untouched
+                        side = rng.choice(["images", "tags", "groups"])
+                        pool = emu.ids(side)
+                        if pool and rng.random() < 0.3:
+                            emu.delete(side, rng.choice(pool))
+                        elif pool:
+                            emu.update(side, rng.choice(pool))
                     if kind != "delete" and rng.random() < 0.1:
                         for _ in range(rng.randint(1, 3)):  # the same row again, same second
                             emu.update(rtype, rid)
@@ -252,7 +261,7 @@ async def test_mirror_converges_after_a_storm(
             f"notices lost {lost} + {emu.dispatcher.auto_unsubscribed} auto-unsubscriptions + "
             f"{unsubscribed} removed by hand; forced logouts {logouts}; faults injected {injected}; "
             f"kills {daemon.starts - 1}; rows compared {result.rows_compared} "
-            f"(and {result.links_compared} relationships); "
+            f"(and {result.links_compared} relationships, {result.sideloads_compared} sideloaded rows); "
             f"differences before the final reconcile {before.differences}; "
             f"differences {result.differences}"
         )
@@ -260,6 +269,7 @@ async def test_mirror_converges_after_a_storm(
             print("\n" + summary)
         assert daemon.starts - 1 == plan.kills
         assert result.rows_compared > plan.resources // 2
+        assert result.sideloads_compared > 0
         assert result.differences == 0, f"{replay}: {result.summary()}\n{daemon.tail()}"
         leaks = _mirror_has_secret(db, [emu.password, SECRET])
         assert not leaks, leaks

@@ -97,6 +97,19 @@ from sync.emulator.server import serve_forever
     help="Editing or deleting an image, tag or group also bumps its owners' updated_at "
     "(off by default: the spec does not promise it, and sync must not depend on it).",
 )
+@click.option(
+    "--stamp-forms",
+    is_flag=True,
+    help="Serve absolute timestamps in several ISO 8601 forms of the same instant "
+    "(+00:00, +01:00, microseconds, no fraction) besides the spec's .sssZ.",
+)
+@click.option(
+    "--stale-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share of listing pages served by a lagging replica: changed rows as they were "
+    "before their last change.",
+)
 @fail_cleanly
 def emulator_command(
     resources: int,
@@ -117,6 +130,8 @@ def emulator_command(
     clock_offset: float,
     page_cache_mb: int,
     touch_owners: bool,
+    stamp_forms: bool,
+    stale_rate: float,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     emu = Emulator(
@@ -126,7 +141,8 @@ def emulator_command(
         password=password,
         page_cache_mb=page_cache_mb,
     )
-    emu.data.touch_owners = touch_owners
+    emu.data.touch_owners, emu.data.stamp_forms = touch_owners, stamp_forms
+    emu.faults.stale_rate = stale_rate
     f = emu.faults
     f.error_rate, f.rate_429, f.latency, f.drop_rate = error_rate, rate_429, latency, drop_rate
     f.webhook_loss_rate, f.webhook_duplicate_rate = webhook_loss_rate, webhook_duplicate_rate

@@ -237,7 +237,9 @@ class EmulatorApp:
                         if v is None:  # once per included type and page, not per resource
                             fields = q.fields_for(other.type)
                             v = variants[other.type] = (fields, variant((), fields))
-                        out.append(encode_resource(self.base, other, (), v[0], v[1]))
+                        out.append(
+                            encode_resource(self.base, other, (), v[0], v[1], self.data.stamp_forms)
+                        )
         return out
 
     def _document(
@@ -245,7 +247,10 @@ class EmulatorApp:
     ) -> web.Response:
         fields = q.fields_for(type_name)
         key = variant(q.include, fields)
-        blobs = [encode_resource(self.base, r, q.include, fields, key) for r in recs]
+        blobs = [
+            encode_resource(self.base, r, q.include, fields, key, self.data.stamp_forms)
+            for r in recs
+        ]
         parts = [b'{"data":[', b",".join(blobs), b"]"]
         if q.include:
             parts += [b',"included":[', b",".join(self._included(recs, q)), b"]"]
@@ -301,8 +306,11 @@ class EmulatorApp:
         start = (q.number - 1) * q.size
         recs = self.data.by_type[type_name]
         page = [recs[i] for i in ids[start : start + q.size]]
+        stale = self.faults.roll(self.faults.stale_rate, "stale_page")
+        if stale:  # a lagging replica answers: older copies, never cached
+            page = [self.data.older(r) for r in page]
         resp = self._document(request, page, q, total=len(ids), type_name=type_name)
-        if key is not None and generation is not None and resp.status == 200:
+        if key is not None and generation is not None and resp.status == 200 and not stale:
             assert isinstance(resp.body, bytes)
             self.pages.put(key, resp.body, generation)
         return resp
@@ -314,7 +322,9 @@ class EmulatorApp:
         self._auth(request, (TOP_CHANNEL[type_name],))
         rec = self._rec(type_name, request.match_info["id"])
         q = self._parse(type_name, request)
-        body = b'{"data":' + encode_resource(self.base, rec, q.include, q.fields_for(type_name))
+        body = b'{"data":' + encode_resource(
+            self.base, rec, q.include, q.fields_for(type_name), forms=self.data.stamp_forms
+        )
         if q.include:
             body += b',"included":[' + b",".join(self._included([rec], q)) + b"]"
         body += b',"links":' + orjson.dumps({"self": self._url(request)})
@@ -336,7 +346,9 @@ class EmulatorApp:
         q = self._parse(target, request)
         if name in ("mall", "store"):
             body = b'{"data":' + (
-                encode_resource(self.base, others[0], (), None) if others else b"null"
+                encode_resource(self.base, others[0], (), None, forms=self.data.stamp_forms)
+                if others
+                else b"null"
             )
             body += b',"meta":{"scripts":' + self.scripts_blob + b"}}"
             return self._etagged(request, body, target)

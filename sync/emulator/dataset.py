@@ -178,6 +178,10 @@ WORDS = [
 DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
+#: Previous copies kept for the lagging-replica fault.
+PREVIOUS_LIMIT = 20_000
+
+
 def iso_ms(ts: float) -> str:
     dt = datetime.fromtimestamp(ts, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
@@ -224,6 +228,11 @@ class Dataset:
         # `touch: true`). The spec does not promise it, so by default owners keep their
         # `updated_at` (the hard case: only a sideload refresh sees such a change).
         self.touch_owners = False
+        # Serve absolute stamps in several ISO 8601 forms of the same instant (`--stamp-forms`).
+        self.stamp_forms = False
+        # The copy each changed resource had before its last change: what a lagging replica
+        # upstream would still serve (`Faults.stale_rate`). Bounded; oldest dropped first.
+        self.previous: dict[tuple[str, int], Rec] = {}
         # Generated timestamps lie in 2025, deterministically (not tied to now) and always in
         # the past, so a client's cursor never starts ahead of the changes made while serving.
         self.epoch = 1_735_689_600.0 + seed % 1000  # 2025-01-01
@@ -616,7 +625,22 @@ class Dataset:
         self._notify("update", type_name, rec.id)
         return rec
 
+    def remember(self, rec: Rec) -> None:
+        """Keep `rec`'s current copy as its previous one (before a change)."""
+        links = {k: list(v) if isinstance(v, list) else v for k, v in rec.links.items()}
+        self.previous.pop((rec.type, rec.id), None)
+        self.previous[(rec.type, rec.id)] = Rec(
+            rec.type, rec.id, dict(rec.attrs), rec.mall, links, rec.meta
+        )
+        if len(self.previous) > PREVIOUS_LIMIT:
+            del self.previous[next(iter(self.previous))]
+
+    def older(self, rec: Rec) -> Rec:
+        """The copy of `rec` before its last change (itself when none is kept)."""
+        return self.previous.get((rec.type, rec.id), rec)
+
     def touch(self, rec: Rec, attrs: dict[str, Any] | None = None) -> None:
+        self.remember(rec)
         if attrs:
             rec.attrs.update(attrs)
         if "updated_at" in rec.attrs:
@@ -647,6 +671,7 @@ class Dataset:
 
     def _untouched(self, rec: Rec) -> None:
         """A change to `rec`'s linkage that leaves its `updated_at` as it was."""
+        self.previous.pop((rec.type, rec.id), None)  # its older copy would now be newer
         rec.enc.clear()
         self.version[rec.type] += 1
 

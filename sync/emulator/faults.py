@@ -1,7 +1,8 @@
 """Faults the emulator can inject, switchable per run and at runtime from tests.
 
 Request faults apply to data routes (not to account creation or login): added latency, stalls
-(an answer held back for `stall_seconds`, past a client's timeout), dropped connections, 500/502/503 answers and 429 with `Retry-After`. Webhook faults (lost, duplicated,
+(an answer held back for `stall_seconds`, past a client's timeout), dropped connections, 500/502/503 answers, 429 with `Retry-After`, and listing pages served
+by a lagging replica (older copies of changed rows). Webhook faults (lost, duplicated,
 reordered deliveries) are applied by the webhook dispatcher. A clock offset shifts the
 emulator's clock for signature checks, timestamps and the `Date` header. Random draws come from
 one seeded generator so a run can be replayed.
@@ -25,6 +26,9 @@ class Faults:
     stall_rate: float = 0.0
     stall_seconds: float = 5.0
     drop_rate: float = 0.0
+    # A listing page answered by a lagging replica: each changed row on it as it was before its
+    # last change (an older `updated_at`, older attributes and links).
+    stale_rate: float = 0.0
     webhook_loss_rate: float = 0.0
     webhook_duplicate_rate: float = 0.0
     webhook_reorder: bool = False
@@ -46,6 +50,7 @@ class Faults:
     def off(self) -> None:
         """Switch every fault off (the clock offset included)."""
         self.error_rate = self.rate_429 = self.latency = self.drop_rate = self.stall_rate = 0.0
+        self.stale_rate = 0.0
         self.webhook_loss_rate = self.webhook_duplicate_rate = 0.0
         self.webhook_reorder = False
         self.clock_offset = 0.0

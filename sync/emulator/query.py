@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -260,12 +261,43 @@ def related(data: Dataset, rec: Rec, name: str) -> list[Rec]:
     return [store[i] for i in ids if i in store]
 
 
+#: Absolute timestamp attributes (ISO 8601 UTC); see `stamp_form`.
+ABSOLUTE = ("created_at", "updated_at", "opening_date", "trending_expired_at")
+
+
+def stamp_form(stamp: str, n: int) -> str:
+    """`stamp` (`YYYY-MM-DDTHH:MM:SS.sssZ`) written in another ISO 8601 form of the same instant.
+
+    The spec promises the `.sssZ` form; an emulator started with `--stamp-forms` serves these
+    others too (picked by `n`), so a client that compares stamps as text is caught: `+00:00`
+    for `Z`, the local time of a `+01:00` zone, microseconds, and no fraction when it is zero.
+    """
+    form = n % 4
+    if form == 1:
+        return stamp[:-1] + "+00:00"
+    if form == 2:
+        dt = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ") + timedelta(hours=1)
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + stamp[20:23] + "+01:00"
+    if form == 3:
+        return stamp[:19] + "Z" if stamp[20:23] == "000" else stamp[:-1] + "000Z"
+    return stamp
+
+
 def resource_obj(
-    base: str, rec: Rec, include: tuple[str, ...], fields: tuple[str, ...] | None
+    base: str,
+    rec: Rec,
+    include: tuple[str, ...],
+    fields: tuple[str, ...] | None,
+    forms: bool = False,
 ) -> dict[str, Any]:
-    """The JSON:API resource object for one record."""
+    """The JSON:API resource object for one record (`forms`: see `stamp_form`)."""
     path = path_of(rec.type)
     attrs = rec.attrs if fields is None else {k: v for k, v in rec.attrs.items() if k in fields}
+    if forms:
+        attrs = {
+            k: stamp_form(v, rec.id + i) if k in ABSOLUTE and isinstance(v, str) else v
+            for i, (k, v) in enumerate(attrs.items())
+        }
     obj: dict[str, Any] = {
         "id": str(rec.id),
         "type": rec.type,
@@ -304,13 +336,15 @@ def encode_resource(
     include: tuple[str, ...],
     fields: tuple[str, ...] | None,
     key: str | None = None,
+    forms: bool = False,
 ) -> bytes:
     """Encoded resource, cached on the record per variant (`key`: `variant(include, fields)`,
-    passed in by callers that encode many resources of one variant)."""
+    passed in by callers that encode many resources of one variant; `forms` is fixed for an
+    emulator's life, see `stamp_form`)."""
     if key is None:
         key = variant(include, fields)
     blob = rec.enc.get(key)
     if blob is None:
-        blob = orjson.dumps(resource_obj(base, rec, include, fields))
+        blob = orjson.dumps(resource_obj(base, rec, include, fields, forms))
         rec.enc[key] = blob
     return blob

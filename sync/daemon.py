@@ -14,6 +14,8 @@ transaction: the current page is committed or not started, and the process exits
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -42,6 +44,36 @@ from sync.subscriptions import Subscriptions
 from sync.watchdog import Notifier, watchdog_loop
 from sync.webhooks import make_receiver_app
 from sync.worker import QueueWorker
+
+#: Seconds after start of the first poll and deletions-feed run (they catch up at once).
+CATCH_UP = 0.5
+#: An overdue job (its stored next run has passed) starts within this window after start,
+#: at a random moment (jitter: many daemons restarted together do not hit the upstream at once).
+OVERDUE_JITTER = (5.0, 60.0)
+
+
+def first_run(name: str, every: float, first: float, stored: str | None, now: datetime) -> datetime:
+    """When job `name` first runs after a start.
+
+    Polls and the deletions feed (`first` = `CATCH_UP`) run at once. Other jobs keep the
+    schedule they had: the next run stored by the previous process (`stored`, from
+    `_sync_jobs`) if it is still ahead (capped at one interval from now), shortly after start
+    with jitter if it has passed (a daemon restarted more often than its reconcile interval
+    still reconciles), and one interval from now on a mirror that never ran it.
+    """
+    if first <= CATCH_UP:
+        return now + timedelta(seconds=first)
+    due = None
+    if stored:
+        with contextlib.suppress(ValueError):
+            due = datetime.strptime(stored, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    if due is None:
+        return now + timedelta(seconds=first)
+    if due <= now:
+        low, high = OVERDUE_JITTER
+        high = max(low, min(high, every / 10))
+        return now + timedelta(seconds=random.uniform(min(low, every), min(high, every)))
+    return min(due, now + timedelta(seconds=every))
 
 
 class Daemon:
@@ -88,26 +120,48 @@ class Daemon:
 
     # -- jobs ----------------------------------------------------------------------------------
 
-    def _job(self, name: str, fn: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
-        """Wrap a job: one summary log line per run, metrics, and no exception escapes."""
+    def _job(
+        self, name: str, fn: Callable[[], Awaitable[object]], every: float = 0.0
+    ) -> Callable[[], Awaitable[None]]:
+        """Wrap a job: one summary log line per run, metrics, and no exception escapes.
+
+        Each run's start, end, outcome and the next run (start + `every`) are kept in
+        `_sync_jobs`, so a restart resumes the schedule instead of resetting it, and
+        `sync status` shows them.
+        """
 
         async def run() -> None:
             t0 = time.monotonic()
+            started = time.time()
             # Every line logged during the run carries job=<name> (structlog contextvars).
             structlog.contextvars.bind_contextvars(job=name)
             task = asyncio.current_task()
             if task is not None:
                 self._running_jobs.add(task)
+            self.mirror.job_started(name, iso_ms(started))
+            if every:
+                self.mirror.job_scheduled(name, iso_ms(started + every))
+            outcome, error = "interrupted", None
             try:
                 await fn()
+                outcome = "ok"
             except (SyncError, LookupError, MassDeleteRefused) as exc:
+                outcome = "refused" if isinstance(exc, MassDeleteRefused) else "error"
+                error = str(exc)
                 self.metrics.job_runs.labels(job=name, outcome="error").inc()
                 self.metrics.errors.labels(kind=type(exc).__name__).inc()
-                self.log.error("job.failed", job=name, error=str(exc))
+                self.log.error("job.failed", job=name, error=error)
                 return
             finally:
                 if task is not None:
                     self._running_jobs.discard(task)
+                self.mirror.job_finished(
+                    name,
+                    at=iso_ms(time.time()),
+                    outcome=outcome,
+                    error=error,
+                    seconds=round(time.monotonic() - t0, 3),
+                )
             self.metrics.job_runs.labels(job=name, outcome="ok").inc()
             self.log.info("job.done", job=name, seconds=round(time.monotonic() - t0, 3))
             self._refresh_metrics()
@@ -319,8 +373,9 @@ class Daemon:
         )
         now = datetime.now(UTC)
         jobs: list[tuple[str, Callable[[], Awaitable[object]], float, float]] = [
-            ("poll", self.poll_all, s.poll_interval, s.poll_interval),
-            ("deletions", self.poll_deletions, s.deletions_interval, s.deletions_interval),
+            # Catch up at once on what changed while the daemon was down.
+            ("poll", self.poll_all, s.poll_interval, CATCH_UP),
+            ("deletions", self.poll_deletions, s.deletions_interval, CATCH_UP),
             ("reconcile", self.reconcile_all, s.reconcile_interval, s.reconcile_interval),
             ("hours", self.refresh_hours, s.hours_interval, s.hours_interval),
         ]
@@ -343,12 +398,15 @@ class Daemon:
                     s.subscriptions_interval,
                 )
             )
+        stored = self.mirror.jobs()
         for name, fn, every, first in jobs:
+            at = first_run(name, every, first, stored.get(name, {}).get("next_run_at"), now)
+            self.mirror.job_scheduled(name, iso_ms(at.timestamp()))
             scheduler.add_job(
-                self._job(name, fn),
+                self._job(name, fn, every),
                 "interval",
                 seconds=every,
-                next_run_time=now + timedelta(seconds=first),
+                next_run_time=at,
                 id=name,
                 name=name,
             )

@@ -1,4 +1,5 @@
-"""What `sync status` reports: per type rows, last sync, lag, cursor and error; queue; subscriptions.
+"""What `sync status` reports: per type rows, last sync, lag, cursor and error; queue; subscriptions;
+each daemon job's last run, outcome and next run.
 
 Read-only: it opens the mirror without the writer lock, so it works while the daemon runs.
 """
@@ -39,6 +40,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "subscriptions": topics.split(",") if topics else [],
             "subscriptions_checked_at": mirror.get_meta("webhook_topics_checked_at"),
             "types": types,
+            "jobs": [{k: v for k, v in job.items()} for job in mirror.jobs().values()],
         }
     finally:
         mirror.close()

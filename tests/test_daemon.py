@@ -363,3 +363,67 @@ async def test_job_logs_carry_the_job_name(emulator: Emulator, tmp_path: Path) -
             await eventually(lambda: any(e["event"] == "poll.changed" for e in logs))
     changed = [e for e in logs if e["event"] == "poll.changed"]
     assert changed[0]["job"] == "poll" and changed[0]["type"] == "deals"
+
+
+def test_first_run_keeps_the_schedule_across_restarts() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from sync.daemon import CATCH_UP, OVERDUE_JITTER, first_run
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    day = 86400.0
+    # Polls and the deletions feed catch up at once, whatever was stored.
+    assert first_run("poll", 60.0, CATCH_UP, "2026-01-01T00:00:50.000Z", now) == now + timedelta(
+        seconds=CATCH_UP
+    )
+    # Never run: one interval from now.
+    assert first_run("reconcile", day, day, None, now) == now + timedelta(days=1)
+    # Still ahead: kept.
+    ahead = first_run("reconcile", day, day, "2026-01-01T05:00:00.000Z", now)
+    assert ahead == now + timedelta(hours=5)
+    # Overdue (a restart more often than the interval): soon, with jitter, never a full day.
+    for _ in range(50):
+        due = first_run("reconcile", day, day, "2025-12-31T00:00:00.000Z", now)
+        assert now + timedelta(seconds=OVERDUE_JITTER[0]) <= due
+        assert due <= now + timedelta(seconds=OVERDUE_JITTER[1])
+
+
+async def test_schedules_survive_a_restart_and_status_shows_them(
+    emulator: Emulator, tmp_path: Path, monkeypatch: Any
+) -> None:
+    import sync.daemon
+
+    monkeypatch.setattr(sync.daemon, "OVERDUE_JITTER", (0.1, 0.2))
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=False, reconcile_interval=3600.0)
+    async with running(settings):
+        # The first start: the polls catch up at once; the reconcile is a full interval away.
+        await eventually(lambda: "deletions" in _jobs(db) and _jobs(db)["deletions"]["outcome"])
+        assert _jobs(db)["reconcile"]["started_at"] is None
+        assert _jobs(db)["reconcile"]["next_run_at"] is not None
+    # While it was down, its reconcile fell due: the next start runs it within seconds.
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "UPDATE _sync_jobs SET next_run_at = '2000-01-01T00:00:00.000Z' WHERE name = 'reconcile'"
+    )
+    conn.commit()
+    conn.close()
+    async with running(settings):
+        await eventually(lambda: _jobs(db)["reconcile"]["outcome"] == "ok", timeout=30)
+        assert _jobs(db)["reconcile"]["next_run_at"] > "2026"
+    from sync.status import status_data
+
+    jobs = {j["name"]: j for j in status_data(settings)["jobs"]}
+    assert {"poll", "deletions", "reconcile", "hours"} <= set(jobs)
+    assert jobs["reconcile"]["outcome"] == "ok" and jobs["reconcile"]["started_at"]
+
+
+def _jobs(db: Path) -> dict[str, dict[str, Any]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    conn.row_factory = sqlite3.Row
+    try:
+        return {r["name"]: dict(r) for r in conn.execute("select * from _sync_jobs")}
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        conn.close()

@@ -59,7 +59,8 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @fail_cleanly
 def status_command(config_path: Path | None, as_json: bool) -> None:
-    """Show, per type: rows, last sync, cursor and the last error."""
+    """Show the queue, subscriptions, each daemon job's last run, outcome and next run, and per
+    type: rows, last sync, lag, cursor and the last error."""
     settings = settings_from(config_path)
     data = status_data(settings)
     if as_json:
@@ -71,6 +72,13 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
     click.echo(
         f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
     )
+    if data["jobs"]:
+        click.echo(f"{'job':<15} {'last run':<24} {'outcome':<11} {'next run':<24}  error")
+        for j in data["jobs"]:
+            click.echo(
+                f"{j['name']:<15} {j['started_at'] or 'never':<24} {j['outcome'] or '-':<11} "
+                f"{j['next_run_at'] or '-':<24}  {j['error'] or ''}"
+            )
     click.echo(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
     for t in data["types"]:
         lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"

@@ -76,6 +76,44 @@ class BookkeepingMixin:
                 (key, value),
             )
 
+    # scheduled jobs (their schedule survives restarts)
+    def job_started(self, name: str, at: str) -> None:
+        """A daemon job began (its outcome stays that of the previous run until it ends)."""
+        self._exec(
+            "INSERT INTO _sync_jobs (name, started_at) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET started_at = excluded.started_at",
+            (name, at),
+        )
+
+    def job_finished(
+        self, name: str, *, at: str, outcome: str, error: str | None, seconds: float
+    ) -> None:
+        """A daemon job ended: `outcome` is ok, error or refused."""
+        self._exec(
+            "INSERT INTO _sync_jobs (name, finished_at, outcome, error, seconds) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+            "finished_at = excluded.finished_at, outcome = excluded.outcome, "
+            "error = excluded.error, seconds = excluded.seconds",
+            (name, at, outcome, error, seconds),
+        )
+
+    def job_scheduled(self, name: str, next_run_at: str) -> None:
+        """When the daemon will next run job `name` (read back by the next start and status)."""
+        self._exec(
+            "INSERT INTO _sync_jobs (name, next_run_at) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET next_run_at = excluded.next_run_at",
+            (name, next_run_at),
+        )
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        """Every job's last start, end, outcome, error, duration and next run, by name."""
+        try:
+            cur = self._exec("SELECT * FROM _sync_jobs ORDER BY name")
+        except sqlite3.OperationalError:  # a mirror written before this table existed
+            return {}
+        cols = [d[0] for d in cur.description]
+        return {row[0]: dict(zip(cols, row, strict=True)) for row in cur}
+
     # cursors
     def get_cursor(self, type_name: str, scope: str) -> str | None:
         row = self._exec(

@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS _sync_types (
 CREATE TABLE IF NOT EXISTS _sync_tombstones (
     type TEXT NOT NULL, id INTEGER NOT NULL, deleted_at TEXT,
     PRIMARY KEY (type, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _sync_jobs (
+    name TEXT PRIMARY KEY, started_at TEXT, finished_at TEXT, outcome TEXT, error TEXT,
+    seconds REAL, next_run_at TEXT);
 CREATE TABLE IF NOT EXISTS meta_scripts (
     id TEXT PRIMARY KEY, type TEXT, content TEXT, first_seen_at TEXT, last_seen_at TEXT);
 CREATE TABLE IF NOT EXISTS current_hours (

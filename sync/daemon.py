@@ -38,6 +38,7 @@ from sync.poll import Poller, poll_types
 from sync.progress import Progress, for_terminal
 from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
 from sync.stamps import iso_ms
+from sync.status import job_problems
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue
 from sync.subscriptions import Subscriptions
@@ -105,8 +106,16 @@ class Daemon:
         stale = [n for n, age in ages.items() if age > limit]
         warming = now - self.started < limit
         status = "ok" if (warming or not stale) else "stale"
+        problems = (
+            job_problems(self.mirror.jobs(), datetime.now(UTC))
+            if self._mirror is not None and self.is_ready
+            else []
+        )
+        if status == "ok" and problems:
+            status = "degraded"  # alive and following, but a repair failed or is overdue
         return {
             "status": status if self.is_ready else "starting",
+            "problems": problems,
             "ready": self.is_ready,
             "uptime_s": round(now - self.started, 1),
             "last_sync_age_s": ages,
@@ -115,8 +124,9 @@ class Daemon:
         }
 
     def healthy(self) -> bool:
-        """For the systemd watchdog: alive and not stale (a running backfill counts as alive)."""
-        return self.health()["status"] in ("ok", "starting")
+        """For the systemd watchdog: alive and not stale (a running backfill counts as alive).
+        Degraded is healthy here: a restart cannot cure a refused reconcile."""
+        return self.health()["status"] in ("ok", "starting", "degraded")
 
     # -- jobs ----------------------------------------------------------------------------------
 

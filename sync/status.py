@@ -23,6 +23,25 @@ def _lag(stamp: str | None, now: datetime) -> float | None:
     return round((now - then).total_seconds(), 1)
 
 
+#: A job is overdue this long after its planned next run (and not running).
+OVERDUE_GRACE_S = 120.0
+
+
+def job_problems(jobs: dict[str, dict[str, Any]], now: datetime) -> list[str]:
+    """Why the mirror may be stale though the process is alive: a job whose last run failed
+    or was refused (a reconcile's mass-delete guard), or that is overdue. Empty when none."""
+    problems = []
+    for name, job in sorted(jobs.items()):
+        if job.get("outcome") in ("error", "refused"):
+            problems.append(f"{name} {job['outcome']}: {job.get('error') or 'no detail'}")
+        started, finished = job.get("started_at"), job.get("finished_at")
+        running = started is not None and (finished is None or started > finished)
+        due = _lag(job.get("next_run_at"), now)
+        if not running and due is not None and due > OVERDUE_GRACE_S:
+            problems.append(f"{name} overdue by {due:.0f} s")
+    return problems
+
+
 def status_data(settings: Settings) -> dict[str, Any]:
     """Per-type rows, last sync, lag, cursor and error, the queue and subscriptions, as data."""
     mirror = Mirror.open(settings.mirror.path, readonly=True)
@@ -34,13 +53,15 @@ def status_data(settings: Settings) -> dict[str, Any]:
             row["lag_s"] = _lag(s.last_sync_at, now)
             types.append(row)
         topics = mirror.get_meta("webhook_topics")
+        jobs = mirror.jobs()
         return {
             "mirror": str(settings.mirror.path),
             "queue_depth": mirror.queue_depth(),
             "subscriptions": topics.split(",") if topics else [],
             "subscriptions_checked_at": mirror.get_meta("webhook_topics_checked_at"),
             "types": types,
-            "jobs": [{k: v for k, v in job.items()} for job in mirror.jobs().values()],
+            "jobs": list(jobs.values()),
+            "problems": job_problems(jobs, now),
         }
     finally:
         mirror.close()

@@ -427,3 +427,30 @@ def _jobs(db: Path) -> dict[str, dict[str, Any]]:
         return {}
     finally:
         conn.close()
+
+
+async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=True, reconcile_max_delete_share=0.2)
+    async with running(settings) as daemon:
+        assert daemon.health()["status"] == "ok"
+        # An upstream glitch: most articles vanish from the listing, and the guard refuses.
+        ids = emulator.ids("articles")
+        emulator.data.listeners.clear()  # no notices: the reconcile alone meets the glitch
+        for rid in ids[: int(len(ids) * 0.6)]:
+            emulator.delete("articles", rid)
+        await daemon._job("reconcile", daemon.reconcile_all, 3600.0)()
+        health = daemon.health()
+        assert health["status"] == "degraded"
+        assert any(p.startswith("reconcile refused") for p in health["problems"])
+        assert daemon.healthy()  # the watchdog does not restart it for that
+        async with aiohttp.ClientSession() as http:
+            url = f"http://127.0.0.1:{daemon.bound_port}/healthz"
+            async with http.get(url) as resp:
+                assert resp.status == 503
+                assert (await resp.json())["status"] == "degraded"
+        # A job that should have run long ago and is not running: overdue.
+        daemon.mirror.job_scheduled("hours", "2000-01-01T00:00:00.000Z")
+        assert any(p.startswith("hours overdue") for p in daemon.health()["problems"])

@@ -72,6 +72,8 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
     click.echo(
         f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
     )
+    for problem in data["problems"]:
+        click.echo(f"degraded: {problem}")
     if data["jobs"]:
         click.echo(f"{'job':<15} {'last run':<24} {'outcome':<11} {'next run':<24}  error")
         for j in data["jobs"]:

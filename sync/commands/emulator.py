@@ -110,6 +110,11 @@ from sync.emulator.server import serve_forever
     help="Share of listing pages served by a lagging replica: changed rows as they were "
     "before their last change.",
 )
+@click.option(
+    "--null-first",
+    is_flag=True,
+    help="Serve null for every nullable attribute on the first 100 rows of each type.",
+)
 @fail_cleanly
 def emulator_command(
     resources: int,
@@ -132,6 +137,7 @@ def emulator_command(
     touch_owners: bool,
     stamp_forms: bool,
     stale_rate: float,
+    null_first: bool,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     emu = Emulator(
@@ -143,6 +149,8 @@ def emulator_command(
     )
     emu.data.touch_owners, emu.data.stamp_forms = touch_owners, stamp_forms
     emu.faults.stale_rate = stale_rate
+    if null_first:
+        emu.data.null_first()
     f = emu.faults
     f.error_rate, f.rate_429, f.latency, f.drop_rate = error_rate, rate_429, latency, drop_rate
     f.webhook_loss_rate, f.webhook_duplicate_rate = webhook_loss_rate, webhook_duplicate_rate

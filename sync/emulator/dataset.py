@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from sync.attributes import NULLABLE
+
 #: Share of the data set per type (malls are sized separately).
 WEIGHTS: dict[str, int] = {
     "stores": 15,
@@ -624,6 +626,17 @@ class Dataset:
         self._add(rec)
         self._notify("update", type_name, rec.id)
         return rec
+
+    def null_first(self, rows: int = 100) -> None:
+        """Serve null for every nullable attribute (spec: "or null", "nullable") on the first
+        `rows` rows of each type (a whole first backfill page): the hard case for a client
+        that would type its columns from the first values it sees. Stamps are left alone."""
+        for type_name, names in NULLABLE.items():
+            for rid in self.order[type_name][:rows]:
+                rec = self.by_type[type_name][rid]
+                rec.attrs.update(dict.fromkeys(names))
+                rec.enc.clear()
+            self.version[type_name] += 1
 
     def remember(self, rec: Rec) -> None:
         """Keep `rec`'s current copy as its previous one (before a change)."""

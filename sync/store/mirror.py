@@ -169,6 +169,7 @@ class Mirror(BookkeepingMixin):
         self.conn.executescript(BOOKKEEPING)
         self.set_meta("schema_version", str(SCHEMA_VERSION))
         if not fresh:
+            self.schema.repair_types([t for t in catalogue.TYPES if self.has_table(t)])
             self.create_indexes()  # a bulk load interrupted before its indexes were built
 
     def create_indexes(self) -> None:
@@ -435,6 +436,7 @@ class Mirror(BookkeepingMixin):
                 known = self.schema.columns(rtype.table)
                 if not known or not known.issuperset(b.columns):
                     self.schema.ensure_content(rtype.table, {"id": b.ids[0], **b.samples})
+                self.schema.widen(rtype.table, b.columns, b.rows)
             for rel in rtype.relationships:
                 if not rel.to_one and rel.name in b.links:
                     self.schema.ensure_link(

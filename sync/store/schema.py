@@ -13,6 +13,12 @@ from typing import Any
 
 import sqlite_utils
 
+from sync.attributes import declared
+from sync.logs import get_logger
+
+_log = get_logger("sync.store")
+PYTYPE_NAME = {int: "INTEGER", float: "REAL", str: "TEXT"}
+
 SCHEMA_VERSION = 1
 
 BOOKKEEPING = """
@@ -56,6 +62,40 @@ def column_type(value: Any) -> type:
     return str
 
 
+#: Python types sqlite-utils takes for each affinity.
+PYTYPE: dict[str, type] = {"INTEGER": int, "REAL": float, "TEXT": str}
+#: Inferred affinities in widening order: a column only ever moves right.
+WIDER = ("", "INTEGER", "REAL", "TEXT")
+
+
+def affinity(declared_type: str) -> str:
+    """SQLite's affinity of a declared column type (its own rules, section 3.1 of the docs);
+    '' for an untyped column."""
+    t = declared_type.upper()
+    if not t:
+        return ""
+    if "INT" in t:
+        return "INTEGER"
+    if "CHAR" in t or "CLOB" in t or "TEXT" in t:
+        return "TEXT"
+    if "BLOB" in t:
+        return ""
+    if "REAL" in t or "FLOA" in t or "DOUB" in t:
+        return "REAL"
+    return "NUMERIC"
+
+
+def value_affinity(value: Any) -> str:
+    """The affinity an inferred column needs for `value` as stored ('' for None)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | int):
+        return "INTEGER"
+    if isinstance(value, float):
+        return "REAL"
+    return "TEXT"
+
+
 class Schema:
     """Knows the columns of every table (cached) and creates or widens tables on demand.
 
@@ -67,6 +107,7 @@ class Schema:
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
         self._columns: dict[str, set[str]] = {}
+        self._types: dict[str, dict[str, str]] = {}
         # A bulk load into empty tables defers the secondary indexes: rows arrive in id order,
         # but updated_at/seo_slug/mall_id do not, and each page's commit would rewrite pages
         # all over those indexes. `create_indexes` builds them once, sorted, at the end.
@@ -81,21 +122,100 @@ class Schema:
                 self._columns[table] = cols
         return cols
 
+    def types(self, table: str) -> dict[str, str]:
+        """Affinity of each column of `table` ('' for untyped), cached like `columns`."""
+        found = self._types.get(table)
+        if found is None:
+            found = {
+                r[1]: affinity(r[2]) for r in self.conn.execute(f"PRAGMA table_info([{table}])")
+            }
+            if found:
+                self._types[table] = found
+        return found
+
+    def _forget(self, table: str) -> None:
+        self._columns.pop(table, None)
+        self._types.pop(table, None)
+
     def ensure_content(self, table: str, sample: dict[str, Any]) -> None:
-        """Create `table` keyed by id, or add the columns of `sample` it lacks, plus indexes."""
+        """Create `table` keyed by id, or add the columns of `sample` it lacks, plus indexes.
+
+        A column's type is the one the spec declares (`sync.attributes`); an attribute the
+        spec does not list takes its type from its first non-null value, and is created
+        untyped while every value seen is null (`widen` types it later).
+        """
         have = self.columns(table)
+        wanted = {k: declared(table, k) or value_affinity(v) for k, v in sample.items()}
+        wanted["id"] = "INTEGER"
         if not have:
-            self.db.table(table).create(
-                {k: column_type(v) for k, v in sample.items()}, pk="id", if_not_exists=True
-            )
+            typed = {k: PYTYPE[a] for k, a in wanted.items() if a}
+            self.db.table(table).create(typed, pk="id", if_not_exists=True)
+            for k, a in wanted.items():
+                if not a:
+                    self.conn.execute(f"ALTER TABLE [{table}] ADD COLUMN [{k}]")
         else:
             folded = {c.lower() for c in have}  # SQLite column names are case-insensitive
-            for key, value in sample.items():
-                if key.lower() not in folded:
-                    self.db.table(table).add_column(key, column_type(value))
-        self._columns.pop(table, None)
+            for key, a in wanted.items():
+                if key.lower() in folded:
+                    continue
+                if a:
+                    self.db.table(table).add_column(key, PYTYPE[a])
+                else:
+                    self.conn.execute(f"ALTER TABLE [{table}] ADD COLUMN [{key}]")
+        self._forget(table)
         if not self.defer_indexes:
             self.create_indexes([table])
+
+    def widen(self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        """Widen inferred columns whose values in `rows` do not fit their type (INTEGER, then
+        REAL, then TEXT; an untyped column takes its first value's type), with sqlite-utils'
+        `transform` and a log line. Declared columns are never changed here. `rows` are the
+        page's bound tuples (`id` first, then `columns`)."""
+        have = self.types(table)
+        change: dict[str, type] = {}
+        for pos, col in enumerate(columns, start=1):
+            if declared(table, col) is not None:
+                continue
+            current = have.get(col)
+            if current is None or current == "NUMERIC":
+                continue
+            widest = current
+            for row in rows:
+                a = value_affinity(row[pos])
+                if WIDER.index(a) > WIDER.index(widest):
+                    widest = a
+            if widest != current:
+                change[col] = PYTYPE[widest]
+        if change:
+            self._transform(table, change, "widened: a value did not fit the inferred type")
+
+    def _transform(self, table: str, change: dict[str, type], why: str) -> None:
+        rows = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
+        self.db.table(table).transform(types=change)
+        after = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
+        if after != rows:  # never expected: transform copies every row in one transaction
+            raise RuntimeError(f"{table}: {rows} rows before a column type change, {after} after")
+        self._forget(table)
+        _log.warning(
+            "mirror.column_types_changed",
+            table=table,
+            columns={c: PYTYPE_NAME[t] for c, t in change.items()},
+            rows=rows,
+            why=why,
+        )
+
+    def repair_types(self, tables: list[str]) -> None:
+        """Give columns of an older mirror the type the spec declares (a first page of nulls
+        once made `social_feeds.is_active` TEXT), converting the stored values in place."""
+        for table in tables:
+            have = self.types(table)
+            change = {
+                c: PYTYPE[want]
+                for c, a in have.items()
+                if (want := declared(table, c)) is not None and a != want
+            }
+            if change:
+                self._transform(table, change, "the spec declares another type")
 
     def create_indexes(self, tables: list[str]) -> None:
         """Indexes on mall_id, updated_at and seo_slug wherever those tables have them."""

@@ -27,6 +27,11 @@ class Metrics:
         self.notices = Counter(
             "sync_webhook_notices", "Webhook bodies by outcome", ["outcome"], registry=r
         )
+        self.notice_items_invalid = Counter(
+            "sync_webhook_items_invalid",
+            "Off-spec items left out of otherwise valid notice batches",
+            registry=r,
+        )
         self.lag_seconds = Gauge(
             "sync_lag_seconds",
             "Seconds since the last successful sync per type",

@@ -48,8 +48,13 @@ def _resource_id(value: Any, where: str) -> int:
     return int(value)
 
 
-def parse_notices(body: bytes) -> list[WebhookNotice]:
-    """Parse one notice body; raise NoticeError naming the first problem."""
+def parse_batch(body: bytes) -> tuple[list[WebhookNotice], list[str]]:
+    """Parse one notice body into its valid items and a problem per invalid item.
+
+    One off-spec item must not cost the valid ones beside it (a 400 for the whole batch loses
+    them, and repeated 400s get the subscription dropped upstream after 5 attempts). Raises
+    NoticeError only for a body that is not a batch at all, or that has no valid item.
+    """
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -64,28 +69,41 @@ def parse_notices(body: bytes) -> list[WebhookNotice]:
     if len(data) > MAX_ITEMS:
         raise NoticeError(f"more than {MAX_ITEMS} notices in one body")
     out: list[WebhookNotice] = []
+    problems: list[str] = []
     for i, item in enumerate(data):
-        where = f"data[{i}]"
-        if not isinstance(item, dict):
-            raise NoticeError(f"{where} must be an object")
-        kind = item.get("type")
-        if kind not in ("updates", "deletions"):
-            raise NoticeError(f"{where}.type must be 'updates' or 'deletions'")
-        attrs = item.get("attributes")
-        if not isinstance(attrs, dict):
-            raise NoticeError(f"{where}.attributes is missing")
-        raw_type = attrs.get("resource_type")
-        if not isinstance(raw_type, str) or not raw_type.strip() or len(raw_type) > 100:
-            raise NoticeError(f"{where}: resource_type must be a non-empty string")
-        rid = _resource_id(attrs.get("resource_id"), where)
-        deletion_id = item.get("id")
-        out.append(
-            WebhookNotice(
-                kind="update" if kind == "updates" else "deletion",
-                type_name=normalize_type(raw_type),
-                raw_type=raw_type,
-                resource_id=rid,
-                deletion_id=str(deletion_id) if isinstance(deletion_id, str | int) else None,
-            )
-        )
-    return out
+        try:
+            out.append(_item(item, f"data[{i}]"))
+        except NoticeError as exc:
+            problems.append(str(exc))
+    if not out:
+        raise NoticeError(problems[0] if len(problems) == 1 else f"no valid notice: {problems[0]}")
+    return out, problems
+
+
+def parse_notices(body: bytes) -> list[WebhookNotice]:
+    """The valid notices of one body; NoticeError names the problem when there is none."""
+    return parse_batch(body)[0]
+
+
+def _item(item: Any, where: str) -> WebhookNotice:
+    """One notice item, or NoticeError naming what is off-spec in it."""
+    if not isinstance(item, dict):
+        raise NoticeError(f"{where} must be an object")
+    kind = item.get("type")
+    if kind not in ("updates", "deletions"):
+        raise NoticeError(f"{where}.type must be 'updates' or 'deletions'")
+    attrs = item.get("attributes")
+    if not isinstance(attrs, dict):
+        raise NoticeError(f"{where}.attributes is missing")
+    raw_type = attrs.get("resource_type")
+    if not isinstance(raw_type, str) or not raw_type.strip() or len(raw_type) > 100:
+        raise NoticeError(f"{where}: resource_type must be a non-empty string")
+    rid = _resource_id(attrs.get("resource_id"), where)
+    deletion_id = item.get("id")
+    return WebhookNotice(
+        kind="update" if kind == "updates" else "deletion",
+        type_name=normalize_type(raw_type),
+        raw_type=raw_type,
+        resource_id=rid,
+        deletion_id=str(deletion_id) if isinstance(deletion_id, str | int) else None,
+    )

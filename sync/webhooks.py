@@ -22,7 +22,7 @@ from aiohttp import web
 from sync.config import WebhookSettings
 from sync.logs import get_logger
 from sync.metrics import Metrics
-from sync.notices import NoticeError, parse_notices
+from sync.notices import NoticeError, parse_batch
 from sync.store.queue import ChangeQueue
 
 CONTENT_TYPES = frozenset({"application/json", "application/vnd.api+json"})
@@ -85,9 +85,13 @@ def make_receiver_app(
             response.force_close()
             return response
         try:
-            notices = parse_notices(bytes(body))
+            notices, problems = parse_batch(bytes(body))
         except NoticeError as exc:
             return reject(400, str(exc), request)
+        for problem in problems:  # the valid items are kept; each invalid one is reported
+            log.warning("webhook.item_invalid", problem=problem)
+        if metrics is not None and problems:
+            metrics.notice_items_invalid.inc(len(problems))
         queued = queue.enqueue(notices)
         if on_enqueued is not None and queued:
             on_enqueued()
@@ -99,6 +103,7 @@ def make_receiver_app(
             updates=sum(n.kind == "update" for n in notices),
             deletions=sum(n.kind == "deletion" for n in notices),
             ignored_unknown_types=len(notices) - queued,
+            invalid_items=len(problems),
             queue_depth=queue.depth(),
         )
         return web.Response(status=202)

@@ -9,6 +9,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+JSONAPI = {"Content-Type": "application/vnd.api+json"}
+
 
 class Signed:
     """Logs in and sends signed requests; returns (status, headers, parsed body or None)."""
@@ -25,7 +27,7 @@ class Signed:
                 "attributes": {"email": self.email, "password": self.password},
             }
         }
-        async with self.http.post(f"{self.base}/accounts/login", json=body) as r:
+        async with self.http.post(f"{self.base}/accounts/login", json=body, headers=JSONAPI) as r:
             assert r.status == 201, await r.text()
             doc = orjson.loads(await r.read())
         self.token = doc["data"]["attributes"]["authentication_token"]
@@ -53,7 +55,11 @@ class Signed:
 
     async def send(self, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
         async with self.http.request(
-            method, f"{self.base}{path}", params=self.auth(), json=body
+            method,
+            f"{self.base}{path}",
+            params=self.auth(),
+            json=body,
+            headers=JSONAPI if body is not None else None,
         ) as r:
             raw = await r.read()
             return r.status, r.headers, (orjson.loads(raw) if raw else None)

@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((Path(__file__).parent / "data" / "jsonapi-schema-1.0.json").read_text())
 VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
 
+JSONAPI = {"Content-Type": "application/vnd.api+json"}
+
 
 def valid(doc: Any) -> None:
     errors = sorted(VALIDATOR.iter_errors(doc), key=str)
@@ -311,9 +313,9 @@ async def test_accounts_login_logout(emulator: Emulator) -> None:
                 "attributes": {"email": "new@example.com", "password": "pw-123456"},
             }
         }
-        async with http.post(f"{base}/accounts", json=body) as r:
+        async with http.post(f"{base}/accounts", json=body, headers=JSONAPI) as r:
             assert r.status == 201 and r.content_type == "application/json"
-        async with http.post(f"{base}/accounts", json=body) as r:
+        async with http.post(f"{base}/accounts", json=body, headers=JSONAPI) as r:
             assert r.status == 422
         client = Signed(http, base, "new@example.com", "pw-123456")
         first = (await client.login())["data"]["attributes"]["authentication_token"]
@@ -330,7 +332,7 @@ async def test_accounts_login_logout(emulator: Emulator) -> None:
                 "attributes": {"email": "new@example.com", "password": "wrong"},
             }
         }
-        async with http.post(f"{base}/accounts/login", json=bad) as r:
+        async with http.post(f"{base}/accounts/login", json=bad, headers=JSONAPI) as r:
             assert r.status == 401
 
 
@@ -374,7 +376,7 @@ async def test_channels_restrict_routes(emulator: Emulator) -> None:
                 },
             }
         }
-        async with http.post(f"{emulator.base_url}/accounts", json=body) as r:
+        async with http.post(f"{emulator.base_url}/accounts", json=body, headers=JSONAPI) as r:
             assert r.status == 201
         client = Signed(http, emulator.base_url, "deal@example.com", "pw-1")
         await client.login()
@@ -698,3 +700,55 @@ async def test_cli_serves_prints_and_stops_on_sigterm() -> None:
     assert await asyncio.wait_for(proc.wait(), 15) == 0
     rest = (await proc.stdout.read()).decode()
     assert "page cache: 1 pages" in rest and "1 hits, 1 misses" in rest, rest
+
+
+async def test_a_jsonapi_body_of_another_content_type_is_415(emulator: Emulator) -> None:
+    body = {
+        "data": {
+            "type": "accounts",
+            "attributes": {"email": emulator.email, "password": emulator.password},
+        }
+    }
+    async with aiohttp.ClientSession() as http:
+        url = f"{emulator.base_url}/accounts/login"
+        async with http.post(url, json=body) as r:  # application/json
+            assert r.status == 415
+            doc = await r.json(content_type=None)
+            assert "application/vnd.api+json" in doc["errors"][0]["detail"]
+        async with http.post(url, json=body, headers=JSONAPI) as r:
+            assert r.status == 201
+        emulator.app.strict_content_type = False  # the lenient switch
+        async with http.post(url, json=body) as r:
+            assert r.status == 201
+
+
+async def test_the_client_sends_jsonapi_bodies_as_jsonapi(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    from sync.channel.client import ChannelClient
+    from sync.config import parse_config
+
+    settings = parse_config(
+        {
+            "upstream": {
+                "base_url": emulator.base_url,
+                "email": emulator.email,
+                "password": emulator.password,
+            },
+            "mirror": {"path": str(tmp_path / "m.db")},
+        }
+    )
+    assert emulator.app.strict_content_type
+    async with ChannelClient(settings.upstream) as client:
+        await client.login()  # 415 before: aiohttp's json= says application/json
+        resp = await client.request(
+            "POST",
+            "/webhooks",
+            json={
+                "data": {
+                    "type": "webhooks",
+                    "attributes": {"callback_url": "http://127.0.0.1:9/x", "topic": "deals"},
+                }
+            },
+        )
+        assert resp.status == 201

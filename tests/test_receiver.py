@@ -302,3 +302,27 @@ async def test_watchdog_notifies_systemd(tmp_path: Path, monkeypatch: pytest.Mon
     sock.close()
     monkeypatch.delenv("NOTIFY_SOCKET")
     Notifier().ready()  # no socket: silently nothing
+
+
+async def test_a_mixed_batch_keeps_its_valid_items_and_reports_the_invalid_ones(
+    receiver: tuple[str, ChangeQueue, list[int]],
+) -> None:
+    base, queue, _ = receiver
+    bad_id = {"type": "updates", "attributes": {"resource_type": "deals", "resource_id": "x"}}
+    bad_kind = {"type": "creations", "attributes": {"resource_type": "deals", "resource_id": 3}}
+    with capture_logs() as logs:
+        status = await post(f"{base}/webhooks/{SECRET}", body(bad_id, UPDATE, bad_kind, DELETION))
+    assert status == 202
+    assert queue.depth() == 2  # the two valid items, durably queued before the 202
+    invalid = [e for e in logs if e["event"] == "webhook.item_invalid"]
+    assert [e["problem"][:7] for e in invalid] == ["data[0]", "data[2]"]
+    accepted = [e for e in logs if e["event"] == "webhook.accepted"]
+    assert accepted[0]["items"] == 2 and accepted[0]["invalid_items"] == 2
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/metrics") as r:
+            assert "sync_webhook_items_invalid_total 2.0" in await r.text()
+    # A body with no valid item at all is still refused, naming the problem.
+    with capture_logs() as logs:
+        assert await post(f"{base}/webhooks/{SECRET}", body(bad_id, bad_kind)) == 400
+    assert queue.depth() == 2
+    assert "no valid notice" in next(e for e in logs if e["event"] == "webhook.rejected")["reason"]

@@ -43,6 +43,9 @@ from sync.errors import (
 from sync.logs import get_logger
 
 ACCEPT = {"Accept": "application/vnd.api+json"}
+#: Headers of a request with a JSON:API body: JSON:API requires its media type for bodies too
+#: (a strict server answers 415 to `application/json`).
+JSONAPI_BODY = {**ACCEPT, "Content-Type": "application/vnd.api+json"}
 MAX_IDS = 100
 
 
@@ -159,7 +162,7 @@ class ChannelClient:
                 },
             }
         }
-        resp = await self.transport.send("POST", url, json=body, headers=ACCEPT)
+        resp = await self.transport.send("POST", url, json=body, headers=JSONAPI_BODY)
         if resp.status in (401, 403, 422):
             raise AuthError(
                 "login refused",
@@ -214,7 +217,13 @@ class ChannelClient:
 
         while True:
             generation = self.credentials.generation
-            resp = await self.transport.send(method, url, params=signed, json=json, headers=ACCEPT)
+            resp = await self.transport.send(
+                method,
+                url,
+                params=signed,
+                json=json,
+                headers=ACCEPT if json is None else JSONAPI_BODY,
+            )
             if resp.status != 401:
                 break
             if fresh:

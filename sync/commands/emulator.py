@@ -115,6 +115,11 @@ from sync.emulator.server import serve_forever
     is_flag=True,
     help="Serve null for every nullable attribute on the first 100 rows of each type.",
 )
+@click.option(
+    "--lenient-content-type",
+    is_flag=True,
+    help="Accept JSON:API request bodies sent as application/json (strict by default: 415).",
+)
 @fail_cleanly
 def emulator_command(
     resources: int,
@@ -138,6 +143,7 @@ def emulator_command(
     stamp_forms: bool,
     stale_rate: float,
     null_first: bool,
+    lenient_content_type: bool,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     emu = Emulator(
@@ -149,6 +155,7 @@ def emulator_command(
     )
     emu.data.touch_owners, emu.data.stamp_forms = touch_owners, stamp_forms
     emu.faults.stale_rate = stale_rate
+    emu.app.strict_content_type = not lenient_content_type
     if null_first:
         emu.data.null_first()
     f = emu.faults

@@ -39,6 +39,7 @@ from sync.emulator.webhooks import Dispatcher
 API_VERSION = "v12.4.1"
 JSONAPI = "application/vnd.api+json; charset=utf-8"
 JSON = "application/json; charset=utf-8"
+JSONAPI_TYPE = "application/vnd.api+json"
 SCRIPTS = [
     {"type": "text/javascript", "content": "window.contentTracking = {channel: 'emulator'};"},
     {"type": "application/ld+json", "content": '{"@context": "https://schema.org"}'},
@@ -127,6 +128,7 @@ class EmulatorApp:
         self.base = ""
         self.scripts_blob = orjson.dumps(SCRIPTS)
         self.requests = 0
+        self.strict_content_type = True  # 415 for a JSON:API body of another type
         self.pages = PageCache()  # off until given a budget (`sync emulator --page-cache-mb`)
 
     def now(self) -> float:
@@ -402,6 +404,18 @@ class EmulatorApp:
 
     # accounts
     async def _account_body(self, request: web.Request) -> dict[str, Any]:
+        """The `data.attributes` of a JSON:API request body (account creation, login, webhook
+        subscription). JSON:API requires its media type for request bodies: another content
+        type is 415, unless the emulator runs with `strict_content_type` off."""
+        if self.strict_content_type and request.content_type != JSONAPI_TYPE:
+            raise _Reply(
+                error(
+                    415,
+                    "Unsupported Media Type",
+                    f"a JSON:API request body must be sent as {JSONAPI_TYPE}, "
+                    f"not {request.content_type or 'none'}",
+                )
+            )
         try:
             doc = orjson.loads(await request.read())
             attrs = doc["data"]["attributes"]

@@ -215,15 +215,26 @@ class Daemon:
             self.log.info("deletions.applied", entries=result.rows)
 
     async def reconcile_all(self) -> None:
+        """The deletions feed first (a day of churn is not a glitch), then every type; a
+        refusal in one type or mall never stops the others, and all are raised together at
+        the end (the job's outcome is then `refused`, and health says so)."""
+        with contextlib.suppress(LookupError):
+            await self.poll_deletions()
+        refusals: list[str] = []
         for rtype in self.types:
-            await self._skip_forbidden(rtype, self._reconcile_type(rtype))
+            await self._skip_forbidden(rtype, self._reconcile_type(rtype, refusals))
         pruned = sideloads.prune(self.mirror)
         if pruned:
             self.log.info("sideloads.pruned", **pruned)
+        if refusals:
+            raise MassDeleteRefused("; ".join(refusals))
 
-    async def _reconcile_type(self, rtype: ResourceType) -> None:
+    async def _reconcile_type(self, rtype: ResourceType, refusals: list[str]) -> None:
         for group in group_by_mall(scopes_of(rtype, self._malls())):
-            await self.reconciler.reconcile(group)
+            try:
+                await self.reconciler.reconcile(group)
+            except MassDeleteRefused as exc:
+                refusals.append(str(exc))
         self._ok(rtype.name)
 
     async def refresh_hours(self) -> None:

@@ -111,26 +111,20 @@ class Reconciler:
             for ids in listing.missing_or_stale():
                 result.fetched += await self.fetch_and_write(scopes, ids)
             absent = [i for batch in listing.absent() for i in batch]
-        if absent:
+        if absent and result.listed == 0 and self.max_delete_share is not None:
+            # An empty listing where the mirror holds rows: the glitch the guard exists for.
+            self._refuse(rtype, mall_id, result, len(absent), "the upstream listed none")
+        gone: list[int] = []
+        for start in range(0, len(absent), 100):
+            gone += await self.confirm_gone(scopes, absent[start : start + 100])
+        if gone:
+            # Only deletions nothing explains reach the guard: rows the deletions feed listed
+            # were deleted before the listing (`Reconcile.run` reads the feed first), and rows
+            # `filter[id]` still finds were rewritten above, not counted.
             limit = self._delete_limit(result.local)
-            if limit is not None and len(absent) > limit:
-                result.refused = len(absent)
-                self.log.error(
-                    "reconcile.mass_delete_refused",
-                    type=rtype.name,
-                    mall_id=mall_id,
-                    would_delete=len(absent),
-                    local_rows=result.local,
-                    max_share=self.max_delete_share,
-                    hint="the upstream listing lacks many rows; check it, then raise "
-                    "schedule.reconcile_max_delete_share or run `sync reconcile --force`",
-                )
-                raise MassDeleteRefused(
-                    f"{rtype.name}: refusing to delete {len(absent)} of {result.local} rows "
-                    f"(more than {self.max_delete_share:.0%}); nothing was deleted"
-                )
-            for start in range(0, len(absent), 100):
-                result.removed += await self.confirm_and_delete(scopes, absent[start : start + 100])
+            if limit is not None and len(gone) > limit:
+                self._refuse(rtype, mall_id, result, len(gone), "confirmed gone by filter[id]")
+            result.removed += self.mirror.delete(rtype.name, gone)
         if result.fetched or result.removed:
             self.log.info(
                 "reconcile.repaired",
@@ -141,6 +135,29 @@ class Reconciler:
                 removed=result.removed,
             )
         return result
+
+    def _refuse(
+        self, rtype: ResourceType, mall_id: int | None, result: ReconcileResult, n: int, why: str
+    ) -> None:
+        result.refused = n
+        self.log.error(
+            "reconcile.mass_delete_refused",
+            type=rtype.name,
+            mall_id=mall_id,
+            would_delete=n,
+            local_rows=result.local,
+            listed=result.listed,
+            why=why,
+            max_share=self.max_delete_share,
+            hint="the upstream listing lacks many rows; check it, then raise "
+            "schedule.reconcile_max_delete_share or run `sync reconcile --force`",
+        )
+        where = rtype.name if mall_id is None else f"{rtype.name} of mall {mall_id}"
+        raise MassDeleteRefused(
+            f"{where}: refusing to delete {n} of {result.local} rows ({why}; more than "
+            f"{self.max_delete_share:.0%} that the deletions feed does not explain); "
+            "nothing was deleted"
+        )
 
     def _delete_limit(self, local: int) -> int | None:
         if self.max_delete_share is None:
@@ -181,6 +198,11 @@ class Reconciler:
 
     async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others."""
+        gone = await self.confirm_gone(scopes, ids)
+        return self.mirror.delete(scopes[0].rtype.name, gone) if gone else 0
+
+    async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
+        """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""
         still_there: set[int] = set()
         for scope in scopes:
             try:
@@ -194,5 +216,4 @@ class Reconciler:
                     scope.rtype, page.resources, page.included, mall_id=scope.mall_id
                 )
                 still_there.update(parse_id(r["id"]) for r in page.resources)
-        gone = [i for i in ids if i not in still_there]
-        return self.mirror.delete(scopes[0].rtype.name, gone) if gone else 0
+        return [i for i in ids if i not in still_there]

@@ -73,7 +73,9 @@ async def test_reconcile_and_status_commands(emulator: Emulator, tmp_path: Path)
     rc, out, err = await sync("reconcile", "--config", cfg, emu=emulator)
     assert rc == 0, err
     lines = {line.split()[0]: line for line in out.splitlines()}
-    assert "removed       1" in lines["deals"] and "fetched       1" in lines["articles"]
+    # The deletion comes from the deletions feed, applied before the listings.
+    assert "removed       1" in lines["deletions"] and "fetched       1" in lines["articles"]
+    assert "removed       0" in lines["deals"]
     rc, out, _ = await sync("status", "--config", cfg, emu=emulator)
     assert rc == 0 and "queue: 0 notices waiting" in out and "deals" in out
 

@@ -417,18 +417,23 @@ async def test_an_empty_listing_where_there_were_rows_deletes_nothing(
         assert rc == 0, err
         before = snapshot(tmp_path / "m.db")
         rows = len(before["articles"])
-        refused = f"articles: refusing to delete {rows} of {rows} rows (more than 20%); nothing was deleted"
+        refused = (
+            f"refused: articles: refusing to delete {rows} of {rows} rows (the upstream listed none"
+        )
         proxy.tamper = lambda p, q, b: short_page(0)(b) if p == "/articles" else None
 
         rc, out, err = await sync("reconcile", "--config", cfg, emu=emulator)
         line = error_line(rc, err)
-        assert refused in line and "check the upstream, then rerun with --force" in line
+        assert refused in err and "nothing was deleted" in err
+        assert "refused by the mass-delete guard" in line
+        assert "check the upstream, then rerun with --force" in line
+        assert re.search(r"^deals\s+fetched", out, re.M)  # the other type was reconciled
         assert snapshot(tmp_path / "m.db") == before
 
         rc, out, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
         assert rc == 0 and "Traceback" not in err, err
         (line,) = [x for x in out.splitlines() if x.startswith("articles")]
-        assert refused in line and "sync reconcile --force" in line
+        assert refused.removeprefix("refused: ") in line and "sync reconcile --force" in line
         assert snapshot(tmp_path / "m.db") == before
         rc, out, err = await sync("status", "--config", cfg, emu=emulator)
         assert rc == 0 and re.search(r"^articles .*refusing to delete", out, re.M), out

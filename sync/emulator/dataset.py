@@ -235,6 +235,9 @@ class Dataset:
         # The copy each changed resource had before its last change: what a lagging replica
         # upstream would still serve (`Faults.stale_rate`). Bounded; oldest dropped first.
         self.previous: dict[tuple[str, int], Rec] = {}
+        # Whether deletions are listed in the deletions feed (off: an upstream whose feed
+        # lost entries, so only a reconcile's listing can find them).
+        self.feed_deletions = True
         # Generated timestamps lie in 2025, deterministically (not tied to now) and always in
         # the past, so a client's cursor never starts ahead of the changes made while serving.
         self.epoch = 1_735_689_600.0 + seed % 1000  # 2025-01-01
@@ -726,7 +729,8 @@ class Dataset:
                 "updated_at": stamp,
             },
         )
-        self._add(entry)
+        if self.feed_deletions:
+            self._add(entry)
         self._notify("deletion", type_name, rid, str(did))
         return entry
 

@@ -355,6 +355,8 @@ class Daemon:
             stopper.cancel()
             if not backfill.done():
                 backfill.cancel()  # stops at its next await: the current page is committed or not
+                for task in tasks:  # the watchdog loop never ends by itself: waiting on it hung
+                    task.cancel()
                 await asyncio.gather(backfill, *tasks, return_exceptions=True)
                 if runner is not None:
                     await runner.cleanup()

@@ -455,3 +455,41 @@ async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(
         # A job that should have run long ago and is not running: overdue.
         daemon.mirror.job_scheduled("hours", "2000-01-01T00:00:00.000Z")
         assert any(p.startswith("hours overdue") for p in daemon.health()["problems"])
+
+
+async def test_sigterm_during_the_first_backfill_exits_promptly_and_loses_nothing(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    cfg = _config_file(tmp_path, emulator, db, _free_port())
+    emulator.faults.latency = 0.2  # a backfill that takes far longer than the test waits
+    proc = await _start(cfg, emulator)
+    try:
+        await eventually(lambda: db.exists() and _has_table(db, "_sync_backfill"), timeout=30)
+        await asyncio.sleep(1.0)  # inside the backfill, pages in flight
+        proc.send_signal(signal.SIGTERM)
+        # Before the fix the process stayed idle until SIGKILL (it waited on the watchdog).
+        code = await asyncio.wait_for(proc.wait(), timeout=10)
+        assert code == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    emulator.faults.latency = 0
+    # The interrupted backfill resumes and the mirror ends up exact.
+    mirror = Mirror.open(db)
+    settings = settings_for(emulator, db, webhooks=False)
+    async with ChannelClient(settings.upstream) as client:
+        await Backfill(client, mirror, settings).run()
+    mirror.close()
+    assert compare(db, emulator, TYPES).differences == 0
+
+
+def _has_table(db: Path, name: str) -> bool:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return bool(conn.execute("select 1 from sqlite_master where name = ?", (name,)).fetchone())
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()

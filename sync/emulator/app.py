@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 
 from sync.emulator.auth import Account, Accounts, AuthFailure
-from sync.emulator.dataset import RELATIONSHIPS, TARGET, Dataset, Rec, iso_ms
+from sync.emulator.dataset import RELATIONSHIPS, TARGET, Dataset, iso_ms
 from sync.emulator.faults import Faults
 from sync.emulator.pagecache import PageCache
 from sync.emulator.query import (
@@ -34,6 +34,7 @@ from sync.emulator.query import (
     resource_obj,
     variant,
 )
+from sync.emulator.records import Rec
 from sync.emulator.webhooks import Dispatcher
 
 API_VERSION = "v12.4.1"

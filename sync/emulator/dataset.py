@@ -8,9 +8,10 @@ deletions feed, and notify listeners (the webhooks). An edited or deleted image/
 its owners' `updated_at` alone unless `touch_owners` is set (like Rails `touch: true`): the spec
 does not promise it, so the emulator serves the hard case by default.
 
-Speed: a resource's JSON is encoded once per variant and cached on the record; a page is
-assembled by joining bytes. Every mutation bumps the type's version, which invalidates the query
-caches and the ETags.
+Memory and speed: a resource is a compact `records.Rec` (its attributes held as the JSON bytes
+it is served with); a page is assembled by joining bytes (`encodings`). Every mutation bumps the
+type's version, which invalidates the query caches and the ETags, and the record's revision,
+which retires its cached encodings.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from __future__ import annotations
 import random
 import time
 from bisect import bisect_left, insort
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sync.attributes import NULLABLE
+from sync.emulator.encodings import Encodings, Templates
+from sync.emulator.records import Owners, Rec
 
 #: Share of the data set per type (malls are sized separately).
 WEIGHTS: dict[str, int] = {
@@ -229,17 +232,10 @@ def relative(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-@dataclass
-class Rec:
-    """One resource: attributes, modelled linkage, and its cached encodings."""
-
-    type: str
-    id: int
-    attrs: dict[str, Any]
-    mall: int | None = None
-    links: dict[str, Any] = field(default_factory=dict)  # rel name -> list[int] | int | None
-    meta: dict[str, Any] | None = None
-    enc: dict[str, bytes] = field(default_factory=dict)
+#: Every job listing's `meta` (one shared object: the encoding templates rely on it).
+JOB_META: dict[str, Any] = {"deprecated_fields": list(DEPRECATED_FIELDS)}
+#: Malls whose deal lists (`Dataset.mall_deals`) are kept between requests.
+MALL_DEALS_KEPT = 64
 
 
 Listener = Callable[[str, str, int, str | None], None]  # (kind, type, id, deletion id)
@@ -249,7 +245,12 @@ class Dataset:
     """All resources by type, with ordered id indexes and the mutation API."""
 
     def __init__(
-        self, resources: int = 500, seed: int = 1, clock: Callable[[], float] = time.time
+        self,
+        resources: int = 500,
+        seed: int = 1,
+        clock: Callable[[], float] = time.time,
+        *,
+        malls: int | None = None,
     ) -> None:
         self.seed = seed
         self.clock = clock
@@ -258,8 +259,16 @@ class Dataset:
         self.order: dict[str, list[int]] = {t: [] for t in self.by_type}
         self.by_mall: dict[tuple[str, int], list[int]] = {}
         # (type, id) -> the (type, id) of every resource whose links name it (inverse linkage).
-        self.owners: dict[tuple[str, int], set[tuple[str, int]]] = {}
-        self._mall_deals: dict[int, tuple[int, list[int]]] = {}
+        self.owners = Owners()
+        # `mall_deals`: national deals and local deals by mall, per generation; a few malls'
+        # merged lists (a national deal is in every mall's list: one list per mall at 1M
+        # resources and 1,000 malls would hold ~45 M ids).
+        self._deal_parts: tuple[int, list[int], dict[int, list[int]]] | None = None
+        self._mall_deals: OrderedDict[int, tuple[int, list[int]]] = OrderedDict()
+        # Encoded variants other than the plain one, bounded (`encodings.Encodings`).
+        self.encodings = Encodings()
+        self.templates = Templates()
+        self._revision = 0
         self.version: dict[str, int] = dict.fromkeys(self.by_type, 0)
         self.next_id: dict[str, int] = dict.fromkeys(self.by_type, 1)
         self.listeners: list[Listener] = []
@@ -279,16 +288,18 @@ class Dataset:
         # Generated timestamps lie in 2025, deterministically (not tied to now) and always in
         # the past, so a client's cursor never starts ahead of the changes made while serving.
         self.epoch = 1_735_689_600.0 + seed % 1000  # 2025-01-01
-        self._build(max(resources, 50))
+        self._build(max(resources, 50), malls)
 
     # -- generation ----------------------------------------------------------------------------
 
     def _words(self, n: int) -> str:
-        return " ".join(self.rng.choice(WORDS) for _ in range(n)).title()
+        return " ".join(self.rng.choices(WORDS, k=n)).title()
 
-    def _build(self, n: int) -> None:
-        malls = max(3, n // 1000)
-        counts = {t: max(2, (n - malls) * w // sum(WEIGHTS.values())) for t, w in WEIGHTS.items()}
+    def _build(self, n: int, malls: int | None) -> None:
+        if malls is None:
+            malls = max(3, n // 1000)
+        rest = max(n - malls, 0)
+        counts = {t: max(2, rest * w // sum(WEIGHTS.values())) for t, w in WEIGHTS.items()}
         for _ in range(malls):
             self._add(self._generate("malls", None))
         first = ("tags", "images", "groups", "stores")
@@ -304,7 +315,7 @@ class Dataset:
         for sid in self.order["stores"]:
             store = self.by_type["stores"][sid]
             self._unindex(store)
-            store.links.update(self._store_members(store.mall))
+            store.set_links(self._store_members(store.mall))
             self._index(store)
 
     def _pick_mall(self, type_name: str) -> int | None:
@@ -423,7 +434,7 @@ class Dataset:
             }
         elif t == "deals":
             store = self.rng.choice(self.order["stores"]) if self.order["stores"] else None
-            sname = self.by_type["stores"][store].attrs["name"] if store else None
+            sname = self.by_type["stores"][store].get("name") if store else None
             a = {
                 "sales_type": r.choice(["sale", "coupon", "event"]),
                 "title": w(4),
@@ -493,7 +504,7 @@ class Dataset:
                 ],
             }
             if mall is not None:
-                a["mall_name"] = self.by_type["malls"][mall].attrs["name"]
+                a["mall_name"] = self.by_type["malls"][mall].get("name")
             links.update(
                 images=self._sample("images", 2),
                 tags=self._sample("tags", 2),
@@ -548,7 +559,7 @@ class Dataset:
             a = {
                 "title": w(2),
                 "seo_slug": slug,
-                "store_name": self.by_type["stores"][store].attrs["name"],
+                "store_name": self.by_type["stores"][store].get("name"),
                 "experience": "1 year",
                 "how_to_apply": "Apply online",
                 "application_url": f"https://jobs.example/{rid}",
@@ -569,7 +580,7 @@ class Dataset:
                 "end_at": relative(base + 30 * 86400),
             }
             links.update(images=self._sample("images", 1), store=store)
-            meta = {"deprecated_fields": list(DEPRECATED_FIELDS)}
+            meta = JOB_META
         elif t == "mall_messages":
             a = {
                 "description": w(10),
@@ -620,18 +631,18 @@ class Dataset:
 
     def _index(self, rec: Rec) -> None:
         """Record `rec` as an owner of every resource its links name (the inverse index)."""
-        for name, value in rec.links.items():
+        owner = (rec.type, rec.id)
+        for name, value in rec.link_items():
             target = TARGET.get(name, name)
-            for i in value if isinstance(value, list) else [value] if value is not None else []:
-                self.owners.setdefault((target, i), set()).add((rec.type, rec.id))
+            for i in value if isinstance(value, tuple) else () if value is None else (value,):
+                self.owners.add((target, i), owner)
 
     def _unindex(self, rec: Rec) -> None:
-        for name, value in rec.links.items():
+        owner = (rec.type, rec.id)
+        for name, value in rec.link_items():
             target = TARGET.get(name, name)
-            for i in value if isinstance(value, list) else [value] if value is not None else []:
-                owners = self.owners.get((target, i))
-                if owners is not None:
-                    owners.discard((rec.type, rec.id))
+            for i in value if isinstance(value, tuple) else () if value is None else (value,):
+                self.owners.discard((target, i), owner)
 
     def _add(self, rec: Rec) -> None:
         self.by_type[rec.type][rec.id] = rec
@@ -651,9 +662,28 @@ class Dataset:
         self._unindex(rec)
         self.version[rec.type] += 1
 
+    def _revise(self, rec: Rec) -> None:
+        """A new revision of `rec`: its cached encodings are never served again."""
+        self._revision += 1
+        rec.rev = self._revision
+
+    def set_attrs(self, rec: Rec, attrs: dict[str, Any]) -> None:
+        """Merge `attrs` into `rec`'s attributes (no stamp, version or notice: see `touch`)."""
+        merged = rec.attrs
+        merged.update(attrs)
+        rec.set_attrs(merged)
+        self._revise(rec)
+
+    def set_links(self, rec: Rec, links: dict[str, Any]) -> None:
+        """Replace some of `rec`'s owned linkage, keeping the inverse index in step."""
+        self._unindex(rec)
+        rec.set_links(links)
+        self._index(rec)
+        self._revise(rec)
+
     def inverse(self, type_name: str, rid: int, owner_type: str) -> list[int]:
         """Ids of the `owner_type` resources whose links name (`type_name`, `rid`)."""
-        return sorted(i for t, i in self.owners.get((type_name, rid), ()) if t == owner_type)
+        return self.owners.of_type((type_name, rid), owner_type)
 
     def linkage(self, rec: Rec, name: str) -> list[int] | int | None:
         """The ids `rec`'s relationship `name` holds now: owned, inverse or mall members."""
@@ -662,31 +692,48 @@ class Dataset:
         inverse = INVERSE.get((rec.type, name))
         if inverse is not None:
             return self.inverse(rec.type, rec.id, inverse[0])
-        value = rec.links.get(name)
-        return value if isinstance(value, int | list) else None
+        value = rec.link(name)
+        return (
+            list(value) if isinstance(value, tuple) else value if isinstance(value, int) else None
+        )
+
+    def _deals_by_scope(self) -> tuple[list[int], dict[int, list[int]]]:
+        """This generation's national deals, and local deals by the malls of their stores."""
+        parts = self._deal_parts
+        if parts is not None and parts[0] == self.generation:
+            return parts[1], parts[2]
+        stores = self.by_type["stores"]
+        deals = self.by_type["deals"]
+        national: list[int] = []
+        local: dict[int, list[int]] = {}
+        for did in self.order["deals"]:
+            deal = deals[did]
+            if not deal.get("is_local"):
+                national.append(did)
+                continue
+            malls = {s.mall for sid in deal.link("stores") or () if (s := stores.get(sid))}
+            for mall in malls:
+                if mall is not None:
+                    local.setdefault(mall, []).append(did)
+        self._deal_parts = (self.generation, national, local)
+        return national, local
 
     def mall_deals(self, mall: int) -> list[int]:
         """`GET /malls/{id}/deals`: the mall's local deals (a store of the deal is in the mall)
         and, unless the mall sets `exclude_national_deals`, every national deal (`is_local`
-        false). Cached per data generation."""
+        false). A few malls' lists are kept per data generation."""
         cached = self._mall_deals.get(mall)
         if cached is not None and cached[0] == self.generation:
+            self._mall_deals.move_to_end(mall)
             return cached[1]
+        national, local = self._deals_by_scope()
         rec = self.by_type["malls"].get(mall)
-        national = rec is not None and not rec.attrs.get("exclude_national_deals")
-        stores = self.by_type["stores"]
-        out = []
-        for did in self.order["deals"]:
-            deal = self.by_type["deals"][did]
-            if not deal.attrs.get("is_local"):
-                if national:
-                    out.append(did)
-            elif any(
-                (s := stores.get(sid)) is not None and s.mall == mall
-                for sid in deal.links.get("stores") or ()
-            ):
-                out.append(did)
+        own = local.get(mall, [])
+        out = sorted(national + own) if rec and not rec.get("exclude_national_deals") else own
         self._mall_deals[mall] = (self.generation, out)
+        self._mall_deals.move_to_end(mall)
+        while len(self._mall_deals) > MALL_DEALS_KEPT:
+            self._mall_deals.popitem(last=False)
         return out
 
     @property
@@ -730,9 +777,11 @@ class Dataset:
         if mall is None:
             mall = self._pick_mall(type_name)
         rec = self._generate(type_name, mall, attrs)
-        if "created_at" in rec.attrs:
+        current = rec.attrs
+        if "created_at" in current:
             stamp = self._fresh_stamp(None)
-            rec.attrs["created_at"] = rec.attrs["updated_at"] = stamp
+            rec.set_attrs({**current, "created_at": stamp, "updated_at": stamp})
+        self._revise(rec)
         self._add(rec)
         self._notify("update", type_name, rec.id)
         return rec
@@ -743,18 +792,13 @@ class Dataset:
         that would type its columns from the first values it sees. Stamps are left alone."""
         for type_name, names in NULLABLE.items():
             for rid in self.order[type_name][:rows]:
-                rec = self.by_type[type_name][rid]
-                rec.attrs.update(dict.fromkeys(names))
-                rec.enc.clear()
+                self.set_attrs(self.by_type[type_name][rid], dict.fromkeys(names))
             self.version[type_name] += 1
 
     def remember(self, rec: Rec) -> None:
         """Keep `rec`'s current copy as its previous one (before a change)."""
-        links = {k: list(v) if isinstance(v, list) else v for k, v in rec.links.items()}
         self.previous.pop((rec.type, rec.id), None)
-        self.previous[(rec.type, rec.id)] = Rec(
-            rec.type, rec.id, dict(rec.attrs), rec.mall, links, rec.meta
-        )
+        self.previous[(rec.type, rec.id)] = rec.copy()  # shares the immutable blob and links
         if len(self.previous) > PREVIOUS_LIMIT:
             del self.previous[next(iter(self.previous))]
 
@@ -764,18 +808,21 @@ class Dataset:
 
     def touch(self, rec: Rec, attrs: dict[str, Any] | None = None) -> None:
         self.remember(rec)
+        merged = rec.attrs
         if attrs:
-            rec.attrs.update(attrs)
-        if "updated_at" in rec.attrs:
-            rec.attrs["updated_at"] = self._fresh_stamp(rec.attrs["updated_at"])
-        rec.enc.clear()
+            merged.update(attrs)
+        if "updated_at" in merged:
+            merged["updated_at"] = self._fresh_stamp(merged["updated_at"])
+        rec.set_attrs(merged)
+        self._revise(rec)
         self.version[rec.type] += 1
 
     def update(self, type_name: str, rid: int, attrs: dict[str, Any] | None = None) -> Rec:
         rec = self.by_type[type_name][rid]
         if attrs is None:
+            current = rec.attrs
             key = next(
-                (k for k in ("title", "name", "description", "headline") if k in rec.attrs), None
+                (k for k in ("title", "name", "description", "headline") if k in current), None
             )
             attrs = {key: self._words(3)} if key else {}
         self.touch(rec, attrs)
@@ -795,7 +842,7 @@ class Dataset:
     def _untouched(self, rec: Rec) -> None:
         """A change to `rec`'s linkage that leaves its `updated_at` as it was."""
         self.previous.pop((rec.type, rec.id), None)  # its older copy would now be newer
-        rec.enc.clear()
+        self._revise(rec)
         self.version[rec.type] += 1
 
     def delete(self, type_name: str, rid: int) -> Rec:
@@ -812,13 +859,14 @@ class Dataset:
             owner = self.by_type[owner_type].get(owner_id)
             if owner is None:
                 continue
-            changed = False
-            for name, value in owner.links.items():
-                if TARGET.get(name, name) == type_name and isinstance(value, list) and rid in value:
-                    value.remove(rid)
-                    changed = True
-            if not changed:
+            dropped = {
+                name: [i for i in value if i != rid]
+                for name, value in owner.link_items()
+                if TARGET.get(name, name) == type_name and isinstance(value, tuple) and rid in value
+            }
+            if not dropped:
                 continue
+            owner.set_links(dropped)  # the target's index entry is gone already
             if self.touch_owners:
                 self.touch(owner)
                 self._notify("update", owner_type, owner_id)

@@ -3,7 +3,8 @@
 `parse` turns the query string into a `Query` (raising `QueryError` -> 400 for anything invalid),
 `select` evaluates it against the data set to an ordered id list (cached per query and data
 version, so page after page of one listing costs a slice), and `encode_resource` renders one
-resource, caching the bytes of the common variants on the record.
+resource: the plain form from its type's template, other variants through the bounded
+encoding LRU (see `encodings`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ import orjson
 
 from sync.emulator.dataset import (
     INVERSE,
+    JOB_META,
     MALL_MEMBERS,
     MODELLED,
     RELATIONSHIPS,
     TARGET,
     TO_ONE,
     Dataset,
-    Rec,
 )
+from sync.emulator.encodings import Templates
+from sync.emulator.records import Rec
 
 DATE_OPS = ("lt", "lte", "gt", "gte")
 PATHS = {
@@ -184,12 +187,16 @@ def parse(
 
 
 class Selector:
-    """Evaluates queries to ordered id lists, caching per (scope, query, data version)."""
+    """Evaluates queries to ordered id lists, caching per (scope, query, data version): at most
+    `size` lists holding at most `budget` ids in all (a list of every deal at 5,000,000
+    resources holds 750,000)."""
 
-    def __init__(self, data: Dataset, size: int = 128) -> None:
+    def __init__(self, data: Dataset, size: int = 128, budget: int = 4_000_000) -> None:
         self.data = data
         self.cache: OrderedDict[tuple[Any, ...], list[int]] = OrderedDict()
         self.size = size
+        self.budget = budget
+        self.held = 0
 
     def select(self, type_name: str, mall: int | None, q: Query) -> list[int]:
         # A mall's deals depend on stores and malls too (`Dataset.mall_deals`).
@@ -211,14 +218,16 @@ class Selector:
                 continue
 
             def by_attr(i: int, a: str = attr) -> tuple[int, Any]:
-                return _sort_key(recs[i].attrs.get(a))
+                return _sort_key(recs[i].get(a))
 
             ids = sorted(ids, key=by_attr, reverse=desc)
         if ids is base:
             ids = list(base)
         self.cache[key] = ids
-        if len(self.cache) > self.size:
-            self.cache.popitem(last=False)
+        self.held += len(ids)
+        while len(self.cache) > self.size or (self.held > self.budget and len(self.cache) > 1):
+            _, old = self.cache.popitem(last=False)
+            self.held -= len(old)
         return ids
 
 
@@ -231,9 +240,9 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 
 
 def _matches(rec: Rec, q: Query) -> bool:
-    a = rec.attrs
+    get = rec.get  # the hot attributes cost no decode (see `records.HOT`)
     for fld, op, value in q.dates:
-        raw = a.get(fld)
+        raw = get(fld)
         if not isinstance(raw, str):
             return False
         v = comparable(raw)
@@ -245,11 +254,12 @@ def _matches(rec: Rec, q: Query) -> bool:
         ):
             return False
     for attr, accepted in q.equals:
-        raw = a.get(attr)
+        raw = get(attr)
         text = str(raw).lower() if isinstance(raw, bool) else str(raw)
         if text not in accepted:
             return False
     if q.term:
+        a = rec.attrs
         hay = " ".join(str(a.get(k, "")) for k in ("name", "title", "description", "headline"))
         if q.term not in hay.lower():
             return False
@@ -313,7 +323,9 @@ def resource_obj(
 ) -> dict[str, Any]:
     """The JSON:API resource object for one record (`forms`: see `stamp_form`)."""
     path = path_of(rec.type)
-    attrs = rec.attrs if fields is None else {k: v for k, v in rec.attrs.items() if k in fields}
+    attrs = rec.attrs
+    if fields is not None:
+        attrs = {k: v for k, v in attrs.items() if k in fields}
     if forms:
         attrs = {
             k: stamp_form(v, rec.id + i) if k in ABSOLUTE and isinstance(v, str) else v
@@ -360,15 +372,26 @@ def encode_resource(
     key: str | None = None,
     forms: bool = False,
 ) -> bytes:
-    """Encoded resource, cached on the record per variant (`key`: `variant(include, fields)`,
-    passed in by callers that encode many resources of one variant; `forms` is fixed for an
-    emulator's life, see `stamp_form`)."""
+    """Encoded resource (`key`: `variant(include, fields)`, passed in by callers that encode
+    many resources of one variant; `forms`: see `stamp_form`). The plain form comes from the
+    type's template; other variants are cached in `data.encodings` by record revision, except
+    those with linkage computed from other resources."""
+    if not include and fields is None and not forms and (rec.meta is None or rec.meta is JOB_META):
+        templates = data.templates
+        if templates.base != base:
+            templates = data.templates = Templates(base)
+        head, tail = templates.parts(
+            rec.type, path_of(rec.type), RELATIONSHIPS.get(rec.type, ()), rec.meta
+        )
+        rid = str(rec.id).encode()
+        return b"".join((rid.join(head), rec.blob, rid.join(tail)))
     if include and derived(rec.type, include):
         return orjson.dumps(resource_obj(data, base, rec, include, fields, forms))
     if key is None:
         key = variant(include, fields)
-    blob = rec.enc.get(key)
+    cache_key = (rec.type, rec.id, rec.rev, f"{key}~" if forms else key)
+    blob = data.encodings.get(cache_key)
     if blob is None:
         blob = orjson.dumps(resource_obj(data, base, rec, include, fields, forms))
-        rec.enc[key] = blob
+        data.encodings.put(cache_key, blob)
     return blob

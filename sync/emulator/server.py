@@ -72,9 +72,7 @@ class Emulator:
         bound = sockets[0].getsockname()[1] if sockets else port
         self.base_url = f"http://{host}:{bound}"
         self.app.base = self.base_url
-        for recs in self.data.by_type.values():
-            for rec in recs.values():
-                rec.enc.clear()  # cached bytes carry the base URL
+        self.data.encodings.clear()  # cached bytes carry the base URL
         self.app.pages.clear()
         await self.dispatcher.start()
         try:
@@ -115,9 +113,7 @@ class Emulator:
         ids = self.data.ids(type_name, int(mall_id) if mall_id is not None else None)
         recs = self.data.by_type[type_name]
         return [
-            str(i)
-            for i in ids
-            if visibility is None or recs[i].attrs.get("visibility") == visibility
+            str(i) for i in ids if visibility is None or recs[i].get("visibility") == visibility
         ]
 
     def resource(

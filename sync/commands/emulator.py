@@ -6,7 +6,13 @@ import click
 
 from sync.cli import fail_cleanly, run_async
 from sync.emulator import Emulator
-from sync.emulator.server import serve_forever
+from sync.emulator.server import (
+    BYTES_PER_RESOURCE,
+    available_memory,
+    footprint,
+    max_resources,
+    serve_forever,
+)
 
 
 @click.command("emulator")
@@ -15,7 +21,14 @@ from sync.emulator.server import serve_forever
     type=click.IntRange(50, 5_000_000),
     default=5000,
     show_default=True,
-    help="Size of the generated data set.",
+    help="Size of the generated data set (refused when it would not fit in the memory "
+    "available: ~1.5 KB a resource, see the README).",
+)
+@click.option(
+    "--malls",
+    type=click.IntRange(1, 1_000_000),
+    default=None,
+    help="Number of malls, independent of --resources (default: resources // 1000, at least 3).",
 )
 @click.option(
     "--seed", type=int, default=1, show_default=True, help="Seed of the data set and of the faults."
@@ -92,6 +105,14 @@ from sync.emulator.server import serve_forever
     "(the benchmarks use it so the emulator takes little CPU; 0: off).",
 )
 @click.option(
+    "--encoding-cache-mb",
+    type=click.IntRange(0, 1_000_000),
+    default=256,
+    show_default=True,
+    help="Memory for encoded resource variants other than the plain one (sparse fieldsets, "
+    "included linkage, --stamp-forms), least recently used dropped first.",
+)
+@click.option(
     "--touch-owners",
     is_flag=True,
     help="Editing or deleting an image, tag or group also bumps its owners' updated_at "
@@ -123,6 +144,7 @@ from sync.emulator.server import serve_forever
 @fail_cleanly
 def emulator_command(
     resources: int,
+    malls: int | None,
     seed: int,
     port: int,
     email: str,
@@ -139,6 +161,7 @@ def emulator_command(
     webhook_reorder: bool,
     clock_offset: float,
     page_cache_mb: int,
+    encoding_cache_mb: int,
     touch_owners: bool,
     stamp_forms: bool,
     stale_rate: float,
@@ -146,12 +169,23 @@ def emulator_command(
     lenient_content_type: bool,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
+    need = footprint(resources, encoding_cache_mb + page_cache_mb)
+    have = available_memory()
+    if have is not None and need > have:
+        raise click.UsageError(
+            f"--resources {resources:,} needs about {need / 1e9:.1f} GB of memory "
+            f"(~{BYTES_PER_RESOURCE:,} bytes a resource, plus the caches), and this machine has "
+            f"{have / 1e9:.1f} GB available: serve at most "
+            f"{max_resources(have, encoding_cache_mb + page_cache_mb):,} resources, or free memory."
+        )
     emu = Emulator(
         resources=resources,
         seed=seed,
         email=email,
         password=password,
         page_cache_mb=page_cache_mb,
+        malls=malls,
+        encoding_cache_mb=encoding_cache_mb,
     )
     emu.data.touch_owners, emu.data.stamp_forms = touch_owners, stamp_forms
     emu.faults.stale_rate = stale_rate

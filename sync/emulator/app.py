@@ -35,6 +35,7 @@ from sync.emulator.query import (
     variant,
 )
 from sync.emulator.records import Rec
+from sync.emulator.traffic import NO_ROUTE, Traffic
 from sync.emulator.webhooks import Dispatcher
 
 API_VERSION = "v12.4.1"
@@ -115,6 +116,26 @@ def error(status: int, title: str, detail: str, parameter: str | None = None) ->
     )
 
 
+OWN_PREFIX = "/_emulator/"
+
+
+def route_of(request: web.Request) -> str:
+    """The route pattern `request` matched, ids replaced: `/malls/{id}/stores`."""
+    info = request.match_info
+    collection = info.get("collection")
+    if collection is not None:
+        if collection not in BY_PATH:
+            return NO_ROUTE
+        pattern = f"/{collection}"
+        if "id" in info:
+            pattern += "/{id}"
+        if "rel" in info:
+            pattern += f"/{info['rel']}"
+        return pattern
+    resource = getattr(info.route, "resource", None)
+    return resource.canonical if resource is not None else NO_ROUTE
+
+
 class EmulatorApp:
     """Request handlers over one data set, account store, dispatcher and fault switches."""
 
@@ -128,7 +149,7 @@ class EmulatorApp:
         self.selector = Selector(data)
         self.base = ""
         self.scripts_blob = orjson.dumps(SCRIPTS)
-        self.requests = 0
+        self.traffic = Traffic()  # requests served per route and per second
         self.strict_content_type = True  # 415 for a JSON:API body of another type
         self.pages = PageCache()  # off until given a budget (`sync emulator --page-cache-mb`)
 
@@ -142,7 +163,9 @@ class EmulatorApp:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         t0 = time.perf_counter()
-        self.requests += 1
+        if request.path.startswith(OWN_PREFIX):  # the emulator's own routes: no faults, uncounted
+            return await handler(request)
+        self.traffic.count(route_of(request), time.time())
         f = self.faults
         if not request.path.startswith("/accounts"):
             if f.latency > 0:
@@ -494,6 +517,17 @@ class EmulatorApp:
         resp.set_cookie("_session_id", uuid.uuid4().hex, httponly=True, path="/")
         return resp
 
+    # the emulator's own routes
+    async def traffic_route(self, request: web.Request) -> web.StreamResponse:
+        """`GET /_emulator/requests`: requests served per route and per second; `DELETE`
+        resets the counts."""
+        if request.method == "DELETE":
+            self.traffic.reset()
+            return web.Response(status=204)
+        return web.Response(
+            body=orjson.dumps(self.traffic.as_json()), headers={"Content-Type": JSON}
+        )
+
     # webhooks
     def _hook_obj(self, sub: Any) -> dict[str, Any]:
         return {
@@ -567,6 +601,8 @@ def make_app(emu: EmulatorApp, management: Any = None) -> web.Application:
     if management is not None:
         management.routes(app)  # before the generic /{collection}/... routes below
     r = app.router
+    r.add_get(f"{OWN_PREFIX}requests", emu.traffic_route)  # before /{collection}/{id}
+    r.add_delete(f"{OWN_PREFIX}requests", emu.traffic_route)
     r.add_post("/accounts", emu.create_account)
     r.add_post("/accounts/login", emu.login)
     r.add_delete("/accounts/logout", emu.logout)

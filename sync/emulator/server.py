@@ -22,7 +22,36 @@ from sync.emulator.dataset import Dataset, iso_ms
 from sync.emulator.faults import Faults
 from sync.emulator.management import Management
 from sync.emulator.pagecache import PageCache
+from sync.emulator.traffic import Traffic
 from sync.emulator.webhooks import Dispatcher
+
+#: Peak memory a resource takes while the emulator builds and serves its data set (measured at
+#: 1,000,000 resources: see the README's emulator section), and what the process takes besides.
+BYTES_PER_RESOURCE = 1_500
+BASE_BYTES = 150 * 2**20
+
+
+def footprint(resources: int, cache_mb: int = 0) -> int:
+    """Bytes an emulator serving `resources` is expected to peak at, `cache_mb` of caches
+    included (their budgets: the encoding LRU's and the page cache's)."""
+    return BASE_BYTES + resources * BYTES_PER_RESOURCE + cache_mb * 2**20
+
+
+def max_resources(available: int, cache_mb: int = 0) -> int:
+    """The largest data set whose `footprint` fits in `available` bytes."""
+    return max(0, (available - BASE_BYTES - cache_mb * 2**20) // BYTES_PER_RESOURCE)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new process (Linux `MemAvailable`), None when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 class Emulator:
@@ -39,9 +68,13 @@ class Emulator:
         webhook_window: float = 0.05,
         webhook_retry_interval: float = 0.2,
         page_cache_mb: int = 0,
+        malls: int | None = None,
+        encoding_cache_mb: int | None = None,
     ) -> None:
         self.faults = Faults(seed=seed)
-        self.data = Dataset(resources, seed, clock=self.now)
+        self.data = Dataset(resources, seed, clock=self.now, malls=malls)
+        if encoding_cache_mb is not None:
+            self.data.encodings.budget = encoding_cache_mb * 2**20
         self.accounts = Accounts(self.now)
         chans = frozenset(channels) | {"ALL"} if channels is not None else ALL_CHANNELS
         self.accounts.create(email, password, channels=chans, stamp=iso_ms(self.now()))
@@ -57,6 +90,11 @@ class Emulator:
 
     def now(self) -> float:
         return time.time() + self.faults.clock_offset
+
+    @property
+    def requests(self) -> Traffic:
+        """Requests served per route pattern and per second (`GET /_emulator/requests`)."""
+        return self.app.traffic
 
     @contextlib.asynccontextmanager
     async def serve(self, port: int = 0, host: str = "127.0.0.1") -> AsyncIterator[str]:

@@ -51,12 +51,18 @@ def test_the_data_set_is_deterministic_per_seed() -> None:
     ]
 
 
-def test_attributes_are_copies_and_mutations_keep_hot_values_in_step() -> None:
-    """`Rec.attrs` is a decoded copy; an update changes the blob and the hot `updated_at`."""
+def test_attributes_write_through_and_mutations_keep_hot_values_in_step() -> None:
+    """A change through `Rec.attrs` is written back (blob, hot values, revision); `decoded()`
+    is a copy; an update changes the blob and the hot `updated_at`."""
     data = Dataset(resources=600, seed=2)
     deal = data.by_type["deals"][data.order["deals"][0]]
-    deal.attrs["title"] = "not kept"
+    rev = deal.rev
+    deal.attrs.update(visibility="Unlisted")
+    assert deal.get("visibility") == "Unlisted" and deal.attrs["visibility"] == "Unlisted"
+    assert deal.rev != rev
+    deal.decoded()["title"] = "not kept"
     assert deal.attrs["title"] != "not kept"
+    deal.enc.clear()  # what code written for per-record encodings did: still harmless
     before, rev = deal.get("updated_at"), deal.rev
     data.update("deals", deal.id, {"title": "Kept", "visibility": "Private"})
     assert deal.attrs["title"] == "Kept" and deal.get("visibility") == "Private"

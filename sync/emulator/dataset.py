@@ -26,7 +26,7 @@ from typing import Any
 
 from sync.attributes import NULLABLE
 from sync.emulator.encodings import Encodings, Templates
-from sync.emulator.records import Owners, Rec
+from sync.emulator.records import Owners, Rec, next_revision
 
 #: Share of the data set per type (malls are sized separately).
 WEIGHTS: dict[str, int] = {
@@ -268,7 +268,6 @@ class Dataset:
         # Encoded variants other than the plain one, bounded (`encodings.Encodings`).
         self.encodings = Encodings()
         self.templates = Templates()
-        self._revision = 0
         self.version: dict[str, int] = dict.fromkeys(self.by_type, 0)
         self.next_id: dict[str, int] = dict.fromkeys(self.by_type, 1)
         self.listeners: list[Listener] = []
@@ -664,12 +663,11 @@ class Dataset:
 
     def _revise(self, rec: Rec) -> None:
         """A new revision of `rec`: its cached encodings are never served again."""
-        self._revision += 1
-        rec.rev = self._revision
+        rec.rev = next_revision()
 
     def set_attrs(self, rec: Rec, attrs: dict[str, Any]) -> None:
         """Merge `attrs` into `rec`'s attributes (no stamp, version or notice: see `touch`)."""
-        merged = rec.attrs
+        merged = rec.decoded()
         merged.update(attrs)
         rec.set_attrs(merged)
         self._revise(rec)
@@ -777,7 +775,7 @@ class Dataset:
         if mall is None:
             mall = self._pick_mall(type_name)
         rec = self._generate(type_name, mall, attrs)
-        current = rec.attrs
+        current = rec.decoded()
         if "created_at" in current:
             stamp = self._fresh_stamp(None)
             rec.set_attrs({**current, "created_at": stamp, "updated_at": stamp})
@@ -808,7 +806,7 @@ class Dataset:
 
     def touch(self, rec: Rec, attrs: dict[str, Any] | None = None) -> None:
         self.remember(rec)
-        merged = rec.attrs
+        merged = rec.decoded()
         if attrs:
             merged.update(attrs)
         if "updated_at" in merged:
@@ -820,7 +818,7 @@ class Dataset:
     def update(self, type_name: str, rid: int, attrs: dict[str, Any] | None = None) -> Rec:
         rec = self.by_type[type_name][rid]
         if attrs is None:
-            current = rec.attrs
+            current = rec.decoded()
             key = next(
                 (k for k in ("title", "name", "description", "headline") if k in current), None
             )

@@ -259,7 +259,7 @@ def _matches(rec: Rec, q: Query) -> bool:
         if text not in accepted:
             return False
     if q.term:
-        a = rec.attrs
+        a = rec.decoded()
         hay = " ".join(str(a.get(k, "")) for k in ("name", "title", "description", "headline"))
         if q.term not in hay.lower():
             return False
@@ -323,7 +323,7 @@ def resource_obj(
 ) -> dict[str, Any]:
     """The JSON:API resource object for one record (`forms`: see `stamp_form`)."""
     path = path_of(rec.type)
-    attrs = rec.attrs
+    attrs = rec.decoded()
     if fields is not None:
         attrs = {k: v for k, v in attrs.items() if k in fields}
     if forms:

@@ -10,6 +10,7 @@ links name it, with both packed into one integer and the owners of one target in
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from collections.abc import Iterator
 from typing import Any
@@ -52,12 +53,72 @@ def exact(blob: bytes) -> bytes:
     return bytes(memoryview(blob))
 
 
+_revisions = itertools.count(1)
+
+
+def next_revision() -> int:
+    """A revision no record has had (revisions are unique across data sets)."""
+    return next(_revisions)
+
+
+class Attrs(dict[str, Any]):
+    """A record's attributes, decoded; a change made through it is written back to the record
+    (so `rec.attrs.update(...)` keeps working as it did when attributes were a plain dict)."""
+
+    __slots__ = ("_rec",)
+
+    def __init__(self, rec: Rec, values: dict[str, Any]) -> None:
+        super().__init__(values)
+        self._rec = rec
+
+    def _store(self) -> None:
+        self._rec.set_attrs(dict(self))
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._store()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._store()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._store()
+
+    def pop(self, key: str, *default: Any) -> Any:
+        value = super().pop(key, *default)
+        self._store()
+        return value
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        value = super().setdefault(key, default)
+        self._store()
+        return value
+
+    def clear(self) -> None:
+        super().clear()
+        self._store()
+
+
+class _NoEncodings:
+    """`Rec.enc` of old: encodings now live in `Dataset.encodings`, keyed by revision, so
+    clearing a record's is nothing to do."""
+
+    def clear(self) -> None:
+        return None
+
+
+_NO_ENCODINGS = _NoEncodings()
+
+
 class Rec:
     """One resource: attributes as served JSON, hot values, owned linkage, revision.
 
-    `attrs` and `links` return fresh copies; change them through the `Dataset` mutations
-    (`set_attrs`, `set_links`), which keep the blob, the hot values and the indexes in step.
-    `rev` changes with every change, so cached encodings of older revisions are never served.
+    `attrs` is decoded on each access (changes through it are written back); `links` is a copy:
+    change linkage through `Dataset.set_links`, which keeps the inverse index in step. `rev`
+    changes with every change of attributes or linkage, so cached encodings of an older
+    revision are never served.
     """
 
     __slots__ = ("blob", "hot", "id", "mall", "meta", "packed", "rev", "type")
@@ -81,21 +142,30 @@ class Rec:
     # -- attributes ----------------------------------------------------------------------------
 
     @property
-    def attrs(self) -> dict[str, Any]:
-        """A decoded copy of the attributes (changes to it are not kept)."""
+    def attrs(self) -> Attrs:
+        """The attributes, decoded (a change made through the dict is written back)."""
+        return Attrs(self, orjson.loads(self.blob))
+
+    def decoded(self) -> dict[str, Any]:
+        """A decoded copy of the attributes (changes to it are not written back)."""
         value: dict[str, Any] = orjson.loads(self.blob)
         return value
+
+    @property
+    def enc(self) -> _NoEncodings:
+        return _NO_ENCODINGS
 
     def get(self, name: str) -> Any:
         """One attribute: cheap for the hot ones, a decode of the blob for the others."""
         index = _HOT_INDEX.get(self.type, _HOT_INDEX[""]).get(name)
         if index is not None:
             return self.hot[index]
-        return orjson.loads(self.blob).get(name)
+        return self.decoded().get(name)
 
     def set_attrs(self, attrs: dict[str, Any]) -> None:
         self.blob = exact(orjson.dumps(attrs))
         self.hot = tuple(attrs.get(n) for n in HOT.get(self.type, DEFAULT_HOT))
+        self.rev = next(_revisions)
 
     # -- linkage -------------------------------------------------------------------------------
 
@@ -122,6 +192,7 @@ class Rec:
         for n, v in links.items():
             old[n] = (tuple(v) or _EMPTY) if isinstance(v, list | tuple) else v
         self.packed = tuple(old.get(n, None if n in _TO_ONE else _EMPTY) for n in names)
+        self.rev = next(_revisions)
 
     def link_items(self) -> Iterator[tuple[str, Any]]:
         return zip(LINK_NAMES.get(self.type, ()), self.packed, strict=False)

@@ -160,7 +160,7 @@ class Emulator:
         return resource_dict(self.app, self.data.by_type[type_name][int(id)], tuple(include))
 
     def snapshot(self, type_name: str) -> dict[str, dict[str, Any]]:
-        return {str(i): dict(r.attrs) for i, r in self.data.by_type[type_name].items()}
+        return {str(i): r.decoded() for i, r in self.data.by_type[type_name].items()}
 
     def mall_deals(self, mall: int | str) -> list[int]:
         """The ids `GET /malls/{mall}/deals` lists (every visibility)."""

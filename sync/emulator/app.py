@@ -27,6 +27,7 @@ from sync.emulator.query import (
     Query,
     QueryError,
     Selector,
+    encode_plain,
     encode_resource,
     parse,
     path_of,
@@ -290,10 +291,13 @@ class EmulatorApp:
         fields = q.fields_for(type_name)
         top = tuple(dict.fromkeys(p.split(".")[0] for p in q.include))
         key = variant(top, fields)
-        blobs = [
-            encode_resource(self.data, self.base, r, top, fields, key, self.data.stamp_forms)
-            for r in recs
-        ]
+        if not top and fields is None and not self.data.stamp_forms:
+            blobs = encode_plain(self.data, self.base, recs)
+        else:
+            blobs = [
+                encode_resource(self.data, self.base, r, top, fields, key, self.data.stamp_forms)
+                for r in recs
+            ]
         parts = [b'{"data":[', b",".join(blobs), b"]"]
         if q.include:
             parts += [b',"included":[', b",".join(self._included(recs, q)), b"]"]

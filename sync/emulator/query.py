@@ -363,6 +363,28 @@ def variant(include: tuple[str, ...], fields: tuple[str, ...] | None) -> str:
     return ",".join(include) if fields is None else f"{','.join(include)};{','.join(fields)}"
 
 
+def encode_plain(data: Dataset, base: str, recs: list[Rec]) -> list[bytes]:
+    """The plain form (every attribute, relationships as links) of `recs`: their types'
+    templates with each id put in, around the stored attribute bytes."""
+    templates = data.templates
+    if templates.base != base:
+        templates = data.templates = Templates(base)
+    out = []
+    last = ""
+    head: list[bytes] = []
+    tail: list[bytes] = []
+    for rec in recs:
+        if rec.type != last:
+            last = rec.type
+            head, tail = templates.parts(last, path_of(last), RELATIONSHIPS.get(last, ()), rec.meta)
+        if rec.meta is not None and rec.meta is not JOB_META:  # not what the template holds
+            out.append(orjson.dumps(resource_obj(data, base, rec, (), None)))
+            continue
+        rid = str(rec.id).encode()
+        out.append(b"".join((rid.join(head), rec.blob, rid.join(tail))))
+    return out
+
+
 def encode_resource(
     data: Dataset,
     base: str,
@@ -377,14 +399,7 @@ def encode_resource(
     type's template; other variants are cached in `data.encodings` by record revision, except
     those with linkage computed from other resources."""
     if not include and fields is None and not forms and (rec.meta is None or rec.meta is JOB_META):
-        templates = data.templates
-        if templates.base != base:
-            templates = data.templates = Templates(base)
-        head, tail = templates.parts(
-            rec.type, path_of(rec.type), RELATIONSHIPS.get(rec.type, ()), rec.meta
-        )
-        rid = str(rec.id).encode()
-        return b"".join((rid.join(head), rec.blob, rid.join(tail)))
+        return encode_plain(data, base, [rec])[0]
     if include and derived(rec.type, include):
         return orjson.dumps(resource_obj(data, base, rec, include, fields, forms))
     if key is None:

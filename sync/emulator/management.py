@@ -8,6 +8,7 @@ Choices where the spec is silent are in the README's emulator section.
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from typing import Any
@@ -62,10 +63,19 @@ MESSAGE_WRITABLE = frozenset(
     {"name", "shorten_urls", "track_in_shortener", "marketing", "campaign_id", "channels"}
 )
 NOT_FOUND = {"error": "Record not found"}
+# The spec leaves sort_by[] values open: these are the emulator's (README, emulator section);
+# without sort_by[] the list is newest first.
+PRESS_SORTABLE = ("id", "published_at", "title", "slug", "headline")
+DEFAULT_PRESS_ORDER = [("published_at", True), ("id", True)]
 
 
 def _json(status: int, body: Any) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def _sort_key(item: dict[str, Any], key: str, locale: str) -> Any:
+    value = item[key]
+    return value.get(locale) or "" if isinstance(value, dict) else value
 
 
 def _file(url: str, stamp: str, identifier: str | None = None) -> dict[str, Any]:
@@ -92,20 +102,12 @@ class Management:
         rng = random.Random(seed * 7 + 1)
         stamp = iso_ms(1_735_689_600.0)
         self.press: dict[int, dict[str, Any]] = {}
+        # hard cases of the press release list, off by default: see `_shift_press`; a server
+        # serving its default order whatever sort_by[] asks
+        self.shift_at_page: int | None = None
+        self.ignore_sort = False
         for i in range(1, press_releases + 1):
-            self.press[i] = {
-                "id": i,
-                "title": {loc: f"{loc.upper()} press release {i}" for loc in LOCALES},
-                "slug": {loc: f"{loc}-press-{i}" for loc in LOCALES},
-                "teaser": {loc: f"{loc} teaser {rng.randint(1, 999)}" for loc in LOCALES},
-                "body": {loc: f"{loc} body of {i}" for loc in LOCALES},
-                "headline": {loc: f"{loc} headline {i}" for loc in LOCALES},
-                "published_at": iso_ms(1_735_689_600.0 + i * 3600),
-                "attachments": [_file(f"https://files.example/pr/{i}/a.pdf", stamp, "attachment")],
-                "image": _file(f"https://files.example/pr/{i}/image.jpg", stamp),
-                "url": f"/press/{i}",
-                "category_ids": sorted({rng.randint(1, 8) for _ in range(rng.randint(0, 3))}),
-            }
+            self.press[i] = self._press_release(i, rng)
         self.articles: dict[int, dict[str, Any]] = {}
         for i in range(1, 31):
             self.articles[i] = {
@@ -190,6 +192,22 @@ class Management:
                 },
             }
 
+    def _press_release(self, i: int, rng: random.Random) -> dict[str, Any]:
+        stamp = iso_ms(1_735_689_600.0)
+        return {
+            "id": i,
+            "title": {loc: f"{loc.upper()} press release {i}" for loc in LOCALES},
+            "slug": {loc: f"{loc}-press-{i}" for loc in LOCALES},
+            "teaser": {loc: f"{loc} teaser {rng.randint(1, 999)}" for loc in LOCALES},
+            "body": {loc: f"{loc} body of {i}" for loc in LOCALES},
+            "headline": {loc: f"{loc} headline {i}" for loc in LOCALES},
+            "published_at": iso_ms(1_735_689_600.0 + i * 3600),
+            "attachments": [_file(f"https://files.example/pr/{i}/a.pdf", stamp, "attachment")],
+            "image": _file(f"https://files.example/pr/{i}/image.jpg", stamp),
+            "url": f"/press/{i}",
+            "category_ids": sorted({rng.randint(1, 8) for _ in range(rng.randint(0, 3))}),
+        }
+
     # -- checks --------------------------------------------------------------------------------
 
     def _authorized(self, request: web.Request) -> bool:
@@ -246,8 +264,15 @@ class Management:
                     "details": {"per_page": ["must be 1..100"], "page_no": [">= 1"]},
                 },
             )
+        order = self._press_order(request)
+        if isinstance(order, web.Response):
+            return order
         cats = {int(c) for c in request.query.getall("category_ids[]", []) if c.isdigit()}
-        items = [p for p in self.press.values() if not cats or cats & set(p["category_ids"])]
+        if self.ignore_sort:
+            order = []
+        if self.shift_at_page is not None and page_no == self.shift_at_page:
+            self._shift_press(self._press_list(order, locale, cats))
+        items = self._press_list(order, locale, cats)
         total = len(items)
         pages = max(1, -(-total // per_page))
         chunk = items[(page_no - 1) * per_page : page_no * per_page]
@@ -269,6 +294,44 @@ class Management:
             "offset": (page_no - 1) * per_page,
         }
         return _json(200, {"press_releases": out, "pagination_info": info})
+
+    def _press_order(self, request: web.Request) -> list[tuple[str, bool]] | web.Response:
+        """The (field, descending) pairs of `sort_by[]` / `sort_directions[]`, or a 422."""
+        fields = request.query.getall("sort_by[]", [])
+        directions = request.query.getall("sort_directions[]", [])
+        details: dict[str, list[str]] = {}
+        unknown = [f for f in fields if f not in PRESS_SORTABLE]
+        if unknown:
+            details["sort_by"] = [f"{', '.join(unknown)}: not one of {', '.join(PRESS_SORTABLE)}"]
+        if any(d not in ("asc", "desc") for d in directions):
+            details["sort_directions"] = ["must be asc or desc"]
+        elif len(directions) > len(fields):
+            details["sort_directions"] = ["at most one entry per sort_by entry"]
+        if details:
+            return _json(422, {"error": "Invalid parameters", "details": details})
+        return [(f, i < len(directions) and directions[i] == "desc") for i, f in enumerate(fields)]
+
+    def _press_list(
+        self, order: list[tuple[str, bool]], locale: str, cats: set[int]
+    ) -> list[dict[str, Any]]:
+        items = [p for p in self.press.values() if not cats or cats & set(p["category_ids"])]
+        for key, descending in reversed(order or DEFAULT_PRESS_ORDER):
+            items.sort(key=functools.partial(_sort_key, key=key, locale=locale), reverse=descending)
+        return items
+
+    def _shift_press(self, items: list[dict[str, Any]]) -> None:
+        """The hard case `shift_at_page` (one-shot): just before that page is served, the first
+        press release of the list (in the order asked for) is removed and a new, backdated one
+        (a fresh, higher id; the oldest published_at) added, so the total stays the same while
+        the rows of the later pages move one place left."""
+        self.shift_at_page = None
+        if not items:
+            return
+        del self.press[items[0]["id"]]
+        new_id = max(self.press, default=items[0]["id"]) + 1
+        new = self._press_release(new_id, random.Random(new_id))
+        new["published_at"] = min(p["published_at"] for p in items)
+        self.press[new_id] = new
 
     # -- article update ------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from sync.channel.transport import Response, Transport
 from sync.config import ManagementSettings
@@ -35,6 +35,7 @@ from sync.errors import (
     UpstreamError,
 )
 from sync.logs import get_logger
+from sync.stamps import is_date_time
 
 ARTICLE_READ_ONLY = (
     "id",
@@ -48,6 +49,8 @@ ARTICLE_READ_ONLY = (
     "archived_at",
 )
 Localized = dict[str, str | None]
+ARTICLE_NOT_NULLABLE = ("status", "visible_in_list", "external_master", "category_ids")
+ARTICLE_DATE_TIMES = ("visible_since", "visible_until", "topic_relevant_until", "published_at")
 # The spec leaves the values of sort_by[] / sort_directions[] open; ascending id is the order
 # the emulator documents and the one a walk can check (see `Walk`).
 PRESS_ORDER = {"sort_by[]": "id", "sort_directions[]": "asc"}
@@ -113,7 +116,9 @@ class _Update(BaseModel):
 
 
 class ArticleUpdate(_Update):
-    """The writable fields of an Article (spec: management API v1, Article)."""
+    """The writable fields of an Article (spec: management API v1, Article), with the spec's
+    nullability: `status`, `visible_in_list`, `external_master` and `category_ids` may be left
+    out but not sent as null; `prototype_id` can only be unset (null); date-times are RFC 3339."""
 
     locales: list[str] | None = None
     products: list[str] | None = None
@@ -128,15 +133,42 @@ class ArticleUpdate(_Update):
     body: Localized | None = None
     headline: Localized | None = None
     published_at: str | None = None
-    prototype_id: int | None = None
+    prototype_id: None = None
     external_master: str | None = None
     us_legacy_data: dict[str, Any] | None = None
-    tag_ids: list[int] | None = Field(default=None)
+    tag_ids: list[int] | None = None
     category_ids: list[int] | None = None
 
-    def model_post_init(self, __context: Any) -> None:
-        if self.tag_ids is not None and any(t < 1 for t in self.tag_ids):
-            raise ValueError("tag_ids: every item must be an integer >= 1")
+    @field_validator(*ARTICLE_NOT_NULLABLE, mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        # Only fields present in the file reach this: leaving one out is fine, null is not.
+        if value is None:
+            raise ValueError("may not be null (not nullable in the spec); leave it out instead")
+        return value
+
+    @field_validator("prototype_id", mode="before")
+    @classmethod
+    def _only_unset(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError("can only be unset (null): a content prototype is not set by hand")
+        return value
+
+    @field_validator("tag_ids")
+    @classmethod
+    def _tag_ids(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(t < 1 for t in value):
+            raise ValueError("every item must be an integer >= 1")
+        return value
+
+    @field_validator(*ARTICLE_DATE_TIMES)
+    @classmethod
+    def _date_time(cls, value: str | None) -> str | None:
+        if value is not None and not is_date_time(value):
+            raise ValueError(
+                f"{value!r} is not an RFC 3339 date-time (like 2026-05-01T09:00:00.000Z)"
+            )
+        return value
 
 
 class Sender(_Update):
@@ -199,6 +231,27 @@ def load_update(path: Path, kind: Literal["article", "message"]) -> dict[str, An
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return doc
+
+
+def article_problems(article: dict[str, Any]) -> dict[str, object]:
+    """What the spec forbids in an article update body, by field (empty when it may be sent)."""
+    problems: dict[str, list[str]] = {
+        k: ["is read-only"] for k in ARTICLE_READ_ONLY if k in article
+    }
+    try:
+        ArticleUpdate.model_validate({k: v for k, v in article.items() if k not in problems})
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = [str(p) for p in err["loc"]] or ["article"]
+            what = (
+                "not a writable field"
+                if err["type"] == "extra_forbidden"
+                else str(err["msg"]).removeprefix("Value error, ")
+            )
+            problems.setdefault(loc[0], []).append(
+                f"{'.'.join(loc[1:])}: {what}" if len(loc) > 1 else what
+            )
+    return dict(problems)
 
 
 class ManagementClient:
@@ -366,6 +419,13 @@ class ManagementClient:
     async def update_article(
         self, article_id: int, article: dict[str, Any], *, dry_run: bool = False
     ) -> dict[str, Any]:
+        """PUT the article's changes; what the spec forbids is refused before anything is sent
+        (`InvalidParametersError` without a URL)."""
+        problems = article_problems(article)
+        if problems:
+            raise InvalidParametersError(
+                "Invalid parameters (refused before sending)", details=problems
+            )
         params = {"dry_run": "true"} if dry_run else {}
         doc = await self._send(
             "PUT",

@@ -11,12 +11,15 @@ from __future__ import annotations
 import functools
 import random
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from sync.emulator.dataset import iso_ms
+from sync.stamps import is_date_time
 
 LOCALES = ("en", "de")
 PRODUCT = "loyalty"
@@ -34,34 +37,29 @@ ARTICLE_READ_ONLY = frozenset(
         "archived_at",
     }
 )
-ARTICLE_FIELDS = (
-    frozenset(
-        {
-            "locales",
-            "products",
-            "status",
-            "visible_since",
-            "visible_until",
-            "visible_in_list",
-            "topic_relevant_until",
-            "title",
-            "slug",
-            "teaser",
-            "body",
-            "headline",
-            "published_at",
-            "prototype_id",
-            "external_master",
-            "us_legacy_data",
-            "tag_ids",
-            "category_ids",
-        }
-    )
-    | ARTICLE_READ_ONLY
-)
+# The writable fields of Article as the spec's table gives them: (kind, nullable).
+ARTICLE_WRITABLE: dict[str, tuple[str, bool]] = {
+    "locales": ("strings", True),
+    "products": ("strings", True),
+    "status": ("status", False),
+    "visible_since": ("date-time", True),
+    "visible_until": ("date-time", True),
+    "visible_in_list": ("boolean", False),
+    "topic_relevant_until": ("date-time", True),
+    **{k: ("localized", True) for k in ("title", "slug", "teaser", "body", "headline")},
+    "published_at": ("date-time", True),
+    "prototype_id": ("unset only", True),  # "manually it can only be unset"
+    "external_master": ("string", False),
+    "us_legacy_data": ("object", True),
+    "tag_ids": ("tag ids", True),
+    "category_ids": ("integers", False),
+}
+ARTICLE_FIELDS = frozenset(ARTICLE_WRITABLE) | ARTICLE_READ_ONLY
+STATUSES = ("draft", "published", "unpublished")
 MESSAGE_WRITABLE = frozenset(
     {"name", "shorten_urls", "track_in_shortener", "marketing", "campaign_id", "channels"}
 )
+CHANNEL_WRITABLE = frozenset({"type", "include_footer", "sender"})
 NOT_FOUND = {"error": "Record not found"}
 # The spec leaves sort_by[] values open: these are the emulator's (README, emulator section);
 # without sort_by[] the list is newest first.
@@ -71,6 +69,84 @@ DEFAULT_PRESS_ORDER = [("published_at", True), ("id", True)]
 
 def _json(status: int, body: Any) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(i, str) for i in v)
+
+
+def _localized(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(i, str | None) for i in v.values())
+
+
+def _tag_ids(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_int(i) and i >= 1 for i in v)
+
+
+def _integers(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_int(i) for i in v)
+
+
+def _status(v: Any) -> bool:
+    return v in STATUSES
+
+
+def _boolean(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _string(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _object(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+KIND_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "strings": (_strings, "must be an array of strings"),
+    "status": (_status, f"must be one of {', '.join(STATUSES)}"),
+    "date-time": (is_date_time, "must be an RFC 3339 date-time"),
+    "boolean": (_boolean, "must be a boolean"),
+    "localized": (_localized, "must be an object of language code to string or null"),
+    "string": (_string, "must be a string"),
+    "object": (_object, "must be an object"),
+    "tag ids": (_tag_ids, "items must be integers >= 1"),
+    "integers": (_integers, "must be an array of integers"),
+}
+
+
+def article_field_error(key: str, value: Any) -> str | None:
+    """Why `value` is not allowed for the writable Article field `key`, or None."""
+    kind, nullable = ARTICLE_WRITABLE[key]
+    if value is None:
+        return None if nullable else "can't be null"
+    if kind == "unset only":
+        return "can only be unset (null)"
+    check, message = KIND_CHECKS[kind]
+    return None if check(value) else message
+
+
+def publication_status(article: dict[str, Any], now: float) -> str:
+    """The emulator's derivation (the spec leaves it open): anything not published is draft; a
+    published article is scheduled before visible_since, expired from visible_until on."""
+    if article.get("status") != "published":
+        return "draft"
+    since, until = (
+        datetime.fromisoformat(v.upper().replace("Z", "+00:00")).timestamp()
+        if isinstance(v, str)
+        else None
+        for v in (article.get("visible_since"), article.get("visible_until"))
+    )
+    if until is not None and until <= now:
+        return "expired"
+    if since is not None and since > now:
+        return "scheduled"
+    return "published"
 
 
 def _sort_key(item: dict[str, Any], key: str, locale: str) -> Any:
@@ -140,6 +216,7 @@ class Management:
                 "archived_at": None,
             }
         self.messages: dict[tuple[str, int], dict[str, Any]] = {}
+        self._templates = 10  # the highest template id handed out
         for i in range(1, 11):
             self.messages[("sms", i)] = {
                 "id": i,
@@ -364,22 +441,17 @@ class Management:
                 422, {"error": "Invalid parameters", "details": {"article": ["is required"]}}
             )
         details: dict[str, list[str]] = {}
-        for key in changes:
+        for key, value in changes.items():
             if key not in ARTICLE_FIELDS:
                 details[key] = ["is not a field of Article"]
             elif key in ARTICLE_READ_ONLY:
                 details[key] = ["is read-only"]
-        if "status" in changes and changes["status"] not in ("draft", "published", "unpublished"):
-            details["status"] = ["must be one of draft, published, unpublished"]
-        tags = changes.get("tag_ids")
-        if tags is not None and (
-            not isinstance(tags, list)
-            or any(not isinstance(t, int) or isinstance(t, bool) or t < 1 for t in tags)
-        ):
-            details["tag_ids"] = ["items must be integers >= 1"]
+            elif (problem := article_field_error(key, value)) is not None:
+                details[key] = [problem]
         if details:
             return _json(422, {"error": "Invalid parameters", "details": details})
         updated = {**article, **changes, "updated_at": iso_ms(self.clock())}
+        updated["publication_status"] = publication_status(updated, self.clock())
         if request.query.get("dry_run") != "true":
             self.articles[article["id"]] = updated
         return _json(200, {"article": updated})
@@ -403,18 +475,52 @@ class Management:
             return _json(
                 422, {"error": "Invalid parameters", "details": {"message": ["is required"]}}
             )
-        extra = sorted(set(changes) - MESSAGE_WRITABLE)
-        if extra:
-            return _json(
-                422,
-                {"error": "Invalid parameters", "details": {k: ["is not writable"] for k in extra}},
-            )
+        details = {k: ["is not writable"] for k in sorted(set(changes) - MESSAGE_WRITABLE)}
+        channels = changes.get("channels")
+        if "channels" in changes and not (
+            isinstance(channels, list) and all(isinstance(c, dict) for c in channels)
+        ):
+            details["channels"] = ["must be an array of channels"]
+        elif isinstance(channels, list):
+            for i, channel in enumerate(channels):
+                for k in sorted(set(channel) - CHANNEL_WRITABLE):
+                    details[f"channels[{i}].{k}"] = ["is not writable"]
+        if details:
+            return _json(422, {"error": "Invalid parameters", "details": details})
         updated = {**message, **changes, "updated_at": iso_ms(self.clock())}
+        if isinstance(channels, list):
+            updated["channels"] = self._keep_templates(message["channels"], channels)
         archived = request.query.get("archived")
         if archived is not None:
             updated["archived_at"] = iso_ms(self.clock()) if archived == "true" else None
         self.messages[(request.match_info["service"], int(raw))] = updated
         return _json(200, {"message": updated})
+
+    def _keep_templates(
+        self, old: list[dict[str, Any]], new: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The request's channels, each with its template kept (a response field the request
+        cannot set): the template of the old channel of the same type, else of the channel at
+        the same place, else a new empty one."""
+        by_type = {c["type"]: c["template"] for c in old}
+        out = []
+        for i, channel in enumerate(new):
+            template = by_type.get(channel.get("type")) or (
+                old[i]["template"] if i < len(old) else None
+            )
+            if template is None:
+                self._templates += 1
+                template = {
+                    "id": self._templates,
+                    "type": "plain",
+                    "content": {"language": LOCALES[0], "body": "", "footer": ""},
+                    "translations": [],
+                    "wrapper_id": 1,
+                    "merge_properties": [],
+                    "thumbnail_url": "https://files.example/t.png",
+                }
+            out.append({**channel, "template": template})
+        return out
 
     def routes(self, app: web.Application) -> None:
         app.router.add_get("/v1/content/press_releases", self.press_releases)

@@ -74,7 +74,7 @@ class Walk:
     gaps: list[tuple[int | None, int | None]] = field(default_factory=list)
     boundaries: list[tuple[int, int, int]] = field(default_factory=list)
     _seen: set[int] = field(default_factory=set)
-    _prev_last: int | None = None
+    _top: int | None = None  # the highest id the walk has seen
 
     def add(
         self, ids: list[int], *, offset: int, first: bool, last: bool, part_of_walk: bool = True
@@ -85,13 +85,14 @@ class Walk:
             return
         if part_of_walk:
             fresh = [i for i in ids if i not in self._seen]
-            if self._seen and fresh and fresh[0] < max(self._seen):
+            if fresh and self._top is not None and fresh[0] < self._top:
                 self.ordered = False
                 return
-            if ids and self._prev_last is not None and ids[0] > self._prev_last:
-                self.boundaries.append((self._prev_last, ids[0], offset))
+            if ids and self._top is not None and ids[0] > self._top:
+                self.boundaries.append((self._top, ids[0], offset))
             self._seen.update(ids)
-            self._prev_last = ids[-1] if ids else self._prev_last
+            if ids:
+                self._top = ids[-1] if self._top is None else max(self._top, ids[-1])
         self.gaps.extend(itertools.pairwise(ids))
         if first and ids:
             self.gaps.append((None, ids[0]))

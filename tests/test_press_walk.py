@@ -157,3 +157,7 @@ def test_what_a_walk_proves() -> None:
     behind.add([5, 6], offset=0, first=True, last=False)
     behind.add([2, 3], offset=2, first=False, last=True)
     assert not behind.ordered
+    repeated = Walk()  # a row added before page 2 was served: 3 comes twice, the order holds
+    repeated.add([1, 2, 3], offset=0, first=True, last=False)
+    repeated.add([3, 4, 5], offset=3, first=False, last=True)
+    assert repeated.ordered and not repeated.boundaries

@@ -170,11 +170,23 @@ class Mirror(BookkeepingMixin):
         self.set_meta("schema_version", str(SCHEMA_VERSION))
         if not fresh:
             self.schema.repair_types([t for t in catalogue.TYPES if self.has_table(t)])
+            self.schema.repair_foreign_keys(self._link_tables())
             self.create_indexes()  # a bulk load interrupted before its indexes were built
 
+    def _link_tables(self) -> list[tuple[str, str, str, str, str]]:
+        """(table, owner column, related column, owner, target) of every link table."""
+        return [
+            (rel.link_table(name), *rel.link_columns(name), name, rel.target)
+            for name, rtype in catalogue.TYPES.items()
+            for rel in rtype.relationships
+            if not rel.to_one
+        ]
+
     def create_indexes(self) -> None:
-        """Build any missing index of the content and link tables (cheap when they all exist)."""
+        """Build any missing index of the content and link tables, the full-text indexes and
+        the views (cheap when they all exist)."""
         self.schema.create_indexes([t for t in catalogue.TYPES if self.has_table(t)])
+        self.schema.ensure_fts([t for t in catalogue.TYPES if self.has_table(t)])
         for name, rtype in catalogue.TYPES.items():
             for rel in rtype.relationships:
                 table = rel.link_table(name)
@@ -441,7 +453,10 @@ class Mirror(BookkeepingMixin):
             for rel in rtype.relationships:
                 if not rel.to_one and rel.name in b.links:
                     self.schema.ensure_link(
-                        rel.link_table(rtype.name), *rel.link_columns(rtype.name)
+                        rel.link_table(rtype.name),
+                        *rel.link_columns(rtype.name),
+                        rtype.name,
+                        rel.target,
                     )
         if not self.schema.defer_indexes:
             self.schema.ensure_views()
@@ -463,7 +478,10 @@ class Mirror(BookkeepingMixin):
             for rel in rtype.relationships:
                 if not rel.to_one and rel.name in links:
                     self.schema.ensure_link(
-                        rel.link_table(rtype.name), *rel.link_columns(rtype.name)
+                        rel.link_table(rtype.name),
+                        *rel.link_columns(rtype.name),
+                        rtype.name,
+                        rel.target,
                     )
         with self._page_transaction():
             for b in included:

@@ -168,6 +168,7 @@ class ManagementClient:
             max_backoff=self._opts["max_backoff"],
             sleep=self._sleep,
             clock=time.monotonic,
+            base_url_key="[management] base_url",
         )
         return self
 

@@ -250,7 +250,9 @@ class Daemon:
     async def mirror_press(self) -> None:
         """Full listing of the management API's press releases (no updated-since filter)."""
         if self.settings.management is not None:
-            await mirror_management_press(self.mirror, self.settings.management, BackfillReport())
+            await mirror_management_press(
+                self.mirror, self.settings.management, BackfillReport(), fail_fast=False
+            )
 
     async def check_subscriptions(self) -> None:
         vanished = await self.subscriptions.ensure()

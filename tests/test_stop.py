@@ -34,7 +34,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(tmp_path: Path, emu: Emulator, db: Path, *, webhooks: bool) -> Path:
+def _config(
+    tmp_path: Path, emu: Emulator, db: Path, *, webhooks: bool, reconcile_every: float = 3600.0
+) -> Path:
     """Long waits between retries (max_backoff 20 s) and the default 300 s budget: a process
     that does not cancel its waits is still waiting when the test gives up on it."""
     cfg = tmp_path / "sync.toml"
@@ -46,7 +48,7 @@ def _config(tmp_path: Path, emu: Emulator, db: Path, *, webhooks: bool) -> Path:
         f"[webhooks]\nenabled = {'true' if webhooks else 'false'}\n"
         f'listen = "127.0.0.1:{_free_port()}"\nsecret_env = "T_SECRET"\n'
         "[schedule]\npoll_interval = 3600.0\ndeletions_interval = 3600.0\n"
-        "reconcile_interval = 3600.0\n"
+        f"reconcile_interval = {reconcile_every}\n"
         '[logging]\nformat = "json"\nlevel = "warning"\n'
     )
     return cfg
@@ -175,3 +177,40 @@ async def test_a_signal_during_sync_reconcile_exits_promptly_and_the_mirror_is_i
     emulator.faults.off()
     await reconcile(settings_for(emulator, db, webhooks=False))
     assert compare(db, emulator, TYPES).differences == 0
+
+
+def _job(db: Path, name: str) -> dict[str, object]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    conn.row_factory = sqlite3.Row
+    try:
+        r = conn.execute("select * from _sync_jobs where name = ?", (name,)).fetchone()
+        return dict(r) if r else {}
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+
+
+async def test_sigterm_during_the_daemons_reconcile_exits_promptly_and_loses_nothing(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    await _backfilled(emulator, db)
+    before = {t: _ids(db, t) for t in TYPES}
+    for deal in emulator.ids("deals")[:10]:
+        emulator.update("deals", deal, {"title": "changed behind the mirror's back"})
+    emulator.delete("articles", emulator.ids("articles")[0])
+    emulator.faults.latency = 0.5
+    cfg = _config(tmp_path, emulator, db, webhooks=False, reconcile_every=1.0)
+    proc = await _spawn(cfg, emulator, "run")
+    try:
+        await eventually(lambda: bool(_job(db, "reconcile").get("started_at")), timeout=30)
+        await asyncio.sleep(1.0)  # inside the reconcile, listing pages
+        assert proc.returncode is None
+    finally:
+        code, err = await _stop(proc)
+    assert code == 0, err[-2000:]
+    assert _job(db, "reconcile")["outcome"] == "interrupted"  # stopped mid-run
+    assert _integrity(db) == "ok"
+    for t in TYPES:
+        assert before[t] & {str(i) for i in emulator.ids(t)} <= _ids(db, t), t

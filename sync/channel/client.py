@@ -80,7 +80,7 @@ class ChannelClient:
         """`fail_fast=False` is for the daemon: an upstream unreachable from the start is
         logged and retried until it answers instead of raised (see `sync.channel.transport`)."""
         self.settings = settings
-        self._fail_fast = fail_fast
+        self.fail_fast = fail_fast
         self.base = settings.base_url
         self._session = session
         self._own_session = session is None
@@ -110,7 +110,7 @@ class ChannelClient:
             upstream_now=lambda: self._clock() + self.credentials.offset,
             on_response=self._observe,
             stats=self.stats,
-            fail_fast=self._fail_fast,
+            fail_fast=self.fail_fast,
         )
         return self
 

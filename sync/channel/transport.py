@@ -158,7 +158,7 @@ class Transport:
         self.fail_fast = fail_fast
         self.base_url_key = base_url_key  # named in the hint of `UnreachableError`
         self.reached = False  # set by the first answer (any status)
-        self.unreachable: UnreachableError | None = None  # set once declared unreachable
+        self.unreachable = False  # set once a fail-fast transport gave up on the upstream
         self._unreachable_logged_at: float | None = None
 
     def backoff(self, attempt: int) -> float:
@@ -246,7 +246,7 @@ class Transport:
             return
         self.reached = True
         if self._unreachable_logged_at is not None:
-            self.log.warning("upstream.reachable", hint="the upstream answers again")
+            self.log.info("upstream.reachable", hint="the upstream answers again")
 
     def _will_not_heal(self, method: str, url: str, cause: str, spent: float) -> bool:
         """Judge a failure to connect to an upstream that never answered, after `spent` s.
@@ -255,16 +255,16 @@ class Transport:
         fail-fast mode once past it; in daemon mode logs the error (now and then) and returns
         True: the caller waits and retries without counting the budget.
         """
-        if self.unreachable is None and spent <= min(UNREACHABLE_GRACE, self.retry_budget):
+        if not self.unreachable and spent <= min(UNREACHABLE_GRACE, self.retry_budget):
             return False
-        error = self.unreachable or UnreachableError(
+        error = UnreachableError(
             f"cannot reach the upstream at {redact_url(url)} ({method}): {cause}",
             url=url,
             hint=f"check {self.base_url_key}: the host, port and scheme, DNS, firewall and "
             "TLS certificate",
         )
         if self.fail_fast:
-            self.unreachable = error  # later requests give up at their first refusal
+            self.unreachable = True  # later requests give up at their first refusal
             raise error
         now = self.clock()
         last = self._unreachable_logged_at

@@ -111,6 +111,9 @@ class Daemon:
             if self._mirror is not None and self.is_ready
             else []
         )
+        client: ChannelClient | None = getattr(self, "client", None)
+        if client is not None and client.unreachable:
+            problems.insert(0, client.unreachable)  # logged as upstream.unreachable too
         if status == "ok" and problems:
             status = "degraded"  # alive and following, but a repair failed or is overdue
         return {

@@ -130,13 +130,17 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(tmp_path: Path, base_url: str) -> Path:
+def _config(tmp_path: Path, base_url: str, *, listen: int | None = None) -> Path:
+    webhooks = (
+        f'[webhooks]\nlisten = "127.0.0.1:{listen}"\nsecret = "{"s" * 24}"\n'
+        if listen
+        else "[webhooks]\nenabled = false\n"
+    )
     cfg = tmp_path / "sync.toml"
     cfg.write_text(
         f'[upstream]\nbase_url = "{base_url}"\nemail = "ops@example.com"\n'
         'password_env = "T_PW"\ntypes = ["malls", "deals"]\n'
-        f'[mirror]\npath = "{tmp_path / "m.db"}"\n'
-        '[webhooks]\nenabled = false\n[logging]\nformat = "json"\n'
+        f'[mirror]\npath = "{tmp_path / "m.db"}"\n{webhooks}[logging]\nformat = "json"\n'
     )
     return cfg
 
@@ -177,7 +181,8 @@ async def test_the_daemon_names_an_unreachable_upstream_within_seconds_and_keeps
     tmp_path: Path,
 ) -> None:
     base = f"http://127.0.0.1:{_closed_port()}"
-    proc = await _spawn("run", "--config", str(_config(tmp_path, base)))
+    port = _closed_port()
+    proc = await _spawn("run", "--config", str(_config(tmp_path, base, listen=port)))
     assert proc.stderr is not None
     try:
         seen = ""
@@ -197,6 +202,12 @@ async def test_the_daemon_names_an_unreachable_upstream_within_seconds_and_keeps
         while time.monotonic() - t0 < 2.0:  # still retrying, not dead
             assert proc.returncode is None, seen
             await asyncio.sleep(0.1)
+        # /healthz says why it is still starting.
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                health = await resp.json()
+        assert health["status"] == "starting"
+        assert any("[upstream] base_url" in p for p in health["problems"]), health
         # Stop while it waits between two retries: it exits at once, with 0.
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), timeout=10) == 0

@@ -131,6 +131,11 @@ class ChannelClient:
         return self._transport
 
     @property
+    def unreachable(self) -> str | None:
+        """Why the upstream was never reached, while a daemon's client keeps trying; else None."""
+        return self._transport.unreachable_reason if self._transport is not None else None
+
+    @property
     def clock_offset(self) -> float:
         """Seconds to add to local time to get the upstream's time."""
         return self.credentials.offset

@@ -160,6 +160,8 @@ class Transport:
         self.reached = False  # set by the first answer (any status)
         self.unreachable = False  # set once a fail-fast transport gave up on the upstream
         self._unreachable_logged_at: float | None = None
+        #: A daemon's transport while the upstream was never reached: the error, for health.
+        self.unreachable_reason: str | None = None
 
     def backoff(self, attempt: int) -> float:
         """Full jitter: a uniform draw below the capped exponential."""
@@ -245,6 +247,7 @@ class Transport:
         if self.reached:
             return
         self.reached = True
+        self.unreachable_reason = None
         if self._unreachable_logged_at is not None:
             self.log.info("upstream.reachable", hint="the upstream answers again")
 
@@ -266,6 +269,7 @@ class Transport:
         if self.fail_fast:
             self.unreachable = True  # later requests give up at their first refusal
             raise error
+        self.unreachable_reason = str(error)
         now = self.clock()
         last = self._unreachable_logged_at
         if last is None or now - last >= UNREACHABLE_REPEAT:

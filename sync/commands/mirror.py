@@ -88,3 +88,16 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
             f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
             f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
         )
+
+
+@click.command("datasette-metadata")
+@config_option
+@fail_cleanly
+def datasette_metadata_command(config_path: Path | None) -> None:
+    """Print Datasette metadata for the mirror (JSON): every table described, the
+    bookkeeping hidden. Use: `sync datasette-metadata > metadata.json`, then
+    `datasette mirror.db --metadata metadata.json`."""
+    from sync.readers import datasette_metadata
+
+    settings = settings_from(config_path)
+    click.echo(json.dumps(datasette_metadata(settings.mirror.path), indent=2, sort_keys=True))

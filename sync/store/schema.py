@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS _sync_tombstones (
 CREATE TABLE IF NOT EXISTS _sync_jobs (
     name TEXT PRIMARY KEY, started_at TEXT, finished_at TEXT, outcome TEXT, error TEXT,
     seconds REAL, next_run_at TEXT);
+CREATE TABLE IF NOT EXISTS _sync_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, id INTEGER, op TEXT NOT NULL,
+    updated_at TEXT, at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta_scripts (
     id TEXT PRIMARY KEY, type TEXT, content TEXT, first_seen_at TEXT, last_seen_at TEXT);
 CREATE TABLE IF NOT EXISTS current_hours (
@@ -266,6 +269,7 @@ class Schema:
         if not self.defer_indexes:
             self.create_indexes([table])
             self.ensure_fts([table])
+            self.ensure_change_triggers([table])
 
     def widen(self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
         """Widen inferred columns whose values in `rows` do not fit their type (INTEGER, then
@@ -319,6 +323,8 @@ class Schema:
         self._forget(table)
         if fts:  # the rebuilt table lost the triggers that keep its FTS index in step
             self.ensure_fts([table], replace=True)
+        if not self.defer_indexes:
+            self.ensure_change_triggers([table])
         self.ensure_views()
         after = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
         if after != rows:  # never expected: transform copies every row in one transaction
@@ -424,6 +430,42 @@ class Schema:
             self.db.table(table).enable_fts(
                 wanted, fts_version="FTS5", create_triggers=True, replace=True
             )
+
+    def ensure_change_triggers(self, tables: list[str]) -> None:
+        """Triggers that append every change of a content table to `_sync_changes` (the change
+        feed), in the writing statement's own transaction: `upsert` when a row is inserted or
+        takes another `updated_at` (a re-write of the same copy is no change), `delete` when it
+        goes. Tables without `updated_at` (tags, groups) log an update whose columns differ.
+        Dropped during a bulk load, which logs one `backfill` entry per type instead."""
+        now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+        for table in tables:
+            cols = self.columns(table)
+            if not cols:
+                continue
+            stamped = "updated_at" in cols
+            new_stamp = "new.updated_at" if stamped else "NULL"
+            old_stamp = "old.updated_at" if stamped else "NULL"
+            changed = (
+                "old.updated_at IS NOT new.updated_at"
+                if stamped
+                else " OR ".join(f"old.[{c}] IS NOT new.[{c}]" for c in sorted(cols) if c != "id")
+                or "0"
+            )
+            ins = f"INSERT INTO _sync_changes (type, id, op, updated_at, at) VALUES ('{table}', "
+            self.conn.executescript(
+                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_insert] AFTER INSERT ON "
+                f"[{table}] BEGIN {ins}new.id, 'upsert', {new_stamp}, {now}); END;\n"
+                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_update] AFTER UPDATE ON "
+                f"[{table}] WHEN {changed} BEGIN {ins}new.id, 'upsert', {new_stamp}, {now}); END;\n"
+                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_delete] AFTER DELETE ON "
+                f"[{table}] BEGIN {ins}old.id, 'delete', {old_stamp}, {now}); END;"
+            )
+
+    def drop_change_triggers(self) -> None:
+        for (name,) in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '\\_sync\\_changes\\_%' ESCAPE '\\'"
+        ).fetchall():
+            self.conn.execute(f"DROP TRIGGER IF EXISTS [{name}]")
 
     def create_link_index(self, table: str, related_col: str) -> None:
         """The reverse index of a link table (which rows link to a given related id)."""

@@ -84,8 +84,12 @@ def test_one_config_serves_both_units_through_their_credentials(
     assert settings.webhooks.secret is not None
 
 
+def _units() -> list[Path]:
+    return sorted(p for p in UNITS.iterdir() if p.suffix in (".service", ".timer"))
+
+
 def test_units_parse_as_ini() -> None:
-    for unit in UNITS.iterdir():
+    for unit in _units():
         cp = configparser.ConfigParser(strict=False, interpolation=None)
         cp.read_string(unit.read_text())
         assert cp.sections()
@@ -97,7 +101,7 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
         pytest.fail(
             "systemd-analyze is missing: install it (apt-get install systemd) to check the units"
         )
-    for unit in UNITS.iterdir():
+    for unit in _units():
         # The real ExecStart lives in /opt/sync; verify a copy pointing at a binary that exists.
         text = unit.read_text().replace(
             "/opt/sync/.venv/bin/sync", shutil.which("true") or "/bin/true"
@@ -129,3 +133,53 @@ def test_units_exposure_is_at_most_1_5(tmp_path: Path) -> None:
         found = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout + r.stderr)
         assert found, r.stdout + r.stderr
         assert float(found.group(1)) <= 1.5, f"{name}: exposure {found.group(1)}"
+
+
+def test_alert_rules_are_valid_and_name_metrics_the_daemon_exports() -> None:
+    """systemd/sync-alerts.yml: `promtool check rules` when promtool is installed; else parsed,
+    every rule complete, and every sync_* metric it names one that /metrics exports."""
+    import yaml
+
+    from sync.metrics import Metrics
+
+    rules_file = UNITS / "sync-alerts.yml"
+    promtool = shutil.which("promtool")
+    if promtool is not None:
+        r = subprocess.run(
+            [promtool, "check", "rules", str(rules_file)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+    doc = yaml.safe_load(rules_file.read_text())
+    rules = [rule for group in doc["groups"] for rule in group["rules"]]
+    assert len(rules) >= 5
+    for rule in rules:
+        assert rule["alert"] and rule["expr"] and rule["annotations"]["summary"], rule
+
+    class Live:
+        def lag_seconds(self) -> dict[str, float]:
+            return {"deals": 1.0}
+
+        def rows(self) -> dict[str, int]:
+            return {"deals": 1}
+
+        def queue_depth(self) -> int:
+            return 0
+
+        def upstream_statuses(self) -> dict[int, int]:
+            return {200: 1}
+
+    m = Metrics(Live())
+    m.job_runs.labels(job="poll", outcome="ok").inc()
+    m.notices.labels(outcome="accepted").inc()
+    exported = {
+        line.split()[2]
+        for line in m.render()[0].decode().splitlines()
+        if line.startswith("# TYPE ")
+    }
+    exported |= {f"{n}_total" for n in exported}
+    for rule in rules:
+        for name in re.findall(r"\b(sync_[a-z_]+|process_[a-z_]+)", rule["expr"]):
+            assert name in exported, f"{rule['alert']}: {name} is not exported"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -57,6 +58,12 @@ def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
         except KeyboardInterrupt:
             click.echo("sync: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:
+            # stdout closed early (`sync status | head -1`): quiet, and 128 + SIGPIPE like the
+            # coreutils; point stdout at /dev/null so the interpreter's flush at exit is quiet.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(141)
 
     return wrapper
 
@@ -96,7 +103,13 @@ async def _cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def settings_from(config_path: Path | None) -> Settings:
-    """Load and validate the configuration (or raise ConfigError), and set up logging (stderr)."""
+    """Load and validate the configuration (or raise ConfigError), and set up logging (stderr).
+
+    `--config` works before the command too (`sync --config F status`); given after, it wins."""
+    if config_path is None:
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            config_path = ctx.find_root().params.get("config_path")
     settings = load_config(config_path)
     logs.configure(settings.logging.level, settings.logging.format)
     return settings
@@ -124,5 +137,6 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sync")
-def main() -> None:
+@config_option
+def main(config_path: Path | None) -> None:
     """Keep a local SQLite mirror of the Channel Content API up to date."""

@@ -82,6 +82,11 @@ class Mirror(BookkeepingMixin):
     def open(cls, path: Path | str, *, readonly: bool = False) -> Mirror:
         """Open (creating if needed) the mirror at `path`; MirrorError names problem and fix."""
         p = Path(path)
+        if p.is_dir():
+            raise MirrorError(
+                f"mirror {p} is a directory",
+                hint=f"[mirror] path names the database file, e.g. {p / 'mirror.db'}",
+            )
         if p.exists():
             _check_header(p)
         elif readonly:

@@ -77,6 +77,13 @@ def first_run(name: str, every: float, first: float, stored: str | None, now: da
     return min(due, now + timedelta(seconds=every))
 
 
+def _epoch(stamp: str) -> float | None:
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
 class Daemon:
     """Wires the receiver, the queue worker and the scheduled jobs around one mirror and client."""
 
@@ -85,7 +92,7 @@ class Daemon:
         self.progress = progress
         self.log = get_logger("sync.daemon")
         self.types: list[ResourceType] = settings.upstream.mirrored_types()
-        self.metrics = Metrics()
+        self.metrics = Metrics(self)
         self.started = time.monotonic()
         self.last_ok: dict[str, float] = {}
         self.stop = asyncio.Event()
@@ -93,7 +100,6 @@ class Daemon:
         self.bound_port: int | None = None
         self._mirror: Mirror | None = None
         self.is_ready = False  # set once backfilled and serving
-        self._statuses_seen: dict[int, int] = {}
         self._running_jobs: set[asyncio.Task[Any]] = set()
 
     # -- health --------------------------------------------------------------------------------
@@ -111,6 +117,9 @@ class Daemon:
             if self._mirror is not None and self.is_ready
             else []
         )
+        client: ChannelClient | None = getattr(self, "client", None)
+        if client is not None and client.unreachable:
+            problems.insert(0, client.unreachable)  # logged as upstream.unreachable too
         if status == "ok" and problems:
             status = "degraded"  # alive and following, but a repair failed or is overdue
         return {
@@ -174,7 +183,6 @@ class Daemon:
                 )
             self.metrics.job_runs.labels(job=name, outcome="ok").inc()
             self.log.info("job.done", job=name, seconds=round(time.monotonic() - t0, 3))
-            self._refresh_metrics()
 
         return run
 
@@ -250,7 +258,9 @@ class Daemon:
     async def mirror_press(self) -> None:
         """Full listing of the management API's press releases (no updated-since filter)."""
         if self.settings.management is not None:
-            await mirror_management_press(self.mirror, self.settings.management, BackfillReport())
+            await mirror_management_press(
+                self.mirror, self.settings.management, BackfillReport(), fail_fast=False
+            )
 
     async def check_subscriptions(self) -> None:
         vanished = await self.subscriptions.ensure()
@@ -260,22 +270,41 @@ class Daemon:
             if rtype is not None:
                 await self.poll_type(rtype)  # catch up on what the lost subscription missed
 
-    def _refresh_metrics(self) -> None:
-        """Lag per type and upstream responses by status (counters advance by the delta)."""
-        now = time.monotonic()
-        for name, t in self.last_ok.items():
-            self.metrics.lag_seconds.labels(type=name).set(round(now - t, 1))
-        for status, count in self.client.stats.statuses.items():
-            seen = self._statuses_seen.get(status, 0)
-            if count > seen:
-                self.metrics.requests.labels(status=str(status)).inc(count - seen)
-                self._statuses_seen[status] = count
+    # -- metrics.Live: read when Prometheus scrapes -----------------------------------------
+
+    def lag_seconds(self) -> dict[str, float]:
+        """Seconds since each type's last successful sync: this process's, else the mirror's
+        record of an earlier one, else this process's age (a type it never synced is as stale
+        as the process is old)."""
+        now_mono, now = time.monotonic(), time.time()
+        recorded: dict[str, str | None] = {}
+        if self._mirror is not None:
+            recorded = {s.type_name: s.last_sync_at for s in self.mirror.status()}
+        out: dict[str, float] = {}
+        for t in self.types:
+            if t.name in self.last_ok:
+                out[t.name] = round(now_mono - self.last_ok[t.name], 1)
+                continue
+            stamp = recorded.get(t.name)
+            then = _epoch(stamp) if stamp else None
+            out[t.name] = round(now - then if then is not None else now_mono - self.started, 1)
+        return out
+
+    def rows(self) -> dict[str, int]:
+        if self._mirror is None:
+            return {}
+        return {t.name: self.mirror.count(t.name) for t in self.types}
+
+    def queue_depth(self) -> int:
+        return self._queue.depth() if hasattr(self, "_queue") else 0
+
+    def upstream_statuses(self) -> dict[int, int]:
+        client: ChannelClient | None = getattr(self, "client", None)
+        return dict(client.stats.statuses) if client is not None else {}
 
     def _ok(self, name: str) -> None:
         self.last_ok[name] = time.monotonic()
         self.mirror.record_type_status(name, ok=True, at=iso_ms(time.time()))
-        self.metrics.rows.labels(type=name).set(self.mirror.count(name))
-        self.metrics.lag_seconds.labels(type=name).set(0)
 
     def _malls(self) -> list[int]:
         return list(self.mirror.ids("malls"))
@@ -297,7 +326,8 @@ class Daemon:
             loop.add_signal_handler(sig, self.request_stop)
         self._mirror = Mirror.open(self.settings.mirror.path)
         try:
-            async with ChannelClient(self.settings.upstream) as client:
+            # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
+            async with ChannelClient(self.settings.upstream, fail_fast=False) as client:
                 self.client = client
                 await self._serve()
         finally:
@@ -349,35 +379,31 @@ class Daemon:
         ):
             self.log.info("daemon.backfill_first")
             self.notifier.status("backfilling")
-            backfill = asyncio.create_task(self.backfill.run(), name="backfill")
-            stopper = asyncio.create_task(self.stop.wait())
-            await asyncio.wait({backfill, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            if not backfill.done():
-                backfill.cancel()  # stops at its next await: the current page is committed or not
+            if not await self._unless_stopped(self.backfill.run(), "backfill"):
                 for task in tasks:  # the watchdog loop never ends by itself: waiting on it hung
                     task.cancel()
-                await asyncio.gather(backfill, *tasks, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
                 if runner is not None:
                     await runner.cleanup()
                 return
-            backfill.result()
         for rtype in self.types:
             self._ok(rtype.name)
 
         tasks.append(asyncio.create_task(self.worker.run(self.stop), name="worker"))
         scheduler = self._scheduler()
         scheduler.start()
-        if s.webhooks.enabled:
-            try:
-                await self.subscriptions.ensure()
-                self._record_subscriptions()
-            except UpstreamError as exc:
-                self.log.error("subscriptions.failed", error=str(exc))
-        self.notifier.status("following the upstream")
-        self.is_ready = True
-        self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
         try:
+            if s.webhooks.enabled:
+                try:
+                    # Raced with SIGTERM: an upstream that fails or stalls retries for minutes.
+                    if await self._unless_stopped(self.subscriptions.ensure(), "subscribe"):
+                        self._record_subscriptions()
+                except UpstreamError as exc:
+                    self.log.error("subscriptions.failed", error=str(exc))
+            if not self.stop.is_set():
+                self.notifier.status("following the upstream")
+                self.is_ready = True
+                self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
             await self.stop.wait()
         finally:
             if runner is not None:
@@ -387,6 +413,25 @@ class Daemon:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._cancel_jobs()
+
+    async def _unless_stopped(self, work: Awaitable[object], name: str) -> bool:
+        """Await `work` unless `stop` is set first, which cancels it at its next await (a
+        page is committed or not, a retry's backoff ends). True when `work` finished; its
+        exception, if any, is raised."""
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        stopper = asyncio.create_task(self.stop.wait())
+        try:
+            await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            return False
+        task.result()
+        return True
 
     def _scheduler(self) -> AsyncIOScheduler:
         s = self.settings.schedule

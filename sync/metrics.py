@@ -1,28 +1,87 @@
 """Prometheus metrics of the daemon, served at GET /metrics.
 
 Uses `prometheus_client` (the reference implementation of the exposition format) with a registry
-per `Metrics` object, so tests can create as many daemons as they like.
+per `Metrics` object, so tests can create as many daemons as they like. What describes the
+mirror's state now (lag, rows, queue depth, upstream answers) is computed when Prometheus
+scrapes, by a collector reading the daemon (`Live`), so it is never stale between jobs and
+counts the first backfill's requests; events (notices, job runs, errors) are counters bumped
+where they happen. The standard process, platform and GC collectors are registered too.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from collections.abc import Iterator, Mapping
+from typing import Protocol
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+class Live(Protocol):
+    """What the scrape-time collector reads (the daemon implements it)."""
+
+    def lag_seconds(self) -> Mapping[str, float]:
+        """Seconds since the last successful sync, per mirrored type."""
+
+    def rows(self) -> Mapping[str, int]:
+        """Rows in the mirror, per mirrored type."""
+
+    def queue_depth(self) -> int:
+        """Webhook notices waiting in the durable queue."""
+
+    def upstream_statuses(self) -> Mapping[int, int]:
+        """Upstream answers so far by HTTP status (totals since the process started)."""
+
+
+class _LiveCollector(Collector):
+    def __init__(self, live: Live) -> None:
+        self.live = live
+
+    def collect(self) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            "sync_lag_seconds", "Seconds since the last successful sync per type", labels=["type"]
+        )
+        for name, seconds in sorted(self.live.lag_seconds().items()):
+            lag.add_metric([name], seconds)
+        yield lag
+        rows = GaugeMetricFamily("sync_rows", "Rows in the mirror per type", labels=["type"])
+        for name, n in sorted(self.live.rows().items()):
+            rows.add_metric([name], n)
+        yield rows
+        yield GaugeMetricFamily(
+            "sync_queue_depth",
+            "Webhook notices waiting in the queue",
+            value=self.live.queue_depth(),
+        )
+        requests = CounterMetricFamily(
+            "sync_upstream_requests", "Upstream responses by status", labels=["status"]
+        )
+        for status, n in sorted(self.live.upstream_statuses().items()):
+            requests.add_metric([str(status)], n)
+        yield requests
 
 
 class Metrics:
-    """Rows per type, queue depth, upstream requests and errors, notices, lag, job runs."""
+    """Notices, job runs, errors (counters); lag, rows, queue depth and upstream answers read at
+    scrape time from `live`; process, platform and GC metrics."""
 
-    def __init__(self) -> None:
+    def __init__(self, live: Live | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.rows = Gauge("sync_rows", "Rows in the mirror per type", ["type"], registry=r)
-        self.queue_depth = Gauge(
-            "sync_queue_depth", "Webhook notices waiting in the queue", registry=r
-        )
-        self.requests = Counter(
-            "sync_upstream_requests", "Upstream responses by status", ["status"], registry=r
-        )
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        if live is not None:
+            r.register(_LiveCollector(live))
         self.errors = Counter("sync_errors", "Errors by kind", ["kind"], registry=r)
         self.notices = Counter(
             "sync_webhook_notices", "Webhook bodies by outcome", ["outcome"], registry=r
@@ -30,12 +89,6 @@ class Metrics:
         self.notice_items_invalid = Counter(
             "sync_webhook_items_invalid",
             "Off-spec items left out of otherwise valid notice batches",
-            registry=r,
-        )
-        self.lag_seconds = Gauge(
-            "sync_lag_seconds",
-            "Seconds since the last successful sync per type",
-            ["type"],
             registry=r,
         )
         self.job_runs = Counter(

@@ -116,7 +116,6 @@ def make_receiver_app(
     async def metrics_view(request: web.Request) -> web.StreamResponse:
         if metrics is None:
             return _reply(404, "metrics are not enabled")
-        metrics.queue_depth.set(queue.depth())
         body, content_type = metrics.render()
         resp = web.Response(body=body)
         resp.headers["Content-Type"] = content_type

@@ -109,3 +109,60 @@ def test_every_command_loads_lazily_under_its_name() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "False"  # the daemon's scheduler is not loaded for a backfill
+
+
+def _offline_config(tmp_path: Path, mirror: Path) -> Path:
+    cfg = tmp_path / "sync.toml"
+    cfg.write_text(
+        '[upstream]\nbase_url = "http://127.0.0.1:1"\nemail = "a@b.c"\npassword = "pw"\n'
+        f'[mirror]\npath = "{mirror}"\n'
+    )
+    return cfg
+
+
+def test_config_before_the_command_and_a_directory_as_mirror(tmp_path: Path) -> None:
+    import subprocess
+
+    from sync.store import Mirror
+
+    db = tmp_path / "m.db"
+    Mirror.open(db).close()
+    cfg = _offline_config(tmp_path, db)
+    for args in (["--config", str(cfg), "status"], ["status", "--config", str(cfg)]):
+        r = subprocess.run(
+            [sys.executable, "-m", "sync", *args], cwd=ROOT, capture_output=True, text=True
+        )
+        assert r.returncode == 0 and "mirror:" in r.stdout, r.stderr
+    (tmp_path / "dir.db").mkdir()
+    cfg = _offline_config(tmp_path, tmp_path / "dir.db")
+    r = subprocess.run(
+        [sys.executable, "-m", "sync", "status", "--config", str(cfg)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1 and "is a directory" in r.stderr and "permissions" not in r.stderr
+
+
+def test_status_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    """`sync status | head -1`: no traceback, no error line, 141 (128 + SIGPIPE) as coreutils."""
+    import subprocess
+
+    from sync.store import Mirror
+
+    db = tmp_path / "m.db"
+    Mirror.open(db).close()
+    cfg = _offline_config(tmp_path, db)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write, as `head` is after a line
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "sync", "status", "--config", str(cfg)],
+            cwd=ROOT,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(write_end)
+    assert r.returncode == 141 and r.stderr == "", (r.returncode, r.stderr)

@@ -493,3 +493,26 @@ def _has_table(db: Path, name: str) -> bool:
         return False
     finally:
         conn.close()
+
+
+async def test_metrics_are_live_from_the_first_request(emulator: Emulator, tmp_path: Path) -> None:
+    """Right after the first backfill, before any poll: the backfill's requests are counted,
+    rows are there, lag grows while nothing syncs, and the process metrics are exported."""
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=True, poll_interval=3600.0)
+    async with running(settings) as daemon:
+        url = f"http://127.0.0.1:{daemon.bound_port}/metrics"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url) as r:
+                first = await r.text()
+            await asyncio.sleep(1.2)
+            async with http.get(url) as r:
+                later = await r.text()
+    assert 'sync_upstream_requests_total{status="200"}' in first
+    assert 'sync_rows{type="deals"}' in first and "process_resident_memory_bytes" in first
+
+    def lag(text: str) -> float:
+        (line,) = [x for x in text.splitlines() if x.startswith('sync_lag_seconds{type="deals"}')]
+        return float(line.split()[-1])
+
+    assert lag(later) > lag(first)  # computed when scraped, not when a job last ran

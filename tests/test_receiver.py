@@ -170,6 +170,25 @@ def test_queue_takes_ten_thousand_notices(tmp_path: Path) -> None:
 # -- the receiver --------------------------------------------------------------------------------
 
 
+class _QueueOnly:
+    """A `metrics.Live` that knows only the queue (the receiver alone, no daemon)."""
+
+    def __init__(self, queue: ChangeQueue) -> None:
+        self.queue = queue
+
+    def lag_seconds(self) -> dict[str, float]:
+        return {}
+
+    def rows(self) -> dict[str, int]:
+        return {}
+
+    def queue_depth(self) -> int:
+        return self.queue.depth()
+
+    def upstream_statuses(self) -> dict[int, int]:
+        return {}
+
+
 @pytest.fixture
 async def receiver(tmp_path: Path) -> AsyncIterator[tuple[str, ChangeQueue, list[int]]]:
     from sync.webhooks import make_receiver_app
@@ -181,7 +200,7 @@ async def receiver(tmp_path: Path) -> AsyncIterator[tuple[str, ChangeQueue, list
         cfg,
         queue,
         on_enqueued=lambda: woken.append(1),
-        metrics=Metrics(),
+        metrics=Metrics(_QueueOnly(queue)),
         health=lambda: {"status": "ok"},
     )
     runner = web.AppRunner(app)
@@ -269,15 +288,40 @@ async def test_healthz_and_metrics(receiver: tuple[str, ChangeQueue, list[int]])
             )
 
 
-def test_metrics_render_counts() -> None:
-    m = Metrics()
-    m.rows.labels(type="deals").set(5)
+class _Live:
+    def __init__(self) -> None:
+        self.lag = {"deals": 1.5}
+        self.statuses = {200: 3}
+
+    def lag_seconds(self) -> dict[str, float]:
+        return dict(self.lag)
+
+    def rows(self) -> dict[str, int]:
+        return {"deals": 5}
+
+    def queue_depth(self) -> int:
+        return 2
+
+    def upstream_statuses(self) -> dict[int, int]:
+        return dict(self.statuses)
+
+
+def test_metrics_are_read_at_scrape_time() -> None:
+    """Lag, rows, queue depth and upstream answers are what the daemon says when scraped, not
+    what a job last wrote; the standard process metrics come along."""
+    live = _Live()
+    m = Metrics(live)
     m.job_runs.labels(job="poll", outcome="ok").inc()
     text = m.render()[0].decode()
-    assert (
-        'sync_rows{type="deals"} 5.0' in text
-        and 'sync_job_runs_total{job="poll",outcome="ok"} 1.0' in text
-    )
+    assert 'sync_rows{type="deals"} 5.0' in text
+    assert 'sync_job_runs_total{job="poll",outcome="ok"} 1.0' in text
+    assert 'sync_lag_seconds{type="deals"} 1.5' in text and "sync_queue_depth 2.0" in text
+    assert 'sync_upstream_requests_total{status="200"} 3.0' in text
+    assert "process_resident_memory_bytes" in text and "python_info" in text
+    live.lag["deals"], live.statuses[200] = 60.0, 10
+    text = m.render()[0].decode()
+    assert 'sync_lag_seconds{type="deals"} 60.0' in text
+    assert 'sync_upstream_requests_total{status="200"} 10.0' in text
 
 
 async def test_watchdog_notifies_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

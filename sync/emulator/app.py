@@ -515,7 +515,39 @@ class EmulatorApp:
         return self._account_doc(account)
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
-        account = self._auth(request)
+        """DELETE /accounts/logout with the spec's body {account, auth_id, auth_token,
+        auth_timestamp, format}: the signature is read from the body (not the query); `account`
+        names the signed account by `email` or `id` (a `password` in it must be right). Ends every
+        session of the token: the account's token is replaced."""
+        shape = "body must be {account: {email, ...}, auth_id, auth_token, auth_timestamp, format}"
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return error(400, "Bad Request", shape)
+        if not isinstance(body, dict):
+            return error(400, "Bad Request", shape)
+        missing = [
+            k
+            for k in ("account", "auth_id", "auth_token", "auth_timestamp", "format")
+            if k not in body
+        ]
+        if missing:
+            return error(400, "Bad Request", f"{shape}; missing {', '.join(missing)}", missing[0])
+        creds, fmt = body["account"], body["format"]
+        if not isinstance(creds, dict) or not isinstance(fmt, str):
+            return error(400, "Bad Request", f"{shape}; account is an object, format a string")
+        self.accounts.clock = self.now
+        try:
+            account = self.accounts.check(
+                {k: str(body[k]) for k in ("auth_id", "auth_token", "auth_timestamp")}
+            )
+        except AuthFailure as exc:
+            return error(401, "Unauthorized", str(exc))
+        named = str(creds.get("email", creds.get("id", "")))
+        if named not in (account.email, str(account.id)) or (
+            "password" in creds and creds["password"] != account.password
+        ):
+            return error(401, "Unauthorized", "account does not match the signed auth_id")
         self.accounts.logout(account)
         resp = web.Response(status=204)
         resp.set_cookie("_session_id", uuid.uuid4().hex, httponly=True, path="/")

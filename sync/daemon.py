@@ -330,7 +330,7 @@ class Daemon:
         self.worker = QueueWorker(
             self.mirror,
             self._queue,
-            self.reconciler,
+            self.reconciler.fetcher,
             self.types,
             poll_type=self.poll_type,
             batch_delay=s.schedule.queue_batch_delay,

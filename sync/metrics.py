@@ -11,7 +11,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 
 class Metrics:
-    """Rows per type, queue depth, upstream requests and errors, notices, lag, job runs."""
+    """Rows per type, queue depth, upstream requests and errors, notices, lag, job runs,
+    verify repairs."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -35,6 +36,12 @@ class Metrics:
         self.lag_seconds = Gauge(
             "sync_lag_seconds",
             "Seconds since the last successful sync per type",
+            ["type"],
+            registry=r,
+        )
+        self.verify_repairs = Counter(
+            "sync_verify_repairs",
+            "Rows the verify repaired (content changed upstream without a new updated_at)",
             ["type"],
             registry=r,
         )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import islice
 from typing import Any
 
@@ -138,21 +138,21 @@ class Verifier:
             rtype = next(t for t in types if t.name == pos.type)
             if rtype.name in CURRENT_LISTS:
                 await self.verify_current(rtype, malls, report)
-                pos = self._next_unit(types, malls, pos, done=True)
+                pos = self._next_unit(types, malls, pos)
             else:
                 ids = self._next_ids(rtype, pos.mall, pos.after)
                 if ids:
                     await self.verify_ids(scopes_of(rtype, _one(pos.mall)), ids, report)
                     pos = Position(pos.type, pos.mall, ids[-1], pos.started_at)
                 else:
-                    pos = self._next_unit(types, malls, pos, done=True)
+                    pos = self._next_unit(types, malls, pos)
             if pos is None:
                 self._prune(report)
                 report.cycle_done = True
                 self.mirror.set_meta(POSITION_KEY, None)
                 self.mirror.set_meta("verify_cycle_finished_at", iso_ms(time.time()))
                 return report
-            self.mirror.set_meta(POSITION_KEY, orjson.dumps(pos.__dict__).decode())
+            self.mirror.set_meta(POSITION_KEY, orjson.dumps(asdict(pos)).decode())
         return report
 
     def _position(self, types: Sequence[ResourceType]) -> Position | None:
@@ -169,7 +169,7 @@ class Verifier:
         return pos
 
     def _next_unit(
-        self, types: Sequence[ResourceType], malls: Sequence[int], pos: Position, *, done: bool
+        self, types: Sequence[ResourceType], malls: Sequence[int], pos: Position
     ) -> Position | None:
         """The position after the (type, mall) of `pos` is finished: its next mall, or the
         next type; None at the end of the cycle."""

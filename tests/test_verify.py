@@ -22,6 +22,7 @@ from sync.commands.daemon import reconcile, verify
 from sync.config import Settings, parse_config
 from sync.daemon import Daemon, verify_share, verify_tick
 from sync.emulator import Emulator
+from sync.errors import UpstreamError
 from sync.store import Mirror
 from sync.store.repair import repair_page
 from sync.verify import POSITION_KEY, Verifier
@@ -264,6 +265,17 @@ async def test_the_daemon_counts_repairs_and_keeps_the_verify_job(
             assert 'sync_verify_repairs_total{type="articles"} 1.0' in body
             job = daemon.mirror.jobs()["verify"]
             assert job["outcome"] == "ok" and job["next_run_at"]
+            assert daemon.health()["status"] == "ok"
+
+            async def failing(*args: Any, **kwargs: Any) -> Any:
+                raise UpstreamError("the upstream failed mid-verify", status=503)
+
+            daemon.verifier.step = failing  # type: ignore[method-assign]
+            await daemon._job("verify", daemon.verify_step, 60.0)()
+            assert daemon.mirror.jobs()["verify"]["outcome"] == "error"
+            health = daemon.health()
+            assert health["status"] == "degraded"
+            assert any(p.startswith("verify error") for p in health["problems"])
         finally:
             daemon.request_stop()
             await asyncio.wait_for(task, timeout=15)

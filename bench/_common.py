@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import signal
 import sqlite3
 import subprocess
@@ -36,9 +37,18 @@ def signed(token: str) -> dict[str, str]:
     return {"auth_id": EMAIL, "auth_timestamp": str(ts), "auth_token": sig}
 
 
+#: JSON:API request bodies carry the JSON:API media type; the emulator answers 415 to another.
+JSONAPI_HEADERS = {"Content-Type": "application/vnd.api+json"}
+
+
 def login_body() -> dict[str, object]:
     """The JSON body of POST /accounts/login for the demo account."""
     return {"data": {"type": "accounts", "attributes": {"email": EMAIL, "password": PASSWORD}}}
+
+
+def login_bytes() -> bytes:
+    """`login_body` encoded, to send with `JSONAPI_HEADERS`."""
+    return json.dumps(login_body()).encode()
 
 
 def last_page(doc: dict[str, object]) -> int:

@@ -29,13 +29,14 @@ import os
 import sqlite3
 
 from _common import (
+    JSONAPI_HEADERS,
     add_emulator_args,
     alternate,
     emulator,
     last_page,
     limit_backfill,
     list_params,
-    login_body,
+    login_bytes,
     signed,
     sync_backfill,
 )
@@ -56,7 +57,9 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
     sem = asyncio.Semaphore(concurrency)
     rows = 0
     async with aiohttp.ClientSession() as http:
-        async with http.post(f"{base}/accounts/login", json=login_body()) as r:
+        async with http.post(
+            f"{base}/accounts/login", data=login_bytes(), headers=JSONAPI_HEADERS
+        ) as r:
             token = (await r.json(content_type=None))["data"]["attributes"]["authentication_token"]
 
         async def page(path: str, params: dict[str, str], table: str) -> int:

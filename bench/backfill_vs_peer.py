@@ -34,6 +34,7 @@ import sys
 from typing import Any
 
 from _common import (
+    JSONAPI_HEADERS,
     add_emulator_args,
     alternate,
     count_rows,
@@ -41,7 +42,7 @@ from _common import (
     last_page,
     limit_backfill,
     list_params,
-    login_body,
+    login_bytes,
     measure,
     signed,
     sync_backfill,
@@ -89,7 +90,7 @@ def dlt_pipeline(base: str, db: str, workdir: str) -> dict[str, Any]:
         def update_request(self, request: Any) -> None:
             request.params = {**(request.params or {}), "page[number]": self.page}
 
-    r = requests.post(f"{base}/accounts/login", json=login_body())
+    r = requests.post(f"{base}/accounts/login", data=login_bytes(), headers=JSONAPI_HEADERS)
     r.raise_for_status()
     token = r.json()["data"]["attributes"]["authentication_token"]
 

@@ -53,7 +53,8 @@ async def login(http: aiohttp.ClientSession, base: str) -> str:
             "attributes": {"email": "demo@example.com", "password": "demo-password"},
         }
     }
-    async with http.post(f"{base}/accounts/login", json=body) as r:
+    headers = {"Content-Type": "application/vnd.api+json"}  # JSON:API body: the strict type
+    async with http.post(f"{base}/accounts/login", json=body, headers=headers) as r:
         return str((await r.json(content_type=None))["data"]["attributes"]["authentication_token"])
 
 

@@ -74,8 +74,10 @@ class ResourceType:
 
     @property
     def include(self) -> str:
-        """The `include=` value for this type's listings ('' when it sideloads nothing)."""
-        return ",".join(r.name for r in self.relationships)
+        """The `include=` value for this type's listings ('' when it sideloads nothing): its
+        relationships, and one level further into the sideloaded types' own relationships
+        (`images.tags`, `tags.tags`), whose linkage comes only that way."""
+        return ",".join(include_paths(self.relationships))
 
     def list_path(self, mall_id: int | str | None = None) -> str:
         """The collection path: `/deals`, or `/malls/7/stores` for mall-scoped types."""
@@ -84,6 +86,17 @@ class ResourceType:
                 raise ValueError(f"{self.name} is listed per mall; a mall id is required")
             return f"/malls/{mall_id}/{self.path}"
         return f"/{self.path}"
+
+
+def include_paths(rels: Iterable[Relationship]) -> list[str]:
+    """`rels`' names, each followed by the paths into a sideloaded target's relationships."""
+    out: list[str] = []
+    for r in rels:
+        out.append(r.name)
+        target = TYPES.get(r.target)
+        if target is not None and not target.listable:
+            out += [f"{r.name}.{r2.name}" for r2 in target.relationships]
+    return out
 
 
 def _r(name: str, target: str | None = None, *, one: bool = False) -> Relationship:
@@ -96,7 +109,13 @@ TYPES: dict[str, ResourceType] = {
     t.name: t
     for t in (
         ResourceType(
-            "malls", "malls", "top", "ALL", _STAMPS, ("name", "sort_name"), (_r("images"),)
+            "malls",
+            "malls",
+            "top",
+            "ALL",
+            _STAMPS,
+            ("name", "sort_name"),
+            (_r("images"), _r("contacts")),
         ),
         ResourceType(
             "articles",
@@ -105,7 +124,7 @@ TYPES: dict[str, ResourceType] = {
             "editorial",
             ("display_at", "end_at", "trending_expired_at", *_STAMPS),
             (),
-            (_r("images"), _r("tags"), _r("malls")),
+            (_r("images"), _r("tags"), _r("malls"), _r("products")),
         ),
         ResourceType("contacts", "contacts", "top", "mall", _STAMPS),
         ResourceType(
@@ -171,7 +190,7 @@ TYPES: dict[str, ResourceType] = {
             "product",
             _STAMPS,
             (),
-            (_r("images"), _r("tags")),
+            (_r("images"), _r("tags"), _r("stores")),
         ),
         ResourceType("social_feeds", "social-feeds", "mall", "mall", _STAMPS),
         ResourceType(
@@ -181,10 +200,10 @@ TYPES: dict[str, ResourceType] = {
             "store",
             ("opening_date", *_STAMPS),
             (),
-            (_r("images"), _r("tags"), _r("groups")),
+            (_r("images"), _r("tags"), _r("groups"), _r("contacts"), _r("social_feeds")),
         ),
-        ResourceType("images", "images", "top", "ALL", _STAMPS, (), (), listable=False),
-        ResourceType("tags", "tags", "top", "ALL", (), (), (), listable=False),
+        ResourceType("images", "images", "top", "ALL", _STAMPS, (), (_r("tags"),), listable=False),
+        ResourceType("tags", "tags", "top", "ALL", (), (), (_r("tags"),), listable=False),
         ResourceType("groups", "groups", "top", "ALL", (), (), (), listable=False),
     )
 }

@@ -35,12 +35,45 @@ class _Section(BaseModel):
 
 
 def _read_secret(
-    value: SecretStr | None, env: str | None, path: Path | None, key: str
+    value: SecretStr | None,
+    env: str | None,
+    path: Path | None,
+    key: str,
+    credential: str | None = None,
 ) -> SecretStr | None:
-    """Resolve a secret given inline, by environment variable name, or by file path."""
-    given = [n for n, v in ((key, value), (f"{key}_env", env), (f"{key}_file", path)) if v]
+    """Resolve a secret given inline, by environment variable name, by file path, or by the
+    name of a systemd credential (`LoadCredential=NAME:...`), read from
+    `$CREDENTIALS_DIRECTORY/NAME`: each unit gets its credentials under its own directory, so
+    naming the credential lets one config file serve every unit."""
+    given = [
+        n
+        for n, v in (
+            (key, value),
+            (f"{key}_env", env),
+            (f"{key}_file", path),
+            (f"{key}_credential", credential),
+        )
+        if v
+    ]
     if len(given) > 1:
         raise ValueError(f"give only one of {', '.join(given)}")
+    if credential:
+        if "/" in credential or credential in (".", ".."):
+            raise ValueError(f"{key}_credential is a credential name, not a path: {credential!r}")
+        directory = os.environ.get("CREDENTIALS_DIRECTORY")
+        if not directory:
+            raise ValueError(
+                f"{key}_credential = {credential!r} needs $CREDENTIALS_DIRECTORY, which is not set: "
+                f"run under systemd with LoadCredential={credential}:<file>, or use {key}_file"
+            )
+        path = Path(directory) / credential
+        try:
+            return SecretStr(path.read_text(encoding="utf-8").strip())
+        except OSError as exc:
+            raise ValueError(
+                f"{key}_credential {credential!r} cannot be read from {directory}: {exc.strerror} "
+                f"(is LoadCredential={credential}:<file> in the unit?)"
+            ) from None
     if env:
         if env not in os.environ:
             raise ValueError(f"{key}_env names ${env}, which is not set in the environment")
@@ -70,6 +103,9 @@ class UpstreamSettings(_Section):
         default=None, description="Environment variable holding the password"
     )
     password_file: Path | None = Field(default=None, description="File holding the password")
+    password_credential: str | None = Field(
+        default=None, description="systemd credential holding the password"
+    )
     types: list[str] = Field(
         default_factory=list, description="Resource types to mirror; empty means all readable"
     )
@@ -98,9 +134,17 @@ class UpstreamSettings(_Section):
 
     @model_validator(mode="after")
     def _password(self) -> UpstreamSettings:
-        secret = _read_secret(self.password, self.password_env, self.password_file, "password")
+        secret = _read_secret(
+            self.password,
+            self.password_env,
+            self.password_file,
+            "password",
+            self.password_credential,
+        )
         if secret is None:
-            raise ValueError("set one of password, password_env or password_file")
+            raise ValueError(
+                "set one of password, password_env, password_file or password_credential"
+            )
         object.__setattr__(self, "password", secret)
         return self
 
@@ -148,6 +192,9 @@ class WebhookSettings(_Section):
         default=None, description="Environment variable holding the secret"
     )
     secret_file: Path | None = Field(default=None, description="File holding the secret")
+    secret_credential: str | None = Field(
+        default=None, description="systemd credential holding the secret"
+    )
     topics: list[str] = Field(
         default_factory=list, description="Topics to subscribe; empty = mirrored types"
     )
@@ -168,7 +215,9 @@ class WebhookSettings(_Section):
 
     @model_validator(mode="after")
     def _secret(self) -> WebhookSettings:
-        secret = _read_secret(self.secret, self.secret_env, self.secret_file, "secret")
+        secret = _read_secret(
+            self.secret, self.secret_env, self.secret_file, "secret", self.secret_credential
+        )
         if secret is not None and len(secret.get_secret_value()) < 16:
             raise ValueError(
                 "secret must be at least 16 characters (it is the callback's only guard)"
@@ -244,6 +293,9 @@ class ManagementSettings(_Section):
     bearer_token_file: Path | None = Field(
         default=None, description="File holding the bearer token"
     )
+    bearer_token_credential: str | None = Field(
+        default=None, description="systemd credential holding the bearer token"
+    )
     client_token: SecretStr | None = Field(
         default=None, description="Client token (X-Client-Authorization)"
     )
@@ -252,6 +304,9 @@ class ManagementSettings(_Section):
     )
     client_token_file: Path | None = Field(
         default=None, description="File holding the client token"
+    )
+    client_token_credential: str | None = Field(
+        default=None, description="systemd credential holding the client token"
     )
     locales: list[str] = Field(
         default_factory=lambda: ["en"], description="Locales (X-Locale) to mirror press releases in"
@@ -280,10 +335,18 @@ class ManagementSettings(_Section):
     @model_validator(mode="after")
     def _tokens(self) -> ManagementSettings:
         bearer = _read_secret(
-            self.bearer_token, self.bearer_token_env, self.bearer_token_file, "bearer_token"
+            self.bearer_token,
+            self.bearer_token_env,
+            self.bearer_token_file,
+            "bearer_token",
+            self.bearer_token_credential,
         )
         client = _read_secret(
-            self.client_token, self.client_token_env, self.client_token_file, "client_token"
+            self.client_token,
+            self.client_token_env,
+            self.client_token_file,
+            "client_token",
+            self.client_token_credential,
         )
         if bearer is None and client is None:
             raise ValueError("set a bearer_token or a client_token (inline, *_env or *_file)")

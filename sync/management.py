@@ -12,16 +12,18 @@ every entry of `details`.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from sync.channel.transport import Response, Transport
 from sync.config import ManagementSettings
@@ -32,6 +34,8 @@ from sync.errors import (
     NotFoundError,
     UpstreamError,
 )
+from sync.logs import get_logger
+from sync.stamps import is_date_time
 
 ARTICLE_READ_ONLY = (
     "id",
@@ -45,6 +49,67 @@ ARTICLE_READ_ONLY = (
     "archived_at",
 )
 Localized = dict[str, str | None]
+ARTICLE_NOT_NULLABLE = ("status", "visible_in_list", "external_master", "category_ids")
+ARTICLE_DATE_TIMES = ("visible_since", "visible_until", "topic_relevant_until", "published_at")
+# The spec leaves the values of sort_by[] / sort_directions[] open; ascending id is the order
+# the emulator documents and the one a walk can check (see `Walk`).
+PRESS_ORDER = {"sort_by[]": "id", "sort_directions[]": "asc"}
+log = get_logger("sync.management")
+
+
+@dataclass
+class Walk:
+    """What one walk of the press release list proves about the ids it did not return.
+
+    The walk asks for ascending ids, so each page is a contiguous slice of the id-ordered list as
+    it was when that page was served: an id strictly between two neighbours on one page, below
+    the first item of page 1, or above the last item of the last page did not exist then. An id
+    between the last item of one page and the first of the next proves nothing: rows removed
+    before the second request shift the list left and that id may have been skipped. A page out
+    of ascending order, or a page bringing ids below ones already seen, means the upstream did
+    not honour the order: then nothing is proven (`ordered` is False).
+    """
+
+    ordered: bool = True
+    gaps: list[tuple[int | None, int | None]] = field(default_factory=list)
+    boundaries: list[tuple[int, int, int]] = field(default_factory=list)
+    _seen: set[int] = field(default_factory=set)
+    _top: int | None = None  # the highest id the walk has seen
+
+    def add(
+        self, ids: list[int], *, offset: int, first: bool, last: bool, part_of_walk: bool = True
+    ) -> None:
+        if any(a >= b for a, b in itertools.pairwise(ids)):
+            if part_of_walk:
+                self.ordered = False
+            return
+        if part_of_walk:
+            fresh = [i for i in ids if i not in self._seen]
+            if fresh and self._top is not None and fresh[0] < self._top:
+                self.ordered = False
+                return
+            if ids and self._top is not None and ids[0] > self._top:
+                self.boundaries.append((self._top, ids[0], offset))
+            self._seen.update(ids)
+            if ids:
+                self._top = ids[-1] if self._top is None else max(self._top, ids[-1])
+        self.gaps.extend(itertools.pairwise(ids))
+        if first and ids:
+            self.gaps.append((None, ids[0]))
+        elif first and last:
+            self.gaps.append((None, None))  # an empty list; the store keeps its rows anyway
+        if last and ids:
+            self.gaps.append((ids[-1], None))
+
+    def proves_absent(self, id_: int) -> bool:
+        return any((lo is None or lo < id_) and (hi is None or id_ < hi) for lo, hi in self.gaps)
+
+    def boundary_of(self, id_: int) -> int | None:
+        """The offset of the page boundary `id_` fell into during the walk, if it did."""
+        for lo, hi, offset in self.boundaries:
+            if lo < id_ < hi:
+                return offset
+        return None
 
 
 class _Update(BaseModel):
@@ -52,7 +117,9 @@ class _Update(BaseModel):
 
 
 class ArticleUpdate(_Update):
-    """The writable fields of an Article (spec: management API v1, Article)."""
+    """The writable fields of an Article (spec: management API v1, Article), with the spec's
+    nullability: `status`, `visible_in_list`, `external_master` and `category_ids` may be left
+    out but not sent as null; `prototype_id` can only be unset (null); date-times are RFC 3339."""
 
     locales: list[str] | None = None
     products: list[str] | None = None
@@ -67,15 +134,42 @@ class ArticleUpdate(_Update):
     body: Localized | None = None
     headline: Localized | None = None
     published_at: str | None = None
-    prototype_id: int | None = None
+    prototype_id: None = None
     external_master: str | None = None
     us_legacy_data: dict[str, Any] | None = None
-    tag_ids: list[int] | None = Field(default=None)
+    tag_ids: list[int] | None = None
     category_ids: list[int] | None = None
 
-    def model_post_init(self, __context: Any) -> None:
-        if self.tag_ids is not None and any(t < 1 for t in self.tag_ids):
-            raise ValueError("tag_ids: every item must be an integer >= 1")
+    @field_validator(*ARTICLE_NOT_NULLABLE, mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        # Only fields present in the file reach this: leaving one out is fine, null is not.
+        if value is None:
+            raise ValueError("may not be null (not nullable in the spec); leave it out instead")
+        return value
+
+    @field_validator("prototype_id", mode="before")
+    @classmethod
+    def _only_unset(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError("can only be unset (null): a content prototype is not set by hand")
+        return value
+
+    @field_validator("tag_ids")
+    @classmethod
+    def _tag_ids(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(t < 1 for t in value):
+            raise ValueError("every item must be an integer >= 1")
+        return value
+
+    @field_validator(*ARTICLE_DATE_TIMES)
+    @classmethod
+    def _date_time(cls, value: str | None) -> str | None:
+        if value is not None and not is_date_time(value):
+            raise ValueError(
+                f"{value!r} is not an RFC 3339 date-time (like 2026-05-01T09:00:00.000Z)"
+            )
+        return value
 
 
 class Sender(_Update):
@@ -138,6 +232,27 @@ def load_update(path: Path, kind: Literal["article", "message"]) -> dict[str, An
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return doc
+
+
+def article_problems(article: dict[str, Any]) -> dict[str, object]:
+    """What the spec forbids in an article update body, by field (empty when it may be sent)."""
+    problems: dict[str, list[str]] = {
+        k: ["is read-only"] for k in ARTICLE_READ_ONLY if k in article
+    }
+    try:
+        ArticleUpdate.model_validate({k: v for k, v in article.items() if k not in problems})
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = [str(p) for p in err["loc"]] or ["article"]
+            what = (
+                "not a writable field"
+                if err["type"] == "extra_forbidden"
+                else str(err["msg"]).removeprefix("Value error, ")
+            )
+            problems.setdefault(loc[0], []).append(
+                f"{'.'.join(loc[1:])}: {what}" if len(loc) > 1 else what
+            )
+    return dict(problems)
 
 
 class ManagementClient:
@@ -242,27 +357,76 @@ class ManagementClient:
             raise UpstreamError(f"request rejected: {doc}", url=url, status=resp.status)
         return doc
 
-    async def press_releases(self, locale: str) -> AsyncIterator[list[dict[str, Any]]]:
-        """Every page of the loyalty club's press releases in `locale`, following pagination_info."""
-        page_no = 1
+    async def press_release_page(
+        self, locale: str, page_no: int, per_page: int
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """One page of the press release list in ascending id order, and its pagination_info."""
+        doc = await self._send(
+            "GET",
+            "/v1/content/press_releases",
+            params={"page_no": str(page_no), "per_page": str(per_page), **PRESS_ORDER},
+            locale=locale,
+        )
+        items, info = doc.get("press_releases"), doc.get("pagination_info")
+        if not isinstance(items, list) or not isinstance(info, dict):
+            raise BadResponseError("press release list without press_releases/pagination_info")
+        return [i for i in items if isinstance(i, dict) and isinstance(i.get("id"), int)], info
+
+    async def press_releases(
+        self, locale: str, walk: Walk | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every page of the loyalty club's press releases in `locale`, following pagination_info;
+        what the pages prove about absent ids is recorded in `walk`."""
+        walk = walk if walk is not None else Walk()
+        page_no, per_page = 1, self.settings.per_page
         while True:
-            doc = await self._send(
-                "GET",
-                "/v1/content/press_releases",
-                params={"page_no": str(page_no), "per_page": str(self.settings.per_page)},
-                locale=locale,
+            items, info = await self.press_release_page(locale, page_no, per_page)
+            last = bool(info.get("is_last_page")) or info.get("next_page") is None
+            walk.add(
+                [i["id"] for i in items],
+                offset=(page_no - 1) * per_page,
+                first=page_no == 1,
+                last=last,
             )
-            items, info = doc.get("press_releases"), doc.get("pagination_info")
-            if not isinstance(items, list) or not isinstance(info, dict):
-                raise BadResponseError("press release list without press_releases/pagination_info")
-            yield [i for i in items if isinstance(i, dict) and isinstance(i.get("id"), int)]
-            if info.get("is_last_page") or info.get("next_page") is None or not items:
+            yield items
+            if last or not items:
                 return
             page_no = int(info["next_page"])
+
+    async def confirm_absent(
+        self, locale: str, walk: Walk, ids: Iterable[int]
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Ask again about the ids a walk left unproven because they fell between two pages;
+        yields the pages fetched (rows on them are current: the caller writes them).
+
+        For each such boundary one small page is fetched that straddles it (a page size that
+        does not divide the boundary's offset), so a row really gone shows up as a gap inside
+        one page; a listing that shifted again just leaves the id unproven until the next run.
+        """
+        offsets = sorted({o for i in ids if (o := walk.boundary_of(i)) is not None})
+        for offset in offsets:
+            size = next(q for q in range(2, offset + 2) if offset % q)
+            page_no = (offset - 1) // size + 1
+            items, info = await self.press_release_page(locale, page_no, size)
+            walk.add(
+                [i["id"] for i in items],
+                offset=(page_no - 1) * size,
+                first=page_no == 1,
+                last=bool(info.get("is_last_page")),
+                part_of_walk=False,
+            )
+            yield items
 
     async def update_article(
         self, article_id: int, article: dict[str, Any], *, dry_run: bool = False
     ) -> dict[str, Any]:
+        """PUT the article's changes; what the spec forbids is refused before anything is sent
+        (`InvalidParametersError` without a URL)."""
+        problems = article_problems(article)
+        if problems:
+            raise InvalidParametersError(
+                "Invalid parameters (refused before sending)", details=problems
+            )
         params = {"dry_run": "true"} if dry_run else {}
         doc = await self._send(
             "PUT",
@@ -287,8 +451,9 @@ async def mirror_press_releases(
 ) -> dict[str, tuple[int, int]]:
     """List every press release in each locale into the mirror; returns locale -> (rows, removed).
 
-    `store` is a `sync.store.press.PressReleases`. Rows the complete listing did not return are
-    removed afterwards; an interrupted listing removes nothing.
+    `store` is a `sync.store.press.PressReleases`. A row the listing did not return is removed
+    only when some page proves it absent (see `Walk`); one the listing may have skipped while it
+    shifted is kept, and so is everything when the upstream did not honour the requested order.
     """
     from sync.stamps import now_iso
 
@@ -296,7 +461,24 @@ async def mirror_press_releases(
     for locale in locales:
         run = now_iso()
         rows = 0
-        async for page in client.press_releases(locale):
+        walk = Walk()
+        async for page in client.press_releases(locale, walk):
             rows += store.write(locale, run, page)
-        out[locale] = (rows, store.prune(locale, run, rows))
+        unseen = store.unseen(locale, run)
+        if unseen and walk.ordered:
+            unproven = [i for i in unseen if not walk.proves_absent(i)]
+            async for page in client.confirm_absent(locale, walk, unproven):
+                store.write(locale, run, page)  # a row skipped by a shift, found again
+            unseen = store.unseen(locale, run)
+        proven = [i for i in unseen if walk.ordered and walk.proves_absent(i)]
+        if len(proven) < len(unseen):
+            log.warning(
+                "press_releases_prune_deferred",
+                locale=locale,
+                kept=len(unseen) - len(proven),
+                reason="listing not in the requested order"
+                if not walk.ordered
+                else "the listing shifted between pages: no page proves these rows gone",
+            )
+        out[locale] = (rows, store.prune(locale, run, rows, proven))
     return out

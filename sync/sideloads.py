@@ -5,9 +5,12 @@ owners. The spec does not promise that an owner's `updated_at` moves when one of
 edited or deleted, so neither polls (which follow owners' stamps) nor the id/stamp reconcile
 would ever see such a change. This module closes that gap, once per reconcile cycle:
 
-- `params` is what a reconcile listing asks for besides ids and stamps: the owners'
-  sideload relationships (`include=images,tags` and the relationship names in the owner's
-  sparse fieldset, so each owner's linkage comes back), with the included resources whole.
+- `params` is what a reconcile listing asks for besides ids and stamps: the owners' to-many
+  relationships (`include=images,images.tags,stores` and the relationship names in the
+  owner's sparse fieldset, so each owner's linkage comes back), with the sideloaded resources
+  whole and the listed ones trimmed to their stamp. So every link table, not only the
+  sideloads', is refreshed once per cycle: an upstream that changes linkage without touching
+  the owner (a contact added to a mall, a product dropped from a store) is caught too.
 - `apply_page` writes the included rows of one such page (an image is still guarded by its
   own `updated_at`; tags and groups, which have none, take the served copy), and replaces the
   sideload links of every owner whose mirrored copy has the same `updated_at` as the listed
@@ -34,18 +37,23 @@ SIDELOADED: tuple[str, ...] = tuple(n for n, t in catalogue.TYPES.items() if not
 
 
 def relationships(rtype: ResourceType) -> tuple[catalogue.Relationship, ...]:
-    """The to-many relationships of `rtype` to sideloaded types."""
-    return tuple(r for r in rtype.relationships if not r.to_one and r.target in SIDELOADED)
+    """The to-many relationships of `rtype` (link tables) a reconcile listing refreshes."""
+    return tuple(r for r in rtype.relationships if not r.to_one)
 
 
 def params(rtype: ResourceType) -> tuple[list[str], dict[str, str]]:
-    """(sparse fieldset, extra query parameters) of a reconcile listing of `rtype`."""
+    """(sparse fieldset, extra query parameters) of a reconcile listing of `rtype`: its stamps
+    and to-many linkage, the sideloaded types whole (with their own linkage, `images.tags`),
+    listed types trimmed to their stamp (the listing of their own type reconciles them)."""
     rels = relationships(rtype)
     fields = ["updated_at"] if rtype.has_updated_at else []
     if not rels:
         return fields, {}
     fields += [r.name for r in rels]
-    return fields, {"include": ",".join(r.name for r in rels)}
+    extra = {"include": ",".join(catalogue.include_paths(rels))}
+    listed = {r.target for r in rels if r.target not in SIDELOADED}
+    extra.update(catalogue.trim_params(catalogue.sideload_trim(rtype, listed)))
+    return fields, extra
 
 
 def apply_page(
@@ -68,7 +76,9 @@ def apply_page(
     links = {
         name: pairs for name, pairs in owner.links.items() if any(r.name == name for r in rels)
     }
-    return mirror.write_sideloads(rtype, batches[1:], links, stamps)
+    # Included copies of listed types are trimmed to their stamp: never written from here.
+    whole = [b for b in batches[1:] if b.type in SIDELOADED]
+    return mirror.write_sideloads(rtype, whole, links, stamps)
 
 
 def prune(mirror: Mirror) -> dict[str, int]:

@@ -86,3 +86,22 @@ def normalize_or_none(stamp: object) -> str | None:
         return normalize(stamp)
     except StampError:
         return None
+
+
+#: RFC 3339 `date-time`, the format the management API's spec names: a date, `T`, a time with
+#: optional fraction, and a zone that is required (`Z` or `+hh:mm`).
+RFC3339 = re.compile(
+    r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)",
+    re.ASCII,
+)
+
+
+def is_date_time(value: object) -> bool:
+    """Whether `value` is an RFC 3339 date-time string naming a real instant."""
+    if not isinstance(value, str) or not RFC3339.fullmatch(value):
+        return False
+    try:
+        datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True

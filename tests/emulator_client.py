@@ -38,6 +38,15 @@ class Signed:
         digest = hashlib.md5(f"{t}:{self.token}".encode(), usedforsecurity=False).hexdigest()
         return {"auth_id": self.email, "auth_timestamp": f"{t:010d}", "auth_token": digest}
 
+    def logout_body(self) -> dict[str, Any]:
+        """The body the spec shows for DELETE /accounts/logout."""
+        return {"account": {"email": self.email}, **self.auth(), "format": "json"}
+
+    async def logout(self) -> tuple[int, Any]:
+        async with self.http.delete(f"{self.base}/accounts/logout", json=self.logout_body()) as r:
+            await r.read()
+            return r.status, r.headers
+
     async def get(
         self,
         path: str,

@@ -114,13 +114,25 @@ def _compare_sideloads(
     """Images, tags and groups: the mirror holds exactly those some served owner links to,
     with the values the upstream serves now (they have no listing of their own)."""
     sideloaded = [n for n, t in catalogue.TYPES.items() if not t.listable]
-    referenced: dict[str, set[str]] = {n: set() for n in sideloaded}
+    direct: dict[str, set[str]] = {n: set() for n in sideloaded}
     for name in catalogue.LISTABLE:
-        rels = [r for r in catalogue.TYPES[name].relationships if r.target in referenced]
+        rels = [r for r in catalogue.TYPES[name].relationships if r.target in direct]
         if not rels:
             continue
         for rid in emu.snapshot(name):
             served = emu.resource(name, rid, include=[r.name for r in rels])["relationships"]
+            for rel in rels:
+                for d in served.get(rel.name, {}).get("data") or []:
+                    direct[rel.target].add(str(d["id"]))
+    # One level further, as the include paths go (`images.tags`, `tags.tags`).
+    referenced = {n: set(ids) for n, ids in direct.items()}
+    for name in sideloaded:
+        snap = emu.snapshot(name)
+        rels = catalogue.TYPES[name].relationships
+        for rid in direct[name] & set(snap):
+            served = emu.resource(name, rid, include=[r.name for r in rels]).get(
+                "relationships", {}
+            )
             for rel in rels:
                 for d in served.get(rel.name, {}).get("data") or []:
                     referenced[rel.target].add(str(d["id"]))
@@ -141,6 +153,29 @@ def _compare_sideloads(
             ):
                 stale.append(rid)
         out.stale[name] = sorted(stale, key=int)
+        rels = catalogue.TYPES[name].relationships
+        if rels:
+            common = sorted(want & set(local), key=int)
+            out.stale_links[name] = _compare_links(conn, tables, emu, name, rels, common, local)
+            out.links_compared += len(common) * len(rels)
+    _compare_mall_deals(conn, tables, emu, out)
+
+
+def _compare_mall_deals(
+    conn: sqlite3.Connection, tables: set[str], emu: Emulator, out: Comparison
+) -> None:
+    """The `malls_deals` view against `GET /malls/{id}/deals` (every visibility)."""
+    views = {r[0] for r in conn.execute("select name from sqlite_master where type='view'")}
+    have: dict[str, set[int]] = {}
+    if "malls_deals" in views:
+        for m, d in conn.execute("select malls_id, deals_id from malls_deals"):
+            have.setdefault(str(m), set()).add(int(d))
+    stale = []
+    for mall in emu.snapshot("malls"):
+        out.links_compared += 1
+        if set(emu.mall_deals(mall)) != have.get(mall, set()):
+            stale.append(mall)
+    out.stale_links["malls_deals"] = stale
 
 
 def _compare_links(

@@ -186,7 +186,7 @@ def test_sideload_trim_covers_only_types_the_backfill_lists_itself() -> None:
     assert catalogue.sideload_trim(deals, ["deals"]) == ()  # its sideloads are the only source
     # images and tags have no list route; groups have no updated_at; never the listed type
     assert catalogue.sideload_trim(events, catalogue.LISTABLE) == ("malls",)
-    assert catalogue.sideload_trim(catalogue.TYPES["malls"], catalogue.LISTABLE) == ()
+    assert catalogue.sideload_trim(catalogue.TYPES["malls"], catalogue.LISTABLE) == ("contacts",)
     assert catalogue.trim_params(("malls", "stores")) == {
         "fields[malls]": "updated_at",
         "fields[stores]": "updated_at",

@@ -103,7 +103,10 @@ async def test_every_listing_parameter_is_explicit_and_sort_can_be_overridden() 
         first, second = (dict(c.kwargs["params"]) for c in calls)
     assert urls
     assert first["page[size]"] == "100" and first["page[number]"] == "3" and first["sort"] == "id"
-    assert first["include"] == "images,tags,stores" and first["filter[visibility]"] == "Unlisted"
+    assert (
+        first["include"] == "images,images.tags,tags,tags.tags,stores"
+        and first["filter[visibility]"] == "Unlisted"
+    )
     assert {"auth_id", "auth_timestamp", "auth_token"} <= set(first)
     assert (
         second["sort"] == "updated_at"

@@ -133,20 +133,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(
-    tmp: Path, emu: Emulator, db: Path, port: int, *, verify_interval: float | None = None
-) -> Path:
+#: The storm's schedule: every job every few seconds, so kills land mid-reconcile.
+FAST_SCHEDULE = (
+    "[schedule]\npoll_interval = 2.0\ndeletions_interval = 1.0\nreconcile_interval = 4.0\n"
+    "subscriptions_interval = 1.0\nqueue_batch_delay = 0.02\nreconcile_max_delete_share = 1.0\n"
+)
+
+
+def _config(tmp: Path, emu: Emulator, db: Path, port: int, schedule: str = FAST_SCHEDULE) -> Path:
+    """The daemon's config; `schedule=""` keeps the shipped defaults of every job."""
     cfg = tmp / "sync.toml"
-    verify = "" if verify_interval is None else f"verify_interval = {verify_interval}\n"
     cfg.write_text(
         f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "CHAOS_PW"\n'
         "timeout = 1.0\nmax_backoff = 0.3\nretry_budget = 120.0\n"
         f'[mirror]\npath = "{db}"\n'
         f'[webhooks]\nlisten = "127.0.0.1:{port}"\nsecret_env = "CHAOS_SECRET"\n'
-        "[schedule]\npoll_interval = 2.0\ndeletions_interval = 1.0\nreconcile_interval = 4.0\n"
-        "subscriptions_interval = 1.0\nqueue_batch_delay = 0.02\nreconcile_max_delete_share = 1.0\n"
-        f"{verify}"
-        '[logging]\nlevel = "warning"\nformat = "json"\n'
+        + schedule
+        + '[logging]\nlevel = "warning"\nformat = "json"\n'
     )
     return cfg
 
@@ -220,7 +223,8 @@ async def _storm(
     async with make_emulator(resources=plan.resources, seed=plan.seed % 100_000) as emu:
         assert isinstance(emu, Emulator)
         db = tmp_path / "mirror.db"
-        cfg = _config(tmp_path, emu, db, _free_port(), verify_interval=20.0 if silent else None)
+        schedule = FAST_SCHEDULE + ("verify_interval = 20.0\n" if silent else "")
+        cfg = _config(tmp_path, emu, db, _free_port(), schedule)
         env = {"CHAOS_PW": emu.password, "CHAOS_SECRET": SECRET}
         daemon = Daemon(cfg, env, tmp_path / "daemon.log")
         _storm_faults(emu)

@@ -81,7 +81,10 @@ def _base(**upstream: Any) -> dict[str, Any]:
     [
         (_base(base_url="ftp://x"), "upstream.base_url: must start with http:// or https://"),
         (_base(base_url=None), "[upstream] base_url is required"),
-        (_base(password=None), "set one of password, password_env or password_file"),
+        (
+            _base(password=None),
+            "set one of password, password_env, password_file or password_credential",
+        ),
         (_base(password_env="NOPE_NOT_SET_123"), "give only one of password, password_env"),
         (_base(page_size=500), "upstream.page_size"),
         (_base(types=["deals", "spaceships"]), "unknown type(s) spaceships"),
@@ -110,6 +113,22 @@ def test_password_from_env_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         parse_config(_base(password=None, password_file=str(tmp_path / "missing")))
     with pytest.raises(ConfigError, match=r"\$UNSET_PW_VAR, which is not set"):
         parse_config(_base(password=None, password_env="UNSET_PW_VAR"))
+
+
+def test_password_from_a_systemd_credential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "password").write_text("from-credential\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    s = parse_config(_base(password=None, password_credential="password"))
+    assert s.upstream.secret_password() == "from-credential"
+    with pytest.raises(ConfigError, match=r"cannot be read from .*LoadCredential=missing:"):
+        parse_config(_base(password=None, password_credential="missing"))
+    with pytest.raises(ConfigError, match="a credential name, not a path"):
+        parse_config(_base(password=None, password_credential="../password"))
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY")
+    with pytest.raises(ConfigError, match=r"needs \$CREDENTIALS_DIRECTORY.*use password_file"):
+        parse_config(_base(password=None, password_credential="password"))
 
 
 def test_secrets_never_print() -> None:

@@ -321,9 +321,9 @@ async def test_accounts_login_logout(emulator: Emulator) -> None:
         first = (await client.login())["data"]["attributes"]["authentication_token"]
         assert (await client.login())["data"]["attributes"]["authentication_token"] == first
         assert (await client.get("/malls"))[0] == 200
-        async with http.delete(f"{base}/accounts/logout", params=client.auth()) as r:
-            assert r.status == 204
-            assert "httponly" in r.headers["Set-Cookie"].lower()
+        status, headers = await client.logout()
+        assert status == 204
+        assert "httponly" in headers["Set-Cookie"].lower()
         assert (await client.get("/malls"))[0] == 401
         assert (await client.login())["data"]["attributes"]["authentication_token"] != first
         bad = {
@@ -334,6 +334,39 @@ async def test_accounts_login_logout(emulator: Emulator) -> None:
         }
         async with http.post(f"{base}/accounts/login", json=bad, headers=JSONAPI) as r:
             assert r.status == 401
+
+
+async def test_logout_takes_the_specs_body_and_ends_every_session_of_the_token(
+    emulator: Emulator,
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        one = Signed(http, emulator.base_url, emulator.email, emulator.password)
+        two = Signed(http, emulator.base_url, emulator.email, emulator.password)
+        await one.login()
+        await two.login()
+        assert one.token == two.token  # one token, two sessions
+        url = f"{emulator.base_url}/accounts/logout"
+        # the signature in the query and no body is not the spec's logout
+        async with http.delete(url, params=one.auth()) as r:
+            assert r.status == 400
+            valid(await r.json(content_type=None))
+        for broken, status in (
+            ({k: v for k, v in one.logout_body().items() if k != "format"}, 400),
+            ({**one.logout_body(), "account": "me"}, 400),
+            ({**one.logout_body(), "account": {"email": "someone@else.example"}}, 401),
+            ({**one.logout_body(), "auth_token": "0" * 32}, 401),
+        ):
+            async with http.delete(url, json=broken) as r:
+                assert r.status == status, broken
+        assert (await two.get("/malls"))[0] == 200  # nothing ended yet
+        async with http.delete(url, json=one.logout_body()) as r:
+            assert r.status == 204 and await r.read() == b""
+            cookie = r.cookies["_session_id"]
+            assert cookie["httponly"] and cookie["path"] == "/"
+        assert (await one.get("/malls"))[0] == 401
+        assert (await two.get("/malls"))[0] == 401  # the other session of that token too
+        await two.login()
+        assert two.token != one.token and (await two.get("/malls"))[0] == 200
 
 
 async def test_signature_failures(api: Signed, emulator: Emulator) -> None:

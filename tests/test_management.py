@@ -250,3 +250,140 @@ async def test_cli_shows_every_detail_of_a_422(emulator: Emulator, tmp_path: Pat
     f = str(write(tmp_path, "a.json", {"status": "draft"}))
     rc, _, err = await sync(emulator, "articles", "update", "1", "--file", f, "--config", c)
     assert rc == 1 and "Invalid parameters" in err and "X-Product-Name" in err
+
+
+# -- article fields as the spec's table has them -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"prototype_id": 7}, "prototype_id: can only be unset (null)"),
+        ({"status": None}, "status: may not be null"),
+        ({"visible_in_list": None}, "visible_in_list: may not be null"),
+        ({"external_master": None}, "external_master: may not be null"),
+        ({"category_ids": None}, "category_ids: may not be null"),
+        ({"visible_since": "tomorrow"}, "visible_since: 'tomorrow' is not an RFC 3339 date-time"),
+        ({"published_at": "2026-13-01T00:00:00Z"}, "published_at: '2026-13-01T00:00:00Z' is not"),
+        ({"topic_relevant_until": "2026-05-01T09:00:00"}, "topic_relevant_until: '2026-05-01T"),
+        ({"visible_until": "2026-05-01"}, "visible_until: '2026-05-01' is not"),
+    ],
+)
+def test_article_nullability_prototype_and_date_times_checked_before_sending(
+    tmp_path: Path, body: Any, needle: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_update(write(tmp_path, "a.json", body), "article")
+    assert needle in str(info.value)
+
+
+def test_what_the_spec_allows_passes(tmp_path: Path) -> None:
+    ok = {
+        "prototype_id": None,
+        "visible_since": "2026-05-01T09:00:00.000Z",
+        "visible_until": "2026-06-01T09:00:00+02:00",
+        "topic_relevant_until": None,
+        "published_at": None,
+        "locales": None,
+        "tag_ids": None,
+        "title": {"en": "T", "de": None},
+        "external_master": "",
+        "category_ids": [],
+    }
+    assert load_update(write(tmp_path, "a.json", ok), "article") == ok
+
+
+async def test_the_client_refuses_before_sending(emulator: Emulator) -> None:
+    from sync.errors import InvalidParametersError
+
+    settings = parse_config(
+        {
+            "upstream": {"base_url": emulator.base_url, "email": "a@b.c", "password": "x"},
+            "management": mgmt(emulator),
+        }
+    )
+    assert settings.management is not None
+    before = dict(emulator.management.articles[2])
+    async with ManagementClient(settings.management) as client:
+        with pytest.raises(InvalidParametersError) as info:
+            await client.update_article(
+                2, {"prototype_id": 9, "status": None, "visible_since": "soon", "url": "/x"}
+            )
+    assert info.value.url is None  # never sent
+    assert set(info.value.details) == {"prototype_id", "status", "visible_since", "url"}
+    assert emulator.management.articles[2] == before
+
+
+async def put(emu: Emulator, path: str, body: Any) -> tuple[int, Any]:
+    import aiohttp
+
+    headers = {
+        "Authorization": f"Bearer {emu.management.token}",
+        "X-User-Agent": "t",
+        "X-Product-Name": "loyalty",
+        "X-Loyalty-Club-Slug": "demo-club",
+    }
+    async with (
+        aiohttp.ClientSession() as http,
+        http.put(f"{emu.base_url}{path}", json=body, headers=headers) as r,
+    ):
+        return r.status, await r.json()
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"prototype_id": 4}, "prototype_id"),
+        ({"status": None}, "status"),
+        ({"visible_in_list": None}, "visible_in_list"),
+        ({"external_master": None}, "external_master"),
+        ({"category_ids": None}, "category_ids"),
+        ({"visible_since": "next week"}, "visible_since"),
+        ({"published_at": "2026-02-30T00:00:00Z"}, "published_at"),
+        ({"topic_relevant_until": 1767225600}, "topic_relevant_until"),
+        ({"locales": "en"}, "locales"),
+        ({"title": {"en": 5}}, "title"),
+    ],
+)
+async def test_the_emulator_refuses_what_the_article_table_forbids(
+    emulator: Emulator, change: dict[str, Any], field: str
+) -> None:
+    status, doc = await put(emulator, "/v1/content/management/articles/3", {"article": change})
+    assert status == 422 and doc["error"] == "Invalid parameters"
+    assert list(doc["details"]) == [field] and isinstance(doc["details"][field], list)
+
+
+async def test_the_emulator_derives_publication_status(emulator: Emulator) -> None:
+    path = "/v1/content/management/articles/3"
+    cases = [
+        ({"status": "draft"}, "draft"),
+        ({"status": "unpublished"}, "draft"),
+        ({"status": "published", "visible_since": "2099-01-01T00:00:00.000Z"}, "scheduled"),
+        ({"visible_since": None, "visible_until": "2001-01-01T00:00:00Z"}, "expired"),
+        ({"visible_until": "2099-01-01T00:00:00+01:00", "prototype_id": None}, "published"),
+    ]
+    for change, expected in cases:
+        status, doc = await put(emulator, path, {"article": change})
+        assert status == 200, doc
+        assert doc["article"]["publication_status"] == expected, change
+    assert emulator.management.articles[3]["publication_status"] == "published"
+
+
+async def test_a_message_update_keeps_each_channels_template(emulator: Emulator) -> None:
+    template = emulator.management.messages[("sms", 4)]["channels"][0]["template"]
+    channel = {
+        "type": "sms",
+        "include_footer": False,
+        "sender": {"from_email": "new@example.com", "from_name": "New"},
+    }
+    status, doc = await put(emulator, "/v1/messages/sms/4", {"message": {"channels": [channel]}})
+    assert status == 200
+    (served,) = doc["message"]["channels"]
+    assert served["template"] == template and served["sender"]["from_name"] == "New"
+    assert emulator.management.messages[("sms", 4)]["channels"][0]["template"] == template
+    status, doc = await put(
+        emulator,
+        "/v1/messages/sms/4",
+        {"message": {"channels": [{**channel, "template": {"id": 1}}]}},
+    )
+    assert status == 422 and "channels[0].template" in doc["details"]

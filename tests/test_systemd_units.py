@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,6 +53,37 @@ def test_reconcile_unit_and_timer() -> None:
     assert timer["Timer.Persistent"] == ["true"] and timer["Timer.OnCalendar"] == ["daily"]
 
 
+def _readme_toml() -> str:
+    """The `sync.toml` snippet of README "Running as a service"."""
+    readme = (UNITS.parent / "README.md").read_text()
+    section = readme[readme.index("## Running as a service") :]
+    start = section.index("```toml\n") + len("```toml\n")
+    return section[start : section.index("```", start)]
+
+
+@pytest.mark.parametrize("unit", ["sync.service", "sync-reconcile.service"])
+def test_one_config_serves_both_units_through_their_credentials(
+    unit: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's sync.toml names credentials, not one unit's directory: each unit that loads
+    it finds every secret in its own $CREDENTIALS_DIRECTORY (systemd's per-unit directory)."""
+    import tomllib
+
+    from sync.config import parse_config
+
+    creds = tmp_path / "run" / "credentials" / unit
+    creds.mkdir(parents=True)
+    for spec in parse(unit)["Service.LoadCredential"]:
+        name, _, _source = spec.partition(":")
+        (creds / name).write_text(f"{name}-value-0123456789abcdef\n")
+    data = tomllib.loads(_readme_toml())
+    data["upstream"].update(base_url="https://upstream.example", email="a@b.example")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    settings = parse_config(data)
+    assert settings.upstream.secret_password() == "password-value-0123456789abcdef"
+    assert settings.webhooks.secret is not None
+
+
 def test_units_parse_as_ini() -> None:
     for unit in UNITS.iterdir():
         cp = configparser.ConfigParser(strict=False, interpolation=None)
@@ -74,3 +106,26 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     units = sorted(str(p) for p in tmp_path.iterdir())
     r = subprocess.run([analyze, "verify", *units], capture_output=True, text=True, check=False)
     assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+
+
+def test_units_exposure_is_at_most_1_5(tmp_path: Path) -> None:
+    """`systemd-analyze security` rates both service units 1.5 or better (lower is safer)."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.fail("systemd-analyze is missing: install it (apt-get install systemd)")
+    for name in ("sync.service", "sync-reconcile.service"):
+        text = (
+            (UNITS / name)
+            .read_text()
+            .replace("/opt/sync/.venv/bin/sync", shutil.which("true") or "/bin/true")
+        )
+        (tmp_path / name).write_text(text)
+        r = subprocess.run(
+            [analyze, "security", "--offline=true", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        found = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout + r.stderr)
+        assert found, r.stdout + r.stderr
+        assert float(found.group(1)) <= 1.5, f"{name}: exposure {found.group(1)}"

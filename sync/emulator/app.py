@@ -226,21 +226,37 @@ class EmulatorApp:
             raise _Reply(error(400, "Bad Request", str(exc), exc.parameter)) from None
 
     def _included(self, recs: list[Rec], q: Query) -> list[bytes]:
+        """The `included` members: the resources every include path reaches (`images`,
+        `images.tags`), once each; an included resource carries the linkage of the paths that
+        continue through it (an image reached by `images.tags` serves its tags' linkage)."""
         seen: set[tuple[str, int]] = set()
         out: list[bytes] = []
-        variants: dict[str, tuple[tuple[str, ...] | None, str]] = {}
+        variants: dict[str, tuple[tuple[str, ...] | None, str, tuple[str, ...]]] = {}
+        nested: dict[str, list[str]] = {}
+        paths = [p.split(".") for p in q.include]
+        for path in paths:
+            if len(path) > 1:
+                owner = TARGET.get(path[0], path[0])
+                nested.setdefault(owner, []).append(path[1])
         for rec in recs:
-            for name in q.include:
-                for other in related(self.data, rec, name):
-                    key = (other.type, other.id)
-                    if key not in seen:
+            for path in paths:
+                level = [rec]
+                for name in path:
+                    level = [o for r in level for o in related(self.data, r, name)]
+                    for other in level:
+                        key = (other.type, other.id)
+                        if key in seen:
+                            continue
                         seen.add(key)
                         v = variants.get(other.type)
                         if v is None:  # once per included type and page, not per resource
                             fields = q.fields_for(other.type)
-                            v = variants[other.type] = (fields, variant((), fields))
+                            inc = tuple(dict.fromkeys(nested.get(other.type, ())))
+                            v = variants[other.type] = (fields, variant(inc, fields), inc)
                         out.append(
-                            encode_resource(self.base, other, (), v[0], v[1], self.data.stamp_forms)
+                            encode_resource(
+                                self.data, self.base, other, v[2], v[0], v[1], self.data.stamp_forms
+                            )
                         )
         return out
 
@@ -248,9 +264,10 @@ class EmulatorApp:
         self, request: web.Request, recs: list[Rec], q: Query, *, total: int | None, type_name: str
     ) -> web.Response:
         fields = q.fields_for(type_name)
-        key = variant(q.include, fields)
+        top = tuple(dict.fromkeys(p.split(".")[0] for p in q.include))
+        key = variant(top, fields)
         blobs = [
-            encode_resource(self.base, r, q.include, fields, key, self.data.stamp_forms)
+            encode_resource(self.data, self.base, r, top, fields, key, self.data.stamp_forms)
             for r in recs
         ]
         parts = [b'{"data":[', b",".join(blobs), b"]"]
@@ -324,8 +341,9 @@ class EmulatorApp:
         self._auth(request, (TOP_CHANNEL[type_name],))
         rec = self._rec(type_name, request.match_info["id"])
         q = self._parse(type_name, request)
+        top = tuple(dict.fromkeys(p.split(".")[0] for p in q.include))
         body = b'{"data":' + encode_resource(
-            self.base, rec, q.include, q.fields_for(type_name), forms=self.data.stamp_forms
+            self.data, self.base, rec, top, q.fields_for(type_name), forms=self.data.stamp_forms
         )
         if q.include:
             body += b',"included":[' + b",".join(self._included([rec], q)) + b"]"
@@ -348,7 +366,9 @@ class EmulatorApp:
         q = self._parse(target, request)
         if name in ("mall", "store"):
             body = b'{"data":' + (
-                encode_resource(self.base, others[0], (), None, forms=self.data.stamp_forms)
+                encode_resource(
+                    self.data, self.base, others[0], (), None, forms=self.data.stamp_forms
+                )
                 if others
                 else b"null"
             )
@@ -467,7 +487,39 @@ class EmulatorApp:
         return self._account_doc(account)
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
-        account = self._auth(request)
+        """DELETE /accounts/logout with the spec's body {account, auth_id, auth_token,
+        auth_timestamp, format}: the signature is read from the body (not the query); `account`
+        names the signed account by `email` or `id` (a `password` in it must be right). Ends every
+        session of the token: the account's token is replaced."""
+        shape = "body must be {account: {email, ...}, auth_id, auth_token, auth_timestamp, format}"
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return error(400, "Bad Request", shape)
+        if not isinstance(body, dict):
+            return error(400, "Bad Request", shape)
+        missing = [
+            k
+            for k in ("account", "auth_id", "auth_token", "auth_timestamp", "format")
+            if k not in body
+        ]
+        if missing:
+            return error(400, "Bad Request", f"{shape}; missing {', '.join(missing)}", missing[0])
+        creds, fmt = body["account"], body["format"]
+        if not isinstance(creds, dict) or not isinstance(fmt, str):
+            return error(400, "Bad Request", f"{shape}; account is an object, format a string")
+        self.accounts.clock = self.now
+        try:
+            account = self.accounts.check(
+                {k: str(body[k]) for k in ("auth_id", "auth_token", "auth_timestamp")}
+            )
+        except AuthFailure as exc:
+            return error(401, "Unauthorized", str(exc))
+        named = str(creds.get("email", creds.get("id", "")))
+        if named not in (account.email, str(account.id)) or (
+            "password" in creds and creds["password"] != account.password
+        ):
+            return error(401, "Unauthorized", "account does not match the signed auth_id")
         self.accounts.logout(account)
         resp = web.Response(status=204)
         resp.set_cookie("_session_id", uuid.uuid4().hex, httponly=True, path="/")
@@ -559,4 +611,4 @@ def make_app(emu: EmulatorApp, management: Any = None) -> web.Application:
 
 
 def resource_dict(emu: EmulatorApp, rec: Rec, include: tuple[str, ...] = ()) -> dict[str, Any]:
-    return resource_obj(emu.base, rec, include, None)
+    return resource_obj(emu.data, emu.base, rec, include, None)

@@ -128,6 +128,42 @@ RELATIONSHIPS: dict[str, tuple[str, ...]] = {
 }
 TO_ONE = frozenset({"mall", "store", "retailer", "location", "company", "brand"})
 TARGET = {"mall": "malls", "store": "stores", "job_listings": "job_listings"}
+#: Relationships whose linkage one side owns and the other serves as the inverse: (type, name)
+#: -> (owner type, owner's relationship). A change of the owner's links changes the inverse
+#: linkage without touching the other side's `updated_at`.
+INVERSE: dict[tuple[str, str], tuple[str, str]] = {
+    ("stores", "products"): ("products", "stores"),
+    ("stores", "deals"): ("deals", "stores"),
+    ("stores", "job_listings"): ("job_listings", "store"),
+    ("products", "articles"): ("articles", "products"),
+    ("malls", "articles"): ("articles", "malls"),
+}
+#: A mall's relationships that name its members: the mall-scoped types listed under
+#: `/malls/{id}/...`, and its deals (`Dataset.mall_deals`).
+MALL_MEMBERS = MALL_SCOPED | {"deals"}
+#: Relationships whose linkage the emulator models (owned in `Rec.links`, an inverse, or a
+#: mall's members); the spec's other relationships (variants, brand, retailer, keywords, ...,
+#: whose types' fields are "not shown") are served with links only and refused in `include=`.
+MODELLED: dict[str, frozenset[str]] = {
+    "articles": frozenset({"images", "malls", "products", "tags"}),
+    "images": frozenset({"tags"}),
+    "tags": frozenset({"tags"}),
+    "products": frozenset({"images", "stores", "tags", "articles"}),
+    "deals": frozenset({"images", "tags", "stores"}),
+    "stores": frozenset(
+        {"products", "deals", "job_listings", "social_feeds", "contacts", "images", "tags"}
+        | {"groups", "mall"}
+    ),
+    "events": frozenset({"images", "groups", "tags", "mall"}),
+    "ifeatures": frozenset({"mall"}),
+    "job_listings": frozenset({"images", "store"}),
+    "mall_messages": frozenset({"mall"}),
+    "press_releases": frozenset({"mall"}),
+    "malls": frozenset(
+        {"images", "articles", "contacts", "deals", "events", "ifeatures", "job_listings"}
+        | {"mall_messages", "press_releases", "products", "programs", "social_feeds", "stores"}
+    ),
+}
 DEPRECATED_FIELDS = [
     "is_active",
     "is_apply_online",
@@ -224,7 +260,9 @@ class Dataset:
         self.by_type: dict[str, dict[int, Rec]] = {t: {} for t in [*WEIGHTS, "malls", "deletions"]}
         self.order: dict[str, list[int]] = {t: [] for t in self.by_type}
         self.by_mall: dict[tuple[str, int], list[int]] = {}
-        self.owners: dict[tuple[str, int], set[tuple[str, int]]] = {}  # image/tag/group -> owners
+        # (type, id) -> the (type, id) of every resource whose links name it (inverse linkage).
+        self.owners: dict[tuple[str, int], set[tuple[str, int]]] = {}
+        self._mall_deals: dict[int, tuple[int, list[int]]] = {}
         self.version: dict[str, int] = dict.fromkeys(self.by_type, 0)
         self.next_id: dict[str, int] = dict.fromkeys(self.by_type, 1)
         self.listeners: list[Listener] = []
@@ -258,14 +296,21 @@ class Dataset:
         counts = {t: max(2, (n - malls) * w // sum(WEIGHTS.values())) for t, w in WEIGHTS.items()}
         for _ in range(malls):
             self._add(self._generate("malls", None))
-        for t in ("images", "tags", "groups", "stores"):
+        first = ("tags", "images", "groups", "stores")
+        for t in first:
             for _ in range(counts[t]):
                 self._add(self._generate(t, self._pick_mall(t)))
         for t in WEIGHTS:
-            if t in ("images", "tags", "groups", "stores"):
+            if t in first:
                 continue
             for _ in range(counts[t]):
                 self._add(self._generate(t, self._pick_mall(t)))
+        # A store's contacts and social feeds are its mall's, generated after the stores.
+        for sid in self.order["stores"]:
+            store = self.by_type["stores"][sid]
+            self._unindex(store)
+            store.links.update(self._store_members(store.mall))
+            self._index(store)
 
     def _pick_mall(self, type_name: str) -> int | None:
         if type_name not in MALL_SCOPED:
@@ -276,6 +321,15 @@ class Dataset:
         created = self.epoch + self.rng.uniform(0, 300 * 86400)
         updated = created + self.rng.uniform(0, 30 * 86400)
         return iso_ms(created), iso_ms(updated)
+
+    def _store_members(self, mall: int | None) -> dict[str, list[int]]:
+        """A store's contacts and social feeds: a few of its mall's."""
+        out: dict[str, list[int]] = {}
+        for t, k in (("contacts", 2), ("social_feeds", 1)):
+            pool = self.by_mall.get((t, mall), []) if mall is not None else []
+            n = self.rng.randint(0, k)
+            out[t] = sorted({self.rng.choice(pool) for _ in range(n)}) if pool else []
+        return out
 
     def _sample(self, type_name: str, k: int) -> list[int]:
         pool = self.order[type_name]
@@ -339,7 +393,7 @@ class Dataset:
                 images=self._sample("images", 2),
                 tags=self._sample("tags", 3),
                 malls=self._sample("malls", 2),
-                products=[],
+                products=self._sample("products", 2),
             )
         elif t == "images":
             a = {
@@ -350,7 +404,7 @@ class Dataset:
             links["tags"] = self._sample("tags", 1)
         elif t == "tags":
             a = {"name": w(1).lower()}
-            links["tags"] = []
+            links["tags"] = self._sample("tags", 1)  # a tag's related tags (none at first)
         elif t == "groups":
             a = {"name": w(2)}
         elif t == "products":
@@ -450,6 +504,7 @@ class Dataset:
                 tags=self._sample("tags", 2),
                 groups=self._sample("groups", 1),
                 mall=mall,
+                **self._store_members(mall),
             )
         elif t == "events":
             a = {
@@ -568,16 +623,27 @@ class Dataset:
 
     # -- indexes -------------------------------------------------------------------------------
 
+    def _index(self, rec: Rec) -> None:
+        """Record `rec` as an owner of every resource its links name (the inverse index)."""
+        for name, value in rec.links.items():
+            target = TARGET.get(name, name)
+            for i in value if isinstance(value, list) else [value] if value is not None else []:
+                self.owners.setdefault((target, i), set()).add((rec.type, rec.id))
+
+    def _unindex(self, rec: Rec) -> None:
+        for name, value in rec.links.items():
+            target = TARGET.get(name, name)
+            for i in value if isinstance(value, list) else [value] if value is not None else []:
+                owners = self.owners.get((target, i))
+                if owners is not None:
+                    owners.discard((rec.type, rec.id))
+
     def _add(self, rec: Rec) -> None:
         self.by_type[rec.type][rec.id] = rec
         insort(self.order[rec.type], rec.id)
         if rec.mall is not None:
             insort(self.by_mall.setdefault((rec.type, rec.mall), []), rec.id)
-        for name, value in rec.links.items():
-            target = TARGET.get(name, name)
-            if target in ("images", "tags", "groups") and isinstance(value, list):
-                for i in value:
-                    self.owners.setdefault((target, i), set()).add((rec.type, rec.id))
+        self._index(rec)
         self.version[rec.type] += 1
 
     def _remove(self, rec: Rec) -> None:
@@ -587,7 +653,46 @@ class Dataset:
         if rec.mall is not None:
             ml = self.by_mall[(rec.type, rec.mall)]
             del ml[bisect_left(ml, rec.id)]
+        self._unindex(rec)
         self.version[rec.type] += 1
+
+    def inverse(self, type_name: str, rid: int, owner_type: str) -> list[int]:
+        """Ids of the `owner_type` resources whose links name (`type_name`, `rid`)."""
+        return sorted(i for t, i in self.owners.get((type_name, rid), ()) if t == owner_type)
+
+    def linkage(self, rec: Rec, name: str) -> list[int] | int | None:
+        """The ids `rec`'s relationship `name` holds now: owned, inverse or mall members."""
+        if rec.type == "malls" and name in MALL_MEMBERS:
+            return list(self.ids(name, rec.id))
+        inverse = INVERSE.get((rec.type, name))
+        if inverse is not None:
+            return self.inverse(rec.type, rec.id, inverse[0])
+        value = rec.links.get(name)
+        return value if isinstance(value, int | list) else None
+
+    def mall_deals(self, mall: int) -> list[int]:
+        """`GET /malls/{id}/deals`: the mall's local deals (a store of the deal is in the mall)
+        and, unless the mall sets `exclude_national_deals`, every national deal (`is_local`
+        false). Cached per data generation."""
+        cached = self._mall_deals.get(mall)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        rec = self.by_type["malls"].get(mall)
+        national = rec is not None and not rec.attrs.get("exclude_national_deals")
+        stores = self.by_type["stores"]
+        out = []
+        for did in self.order["deals"]:
+            deal = self.by_type["deals"][did]
+            if not deal.attrs.get("is_local"):
+                if national:
+                    out.append(did)
+            elif any(
+                (s := stores.get(sid)) is not None and s.mall == mall
+                for sid in deal.links.get("stores") or ()
+            ):
+                out.append(did)
+        self._mall_deals[mall] = (self.generation, out)
+        return out
 
     @property
     def generation(self) -> int:
@@ -598,6 +703,8 @@ class Dataset:
         """Ids in order (a shared list: do not mutate)."""
         if mall is None:
             return self.order[type_name]
+        if type_name == "deals":
+            return self.mall_deals(mall)
         return self.by_mall.get((type_name, mall), [])
 
     # -- mutations -----------------------------------------------------------------------------
@@ -785,23 +892,24 @@ class Dataset:
                 for child in list(self.by_mall.get((child_type, rid), [])):
                     self.delete(child_type, child)
         self._remove(rec)
-        if type_name in ("images", "tags", "groups"):
-            for owner_type, owner_id in sorted(self.owners.pop((type_name, rid), set())):
-                owner = self.by_type[owner_type].get(owner_id)
-                if owner is None:
-                    continue
-                for name, value in owner.links.items():
-                    if (
-                        TARGET.get(name, name) == type_name
-                        and isinstance(value, list)
-                        and rid in value
-                    ):
-                        value.remove(rid)
-                if self.touch_owners:
-                    self.touch(owner)
-                    self._notify("update", owner_type, owner_id)
-                else:
-                    self._untouched(owner)
+        # Owners' to-many links drop the deleted resource (a join row deleted with it); their
+        # `updated_at` moves only with `touch_owners` (the spec does not promise it).
+        for owner_type, owner_id in sorted(self.owners.pop((type_name, rid), set())):
+            owner = self.by_type[owner_type].get(owner_id)
+            if owner is None:
+                continue
+            changed = False
+            for name, value in owner.links.items():
+                if TARGET.get(name, name) == type_name and isinstance(value, list) and rid in value:
+                    value.remove(rid)
+                    changed = True
+            if not changed:
+                continue
+            if self.touch_owners:
+                self.touch(owner)
+                self._notify("update", owner_type, owner_id)
+            else:
+                self._untouched(owner)
         stamp = self._fresh_stamp(None)
         did = self.next_id["deletions"]
         self.next_id["deletions"] += 1

@@ -8,14 +8,18 @@ Choices where the spec is silent are in the README's emulator section.
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from sync.emulator.dataset import iso_ms
+from sync.stamps import is_date_time
 
 LOCALES = ("en", "de")
 PRODUCT = "loyalty"
@@ -33,39 +37,121 @@ ARTICLE_READ_ONLY = frozenset(
         "archived_at",
     }
 )
-ARTICLE_FIELDS = (
-    frozenset(
-        {
-            "locales",
-            "products",
-            "status",
-            "visible_since",
-            "visible_until",
-            "visible_in_list",
-            "topic_relevant_until",
-            "title",
-            "slug",
-            "teaser",
-            "body",
-            "headline",
-            "published_at",
-            "prototype_id",
-            "external_master",
-            "us_legacy_data",
-            "tag_ids",
-            "category_ids",
-        }
-    )
-    | ARTICLE_READ_ONLY
-)
+# The writable fields of Article as the spec's table gives them: (kind, nullable).
+ARTICLE_WRITABLE: dict[str, tuple[str, bool]] = {
+    "locales": ("strings", True),
+    "products": ("strings", True),
+    "status": ("status", False),
+    "visible_since": ("date-time", True),
+    "visible_until": ("date-time", True),
+    "visible_in_list": ("boolean", False),
+    "topic_relevant_until": ("date-time", True),
+    **{k: ("localized", True) for k in ("title", "slug", "teaser", "body", "headline")},
+    "published_at": ("date-time", True),
+    "prototype_id": ("unset only", True),  # "manually it can only be unset"
+    "external_master": ("string", False),
+    "us_legacy_data": ("object", True),
+    "tag_ids": ("tag ids", True),
+    "category_ids": ("integers", False),
+}
+ARTICLE_FIELDS = frozenset(ARTICLE_WRITABLE) | ARTICLE_READ_ONLY
+STATUSES = ("draft", "published", "unpublished")
 MESSAGE_WRITABLE = frozenset(
     {"name", "shorten_urls", "track_in_shortener", "marketing", "campaign_id", "channels"}
 )
+CHANNEL_WRITABLE = frozenset({"type", "include_footer", "sender"})
 NOT_FOUND = {"error": "Record not found"}
+# The spec leaves sort_by[] values open: these are the emulator's (README, emulator section);
+# without sort_by[] the list is newest first.
+PRESS_SORTABLE = ("id", "published_at", "title", "slug", "headline")
+DEFAULT_PRESS_ORDER = [("published_at", True), ("id", True)]
 
 
 def _json(status: int, body: Any) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(i, str) for i in v)
+
+
+def _localized(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(i, str | None) for i in v.values())
+
+
+def _tag_ids(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_int(i) and i >= 1 for i in v)
+
+
+def _integers(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_int(i) for i in v)
+
+
+def _status(v: Any) -> bool:
+    return v in STATUSES
+
+
+def _boolean(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _string(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _object(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+KIND_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "strings": (_strings, "must be an array of strings"),
+    "status": (_status, f"must be one of {', '.join(STATUSES)}"),
+    "date-time": (is_date_time, "must be an RFC 3339 date-time"),
+    "boolean": (_boolean, "must be a boolean"),
+    "localized": (_localized, "must be an object of language code to string or null"),
+    "string": (_string, "must be a string"),
+    "object": (_object, "must be an object"),
+    "tag ids": (_tag_ids, "items must be integers >= 1"),
+    "integers": (_integers, "must be an array of integers"),
+}
+
+
+def article_field_error(key: str, value: Any) -> str | None:
+    """Why `value` is not allowed for the writable Article field `key`, or None."""
+    kind, nullable = ARTICLE_WRITABLE[key]
+    if value is None:
+        return None if nullable else "can't be null"
+    if kind == "unset only":
+        return "can only be unset (null)"
+    check, message = KIND_CHECKS[kind]
+    return None if check(value) else message
+
+
+def publication_status(article: dict[str, Any], now: float) -> str:
+    """The emulator's derivation (the spec leaves it open): anything not published is draft; a
+    published article is scheduled before visible_since, expired from visible_until on."""
+    if article.get("status") != "published":
+        return "draft"
+    since, until = (
+        datetime.fromisoformat(v.upper().replace("Z", "+00:00")).timestamp()
+        if isinstance(v, str)
+        else None
+        for v in (article.get("visible_since"), article.get("visible_until"))
+    )
+    if until is not None and until <= now:
+        return "expired"
+    if since is not None and since > now:
+        return "scheduled"
+    return "published"
+
+
+def _sort_key(item: dict[str, Any], key: str, locale: str) -> Any:
+    value = item[key]
+    return value.get(locale) or "" if isinstance(value, dict) else value
 
 
 def _file(url: str, stamp: str, identifier: str | None = None) -> dict[str, Any]:
@@ -92,20 +178,12 @@ class Management:
         rng = random.Random(seed * 7 + 1)
         stamp = iso_ms(1_735_689_600.0)
         self.press: dict[int, dict[str, Any]] = {}
+        # hard cases of the press release list, off by default: see `_shift_press`; a server
+        # serving its default order whatever sort_by[] asks
+        self.shift_at_page: int | None = None
+        self.ignore_sort = False
         for i in range(1, press_releases + 1):
-            self.press[i] = {
-                "id": i,
-                "title": {loc: f"{loc.upper()} press release {i}" for loc in LOCALES},
-                "slug": {loc: f"{loc}-press-{i}" for loc in LOCALES},
-                "teaser": {loc: f"{loc} teaser {rng.randint(1, 999)}" for loc in LOCALES},
-                "body": {loc: f"{loc} body of {i}" for loc in LOCALES},
-                "headline": {loc: f"{loc} headline {i}" for loc in LOCALES},
-                "published_at": iso_ms(1_735_689_600.0 + i * 3600),
-                "attachments": [_file(f"https://files.example/pr/{i}/a.pdf", stamp, "attachment")],
-                "image": _file(f"https://files.example/pr/{i}/image.jpg", stamp),
-                "url": f"/press/{i}",
-                "category_ids": sorted({rng.randint(1, 8) for _ in range(rng.randint(0, 3))}),
-            }
+            self.press[i] = self._press_release(i, rng)
         self.articles: dict[int, dict[str, Any]] = {}
         for i in range(1, 31):
             self.articles[i] = {
@@ -138,6 +216,7 @@ class Management:
                 "archived_at": None,
             }
         self.messages: dict[tuple[str, int], dict[str, Any]] = {}
+        self._templates = 10  # the highest template id handed out
         for i in range(1, 11):
             self.messages[("sms", i)] = {
                 "id": i,
@@ -189,6 +268,22 @@ class Management:
                     "channels_preference": "sms",
                 },
             }
+
+    def _press_release(self, i: int, rng: random.Random) -> dict[str, Any]:
+        stamp = iso_ms(1_735_689_600.0)
+        return {
+            "id": i,
+            "title": {loc: f"{loc.upper()} press release {i}" for loc in LOCALES},
+            "slug": {loc: f"{loc}-press-{i}" for loc in LOCALES},
+            "teaser": {loc: f"{loc} teaser {rng.randint(1, 999)}" for loc in LOCALES},
+            "body": {loc: f"{loc} body of {i}" for loc in LOCALES},
+            "headline": {loc: f"{loc} headline {i}" for loc in LOCALES},
+            "published_at": iso_ms(1_735_689_600.0 + i * 3600),
+            "attachments": [_file(f"https://files.example/pr/{i}/a.pdf", stamp, "attachment")],
+            "image": _file(f"https://files.example/pr/{i}/image.jpg", stamp),
+            "url": f"/press/{i}",
+            "category_ids": sorted({rng.randint(1, 8) for _ in range(rng.randint(0, 3))}),
+        }
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -246,8 +341,15 @@ class Management:
                     "details": {"per_page": ["must be 1..100"], "page_no": [">= 1"]},
                 },
             )
+        order = self._press_order(request)
+        if isinstance(order, web.Response):
+            return order
         cats = {int(c) for c in request.query.getall("category_ids[]", []) if c.isdigit()}
-        items = [p for p in self.press.values() if not cats or cats & set(p["category_ids"])]
+        if self.ignore_sort:
+            order = []
+        if self.shift_at_page is not None and page_no == self.shift_at_page:
+            self._shift_press(self._press_list(order, locale, cats))
+        items = self._press_list(order, locale, cats)
         total = len(items)
         pages = max(1, -(-total // per_page))
         chunk = items[(page_no - 1) * per_page : page_no * per_page]
@@ -269,6 +371,44 @@ class Management:
             "offset": (page_no - 1) * per_page,
         }
         return _json(200, {"press_releases": out, "pagination_info": info})
+
+    def _press_order(self, request: web.Request) -> list[tuple[str, bool]] | web.Response:
+        """The (field, descending) pairs of `sort_by[]` / `sort_directions[]`, or a 422."""
+        fields = request.query.getall("sort_by[]", [])
+        directions = request.query.getall("sort_directions[]", [])
+        details: dict[str, list[str]] = {}
+        unknown = [f for f in fields if f not in PRESS_SORTABLE]
+        if unknown:
+            details["sort_by"] = [f"{', '.join(unknown)}: not one of {', '.join(PRESS_SORTABLE)}"]
+        if any(d not in ("asc", "desc") for d in directions):
+            details["sort_directions"] = ["must be asc or desc"]
+        elif len(directions) > len(fields):
+            details["sort_directions"] = ["at most one entry per sort_by entry"]
+        if details:
+            return _json(422, {"error": "Invalid parameters", "details": details})
+        return [(f, i < len(directions) and directions[i] == "desc") for i, f in enumerate(fields)]
+
+    def _press_list(
+        self, order: list[tuple[str, bool]], locale: str, cats: set[int]
+    ) -> list[dict[str, Any]]:
+        items = [p for p in self.press.values() if not cats or cats & set(p["category_ids"])]
+        for key, descending in reversed(order or DEFAULT_PRESS_ORDER):
+            items.sort(key=functools.partial(_sort_key, key=key, locale=locale), reverse=descending)
+        return items
+
+    def _shift_press(self, items: list[dict[str, Any]]) -> None:
+        """The hard case `shift_at_page` (one-shot): just before that page is served, the first
+        press release of the list (in the order asked for) is removed and a new, backdated one
+        (a fresh, higher id; the oldest published_at) added, so the total stays the same while
+        the rows of the later pages move one place left."""
+        self.shift_at_page = None
+        if not items:
+            return
+        del self.press[items[0]["id"]]
+        new_id = max(self.press, default=items[0]["id"]) + 1
+        new = self._press_release(new_id, random.Random(new_id))
+        new["published_at"] = min(p["published_at"] for p in items)
+        self.press[new_id] = new
 
     # -- article update ------------------------------------------------------------------------
 
@@ -301,22 +441,17 @@ class Management:
                 422, {"error": "Invalid parameters", "details": {"article": ["is required"]}}
             )
         details: dict[str, list[str]] = {}
-        for key in changes:
+        for key, value in changes.items():
             if key not in ARTICLE_FIELDS:
                 details[key] = ["is not a field of Article"]
             elif key in ARTICLE_READ_ONLY:
                 details[key] = ["is read-only"]
-        if "status" in changes and changes["status"] not in ("draft", "published", "unpublished"):
-            details["status"] = ["must be one of draft, published, unpublished"]
-        tags = changes.get("tag_ids")
-        if tags is not None and (
-            not isinstance(tags, list)
-            or any(not isinstance(t, int) or isinstance(t, bool) or t < 1 for t in tags)
-        ):
-            details["tag_ids"] = ["items must be integers >= 1"]
+            elif (problem := article_field_error(key, value)) is not None:
+                details[key] = [problem]
         if details:
             return _json(422, {"error": "Invalid parameters", "details": details})
         updated = {**article, **changes, "updated_at": iso_ms(self.clock())}
+        updated["publication_status"] = publication_status(updated, self.clock())
         if request.query.get("dry_run") != "true":
             self.articles[article["id"]] = updated
         return _json(200, {"article": updated})
@@ -340,18 +475,52 @@ class Management:
             return _json(
                 422, {"error": "Invalid parameters", "details": {"message": ["is required"]}}
             )
-        extra = sorted(set(changes) - MESSAGE_WRITABLE)
-        if extra:
-            return _json(
-                422,
-                {"error": "Invalid parameters", "details": {k: ["is not writable"] for k in extra}},
-            )
+        details = {k: ["is not writable"] for k in sorted(set(changes) - MESSAGE_WRITABLE)}
+        channels = changes.get("channels")
+        if "channels" in changes and not (
+            isinstance(channels, list) and all(isinstance(c, dict) for c in channels)
+        ):
+            details["channels"] = ["must be an array of channels"]
+        elif isinstance(channels, list):
+            for i, channel in enumerate(channels):
+                for k in sorted(set(channel) - CHANNEL_WRITABLE):
+                    details[f"channels[{i}].{k}"] = ["is not writable"]
+        if details:
+            return _json(422, {"error": "Invalid parameters", "details": details})
         updated = {**message, **changes, "updated_at": iso_ms(self.clock())}
+        if isinstance(channels, list):
+            updated["channels"] = self._keep_templates(message["channels"], channels)
         archived = request.query.get("archived")
         if archived is not None:
             updated["archived_at"] = iso_ms(self.clock()) if archived == "true" else None
         self.messages[(request.match_info["service"], int(raw))] = updated
         return _json(200, {"message": updated})
+
+    def _keep_templates(
+        self, old: list[dict[str, Any]], new: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The request's channels, each with its template kept (a response field the request
+        cannot set): the template of the old channel of the same type, else of the channel at
+        the same place, else a new empty one."""
+        by_type = {c["type"]: c["template"] for c in old}
+        out = []
+        for i, channel in enumerate(new):
+            template = by_type.get(channel.get("type")) or (
+                old[i]["template"] if i < len(old) else None
+            )
+            if template is None:
+                self._templates += 1
+                template = {
+                    "id": self._templates,
+                    "type": "plain",
+                    "content": {"language": LOCALES[0], "body": "", "footer": ""},
+                    "translations": [],
+                    "wrapper_id": 1,
+                    "merge_properties": [],
+                    "thumbnail_url": "https://files.example/t.png",
+                }
+            out.append({**channel, "template": template})
+        return out
 
     def routes(self, app: web.Application) -> None:
         app.router.add_get("/v1/content/press_releases", self.press_releases)

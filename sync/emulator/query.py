@@ -16,7 +16,16 @@ from typing import Any
 
 import orjson
 
-from sync.emulator.dataset import RELATIONSHIPS, TARGET, TO_ONE, Dataset, Rec
+from sync.emulator.dataset import (
+    INVERSE,
+    MALL_MEMBERS,
+    MODELLED,
+    RELATIONSHIPS,
+    TARGET,
+    TO_ONE,
+    Dataset,
+    Rec,
+)
 
 DATE_OPS = ("lt", "lte", "gt", "gte")
 PATHS = {
@@ -25,7 +34,6 @@ PATHS = {
     "press_releases": "press-releases",
     "social_feeds": "social-feeds",
 }
-MODELLED = frozenset({"images", "tags", "groups", "malls", "stores", "products", "mall", "store"})
 
 
 class QueryError(ValueError):
@@ -154,10 +162,14 @@ def parse(
             continue
         sort.append((part.lstrip("-"), part.startswith("-")))
     include = tuple(i for i in (params.get("include") or "").split(",") if i)
-    allowed = set(RELATIONSHIPS.get(type_name, ()))
-    for name in include:
-        if name not in allowed:
-            raise QueryError(f"{name} is not a relationship of {type_name}", "include")
+    for path in include:
+        owner = type_name
+        for name in path.split("."):
+            if name not in RELATIONSHIPS.get(owner, ()):
+                raise QueryError(f"{path}: {name} is not a relationship of {owner}", "include")
+            if name not in MODELLED.get(owner, ()):
+                raise QueryError(f"{path}: {name} of {owner} cannot be included", "include")
+            owner = TARGET.get(name, name)
     return Query(
         ids,
         tuple(sorted(dates)),
@@ -180,7 +192,9 @@ class Selector:
         self.size = size
 
     def select(self, type_name: str, mall: int | None, q: Query) -> list[int]:
-        key = (type_name, mall, self.data.version[type_name], q.key())
+        # A mall's deals depend on stores and malls too (`Dataset.mall_deals`).
+        version = self.data.generation if mall is not None and type_name == "deals" else None
+        key = (type_name, mall, self.data.version[type_name], version, q.key())
         hit = self.cache.get(key)
         if hit is not None:
             self.cache.move_to_end(key)
@@ -242,19 +256,25 @@ def _matches(rec: Rec, q: Query) -> bool:
     return True
 
 
-def linkage(rec: Rec, name: str) -> Any:
+def linkage(data: Dataset, rec: Rec, name: str) -> Any:
     """Relationship `data` for an included relationship."""
-    value = rec.links.get(name)
+    value = data.linkage(rec, name)
     target = TARGET.get(name, name)
     if name in TO_ONE:
         return {"type": target, "id": str(value)} if isinstance(value, int) else None
-    if isinstance(value, list):
-        return [{"type": target, "id": str(i)} for i in value]
-    return []
+    return [{"type": target, "id": str(i)} for i in value] if isinstance(value, list) else []
+
+
+def derived(type_name: str, include: tuple[str, ...]) -> bool:
+    """Whether `include` names a relationship of `type_name` whose linkage is computed from
+    other resources (an inverse, a mall's members): such encodings are never cached."""
+    return any(
+        (type_name, n) in INVERSE or (type_name == "malls" and n in MALL_MEMBERS) for n in include
+    )
 
 
 def related(data: Dataset, rec: Rec, name: str) -> list[Rec]:
-    value = rec.links.get(name)
+    value = data.linkage(rec, name)
     target = TARGET.get(name, name)
     ids = [value] if isinstance(value, int) else value if isinstance(value, list) else []
     store = data.by_type.get(target, {})
@@ -284,6 +304,7 @@ def stamp_form(stamp: str, n: int) -> str:
 
 
 def resource_obj(
+    data: Dataset,
     base: str,
     rec: Rec,
     include: tuple[str, ...],
@@ -316,7 +337,7 @@ def resource_obj(
             }
         }
         if name in include:
-            entry["data"] = linkage(rec, name)
+            entry["data"] = linkage(data, rec, name)
         rels[name] = entry
     if rels:
         obj["relationships"] = rels
@@ -331,6 +352,7 @@ def variant(include: tuple[str, ...], fields: tuple[str, ...] | None) -> str:
 
 
 def encode_resource(
+    data: Dataset,
     base: str,
     rec: Rec,
     include: tuple[str, ...],
@@ -341,10 +363,12 @@ def encode_resource(
     """Encoded resource, cached on the record per variant (`key`: `variant(include, fields)`,
     passed in by callers that encode many resources of one variant; `forms` is fixed for an
     emulator's life, see `stamp_form`)."""
+    if include and derived(rec.type, include):
+        return orjson.dumps(resource_obj(data, base, rec, include, fields, forms))
     if key is None:
         key = variant(include, fields)
     blob = rec.enc.get(key)
     if blob is None:
-        blob = orjson.dumps(resource_obj(base, rec, include, fields, forms))
+        blob = orjson.dumps(resource_obj(data, base, rec, include, fields, forms))
         rec.enc[key] = blob
     return blob

@@ -142,6 +142,10 @@ class Emulator:
     def snapshot(self, type_name: str) -> dict[str, dict[str, Any]]:
         return {str(i): dict(r.attrs) for i, r in self.data.by_type[type_name].items()}
 
+    def mall_deals(self, mall: int | str) -> list[int]:
+        """The ids `GET /malls/{mall}/deals` lists (every visibility)."""
+        return list(self.data.mall_deals(int(mall)))
+
     def mall_of(self, type_name: str, id: int | str) -> str | None:
         mall = self.data.by_type[type_name][int(id)].mall
         return None if mall is None else str(mall)

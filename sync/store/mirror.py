@@ -180,6 +180,7 @@ class Mirror(BookkeepingMixin):
                 table = rel.link_table(name)
                 if not rel.to_one and self.has_table(table):
                     self.schema.create_link_index(table, rel.link_columns(name)[1])
+        self.schema.ensure_views()
 
     def defer_indexes(self, defer: bool) -> None:
         """During a bulk load into empty tables, build secondary indexes at the end."""
@@ -445,6 +446,8 @@ class Mirror(BookkeepingMixin):
                     self.schema.ensure_link(
                         rel.link_table(rtype.name), *rel.link_columns(rtype.name)
                     )
+        if not self.schema.defer_indexes:
+            self.schema.ensure_views()
 
     def write_sideloads(
         self,
@@ -500,16 +503,7 @@ class Mirror(BookkeepingMixin):
         for target in types:
             if not self.has_table(target):
                 continue
-            refs: list[str] = []
-            for name, rtype in catalogue.TYPES.items():
-                for rel in rtype.relationships:
-                    if rel.target != target:
-                        continue
-                    if rel.to_one:
-                        if rel.column in self.schema.columns(name):
-                            refs.append(f"SELECT [{rel.column}] FROM [{name}]")
-                    elif self.has_table(table := rel.link_table(name)):
-                        refs.append(f"SELECT [{rel.link_columns(name)[1]}] FROM [{table}]")
+            refs = self._references(target, types)
             where = f"id NOT IN ({' UNION '.join(refs)})" if refs else "1"
             self.conn.execute("SAVEPOINT sync_tx")
             try:
@@ -531,6 +525,41 @@ class Mirror(BookkeepingMixin):
                 removed[target] = n
                 self._included_seen.clear()
         return removed
+
+    def _direct_references(self, target: str, sideloaded: Sequence[str]) -> list[str]:
+        """SELECTs of the `target` ids that rows of listed (not sideloaded) types link to."""
+        refs: list[str] = []
+        for name, rtype in catalogue.TYPES.items():
+            if name in sideloaded:
+                continue
+            for rel in rtype.relationships:
+                if rel.target != target:
+                    continue
+                if rel.to_one:
+                    if rel.column in self.schema.columns(name):
+                        refs.append(f"SELECT [{rel.column}] FROM [{name}]")
+                elif self.has_table(table := rel.link_table(name)):
+                    refs.append(f"SELECT [{rel.link_columns(name)[1]}] FROM [{table}]")
+        return refs
+
+    def _references(self, target: str, sideloaded: Sequence[str]) -> list[str]:
+        """SELECTs of every `target` id the mirror should hold: those listed rows link to, and
+        one level further, those linked from sideloaded rows listed rows link to (`images.tags`,
+        `tags.tags`: what the include paths of `catalogue.include_paths` deliver)."""
+        refs = self._direct_references(target, sideloaded)
+        for name in sideloaded:
+            for rel in catalogue.TYPES[name].relationships:
+                table = rel.link_table(name)
+                if rel.target != target or rel.to_one or not self.has_table(table):
+                    continue
+                owners = self._direct_references(name, sideloaded)
+                if owners:
+                    owner, other = rel.link_columns(name)
+                    refs.append(
+                        f"SELECT [{other}] FROM [{table}] WHERE [{owner}] IN "
+                        f"({' UNION '.join(owners)})"
+                    )
+        return refs
 
     def _links_not_older(self, b: Staged) -> dict[str, list[tuple[int, list[int]]]]:
         """The batch's links, less those of rows the upsert's guard will refuse.
@@ -670,12 +699,28 @@ class Mirror(BookkeepingMixin):
                             self.conn.execute(
                                 f"DELETE FROM [{table}] WHERE [{owner}] IN ({marks})", chunk
                             )
+                    # Other rows' links to the deleted rows go with them (a join row upstream).
+                    for table, other in self._links_to(type_name):
+                        self.conn.execute(
+                            f"DELETE FROM [{table}] WHERE [{other}] IN ({marks})", chunk
+                        )
             self.conn.execute("RELEASE sync_tx")
         except BaseException:
             self.conn.execute("ROLLBACK TO sync_tx")
             self.conn.execute("RELEASE sync_tx")
             raise
         return removed
+
+    def _links_to(self, target: str) -> list[tuple[str, str]]:
+        """(link table, related column) of every existing link table whose rows name `target`."""
+        out = []
+        for name, rtype in catalogue.TYPES.items():
+            for rel in rtype.relationships:
+                if rel.target == target and not rel.to_one:
+                    table = rel.link_table(name)
+                    if self.has_table(table):
+                        out.append((table, rel.link_columns(name)[1]))
+        return out
 
     def write_hours(
         self, mall_id: int, items: Sequence[dict[str, Any]], start: date, end: date

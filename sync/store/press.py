@@ -2,14 +2,15 @@
 
 Localized text is stored resolved for its locale; attachments and the image as JSON; categories
 in the link table `mgmt_press_releases_categories`. The list has no updated-since filter, so each
-run lists everything and then removes the rows of that locale it did not see (unless the listing
-came back empty while rows exist: an upstream glitch must not empty the table).
+run lists everything and then removes the rows of that locale it did not see and that a page of
+the listing proves gone (`sync.management.Walk`); an empty listing while rows exist removes
+nothing (an upstream glitch must not empty the table).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import orjson
@@ -89,21 +90,41 @@ class PressReleases:
             raise
         return len(rows)
 
-    def prune(self, locale: str, run: str, listed: int) -> int:
-        """Remove rows of `locale` the complete listing `run` did not see; returns rows removed."""
+    def unseen(self, locale: str, run: str) -> list[int]:
+        """Ids of `locale` the listing `run` did not return."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT id FROM {TABLE} WHERE locale = ? AND seen_run != ? ORDER BY id",
+                (locale, run),
+            )
+        ]
+
+    def prune(self, locale: str, run: str, listed: int, proven: Collection[int]) -> int:
+        """Remove the rows of `locale` that listing `run` did not see and proved absent
+        (`proven`, see `sync.management.Walk`); returns the number of rows removed."""
         local = self.conn.execute(
             f"SELECT count(*) FROM {TABLE} WHERE locale = ?", (locale,)
         ).fetchone()[0]
         if listed == 0 and local:
             return 0  # an empty listing where there were rows: keep them, the next run decides
+        gone = [(i, locale, run) for i in proven]
         self.conn.execute("SAVEPOINT sync_tx")
-        self.conn.execute(
-            f"DELETE FROM {CATEGORIES} WHERE locale = ? AND press_release_id IN "
-            f"(SELECT id FROM {TABLE} WHERE locale = ? AND seen_run != ?)",
-            (locale, locale, run),
-        )
-        removed = self.conn.execute(
-            f"DELETE FROM {TABLE} WHERE locale = ? AND seen_run != ?", (locale, run)
-        ).rowcount
-        self.conn.execute("RELEASE sync_tx")
-        return int(removed)
+        try:
+            self.conn.executemany(
+                f"DELETE FROM {CATEGORIES} WHERE press_release_id = ? AND locale = ? AND "
+                f"NOT EXISTS (SELECT 1 FROM {TABLE} WHERE id = press_release_id "
+                "AND locale = ? AND seen_run = ?)",
+                [(i, loc, loc, r) for i, loc, r in gone],
+            )
+            removed = 0
+            for row in gone:
+                removed += self.conn.execute(
+                    f"DELETE FROM {TABLE} WHERE id = ? AND locale = ? AND seen_run != ?", row
+                ).rowcount
+            self.conn.execute("RELEASE sync_tx")
+        except BaseException:
+            self.conn.execute("ROLLBACK TO sync_tx")
+            self.conn.execute("RELEASE sync_tx")
+            raise
+        return removed

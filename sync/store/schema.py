@@ -49,6 +49,49 @@ CREATE TABLE IF NOT EXISTS current_hours (
     mall_id INTEGER PRIMARY KEY, body TEXT, fetched_at TEXT);
 """
 
+#: Views: the inverse side of an association the mirror keeps once, on the side that owns its
+#: linkage (see README "The mirror's schema"), and the mall <-> deal association. Each names
+#: the (table, columns) it reads; it is created once they all exist.
+VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
+    "stores_products": (
+        (("products_stores", ("products_id", "stores_id")),),
+        "SELECT stores_id, products_id, position FROM products_stores",
+    ),
+    "stores_deals": (
+        (("deals_stores", ("deals_id", "stores_id")),),
+        "SELECT stores_id, deals_id, position FROM deals_stores",
+    ),
+    "stores_job_listings": (
+        (("job_listings", ("id", "store_id")),),
+        "SELECT store_id AS stores_id, id AS job_listings_id FROM job_listings"
+        " WHERE store_id IS NOT NULL",
+    ),
+    "products_articles": (
+        (("articles_products", ("articles_id", "products_id")),),
+        "SELECT products_id, articles_id, position FROM articles_products",
+    ),
+    "malls_articles": (
+        (("articles_malls", ("articles_id", "malls_id")),),
+        "SELECT malls_id, articles_id, position FROM articles_malls",
+    ),
+    # `GET /malls/{id}/deals`: the mall's local deals (a linked store is in the mall) and the
+    # national ones (`is_local` false) unless the mall sets `exclude_national_deals`. Derived
+    # rather than listed per mall: national deals x malls rows would dwarf the mirror.
+    "malls_deals": (
+        (
+            ("deals_stores", ("deals_id", "stores_id")),
+            ("stores", ("id", "mall_id")),
+            ("deals", ("id", "is_local")),
+            ("malls", ("id", "exclude_national_deals")),
+        ),
+        "SELECT DISTINCT s.mall_id AS malls_id, ds.deals_id AS deals_id"
+        " FROM deals_stores ds JOIN stores s ON s.id = ds.stores_id"
+        " JOIN deals d ON d.id = ds.deals_id WHERE d.is_local = 1 AND s.mall_id IS NOT NULL"
+        " UNION ALL SELECT m.id AS malls_id, d.id AS deals_id FROM malls m JOIN deals d"
+        " ON d.is_local = 0 WHERE coalesce(m.exclude_national_deals, 0) = 0",
+    ),
+}
+
 #: Columns that get an index wherever a content table has them.
 INDEXED = ("mall_id", "updated_at", "seo_slug")
 
@@ -112,6 +155,7 @@ class Schema:
         # but updated_at/seo_slug/mall_id do not, and each page's commit would rewrite pages
         # all over those indexes. `create_indexes` builds them once, sorted, at the end.
         self.defer_indexes = False
+        self._views_done = False
 
     def columns(self, table: str) -> set[str]:
         """Current columns of `table` (empty when it does not exist)."""
@@ -189,9 +233,32 @@ class Schema:
         if change:
             self._transform(table, change, "widened: a value did not fit the inferred type")
 
+    def ensure_views(self) -> None:
+        """Create each of `VIEWS` whose tables and columns exist (cheap once all exist)."""
+        if self._views_done:
+            return
+        have = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='view'")}
+        missing = 0
+        for name, (needs, select) in VIEWS.items():
+            if name in have:
+                continue
+            if all(set(cols) <= self.columns(table) for table, cols in needs):
+                self.conn.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {select}")
+            else:
+                missing += 1
+        self._views_done = missing == 0
+
+    def drop_views(self) -> None:
+        """Drop our views (a table rebuilt under them would break SQLite's rename checks)."""
+        for name in VIEWS:
+            self.conn.execute(f"DROP VIEW IF EXISTS [{name}]")
+        self._views_done = False
+
     def _transform(self, table: str, change: dict[str, type], why: str) -> None:
         rows = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
+        self.drop_views()
         self.db.table(table).transform(types=change)
+        self.ensure_views()
         after = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
         if after != rows:  # never expected: transform copies every row in one transaction
             raise RuntimeError(f"{table}: {rows} rows before a column type change, {after} after")

@@ -813,16 +813,12 @@ class Dataset:
             if "updated_at" in attrs or "created_at" in attrs:
                 raise ValueError("a silent update keeps the stamps")
             rec.attrs.update(attrs)
+        self._unindex(rec)
         for name, value in (links or {}).items():
-            target = TARGET.get(name, name)
-            old = rec.links.get(name)
-            if target in ("images", "tags", "groups") and isinstance(old, list):
-                for i in old:
-                    self.owners.get((target, i), set()).discard((type_name, rid))
-            if target in ("images", "tags", "groups") and isinstance(value, list):
-                for i in value:
-                    self.owners.setdefault((target, i), set()).add((type_name, rid))
             rec.links[name] = list(value) if isinstance(value, list) else value
+            target = TARGET.get(name, name)
+            if target in self.version:
+                self.version[target] += 1  # their inverse linkage changes with it
         if mall is not None and rec.mall is not None and mall != rec.mall:
             old_list = self.by_mall[(type_name, rec.mall)]
             del old_list[bisect_left(old_list, rid)]
@@ -830,6 +826,8 @@ class Dataset:
             rec.mall = mall
             if "mall" in rec.links:
                 rec.links["mall"] = mall
+            self.version["malls"] += 1  # a mall's members change
+        self._index(rec)
         self._untouched(rec)
         if type_name in ("images", "tags", "groups"):
             for owner_type, _ in self.owners.get((type_name, rid), ()):

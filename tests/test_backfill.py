@@ -397,7 +397,10 @@ async def test_kill_9_mid_backfill_then_resume_has_no_gap(
     ("body", "needle"),
     [
         ("[upstream]\nemail='a@b.c'\npassword='x'\n", "[upstream] base_url is required"),
-        ("[upstream]\nbase_url='http://127.0.0.1:1'\nemail='a'\n", "password_env or password_file"),
+        (
+            "[upstream]\nbase_url='http://127.0.0.1:1'\nemail='a'\n",
+            "password_file or password_credential",
+        ),
         ("not toml at all [", "is not valid TOML"),
     ],
 )

@@ -23,6 +23,7 @@ from sync.config import Settings, parse_config
 from sync.daemon import Daemon, verify_share, verify_tick
 from sync.emulator import Emulator
 from sync.errors import UpstreamError
+from sync.status import status_data
 from sync.store import Mirror
 from sync.store.repair import repair_page
 from sync.verify import POSITION_KEY, Verifier
@@ -226,8 +227,11 @@ async def test_the_rolling_verify_resumes_from_its_position_and_covers_the_mirro
                 assert position is None
                 break
             assert position is not None
+            if steps == 1:
+                assert status_data(settings)["verify_position"] == position  # `sync status`
             assert report.requests <= 3 + 2  # a unit (3 deal visibilities) may overrun a little
             assert steps < 1000
+        assert status_data(settings)["verify_cycle_finished_at"]
         assert steps > 5  # spread over many steps, not one burst
         assert abs(requests - cost) <= cost // 4 + 3
         assert set(changed) <= set(repaired)

@@ -82,14 +82,15 @@ def _raise_first(done: set[asyncio.Task[None]]) -> None:
 
 
 async def mirror_management_press(
-    mirror: Mirror, settings: ManagementSettings, report: BackfillReport
+    mirror: Mirror, settings: ManagementSettings, report: BackfillReport, *, fail_fast: bool = True
 ) -> None:
-    """Mirror the management API's press releases (every page, every configured locale)."""
+    """Mirror the management API's press releases (every page, every configured locale);
+    `fail_fast=False` in the daemon (an unreachable API is logged and retried)."""
     from sync.management import ManagementClient, mirror_press_releases
     from sync.store.press import PressReleases
 
     t = report.types.setdefault("mgmt_press_releases", TypeReport())
-    async with ManagementClient(settings) as client:
+    async with ManagementClient(settings, fail_fast=fail_fast) as client:
         result = await mirror_press_releases(client, PressReleases(mirror.conn), settings.locales)
     t.rows = sum(rows for rows, _ in result.values())
     t.removed = sum(removed for _, removed in result.values())
@@ -249,7 +250,9 @@ class Backfill:
             jobs.append(functools.partial(self._backfill_hours, malls))
         await bounded(jobs, max(1, len(jobs)), lambda job: job())
         if self.settings.management is not None:
-            await mirror_management_press(self.mirror, self.settings.management, self.report)
+            await mirror_management_press(
+                self.mirror, self.settings.management, self.report, fail_fast=self.client.fail_fast
+            )
         if self.mirror.get_cursor(DELETIONS, "") is None:
             self.mirror.set_cursor(DELETIONS, "", started_at)
 

@@ -1,8 +1,9 @@
 """The `sync` command line: parses arguments, loads the config, calls one library function.
 
 All behaviour lives in the library modules; each command here only wires options to them. Every
-`SyncError` becomes one line on stderr (exit 2 for configuration problems, 1 otherwise), never a
-traceback.
+`SyncError` becomes one line on stderr, never a traceback, and an exit code: 2 for configuration
+problems, 3 for an upstream that cannot be reached at all, 1 otherwise; a command stopped by
+SIGINT or SIGTERM exits 130 or 143 (128 + the signal) once its current page is committed or not.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -19,7 +21,7 @@ import click
 
 from sync import __version__, logs
 from sync.config import Settings, load_config
-from sync.errors import ConfigError, SyncError
+from sync.errors import ConfigError, Interrupted, SyncError, UnreachableError
 
 T = TypeVar("T")
 
@@ -33,7 +35,8 @@ config_option = click.option(
 
 
 def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
-    """Turn SyncError into one stderr line and an exit code; Ctrl-C into exit 130."""
+    """Turn SyncError into one stderr line and an exit code; Ctrl-C into exit 130, SIGTERM
+    into 143."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
@@ -42,6 +45,12 @@ def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
         except ConfigError as exc:
             click.echo(f"sync: configuration error: {exc}", err=True)
             sys.exit(2)
+        except UnreachableError as exc:
+            click.echo(f"sync: error: {exc}", err=True)
+            sys.exit(3)
+        except Interrupted as exc:
+            click.echo(f"sync: {exc}", err=True)
+            sys.exit(128 + exc.signum)
         except SyncError as exc:
             click.echo(f"sync: error: {exc}", err=True)
             sys.exit(1)
@@ -53,8 +62,37 @@ def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run one coroutine to completion on a fresh event loop."""
-    return asyncio.run(coro)
+    """Run one coroutine to completion on a fresh event loop; SIGTERM cancels it.
+
+    Python's default for SIGTERM kills the process where it stands; here it cancels the
+    command instead (like asyncio's own handling of Ctrl-C), so a retry's backoff or a stalled
+    request ends at once, `finally` blocks close the mirror, and the command exits 143
+    (`Interrupted`). The daemon installs its own handlers and exits 0.
+    """
+    return asyncio.run(_cancel_on_sigterm(coro))
+
+
+async def _cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    stopped: list[int] = []
+
+    def stop() -> None:
+        stopped.append(signal.SIGTERM)
+        # A second SIGTERM gets Python's default (end the process) should the first hang.
+        loop.remove_signal_handler(signal.SIGTERM)
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        if stopped:
+            raise Interrupted(signal.SIGTERM) from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def settings_from(config_path: Path | None) -> Settings:

@@ -162,6 +162,9 @@ class MirrorSettings(_Section):
     """`[mirror]`: the SQLite file."""
 
     path: Path = Field(default=Path("mirror.db"), description="Path of the SQLite mirror file")
+    changes_retention_days: float = Field(
+        default=7.0, gt=0, description="Days the change feed (_sync_changes) keeps its entries"
+    )
 
 
 class BackfillSettings(_Section):

@@ -128,6 +128,9 @@ class Daemon:
             if self._mirror is not None and self.is_ready
             else []
         )
+        client: ChannelClient | None = getattr(self, "client", None)
+        if client is not None and client.unreachable:
+            problems.insert(0, client.unreachable)  # logged as upstream.unreachable too
         if status == "ok" and problems:
             status = "degraded"  # alive and following, but a repair failed or is overdue
         return {
@@ -286,7 +289,9 @@ class Daemon:
     async def mirror_press(self) -> None:
         """Full listing of the management API's press releases (no updated-since filter)."""
         if self.settings.management is not None:
-            await mirror_management_press(self.mirror, self.settings.management, BackfillReport())
+            await mirror_management_press(
+                self.mirror, self.settings.management, BackfillReport(), fail_fast=False
+            )
 
     async def check_subscriptions(self) -> None:
         vanished = await self.subscriptions.ensure()
@@ -333,7 +338,8 @@ class Daemon:
             loop.add_signal_handler(sig, self.request_stop)
         self._mirror = Mirror.open(self.settings.mirror.path)
         try:
-            async with ChannelClient(self.settings.upstream) as client:
+            # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
+            async with ChannelClient(self.settings.upstream, fail_fast=False) as client:
                 self.client = client
                 await self._serve()
         finally:
@@ -390,35 +396,31 @@ class Daemon:
         ):
             self.log.info("daemon.backfill_first")
             self.notifier.status("backfilling")
-            backfill = asyncio.create_task(self.backfill.run(), name="backfill")
-            stopper = asyncio.create_task(self.stop.wait())
-            await asyncio.wait({backfill, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            if not backfill.done():
-                backfill.cancel()  # stops at its next await: the current page is committed or not
+            if not await self._unless_stopped(self.backfill.run(), "backfill"):
                 for task in tasks:  # the watchdog loop never ends by itself: waiting on it hung
                     task.cancel()
-                await asyncio.gather(backfill, *tasks, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
                 if runner is not None:
                     await runner.cleanup()
                 return
-            backfill.result()
         for rtype in self.types:
             self._ok(rtype.name)
 
         tasks.append(asyncio.create_task(self.worker.run(self.stop), name="worker"))
         scheduler = self._scheduler()
         scheduler.start()
-        if s.webhooks.enabled:
-            try:
-                await self.subscriptions.ensure()
-                self._record_subscriptions()
-            except UpstreamError as exc:
-                self.log.error("subscriptions.failed", error=str(exc))
-        self.notifier.status("following the upstream")
-        self.is_ready = True
-        self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
         try:
+            if s.webhooks.enabled:
+                try:
+                    # Raced with SIGTERM: an upstream that fails or stalls retries for minutes.
+                    if await self._unless_stopped(self.subscriptions.ensure(), "subscribe"):
+                        self._record_subscriptions()
+                except UpstreamError as exc:
+                    self.log.error("subscriptions.failed", error=str(exc))
+            if not self.stop.is_set():
+                self.notifier.status("following the upstream")
+                self.is_ready = True
+                self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
             await self.stop.wait()
         finally:
             if runner is not None:
@@ -428,6 +430,25 @@ class Daemon:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._cancel_jobs()
+
+    async def _unless_stopped(self, work: Awaitable[object], name: str) -> bool:
+        """Await `work` unless `stop` is set first, which cancels it at its next await (a
+        page is committed or not, a retry's backoff ends). True when `work` finished; its
+        exception, if any, is raised."""
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        stopper = asyncio.create_task(self.stop.wait())
+        try:
+            await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            return False
+        task.result()
+        return True
 
     def _scheduler(self) -> AsyncIOScheduler:
         s = self.settings.schedule

@@ -3,13 +3,16 @@
     SyncError                      base; `str(err)` is one line naming the problem and the fix
     ├── ConfigError                a setting is missing or wrong (CLI exit code 2)
     ├── MirrorError                the SQLite mirror cannot be opened, is corrupt, locked or read-only
+    ├── Interrupted                SIGTERM/SIGINT stopped a one-shot command (exit 128 + signal)
     └── UpstreamError              talking to the Channel Content API failed; carries url, status, hint
         ├── AuthError              login refused, or 401 again right after a fresh login
         ├── ForbiddenError         the account may not read this type (403); reported and skipped
         ├── NotFoundError          404 for a route or id
         ├── BadResponseError       the body is not the JSON:API document the spec promises
         ├── InvalidParametersError 422 from the management API, with every entry of `details`
-        └── RetriesExhaustedError  5xx/429/timeouts went on past the retry budget
+        ├── RetriesExhaustedError  5xx/429/timeouts went on past the retry budget
+        └── UnreachableError       no connection at all before any answer: refused, DNS, TLS
+                                   (a one-shot command exits 3; the daemon logs and retries)
 
 Errors never carry secrets: URLs are stripped of the `auth_*` query parameters before they are
 stored here (see `redact_url`).
@@ -17,14 +20,20 @@ stored here (see `redact_url`).
 
 from __future__ import annotations
 
+import signal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 _SECRET_PARAMS = frozenset({"auth_token", "auth_id", "auth_timestamp", "password", "token"})
 
 
 def redact_url(url: str) -> str:
-    """Return `url` with every authentication query parameter replaced by `***`."""
+    """Return `url` with every authentication query parameter (and a password in the
+    authority, `https://user:secret@host`) replaced by `***`."""
     parts = urlsplit(url)
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username}:***@{host}")
+        url = urlunsplit(parts)
     if not parts.query:
         return url
     query = [
@@ -95,3 +104,17 @@ class InvalidParametersError(UpstreamError):
 
 class RetriesExhaustedError(UpstreamError):
     """Transient failures (5xx, 429, timeouts, dropped connections) outlasted the retry budget."""
+
+
+class UnreachableError(UpstreamError):
+    """The upstream could not be reached at all (connection refused, DNS failure, TLS error)
+    before it ever answered: a wrong `base_url`, a firewall or a certificate, which retries
+    cannot cure. The message names the URL, the hint the setting to check."""
+
+
+class Interrupted(SyncError):
+    """A one-shot command was stopped by a signal; the CLI exits with 128 + `signum`."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")

@@ -266,8 +266,10 @@ class ManagementClient:
         max_backoff: float = 10.0,
         timeout: float = 30.0,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        fail_fast: bool = True,
     ) -> None:
         self.settings = settings
+        self._fail_fast = fail_fast
         self._session: aiohttp.ClientSession | None = None
         self._transport: Transport | None = None
         self._opts = {"retry_budget": retry_budget, "max_backoff": max_backoff, "timeout": timeout}
@@ -283,6 +285,8 @@ class ManagementClient:
             max_backoff=self._opts["max_backoff"],
             sleep=self._sleep,
             clock=time.monotonic,
+            base_url_key="[management] base_url",
+            fail_fast=self._fail_fast,
         )
         return self
 

@@ -399,7 +399,7 @@ async def test_kill_9_mid_backfill_then_resume_has_no_gap(
         ("[upstream]\nemail='a@b.c'\npassword='x'\n", "[upstream] base_url is required"),
         (
             "[upstream]\nbase_url='http://127.0.0.1:1'\nemail='a'\n",
-            "password_file or password_credential",
+            "password_env, password_file or password_credential",
         ),
         ("not toml at all [", "is not valid TOML"),
     ],
@@ -423,7 +423,8 @@ async def test_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
     )
     proc = await _cli("backfill", "--quiet", "--config", str(cfg), env={})
     out, err = await proc.communicate()
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # unreachable: will not heal by retrying (README, exit codes)
+    assert "[upstream] base_url" in err.decode() and "http://127.0.0.1:9" in err.decode()
     assert "Traceback" not in err.decode() and "pw-secret-1" not in err.decode()
 
 

@@ -248,7 +248,8 @@ def test_bookkeeping_cursors_status_and_runs(mirror: Mirror) -> None:
         r[0] for r in mirror.conn.execute("select name from sqlite_master where type='table'")
     }
     assert all(
-        t.startswith(("_sync_", "sqlite_")) or t in {"deals", "meta_scripts", "current_hours"}
+        t.startswith(("_sync_", "sqlite_", "deals_fts"))
+        or t in {"deals", "meta_scripts", "current_hours"}
         for t in tables
     )
 

@@ -75,8 +75,12 @@ class ChannelClient:
         session: aiohttp.ClientSession | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
+        fail_fast: bool = True,
     ) -> None:
+        """`fail_fast=False` is for the daemon: an upstream unreachable from the start is
+        logged and retried until it answers instead of raised (see `sync.channel.transport`)."""
         self.settings = settings
+        self.fail_fast = fail_fast
         self.base = settings.base_url
         self._session = session
         self._own_session = session is None
@@ -106,6 +110,7 @@ class ChannelClient:
             upstream_now=lambda: self._clock() + self.credentials.offset,
             on_response=self._observe,
             stats=self.stats,
+            fail_fast=self.fail_fast,
         )
         return self
 
@@ -124,6 +129,11 @@ class ChannelClient:
         if self._transport is None:
             raise RuntimeError("use `async with ChannelClient(...)`")
         return self._transport
+
+    @property
+    def unreachable(self) -> str | None:
+        """Why the upstream was never reached, while a daemon's client keeps trying; else None."""
+        return self._transport.unreachable_reason if self._transport is not None else None
 
     @property
     def clock_offset(self) -> float:

@@ -8,8 +8,19 @@ not retry in lock-step. The whole request, attempts and waits together, is bound
 `retry_budget` seconds, after which `RetriesExhaustedError` names the last cause. One semaphore
 bounds the requests in flight across every job sharing the client; it is released while waiting.
 
+An upstream that cannot be reached at all before it ever answered (connection refused, DNS
+failure, TLS error: aiohttp's `ClientConnectorError` family) will not heal by waiting: it is a
+wrong `base_url`, a firewall or a certificate. After `UNREACHABLE_GRACE` seconds of that (a few
+attempts, so a blip at boot is forgiven) a one-shot command (`fail_fast`, the default) gets
+`UnreachableError` naming the URL and the fix, and every later request of this transport fails
+the same way at its first refusal. A daemon (`fail_fast=False`) logs the same error once
+(`upstream.unreachable`, again every `UNREACHABLE_REPEAT` s) and keeps retrying with backoff,
+outside the retry budget, until the upstream answers. Once any answer arrived, a refused
+connection is an ordinary transient fault (the upstream restarting) under the budget.
+
 `sleep` and `clock` are injected so tests run instantly: the budget counts the time each attempt
 took on `clock` plus the waits handed to `sleep`, so a fake sleep advances the budget too.
+Every wait goes through `sleep`, so cancelling the task (SIGTERM) ends a retry loop at once.
 """
 
 from __future__ import annotations
@@ -26,10 +37,14 @@ from typing import Any
 
 import aiohttp
 
-from sync.errors import RetriesExhaustedError, redact_url
+from sync.errors import RetriesExhaustedError, UnreachableError, redact_url
 from sync.logs import get_logger
 
 BASE_BACKOFF = 0.25  # seconds; the first retry waits up to 0.5 s, doubling from there
+#: Seconds of "cannot connect" before the upstream is called unreachable (see module docstring).
+UNREACHABLE_GRACE = 4.0
+#: A daemon repeats its `upstream.unreachable` error this often while the upstream stays away.
+UNREACHABLE_REPEAT = 300.0
 
 
 def cut_short(resp: aiohttp.ClientResponse, body: bytes) -> None:
@@ -51,6 +66,9 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     aiohttp.ClientConnectionError,  # refused, reset, ServerDisconnectedError
     aiohttp.ClientPayloadError,  # the connection dropped while the body was read
 )
+#: Failures to open a connection at all: refused, DNS, TLS (subclasses of ClientConnectorError).
+#: Connect timeouts are not among them: a slow upstream may heal.
+UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientConnectorError,)
 _SECRET_IN_TEXT = re.compile(r"(auth_token|auth_id|auth_timestamp|password)=[^&\s'\"]*")
 
 
@@ -121,6 +139,8 @@ class Transport:
         on_response: Callable[[Response], None] | None = None,
         stats: Stats | None = None,
         rng: random.Random | None = None,
+        fail_fast: bool = True,
+        base_url_key: str = "[upstream] base_url",
     ) -> None:
         self.session = session
         self.limit = asyncio.Semaphore(concurrency)
@@ -135,6 +155,13 @@ class Transport:
         self.stats = stats if stats is not None else Stats()
         self.rng = rng or random.Random()
         self.log = get_logger("sync.channel")
+        self.fail_fast = fail_fast
+        self.base_url_key = base_url_key  # named in the hint of `UnreachableError`
+        self.reached = False  # set by the first answer (any status)
+        self.unreachable = False  # set once a fail-fast transport gave up on the upstream
+        self._unreachable_logged_at: float | None = None
+        #: A daemon's transport while the upstream was never reached: the error, for health.
+        self.unreachable_reason: str | None = None
 
     def backoff(self, attempt: int) -> float:
         """Full jitter: a uniform draw below the capped exponential."""
@@ -174,6 +201,7 @@ class Transport:
                         cut_short(resp, body)
                         response = Response(resp.status, resp.headers, body, str(resp.url))
                 self.stats.statuses[response.status] += 1
+                self._answered()
                 if self.on_response:
                     self.on_response(response)
                 if not is_retryable(response.status):
@@ -185,10 +213,18 @@ class Transport:
                 name = type(exc).__name__
                 cause = scrub(f"{name}: {exc}" if str(exc) else name)
                 self.stats.errors[name] += 1
+                never_reached = isinstance(exc, UNREACHABLE_ERRORS) and not self.reached
+            else:
+                never_reached = False
             spent += max(0.0, self.clock() - started)
             backoff = self.backoff(attempt)
             # A Retry-After is a floor: the upstream asked for at least that long.
             delay = max(wait, backoff) if wait is not None else backoff
+            if never_reached and self._will_not_heal(method, url, cause, spent + delay):
+                self.stats.retries += 1
+                await self.sleep(delay)  # a daemon: retry outside the budget until it answers
+                spent += delay
+                continue
             if spent + delay > self.retry_budget:
                 raise RetriesExhaustedError(
                     f"gave up after {attempt} attempts in {spent:.1f}s; last: {cause}",
@@ -205,3 +241,43 @@ class Transport:
             )
             await self.sleep(delay)
             spent += delay
+
+    def _answered(self) -> None:
+        """The upstream answered: from now on a refused connection is a transient fault."""
+        if self.reached:
+            return
+        self.reached = True
+        self.unreachable_reason = None
+        if self._unreachable_logged_at is not None:
+            self.log.info("upstream.reachable", hint="the upstream answers again")
+
+    def _will_not_heal(self, method: str, url: str, cause: str, spent: float) -> bool:
+        """Judge a failure to connect to an upstream that never answered, after `spent` s.
+
+        Returns False while within the grace (retry as usual); raises `UnreachableError` in
+        fail-fast mode once past it; in daemon mode logs the error (now and then) and returns
+        True: the caller waits and retries without counting the budget.
+        """
+        if not self.unreachable and spent <= min(UNREACHABLE_GRACE, self.retry_budget):
+            return False
+        error = UnreachableError(
+            f"cannot reach the upstream at {redact_url(url)} ({method}): {cause}",
+            url=url,
+            hint=f"check {self.base_url_key}: the host, port and scheme, DNS, firewall and "
+            "TLS certificate",
+        )
+        if self.fail_fast:
+            self.unreachable = True  # later requests give up at their first refusal
+            raise error
+        self.unreachable_reason = str(error)
+        now = self.clock()
+        last = self._unreachable_logged_at
+        if last is None or now - last >= UNREACHABLE_REPEAT:
+            self._unreachable_logged_at = now
+            self.log.error(
+                "upstream.unreachable",
+                url=redact_url(url),
+                error=cause,
+                hint=f"{error.hint}; retrying until it answers",
+            )
+        return True

@@ -10,6 +10,8 @@ from __future__ import annotations
 COMMANDS: dict[str, str] = {
     "backfill": "sync.commands.mirror:backfill_command",
     "status": "sync.commands.mirror:status_command",
+    "changes": "sync.commands.mirror:changes_command",
+    "datasette-metadata": "sync.commands.mirror:datasette_metadata_command",
     "run": "sync.commands.daemon:run_command",
     "reconcile": "sync.commands.daemon:reconcile_command",
     "webhooks": "sync.commands.daemon:webhooks_group",

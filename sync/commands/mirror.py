@@ -93,3 +93,78 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
             f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
             f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
         )
+
+
+@click.command("datasette-metadata")
+@config_option
+@fail_cleanly
+def datasette_metadata_command(config_path: Path | None) -> None:
+    """Print Datasette metadata for the mirror (JSON): every table described, the
+    bookkeeping hidden. Use: `sync datasette-metadata > metadata.json`, then
+    `datasette mirror.db --metadata metadata.json`."""
+    from sync.readers import datasette_metadata
+
+    settings = settings_from(config_path)
+    click.echo(json.dumps(datasette_metadata(settings.mirror.path), indent=2, sort_keys=True))
+
+
+@click.command("changes")
+@config_option
+@click.option(
+    "--since",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Print entries after this sequence number.",
+)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new entries as they come.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks for new entries with --follow.",
+)
+@fail_cleanly
+def changes_command(
+    config_path: Path | None, since: int, follow: bool, as_json: bool, interval: float
+) -> None:
+    """Print the mirror's change feed: SEQ TYPE ID OP UPDATED_AT, one line per change (op
+    upsert, delete, or backfill for every row of a type). A website invalidates its caches
+    from it; a downstream system follows the mirror with --since (the last SEQ it saw)
+    --follow."""
+    import time
+
+    settings = settings_from(config_path)
+    mirror = Mirror.open(settings.mirror.path, readonly=True)
+    try:
+        while True:
+            batch = mirror.changes(since)
+            for seq, type_name, rid, op, stamp, at in batch:
+                if as_json:
+                    click.echo(
+                        json.dumps(
+                            {
+                                "seq": seq,
+                                "type": type_name,
+                                "id": rid,
+                                "op": op,
+                                "updated_at": stamp,
+                                "at": at,
+                            }
+                        )
+                    )
+                else:
+                    click.echo(
+                        f"{seq}\t{type_name}\t{'' if rid is None else rid}\t{op}\t{stamp or ''}"
+                    )
+                since = seq
+            if not follow:
+                return
+            if not batch:
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return
+    finally:
+        mirror.close()

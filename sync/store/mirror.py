@@ -33,7 +33,7 @@ from sync.catalogue import ResourceType
 from sync.errors import MirrorError
 from sync.logs import get_logger
 from sync.staging import Staged, encode, stage_resources
-from sync.stamps import now_iso
+from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
@@ -170,11 +170,24 @@ class Mirror(BookkeepingMixin):
         self.set_meta("schema_version", str(SCHEMA_VERSION))
         if not fresh:
             self.schema.repair_types([t for t in catalogue.TYPES if self.has_table(t)])
+            self.schema.repair_foreign_keys(self._link_tables())
             self.create_indexes()  # a bulk load interrupted before its indexes were built
 
+    def _link_tables(self) -> list[tuple[str, str, str, str, str]]:
+        """(table, owner column, related column, owner, target) of every link table."""
+        return [
+            (rel.link_table(name), *rel.link_columns(name), name, rel.target)
+            for name, rtype in catalogue.TYPES.items()
+            for rel in rtype.relationships
+            if not rel.to_one
+        ]
+
     def create_indexes(self) -> None:
-        """Build any missing index of the content and link tables (cheap when they all exist)."""
+        """Build any missing index of the content and link tables, the full-text indexes and
+        the views (cheap when they all exist)."""
         self.schema.create_indexes([t for t in catalogue.TYPES if self.has_table(t)])
+        self.schema.ensure_fts([t for t in catalogue.TYPES if self.has_table(t)])
+        self.schema.ensure_change_triggers([t for t in catalogue.TYPES if self.has_table(t)])
         for name, rtype in catalogue.TYPES.items():
             for rel in rtype.relationships:
                 table = rel.link_table(name)
@@ -183,10 +196,45 @@ class Mirror(BookkeepingMixin):
         self.schema.ensure_views()
 
     def defer_indexes(self, defer: bool) -> None:
-        """During a bulk load into empty tables, build secondary indexes at the end."""
+        """During a bulk load into empty tables, build secondary indexes, full-text indexes and
+        the change feed's triggers at the end; the feed gets one `backfill` entry per type
+        loaded, not one per row."""
+        was = self.schema.defer_indexes
         self.schema.defer_indexes = defer
-        if not defer:
-            self.create_indexes()
+        if defer:
+            self.schema.drop_change_triggers()
+            return
+        if was:
+            loaded = [t for t in catalogue.TYPES if self.has_table(t)]
+            self.conn.executemany(
+                "INSERT INTO _sync_changes (type, id, op, updated_at, at) "
+                "VALUES (?, NULL, 'backfill', NULL, ?)",
+                [(t, now_iso()) for t in loaded],
+            )
+        self.create_indexes()
+
+    # -- the change feed -----------------------------------------------------------------------
+
+    def changes(
+        self, since: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str, int | None, str, str | None, str]]:
+        """Entries of the change feed after sequence number `since`: (seq, type, id, op,
+        updated_at, at); op is `upsert`, `delete` or `backfill` (every row of the type)."""
+        if not self.has_table("_sync_changes"):  # a mirror written before the feed existed
+            return []
+        return [
+            tuple(r)
+            for r in self.conn.execute(
+                "SELECT seq, type, id, op, updated_at, at FROM _sync_changes WHERE seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (since, limit),
+            )
+        ]
+
+    def prune_changes(self, keep_days: float) -> int:
+        """Drop change feed entries older than `keep_days`; the sequence numbers go on."""
+        cutoff = iso_ms(time.time() - keep_days * 86400)
+        return self.conn.execute("DELETE FROM _sync_changes WHERE at < ?", (cutoff,)).rowcount
 
     # -- group commit ------------------------------------------------------------------------
 
@@ -444,7 +492,10 @@ class Mirror(BookkeepingMixin):
             for rel in rtype.relationships:
                 if not rel.to_one and rel.name in b.links:
                     self.schema.ensure_link(
-                        rel.link_table(rtype.name), *rel.link_columns(rtype.name)
+                        rel.link_table(rtype.name),
+                        *rel.link_columns(rtype.name),
+                        rtype.name,
+                        rel.target,
                     )
         if not self.schema.defer_indexes:
             self.schema.ensure_views()
@@ -466,7 +517,10 @@ class Mirror(BookkeepingMixin):
             for rel in rtype.relationships:
                 if not rel.to_one and rel.name in links:
                     self.schema.ensure_link(
-                        rel.link_table(rtype.name), *rel.link_columns(rtype.name)
+                        rel.link_table(rtype.name),
+                        *rel.link_columns(rtype.name),
+                        rtype.name,
+                        rel.target,
                     )
         with self._page_transaction():
             for b in included:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sync.notices import WebhookNotice
 from sync.stamps import now_iso
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS _sync_queue (
     id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, type_name TEXT NOT NULL,
     resource_id INTEGER NOT NULL, received_at TEXT, attempts INTEGER NOT NULL DEFAULT 0,
@@ -39,7 +39,7 @@ class ChangeQueue:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self.conn.executescript(_SCHEMA)
+        self.conn.executescript(SCHEMA)
 
     def enqueue(self, notices: Sequence[WebhookNotice]) -> int:
         """Commit the notices of known types in one transaction; returns how many were queued."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlite_utils
 
+from sync import catalogue
 from sync.attributes import declared
 from sync.logs import get_logger
 
@@ -43,10 +44,13 @@ CREATE TABLE IF NOT EXISTS _sync_tombstones (
 CREATE TABLE IF NOT EXISTS _sync_jobs (
     name TEXT PRIMARY KEY, started_at TEXT, finished_at TEXT, outcome TEXT, error TEXT,
     seconds REAL, next_run_at TEXT);
+CREATE TABLE IF NOT EXISTS _sync_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, id INTEGER, op TEXT NOT NULL,
+    updated_at TEXT, at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta_scripts (
     id TEXT PRIMARY KEY, type TEXT, content TEXT, first_seen_at TEXT, last_seen_at TEXT);
 CREATE TABLE IF NOT EXISTS current_hours (
-    mall_id INTEGER PRIMARY KEY, body TEXT, fetched_at TEXT);
+    mall_id INTEGER PRIMARY KEY REFERENCES malls(id), body TEXT, fetched_at TEXT);
 """
 
 #: Views: the inverse side of an association the mirror keeps once, on the side that owns its
@@ -91,6 +95,53 @@ VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
         " ON d.is_local = 0 WHERE coalesce(m.exclude_national_deals, 0) = 0",
     ),
 }
+
+#: Text people search, per table: an FTS5 index (`<table>_fts`, sqlite-utils' `enable_fts` with
+#: triggers) over those of the columns the table has, so Datasette's `?_search=` works.
+FTS_COLUMNS: dict[str, tuple[str, ...]] = {
+    "articles": ("title", "subtitle", "teaser", "content"),
+    "contacts": ("name", "title"),
+    "deals": ("title", "retailer_name", "description"),
+    "events": ("title", "short_text", "description"),
+    "ifeatures": ("headline", "sub_heading", "description"),
+    "job_listings": ("title", "store_name", "description"),
+    "mall_messages": ("description",),
+    "malls": ("name", "city", "description"),
+    "press_releases": ("name", "headline", "content"),
+    "products": ("name", "description"),
+    "programs": ("name",),
+    "stores": ("name", "description"),
+    "images": ("alt_text",),
+    "tags": ("name",),
+    "groups": ("name",),
+}
+
+
+def foreign_keys(table: str) -> list[tuple[str, str, str]]:
+    """(column, other table, other column) a content table declares: its to-one columns and
+    `mall_id`, pointing at their targets (declared for readers such as Datasette; SQLite does
+    not enforce them here, since a link may name a row the mirror does not hold)."""
+    out: dict[str, tuple[str, str, str]] = {}
+    rtype = catalogue.TYPES.get(table)
+    if rtype is not None:
+        if rtype.scope == "mall":
+            out["mall_id"] = ("mall_id", "malls", "id")
+        for rel in rtype.relationships:
+            if rel.to_one:
+                out[rel.column] = (rel.column, rel.target, "id")
+    elif table in (catalogue.HOURS_TABLE, catalogue.CURRENT_HOURS_TABLE):
+        out["mall_id"] = ("mall_id", "malls", "id")
+    return list(out.values())
+
+
+def _link_sql(table: str, owner_col: str, related_col: str, owner: str, target: str) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS [{table}] ("
+        f"[{owner_col}] INTEGER NOT NULL REFERENCES [{owner}](id), "
+        f"[{related_col}] INTEGER NOT NULL REFERENCES [{target}](id), position INTEGER, "
+        f"PRIMARY KEY ([{owner_col}], [{related_col}])) WITHOUT ROWID"
+    )
+
 
 #: Columns that get an index wherever a content table has them.
 INDEXED = ("mall_id", "updated_at", "seo_slug")
@@ -192,8 +243,16 @@ class Schema:
         wanted = {k: declared(table, k) or value_affinity(v) for k, v in sample.items()}
         wanted["id"] = "INTEGER"
         if not have:
-            typed = {k: PYTYPE[a] for k, a in wanted.items() if a}
-            self.db.table(table).create(typed, pk="id", if_not_exists=True)
+            # Our own CREATE TABLE: sqlite-utils refuses a foreign key to a table not created
+            # yet (a deal page may arrive before any store), and SQLite does not mind.
+            refs = {c: (t, oc) for c, t, oc in foreign_keys(table)}
+            cols = ["[id] INTEGER PRIMARY KEY"]
+            for k, a in wanted.items():
+                if k == "id" or not a:
+                    continue
+                ref = f" REFERENCES [{refs[k][0]}]({refs[k][1]})" if k in refs else ""
+                cols.append(f"[{k}] {PYTYPE_NAME[PYTYPE[a]]}{ref}")
+            self.conn.execute(f"CREATE TABLE IF NOT EXISTS [{table}] ({', '.join(cols)})")
             for k, a in wanted.items():
                 if not a:
                     self.conn.execute(f"ALTER TABLE [{table}] ADD COLUMN [{k}]")
@@ -209,6 +268,8 @@ class Schema:
         self._forget(table)
         if not self.defer_indexes:
             self.create_indexes([table])
+            self.ensure_fts([table])
+            self.ensure_change_triggers([table])
 
     def widen(self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
         """Widen inferred columns whose values in `rows` do not fit their type (INTEGER, then
@@ -257,7 +318,13 @@ class Schema:
     def _transform(self, table: str, change: dict[str, type], why: str) -> None:
         rows = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
         self.drop_views()
+        fts = self._fts_table(table)
         self.db.table(table).transform(types=change)
+        self._forget(table)
+        if fts:  # the rebuilt table lost the triggers that keep its FTS index in step
+            self.ensure_fts([table], replace=True)
+        if not self.defer_indexes:
+            self.ensure_change_triggers([table])
         self.ensure_views()
         after = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
         if after != rows:  # never expected: transform copies every row in one transaction
@@ -294,19 +361,111 @@ class Schema:
                         f"CREATE INDEX IF NOT EXISTS [idx_{table}_{col}] ON [{table}] ([{col}])"
                     )
 
-    def ensure_link(self, table: str, owner_col: str, related_col: str) -> None:
-        """A link table of one to-many relationship, indexed both ways (the reverse index
-        deferred like the others during a bulk load: related ids arrive in no order)."""
+    def ensure_link(
+        self, table: str, owner_col: str, related_col: str, owner: str, target: str
+    ) -> None:
+        """A link table of one to-many relationship of `owner` to `target`, indexed both ways
+        (the reverse index deferred like the others during a bulk load: related ids arrive in
+        no order), with both columns declared as foreign keys."""
         if self.columns(table):
             return
-        self.conn.execute(
-            f"CREATE TABLE IF NOT EXISTS [{table}] ([{owner_col}] INTEGER NOT NULL, "
-            f"[{related_col}] INTEGER NOT NULL, position INTEGER, "
-            f"PRIMARY KEY ([{owner_col}], [{related_col}])) WITHOUT ROWID"
-        )
+        self.conn.execute(_link_sql(table, owner_col, related_col, owner, target))
         self._columns.pop(table, None)
         if not self.defer_indexes:
             self.create_link_index(table, related_col)
+
+    def repair_foreign_keys(self, links: list[tuple[str, str, str, str, str]]) -> None:
+        """Declare the foreign keys an older mirror's tables lack: content tables through
+        sqlite-utils' `transform`, link tables (`links`: table, owner column, related column,
+        owner, target) rebuilt in one transaction. Runs once: a table that has them is left."""
+        for table in [*catalogue.TYPES, catalogue.HOURS_TABLE, catalogue.CURRENT_HOURS_TABLE]:
+            cols = self.columns(table)
+            if not cols:
+                continue
+            have = {fk.column for fk in self.db.table(table).foreign_keys}
+            missing = [
+                fk
+                for fk in foreign_keys(table)
+                if fk[0] in cols and fk[0] not in have and "id" in self.columns(fk[1])
+            ]
+            if missing:
+                self.drop_views()
+                fts = self._fts_table(table)
+                self.db.table(table).transform(add_foreign_keys=missing)
+                self._forget(table)
+                if fts:
+                    self.ensure_fts([table], replace=True)
+        for table, owner_col, related_col, owner, target in links:
+            if not self.columns(table):
+                continue
+            if list(self.conn.execute(f"PRAGMA foreign_key_list([{table}])")):
+                continue
+            self.drop_views()
+            self.conn.execute("SAVEPOINT sync_fk")
+            try:
+                self.conn.execute(f"ALTER TABLE [{table}] RENAME TO [{table}_old_fk]")
+                self.conn.execute(_link_sql(table, owner_col, related_col, owner, target))
+                self.conn.execute(f"INSERT INTO [{table}] SELECT * FROM [{table}_old_fk]")
+                self.conn.execute(f"DROP TABLE [{table}_old_fk]")
+                self.conn.execute("RELEASE sync_fk")
+            except BaseException:
+                self.conn.execute("ROLLBACK TO sync_fk")
+                self.conn.execute("RELEASE sync_fk")
+                raise
+            self._forget(table)
+            self.create_link_index(table, related_col)
+        self.ensure_views()
+
+    def _fts_table(self, table: str) -> str | None:
+        return self.db.table(table).detect_fts() if self.columns(table) else None
+
+    def ensure_fts(self, tables: list[str], *, replace: bool = False) -> None:
+        """FTS5 over the `FTS_COLUMNS` of each table, kept in step by triggers (built once,
+        at the end of a bulk load like the deferred indexes)."""
+        for table in tables:
+            cols = self.columns(table)
+            wanted = [c for c in FTS_COLUMNS.get(table, ()) if c in cols]
+            if not wanted or (not replace and self._fts_table(table)):
+                continue
+            self.db.table(table).enable_fts(
+                wanted, fts_version="FTS5", create_triggers=True, replace=True
+            )
+
+    def ensure_change_triggers(self, tables: list[str]) -> None:
+        """Triggers that append every change of a content table to `_sync_changes` (the change
+        feed), in the writing statement's own transaction: `upsert` when a row is inserted or
+        takes another `updated_at` (a re-write of the same copy is no change), `delete` when it
+        goes. Tables without `updated_at` (tags, groups) log an update whose columns differ.
+        Dropped during a bulk load, which logs one `backfill` entry per type instead."""
+        now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+        for table in tables:
+            cols = self.columns(table)
+            if not cols:
+                continue
+            stamped = "updated_at" in cols
+            new_stamp = "new.updated_at" if stamped else "NULL"
+            old_stamp = "old.updated_at" if stamped else "NULL"
+            changed = (
+                "old.updated_at IS NOT new.updated_at"
+                if stamped
+                else " OR ".join(f"old.[{c}] IS NOT new.[{c}]" for c in sorted(cols) if c != "id")
+                or "0"
+            )
+            ins = f"INSERT INTO _sync_changes (type, id, op, updated_at, at) VALUES ('{table}', "
+            self.conn.executescript(
+                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_insert] AFTER INSERT ON "
+                f"[{table}] BEGIN {ins}new.id, 'upsert', {new_stamp}, {now}); END;\n"
+                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_update] AFTER UPDATE ON "
+                f"[{table}] WHEN {changed} BEGIN {ins}new.id, 'upsert', {new_stamp}, {now}); END;\n"
+                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_delete] AFTER DELETE ON "
+                f"[{table}] BEGIN {ins}old.id, 'delete', {old_stamp}, {now}); END;"
+            )
+
+    def drop_change_triggers(self) -> None:
+        for (name,) in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '\\_sync\\_changes\\_%' ESCAPE '\\'"
+        ).fetchall():
+            self.conn.execute(f"DROP TRIGGER IF EXISTS [{name}]")
 
     def create_link_index(self, table: str, related_col: str) -> None:
         """The reverse index of a link table (which rows link to a given related id)."""
@@ -320,7 +479,13 @@ class Schema:
         if not have:
             cols = {"mall_id": int, "date": str, "fetched_at": str}
             cols.update({k: column_type(v) for k, v in sample.items() if k not in cols})
-            self.db.table("hours").create(cols, pk=("mall_id", "date"), if_not_exists=True)
+            defs = ", ".join(
+                f"[{k}] {PYTYPE_NAME[t]}" + (" REFERENCES [malls](id)" if k == "mall_id" else "")
+                for k, t in cols.items()
+            )
+            self.conn.execute(
+                f"CREATE TABLE IF NOT EXISTS hours ({defs}, PRIMARY KEY (mall_id, date))"
+            )
         else:
             for key, value in sample.items():
                 if key not in have:

@@ -1,0 +1,87 @@
+"""A backfilled mirror in Datasette: foreign keys turn into links, `?_search=` searches, the
+bookkeeping is hidden and every table is described (`sync datasette-metadata`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from datasette.app import Datasette
+
+from sync.backfill import Backfill
+from sync.channel.client import ChannelClient
+from sync.cli import main
+from sync.config import parse_config
+from sync.readers import BOOKKEEPING_TABLES, datasette_metadata
+from sync.store import Mirror
+
+
+async def test_datasette_follows_foreign_keys_and_searches(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    async with make_emulator(resources=600, seed=12) as emu:
+        db = tmp_path / "mirror.db"
+        settings = parse_config(
+            {
+                "upstream": {
+                    "base_url": emu.base_url,
+                    "email": emu.email,
+                    "password": emu.password,
+                },
+                "mirror": {"path": str(db)},
+            }
+        )
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            await Backfill(client, mirror, settings).run()
+        deal_id, image_id = mirror.conn.execute(
+            "SELECT deals_id, images_id FROM deals_images LIMIT 1"
+        ).fetchone()
+        word = (
+            mirror.conn.execute("SELECT title FROM deals WHERE id = ?", (deal_id,))
+            .fetchone()[0]
+            .split()[0]
+        )
+        mirror.close()
+
+    ds = Datasette([str(db)], metadata=datasette_metadata(db))
+    await ds.invoke_startup()
+    # A link table's columns point at their rows: Datasette labels them from the foreign keys.
+    r = await ds.client.get(
+        f"/mirror/deals_images.json?deals_id={deal_id}&images_id={image_id}&_labels=on&_shape=array"
+    )
+    assert r.status_code == 200, r.text
+    (row,) = r.json()
+    assert row["deals_id"]["value"] == deal_id and "label" in row["deals_id"]
+    assert row["images_id"]["value"] == image_id
+    # ?_search= uses the FTS5 index.
+    r = await ds.client.get(f"/mirror/deals.json?_search={word}&_shape=array&_size=max")
+    assert r.status_code == 200, r.text
+    found = r.json()
+    assert found and all(word.lower() in json.dumps(d).lower() for d in found)
+    assert any(d["id"] == deal_id for d in found)
+    # Bookkeeping hidden, content described.
+    r = await ds.client.get("/mirror.json")
+    tables = {t["name"]: t for t in r.json()["tables"]}
+    assert all(tables[t]["hidden"] for t in BOOKKEEPING_TABLES if t in tables)
+    assert not tables["deals"]["hidden"]
+    meta = (await ds.client.get("/mirror/images.json")).json()
+    assert meta["rows"] is not None
+
+
+def test_metadata_command_prints_what_datasette_reads(tmp_path: Path) -> None:
+    cfg = tmp_path / "sync.toml"
+    cfg.write_text(
+        '[upstream]\nbase_url = "http://127.0.0.1:1"\nemail = "a@b.c"\npassword = "pw"\n'
+        f'[mirror]\npath = "{tmp_path / "mirror.db"}"\n'
+    )
+    r = CliRunner().invoke(main, ["datasette-metadata", "--config", str(cfg)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    tables = doc["databases"]["mirror"]["tables"]
+    assert "replace(url, size_parameter" in tables["images"]["description"]
+    assert "national" in tables["malls_deals"]["description"]
+    assert tables["_sync_queue"]["hidden"] is True
+    assert all(t.get("description") for t in tables.values())

@@ -1,0 +1,217 @@
+"""Fail fast on what will not heal: an upstream that cannot be reached at all from the start
+(refused, DNS, TLS) is named within seconds with its URL and the setting to fix, a one-shot
+command exits 3, the daemon logs it and keeps retrying; transient faults keep the budget."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+import pytest
+from aioresponses import aioresponses
+from structlog.testing import capture_logs
+
+from sync import catalogue
+from sync.channel.client import ChannelClient
+from sync.channel.transport import UNREACHABLE_GRACE
+from sync.config import parse_config
+from sync.errors import RetriesExhaustedError, UnreachableError
+from tests.test_channel import DEALS, LOGIN, PASSWORD, FakeSleep, page_doc, token_doc
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = "http://upstream.test"
+
+
+def refused() -> aiohttp.ClientConnectorError:
+    key = SimpleNamespace(host="upstream.test", port=80, ssl=True)
+    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "Connect call failed"))  # type: ignore[arg-type]
+
+
+def client(sleep: FakeSleep, *, fail_fast: bool = True, **upstream: Any) -> ChannelClient:
+    settings = parse_config(
+        {"upstream": {"base_url": BASE, "email": "a@b.c", "password": PASSWORD, **upstream}}
+    )
+    return ChannelClient(settings.upstream, sleep=sleep, fail_fast=fail_fast)
+
+
+async def test_refused_from_the_start_gives_up_within_the_grace_naming_url_and_fix() -> None:
+    sleep = FakeSleep()
+    with aioresponses() as m, capture_logs() as logs:
+        m.post(LOGIN, exception=refused(), repeat=True)
+        async with client(sleep) as c:
+            with pytest.raises(UnreachableError) as info:
+                await c.list_page(catalogue.TYPES["deals"], 1)
+            # Every later request of the same client gives up at its first refusal.
+            waited = len(sleep.calls)
+            with pytest.raises(UnreachableError):
+                await c.list_page(catalogue.TYPES["deals"], 2)
+            assert len(sleep.calls) == waited
+    text = str(info.value)
+    assert f"{BASE}/accounts/login" in text and "[upstream] base_url" in text
+    assert sum(sleep.calls) <= UNREACHABLE_GRACE  # not the 300 s retry budget
+    assert PASSWORD not in text + repr(logs)
+
+
+async def test_once_the_upstream_answered_a_refusal_is_transient_under_the_budget() -> None:
+    sleep = FakeSleep()
+    with aioresponses() as m:
+        m.post(LOGIN, payload=token_doc(), status=201)
+        m.get(DEALS, exception=refused())
+        m.get(DEALS, exception=refused())
+        m.get(DEALS, payload=page_doc(3))  # the upstream restarted
+        async with client(sleep) as c:
+            page = await c.list_page(catalogue.TYPES["deals"], 1)
+        assert len(page.resources) == 3
+    with aioresponses() as m:
+        m.post(LOGIN, payload=token_doc(), status=201)
+        m.get(DEALS, exception=refused(), repeat=True)
+        async with client(FakeSleep(), retry_budget=30, max_backoff=5) as c:
+            with pytest.raises(RetriesExhaustedError, match="retry_budget"):
+                await c.list_page(catalogue.TYPES["deals"], 1)
+
+
+async def test_transient_faults_from_the_start_keep_the_retry_budget() -> None:
+    """A 503 or a timeout is an answer or a slow upstream, never 'unreachable': retried for as
+    long as the budget allows, past the grace of an unreachable one."""
+    sleep = FakeSleep()
+    with aioresponses() as m:
+        m.post(LOGIN, exception=TimeoutError())
+        m.post(LOGIN, status=503)
+        m.post(LOGIN, payload=token_doc(), status=201)
+        for _ in range(12):
+            m.get(DEALS, status=503)
+        m.get(DEALS, payload=page_doc(2))
+        async with client(sleep, retry_budget=600, max_backoff=30) as c:
+            page = await c.list_page(catalogue.TYPES["deals"], 1)
+            assert c.stats.retries == 14
+    assert len(page.resources) == 2
+    with aioresponses() as m:
+        m.post(LOGIN, payload=token_doc(), status=201)
+        m.get(DEALS, status=503, repeat=True)
+        sleep = FakeSleep()
+        async with client(sleep, retry_budget=60, max_backoff=5) as c:
+            with pytest.raises(RetriesExhaustedError, match="HTTP 503"):
+                await c.list_page(catalogue.TYPES["deals"], 1)
+    assert sum(sleep.calls) > UNREACHABLE_GRACE  # the budget, not the grace
+
+
+async def test_the_daemon_logs_unreachable_once_and_keeps_retrying_until_it_answers() -> None:
+    sleep = FakeSleep()
+    with aioresponses() as m, capture_logs() as logs:
+        for _ in range(40):  # far past the grace and past the retry budget
+            m.post(LOGIN, exception=refused())
+        m.post(LOGIN, payload=token_doc(), status=201)
+        m.get(DEALS, payload=page_doc(2))
+        async with client(sleep, fail_fast=False, retry_budget=20, max_backoff=2) as c:
+            page = await c.list_page(catalogue.TYPES["deals"], 1)
+    assert len(page.resources) == 2 and sum(sleep.calls) > 20
+    events = [e for e in logs if e["event"] == "upstream.unreachable"]
+    assert len(events) == 1
+    assert events[0]["url"] == f"{BASE}/accounts/login" and "base_url" in events[0]["hint"]
+    assert [e for e in logs if e["event"] == "upstream.reachable"]
+
+
+# -- the commands, as a user runs them ---------------------------------------------------------
+
+
+def _closed_port() -> int:
+    """A 127.0.0.1 port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(tmp_path: Path, base_url: str, *, listen: int | None = None) -> Path:
+    webhooks = (
+        f'[webhooks]\nlisten = "127.0.0.1:{listen}"\nsecret = "{"s" * 24}"\n'
+        if listen
+        else "[webhooks]\nenabled = false\n"
+    )
+    cfg = tmp_path / "sync.toml"
+    cfg.write_text(
+        f'[upstream]\nbase_url = "{base_url}"\nemail = "ops@example.com"\n'
+        'password_env = "T_PW"\ntypes = ["malls", "deals"]\n'
+        f'[mirror]\npath = "{tmp_path / "m.db"}"\n{webhooks}[logging]\nformat = "json"\n'
+    )
+    return cfg
+
+
+async def _spawn(*args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sync",
+        *args,
+        cwd=ROOT,
+        env={**os.environ, "T_PW": PASSWORD},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+@pytest.mark.parametrize("command", [["backfill", "-q"], ["reconcile"], ["webhooks", "list"]])
+async def test_a_one_shot_command_gives_up_within_seconds_naming_url_and_base_url(
+    tmp_path: Path, command: list[str]
+) -> None:
+    base = f"http://127.0.0.1:{_closed_port()}/api"
+    proc = await _spawn(*command, "--config", str(_config(tmp_path, base)))
+    try:
+        # Before: silent for the whole retry budget (300 s), then "raise retry_budget".
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=15)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    text = err.decode()
+    assert proc.returncode == 3, text
+    assert base in text and "[upstream] base_url" in text
+    assert "Traceback" not in text and PASSWORD not in text
+
+
+async def test_the_daemon_names_an_unreachable_upstream_within_seconds_and_keeps_running(
+    tmp_path: Path,
+) -> None:
+    base = f"http://127.0.0.1:{_closed_port()}"
+    port = _closed_port()
+    proc = await _spawn("run", "--config", str(_config(tmp_path, base, listen=port)))
+    assert proc.stderr is not None
+    try:
+        seen = ""
+
+        async def until_named() -> None:
+            nonlocal seen
+            while line := await proc.stderr.readline():  # type: ignore[union-attr]
+                seen += line.decode()
+                if "upstream.unreachable" in line.decode():
+                    return
+            raise AssertionError(f"the daemon exited: {seen[-2000:]}")
+
+        await asyncio.wait_for(until_named(), timeout=15)
+        assert re.search(rf"{re.escape(base)}/accounts/login", seen)
+        assert "[upstream] base_url" in seen and PASSWORD not in seen
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.0:  # still retrying, not dead
+            assert proc.returncode is None, seen
+            await asyncio.sleep(0.1)
+        # /healthz says why it is still starting.
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                health = await resp.json()
+        assert health["status"] == "starting"
+        assert any("[upstream] base_url" in p for p in health["problems"]), health
+        # Stop while it waits between two retries: it exits at once, with 0.
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), timeout=10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

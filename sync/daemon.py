@@ -281,6 +281,12 @@ class Daemon:
                 cycle_done=report.cycle_done,
             )
 
+    async def prune_changes(self) -> None:
+        """Drop change feed entries older than `[mirror] changes_retention_days`."""
+        n = self.mirror.prune_changes(self.settings.mirror.changes_retention_days)
+        if n:
+            self.log.info("changes.pruned", entries=n)
+
     async def refresh_hours(self) -> None:
         today = datetime.fromtimestamp(self._upstream_now(), tz=UTC).date()
         end = today + timedelta(days=self.settings.schedule.hours_days)
@@ -487,6 +493,8 @@ class Daemon:
             ("deletions", self.poll_deletions, s.deletions_interval, CATCH_UP),
             ("reconcile", self.reconcile_all, s.reconcile_interval, s.reconcile_interval),
             ("hours", self.refresh_hours, s.hours_interval, s.hours_interval),
+            # The change feed's retention: at start, then hourly.
+            ("changes", self.prune_changes, 3600.0, CATCH_UP),
             # Rolling: its position is kept in the mirror, so it resumes where it stopped.
             (
                 "verify",

@@ -251,6 +251,11 @@ class ScheduleSettings(_Section):
     reconcile_max_delete_share: float = Field(
         default=0.2, gt=0, le=1, description="Largest share of a table one reconcile may delete"
     )
+    verify_interval: float = Field(
+        default=604800.0,
+        gt=0,
+        description="Seconds in which the rolling verify refetches the whole mirror once",
+    )
     hours_interval: float = Field(default=3600.0, gt=0, description="Refresh of mall hours")
     hours_days: int = Field(
         default=30, ge=0, le=366, description="Days ahead the hours window covers"

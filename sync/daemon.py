@@ -3,7 +3,7 @@
 Pieces, each in its own module: the webhook receiver (`webhooks`) writes notices to the durable
 queue (`store.queue`) and the worker (`worker`) drains it; APScheduler 3.x jobs (coalesced, one
 instance each) run the incremental polls and the deletions feed (`poll`), the reconcile
-(`reconcile`), the hours window and the subscription check. The daemon backfills first when the
+(`reconcile`), the rolling verify (`verify`), the hours window and the subscription check. The daemon backfills first when the
 mirror has never been filled.
 
 Shutdown (SIGTERM/SIGINT): stop accepting notices, stop the scheduler, cancel the jobs. Every
@@ -42,6 +42,7 @@ from sync.status import job_problems
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue
 from sync.subscriptions import Subscriptions
+from sync.verify import Verifier
 from sync.watchdog import Notifier, watchdog_loop
 from sync.webhooks import make_receiver_app
 from sync.worker import QueueWorker
@@ -51,6 +52,21 @@ CATCH_UP = 0.5
 #: An overdue job (its stored next run has passed) starts within this window after start,
 #: at a random moment (jitter: many daemons restarted together do not hit the upstream at once).
 OVERDUE_JITTER = (5.0, 60.0)
+#: The rolling verify's tick at most: each tick verifies a share of the mirror sized so that
+#: the whole of it is covered once per `verify_interval` (a flat request rate).
+VERIFY_TICK = 60.0
+
+
+def verify_tick(interval: float) -> float:
+    """Seconds between two steps of the rolling verify (`VERIFY_TICK`, shorter for a short
+    `verify_interval`, so a cycle still takes about 100 steps or more)."""
+    return min(VERIFY_TICK, max(interval / 100, 1.0))
+
+
+def verify_share(cost: int, interval: float) -> float:
+    """Requests one step earns, so that a cycle costing `cost` requests takes `interval`:
+    a step spends whole requests, and carries what it overspent or left to the next."""
+    return cost * verify_tick(interval) / interval
 
 
 def first_run(name: str, every: float, first: float, stored: str | None, now: datetime) -> datetime:
@@ -101,6 +117,7 @@ class Daemon:
         self._mirror: Mirror | None = None
         self.is_ready = False  # set once backfilled and serving
         self._running_jobs: set[asyncio.Task[Any]] = set()
+        self._verify_credit = 0.0  # requests the rolling verify may spend (`verify_step`)
 
     # -- health --------------------------------------------------------------------------------
 
@@ -245,6 +262,31 @@ class Daemon:
                 refusals.append(str(exc))
         self._ok(rtype.name)
 
+    async def verify_step(self) -> None:
+        """The next share of the rolling verify (`sync.verify`); repairs are counted."""
+        malls = self._malls()
+        interval = self.settings.schedule.verify_interval
+        self._verify_credit += verify_share(self.verifier.cost(self.types, malls), interval)
+        if self._verify_credit < 1:
+            return  # a small mirror: not one request due yet
+        report = await self.verifier.step(self.types, malls, int(self._verify_credit))
+        self._verify_credit -= report.requests
+        if report.repaired or report.cycle_done:
+            self.log.info(
+                "verify.step",
+                rows=report.rows,
+                requests=report.requests,
+                repaired=report.repairs,
+                removed=report.removed,
+                cycle_done=report.cycle_done,
+            )
+
+    async def prune_changes(self) -> None:
+        """Drop change feed entries older than `[mirror] changes_retention_days`."""
+        n = self.mirror.prune_changes(self.settings.mirror.changes_retention_days)
+        if n:
+            self.log.info("changes.pruned", entries=n)
+
     async def refresh_hours(self) -> None:
         today = datetime.fromtimestamp(self._upstream_now(), tz=UTC).date()
         end = today + timedelta(days=self.settings.schedule.hours_days)
@@ -357,10 +399,15 @@ class Daemon:
         self.backfill = Backfill(
             self.client, self.mirror, s, progress=self.progress or for_terminal(quiet=True)
         )
+        self.verifier = Verifier(
+            self.client,
+            self.mirror,
+            on_repair=lambda r: self.metrics.verify_repairs.labels(type=r.type).inc(),
+        )
         self.worker = QueueWorker(
             self.mirror,
             self._queue,
-            self.reconciler,
+            self.reconciler.fetcher,
             self.types,
             poll_type=self.poll_type,
             batch_delay=s.schedule.queue_batch_delay,
@@ -446,6 +493,15 @@ class Daemon:
             ("deletions", self.poll_deletions, s.deletions_interval, CATCH_UP),
             ("reconcile", self.reconcile_all, s.reconcile_interval, s.reconcile_interval),
             ("hours", self.refresh_hours, s.hours_interval, s.hours_interval),
+            # The change feed's retention: at start, then hourly.
+            ("changes", self.prune_changes, 3600.0, CATCH_UP),
+            # Rolling: its position is kept in the mirror, so it resumes where it stopped.
+            (
+                "verify",
+                self.verify_step,
+                verify_tick(s.verify_interval),
+                verify_tick(s.verify_interval),
+            ),
         ]
         management = self.settings.management
         if management is not None:

@@ -71,8 +71,8 @@ class _LiveCollector(Collector):
 
 
 class Metrics:
-    """Notices, job runs, errors (counters); lag, rows, queue depth and upstream answers read at
-    scrape time from `live`; process, platform and GC metrics."""
+    """Notices, job runs, errors, verify repairs (counters); lag, rows, queue depth and
+    upstream answers read at scrape time from `live`; process, platform and GC metrics."""
 
     def __init__(self, live: Live | None = None) -> None:
         self.registry = CollectorRegistry()
@@ -89,6 +89,12 @@ class Metrics:
         self.notice_items_invalid = Counter(
             "sync_webhook_items_invalid",
             "Off-spec items left out of otherwise valid notice batches",
+            registry=r,
+        )
+        self.verify_repairs = Counter(
+            "sync_verify_repairs",
+            "Rows the verify repaired (content changed upstream without a new updated_at)",
+            ["type"],
             registry=r,
         )
         self.job_runs = Counter(

@@ -22,8 +22,8 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
+from sync.fetch import Scope, parse_id
 from sync.logs import get_logger
-from sync.reconcile import Scope, parse_id
 from sync.stamps import iso_ms, normalize_or_none, shift
 from sync.store import Mirror
 

@@ -13,47 +13,26 @@ glitch (an empty listing where there were rows) cannot empty the mirror.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from sync import catalogue, sideloads
+from sync import sideloads
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
-from sync.errors import BadResponseError, NotFoundError
+from sync.fetch import Fetcher, Scope, parse_id, scopes_of
 from sync.logs import get_logger
 from sync.store import Mirror
 
-
-def parse_id(raw: Any) -> int:
-    """JSON:API ids are strings; the mirror keys rows by their integer value."""
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise BadResponseError(
-            f"the upstream listed a resource whose id {str(raw)[:40]!r} is not an integer",
-            hint="off-spec listing; nothing was deleted, and it will be retried on the next run",
-        ) from None
-
-
-@dataclass(frozen=True)
-class Scope:
-    """One listing of one type: top level or one mall, with its fixed filters."""
-
-    rtype: ResourceType
-    mall_id: int | None
-    params: Mapping[str, str]
-
-    @property
-    def key(self) -> str:
-        return catalogue.scope_key(self.mall_id, self.params)
-
-
-def scopes_of(rtype: ResourceType, malls: Sequence[int]) -> list[Scope]:
-    """Every scope a type is listed in: per mall for mall-scoped types, per deal visibility."""
-    owners: Sequence[int | None] = malls if rtype.scope == "mall" else [None]
-    return [Scope(rtype, m, p) for m in owners for p in rtype.scope_params]
+__all__ = [
+    "MassDeleteRefused",
+    "ReconcileResult",
+    "Reconciler",
+    "Scope",
+    "group_by_mall",
+    "parse_id",
+    "scopes_of",
+]
 
 
 def group_by_mall(scopes: Sequence[Scope]) -> list[list[Scope]]:
@@ -92,6 +71,7 @@ class Reconciler:
     ) -> None:
         self.client = client
         self.mirror = mirror
+        self.fetcher = Fetcher(client, mirror)
         self.max_delete_share = max_delete_share
         self.log = get_logger("sync.reconcile")
 
@@ -109,14 +89,14 @@ class Reconciler:
                     )
             result.listed, result.local = listing.counts()
             for ids in listing.missing_or_stale():
-                result.fetched += await self.fetch_and_write(scopes, ids)
+                result.fetched += await self.fetcher.fetch_and_write(scopes, ids)
             absent = [i for batch in listing.absent() for i in batch]
         if absent and result.listed == 0 and self.max_delete_share is not None:
             # An empty listing where the mirror holds rows: the glitch the guard exists for.
             self._refuse(rtype, mall_id, result, len(absent), "the upstream listed none")
         gone: list[int] = []
         for start in range(0, len(absent), 100):
-            gone += await self.confirm_gone(scopes, absent[start : start + 100])
+            gone += await self.fetcher.confirm_gone(scopes, absent[start : start + 100])
         if gone:
             # Only deletions nothing explains reach the guard: rows the deletions feed listed
             # were deleted before the listing (`Reconcile.run` reads the feed first), and rows
@@ -177,43 +157,3 @@ class Reconciler:
             include=False,
         ):
             yield page
-
-    async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
-        """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""
-        found = 0
-        for scope in scopes:
-            page = await self.client.fetch_ids(
-                scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
-            )
-            if page.resources:
-                self.mirror.write_page(
-                    scope.rtype,
-                    page.resources,
-                    page.included,
-                    mall_id=scope.mall_id,
-                    scripts=page.meta.get("scripts"),
-                )
-                found += len(page.resources)
-        return found
-
-    async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
-        """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others."""
-        gone = await self.confirm_gone(scopes, ids)
-        return self.mirror.delete(scopes[0].rtype.name, gone) if gone else 0
-
-    async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
-        """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""
-        still_there: set[int] = set()
-        for scope in scopes:
-            try:
-                page = await self.client.fetch_ids(
-                    scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
-                )
-            except NotFoundError:
-                continue  # the mall itself is gone: so are its rows
-            if page.resources:
-                self.mirror.write_page(
-                    scope.rtype, page.resources, page.included, mall_id=scope.mall_id
-                )
-                still_there.update(parse_id(r["id"]) for r in page.resources)
-        return [i for i in ids if i not in still_there]

@@ -62,6 +62,9 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "types": types,
             "jobs": list(jobs.values()),
             "problems": job_problems(jobs, now),
+            # The rolling verify's place in its cycle (`sync.verify`), and its last whole cycle.
+            "verify_position": mirror.get_meta("verify_position"),
+            "verify_cycle_finished_at": mirror.get_meta("verify_cycle_finished_at"),
         }
     finally:
         mirror.close()

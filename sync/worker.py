@@ -10,8 +10,9 @@ Items leave the queue only after the writes they caused have committed: a crash 
 between replays them, which is harmless because every write is an idempotent upsert or delete.
 Items the upstream answers 403 or 404 for (a type the account may not read, a mall that is gone)
 are dropped with a warning rather than retried: they would block the queue behind them for ever.
-Mall-scoped types need a mall for `filter[id]`; a notice about a row the mirror does not hold yet
-(a creation) triggers an incremental poll of that type instead.
+Fetching by id is `sync.fetch`'s. Mall-scoped types need a mall for `filter[id]`; a notice
+about a row the mirror does not hold yet (a creation) triggers an incremental poll of that type
+instead.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import structlog
 
 from sync.catalogue import ResourceType
 from sync.errors import ForbiddenError, NotFoundError, UpstreamError
+from sync.fetch import Fetcher, scopes_of
 from sync.logs import get_logger
-from sync.reconcile import Reconciler, scopes_of
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue, QueueItem
 
@@ -37,7 +38,7 @@ class QueueWorker:
         self,
         mirror: Mirror,
         queue: ChangeQueue,
-        reconciler: Reconciler,
+        fetcher: Fetcher,
         types: Sequence[ResourceType],
         *,
         poll_type: Callable[[ResourceType], Awaitable[object]],
@@ -46,7 +47,7 @@ class QueueWorker:
     ) -> None:
         self.mirror = mirror
         self.queue = queue
-        self.reconciler = reconciler
+        self.fetcher = fetcher
         self.types = {t.name: t for t in types}
         self.poll_type = poll_type
         self.batch_delay = batch_delay
@@ -132,11 +133,11 @@ class QueueWorker:
     ) -> None:
         scopes = scopes_of(rtype, [mall_id] if mall_id is not None else [])
         if kind == "update":
-            await self.reconciler.fetch_and_write(scopes, ids)
+            await self.fetcher.fetch_and_write(scopes, ids)
             return
         held = [i for i in ids if self.mirror.get(rtype.name, i) is not None]
         if held:
-            removed = await self.reconciler.confirm_and_delete(scopes, held)
+            removed = await self.fetcher.confirm_and_delete(scopes, held)
             if removed < len(held):
                 self.log.warning(
                     "worker.deletion_not_confirmed",

@@ -86,10 +86,20 @@ def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) ->
                         stale.append(rid)
                         break
             out.stale[name] = sorted(stale, key=int)
+            if catalogue.TYPES[name].scope == "mall":
+                # A mall-scoped row's mall comes only from the route that lists it ("current"
+                # press releases and programs change mall lists without a new stamp).
+                out.stale_links[name] = [
+                    f"{rid}.mall_id"
+                    for rid in sorted(set(upstream) & set(local), key=int)
+                    if str(local[rid].get("mall_id")) != emu.mall_of(name, rid)
+                ]
             rels = catalogue.TYPES[name].relationships
             if rels:
                 common = sorted(set(upstream) & set(local), key=int)
-                out.stale_links[name] = _compare_links(conn, tables, emu, name, rels, common, local)
+                out.stale_links.setdefault(name, []).extend(
+                    _compare_links(conn, tables, emu, name, rels, common, local)
+                )
                 out.links_compared += len(common) * len(rels)
         if types is None:
             _compare_sideloads(conn, tables, emu, out)

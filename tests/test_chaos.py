@@ -11,6 +11,8 @@ restarted. Thousands of creates, updates and deletes land meanwhile, many in the
 
 After the storm: faults off, the daemon given a moment and stopped, one `sync reconcile`, and every
 mirrored type compared with the emulator row by row: nothing missing, nothing extra, nothing stale.
+A variant also changes content silently (no new `updated_at`, no notice) and ends with
+`sync reconcile --full`, which must leave no difference of any kind.
 
 Size (CI runs the default bounded size; a long run sets these):
     SYNC_CHAOS_MUTATIONS (600), SYNC_CHAOS_KILLS (3), SYNC_CHAOS_RESOURCES (1500),
@@ -197,17 +199,36 @@ def _mirror_has_secret(db: Path, secrets: list[str]) -> list[str]:
 async def test_mirror_converges_after_a_storm(
     make_emulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    await _storm(make_emulator, tmp_path, capsys, silent=False)
+
+
+@pytest.mark.slow
+async def test_a_full_reconcile_repairs_silent_changes_after_a_storm(
+    make_emulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same storm, and a share of the updates change content without a new `updated_at`
+    and without a notice (`Dataset.silent_rate`); the daemon's rolling verify runs through it
+    (a short `verify_interval`). The plain reconcile cannot see those changes; `sync reconcile
+    --full` must leave 0 differences of any kind (rows, links, mall lists, sideloads)."""
+    await _storm(make_emulator, tmp_path, capsys, silent=True)
+
+
+async def _storm(
+    make_emulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], *, silent: bool
+) -> None:
     plan = Plan.from_env()
     rng = random.Random(plan.seed)
     replay = f"replay with SYNC_CHAOS_SEED={plan.seed}"
-    ops = {"create": 0, "update": 0, "delete": 0}
+    ops = {"create": 0, "update": 0, "delete": 0, "silent": 0}
     async with make_emulator(resources=plan.resources, seed=plan.seed % 100_000) as emu:
         assert isinstance(emu, Emulator)
         db = tmp_path / "mirror.db"
-        cfg = _config(tmp_path, emu, db, _free_port())
+        schedule = FAST_SCHEDULE + ("verify_interval = 20.0\n" if silent else "")
+        cfg = _config(tmp_path, emu, db, _free_port(), schedule)
         env = {"CHAOS_PW": emu.password, "CHAOS_SECRET": SECRET}
         daemon = Daemon(cfg, env, tmp_path / "daemon.log")
         _storm_faults(emu)
+        emu.data.silent_rate = 0.15 if silent else 0.0
         logouts = unsubscribed = 0
         await daemon.start()
         t0 = time.monotonic()
@@ -258,9 +279,16 @@ async def test_mirror_converges_after_a_storm(
         finally:
             code = await daemon.stop()
         assert code == 0, f"{replay}: daemon exit {code}\n{daemon.tail()}"
-        before = compare(db, emu)
+        before = plain = compare(db, emu)
+        emu.data.silent_rate = 0.0
         rc = await _run_cli("reconcile", "--config", str(cfg), env=env, log=daemon.log)
         assert rc == 0, f"{replay}: reconcile exit {rc}\n{daemon.tail()}"
+        if silent:
+            plain = compare(db, emu)
+            rc = await _run_cli(
+                "reconcile", "--full", "--config", str(cfg), env=env, log=daemon.log
+            )
+            assert rc == 0, f"{replay}: reconcile --full exit {rc}\n{daemon.tail()}"
         result = compare(db, emu)
         lost = injected.get("webhook_lost", 0)
         summary = (
@@ -270,11 +298,22 @@ async def test_mirror_converges_after_a_storm(
             f"kills {daemon.starts - 1}; rows compared {result.rows_compared} "
             f"(and {result.links_compared} relationships, {result.sideloads_compared} sideloaded rows); "
             f"differences before the final reconcile {before.differences}; "
-            f"differences {result.differences}"
+            + (f"after the plain reconcile {plain.differences}; " if silent else "")
+            + f"differences {result.differences}"
         )
         with capsys.disabled():
             print("\n" + summary)
         assert daemon.starts - 1 == plan.kills
+        if silent:
+            assert ops["silent"] > 0
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            try:
+                verify_runs = conn.execute(
+                    "select started_at from _sync_jobs where name = 'verify'"
+                ).fetchall()
+            finally:
+                conn.close()
+            assert verify_runs and verify_runs[0][0], "the rolling verify never ran"
         assert result.rows_compared > plan.resources // 2
         assert result.sideloads_compared > 0
         assert result.differences == 0, f"{replay}: {result.summary()}\n{daemon.tail()}"

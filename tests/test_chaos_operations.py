@@ -9,7 +9,8 @@ interval ever elapses inside one life: whatever it learns it learns from webhook
 catch-up every start does at once. Then, with the daemon stopped, a quarter of the contacts
 and mall messages (~100-row tables) are deleted upstream; the restarted daemon must drop them
 from the deletions feed within seconds, with no reconcile due. Last, one `sync reconcile` under
-the shipped mass-delete guard (20 %) must refuse nothing and leave 0 differences.
+the shipped mass-delete guard (20 %) must refuse nothing and leave 0 differences, and a
+`sync reconcile --full` after it as well.
 
 Size: SYNC_CHAOS_OPS_MUTATIONS (300), SYNC_CHAOS_OPS_RESOURCES (3000), SYNC_CHAOS_SEED.
 """
@@ -119,3 +120,8 @@ async def test_converges_with_the_shipped_schedule_restarts_and_small_churny_tab
             )
         assert daemon.starts - 1 >= 2
         assert result.differences == 0, f"{replay}: {result.summary()}\n{daemon.tail()}"
+        # A full verify after it finds nothing left to repair and changes nothing.
+        rc = await _run_cli("reconcile", "--full", "--config", str(cfg), env=env, log=daemon.log)
+        assert rc == 0, f"{replay}: reconcile --full exit {rc}\n{daemon.tail()}"
+        full = compare(db, emu)
+        assert full.differences == 0, f"{replay}: {full.summary()}\n{daemon.tail()}"

@@ -516,3 +516,20 @@ async def test_metrics_are_live_from_the_first_request(emulator: Emulator, tmp_p
         return float(line.split()[-1])
 
     assert lag(later) > lag(first)  # computed when scraped, not when a job last ran
+
+
+async def test_the_daemon_drops_change_feed_entries_past_their_retention(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    from sync.store import Mirror
+
+    db = tmp_path / "m.db"
+    m = Mirror.open(db)
+    m.conn.execute(
+        "INSERT INTO _sync_changes (type, id, op, updated_at, at) "
+        "VALUES ('deals', 1, 'upsert', NULL, '2000-01-01T00:00:00.000Z')"
+    )
+    m.close()
+    async with running(settings_for(emulator, db, webhooks=False)) as daemon:
+        await eventually(lambda: all(e[5] > "2001" for e in daemon.mirror.changes()))
+        assert daemon.mirror.changes()  # the backfill's entries stay

@@ -18,6 +18,7 @@ from sync.poll import Poller
 from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
 from sync.store import Mirror
 from sync.subscriptions import Subscriptions, callback_url
+from sync.verify import Verifier, VerifyReport
 
 
 @click.command("run")
@@ -77,15 +78,45 @@ async def reconcile(
     return out, refusals
 
 
+async def verify(settings: Settings) -> VerifyReport:
+    """One whole verify cycle (`sync.verify`): every mirrored row refetched whole by id, and
+    every row, link and sideloaded row whose content differs repaired, even under an equal
+    `updated_at` (library entry point of `sync reconcile --full`)."""
+    mirror = Mirror.open(settings.mirror.path)
+    try:
+        async with ChannelClient(settings.upstream) as client:
+            verifier = Verifier(client, mirror)
+            types = settings.upstream.mirrored_types()
+            return await verifier.run_all(types, list(mirror.ids("malls")))
+    finally:
+        mirror.close()
+
+
 @click.command("reconcile")
 @config_option
 @click.option("--force", is_flag=True, help="Allow deleting more than reconcile_max_delete_share.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="First refetch every row whole and repair whatever differs, even under an unchanged "
+    "updated_at (rows, links, sideloaded images, tags and groups; mall membership).",
+)
 @fail_cleanly
-def reconcile_command(config_path: Path | None, force: bool) -> None:
+def reconcile_command(config_path: Path | None, force: bool, full: bool) -> None:
     """Apply the deletions feed, then list every id upstream once; fetch what is missing or
     stale, delete what is gone. A type the mass-delete guard refuses is reported at the end
-    (exit 1); every other type is reconciled."""
+    (exit 1); every other type is reconciled. With --full, a verify runs first: every row is
+    refetched whole and repaired where its content differs, and the repairs are summed up."""
     settings = settings_from(config_path)
+    if full:
+        report = run_async(verify(settings))
+        click.echo(f"verify: {report.rows:,} rows refetched in {report.requests:,} requests")
+        for name in sorted({*report.repairs, *report.removed}):
+            click.echo(
+                f"{name:<15} repaired {report.repairs.get(name, 0):>7,}  "
+                f"removed {report.removed.get(name, 0):>7,}"
+            )
+        click.echo(f"verify: {report.repaired:,} rows repaired")
     result, refusals = run_async(reconcile(settings, force=force))
     for name, (fetched, removed) in result.items():
         click.echo(f"{name:<15} fetched {fetched:>7,}  removed {removed:>7,}")

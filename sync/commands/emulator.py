@@ -132,6 +132,13 @@ from sync.emulator.server import (
     "before their last change.",
 )
 @click.option(
+    "--silent-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share of random updates that change content without touching updated_at and "
+    "without a notice (a legacy bulk SQL update): only `sync reconcile --full` repairs them.",
+)
+@click.option(
     "--null-first",
     is_flag=True,
     help="Serve null for every nullable attribute on the first 100 rows of each type.",
@@ -165,6 +172,7 @@ def emulator_command(
     touch_owners: bool,
     stamp_forms: bool,
     stale_rate: float,
+    silent_rate: float,
     null_first: bool,
     lenient_content_type: bool,
 ) -> None:
@@ -189,6 +197,7 @@ def emulator_command(
     )
     emu.data.touch_owners, emu.data.stamp_forms = touch_owners, stamp_forms
     emu.faults.stale_rate = stale_rate
+    emu.data.silent_rate = silent_rate
     emu.app.strict_content_type = not lenient_content_type
     if null_first:
         emu.data.null_first()

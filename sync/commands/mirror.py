@@ -81,6 +81,11 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
                 f"{j['name']:<15} {j['started_at'] or 'never':<24} {j['outcome'] or '-':<11} "
                 f"{j['next_run_at'] or '-':<24}  {j['error'] or ''}"
             )
+    if data["verify_position"] or data["verify_cycle_finished_at"]:
+        click.echo(
+            f"verify: position {data['verify_position'] or 'start of a cycle'}; last whole "
+            f"cycle finished {data['verify_cycle_finished_at'] or 'never'}"
+        )
     click.echo(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
     for t in data["types"]:
         lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"

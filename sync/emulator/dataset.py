@@ -6,7 +6,10 @@ mall-scoped resource. Mutations (create, update, delete) keep `updated_at` stric
 per resource (millisecond precision, several updates within one second possible), append to the
 deletions feed, and notify listeners (the webhooks). An edited or deleted image/tag/group leaves
 its owners' `updated_at` alone unless `touch_owners` is set (like Rails `touch: true`): the spec
-does not promise it, so the emulator serves the hard case by default.
+does not promise it, so the emulator serves the hard case by default. `silent_update` changes a
+resource's content (attributes, links, a mall-scoped row's mall) without touching its
+`updated_at` and without a notice, as a legacy bulk SQL update does; `silent_rate` makes that
+share of `mutate_randomly`'s updates silent.
 
 Memory and speed: a resource is a compact `records.Rec` (its attributes held as the JSON bytes
 it is served with); a page is assembled by joining bytes (`encodings`). Every mutation bumps the
@@ -284,6 +287,8 @@ class Dataset:
         # Whether deletions are listed in the deletions feed (off: an upstream whose feed
         # lost entries, so only a reconcile's listing can find them).
         self.feed_deletions = True
+        # Share of `mutate_randomly`'s updates made silently (`silent_update`, `--silent-rate`).
+        self.silent_rate = 0.0
         # Generated timestamps lie in 2025, deterministically (not tied to now) and always in
         # the past, so a client's cursor never starts ahead of the changes made while serving.
         self.epoch = 1_735_689_600.0 + seed % 1000  # 2025-01-01
@@ -837,6 +842,85 @@ class Dataset:
                     self.version[owner_type] += 1  # pages that include it change; stamps do not
         return rec
 
+    def silent_update(
+        self,
+        type_name: str,
+        rid: int,
+        attrs: dict[str, Any] | None = None,
+        links: dict[str, Any] | None = None,
+        mall: int | None = None,
+    ) -> Rec:
+        """Change `rid`'s attributes, linkage (rel name -> ids, or an id for a to-one) or mall,
+        keeping its `updated_at` and sending no notice (a legacy bulk SQL update). Pages that
+        include a changed image, tag or group change with it, their owners' stamps do not."""
+        rec = self.by_type[type_name][rid]
+        if attrs:
+            if "updated_at" in attrs or "created_at" in attrs:
+                raise ValueError("a silent update keeps the stamps")
+            rec.attrs.update(attrs)
+        self._unindex(rec)
+        for name, value in (links or {}).items():
+            rec.links[name] = list(value) if isinstance(value, list) else value
+            target = TARGET.get(name, name)
+            if target in self.version:
+                self.version[target] += 1  # their inverse linkage changes with it
+        if mall is not None and rec.mall is not None and mall != rec.mall:
+            old_list = self.by_mall[(type_name, rec.mall)]
+            del old_list[bisect_left(old_list, rid)]
+            insort(self.by_mall.setdefault((type_name, mall), []), rid)
+            rec.mall = mall
+            if "mall" in rec.links:
+                rec.links["mall"] = mall
+            self.version["malls"] += 1  # a mall's members change
+        self._index(rec)
+        self._untouched(rec)
+        if type_name in ("images", "tags", "groups"):
+            for owner_type, _ in self.owners.get((type_name, rid), ()):
+                self.version[owner_type] += 1  # pages that include it change; stamps do not
+        return rec
+
+    def silent_change(self, rng: random.Random) -> tuple[str, int] | None:
+        """One random silent update (`silent_update`): an attribute, a to-many link list, a
+        sideloaded row's attribute, or a "current" press release or program moved to another
+        mall's list. Returns (type, id) changed, or None when nothing could be."""
+        kind = rng.choice(("attrs", "links", "sideload", "mall"))
+        if kind == "sideload":
+            t = rng.choice(("images", "tags", "groups"))
+        elif kind == "mall":
+            t = rng.choice(("press_releases", "programs"))
+        elif kind == "links":
+            t = rng.choice(("articles", "deals", "events", "products", "stores", "malls"))
+        else:
+            t = rng.choice([x for x in WEIGHTS if x not in ("images", "tags", "groups")])
+        if not self.order[t]:
+            return None
+        rid = rng.choice(self.order[t])
+        rec = self.by_type[t][rid]
+        if kind == "mall":
+            others = [m for m in self.order["malls"] if m != rec.mall]
+            if not others:
+                return None
+            self.silent_update(t, rid, mall=rng.choice(others))
+        elif kind == "links":
+            names = [n for n in ("images", "tags", "groups") if n in rec.links]
+            if not names:
+                return None
+            name = rng.choice(names)
+            self.silent_update(t, rid, links={name: self._sample(name, 3)})
+        else:
+            key = next(
+                (
+                    k
+                    for k in ("title", "name", "description", "headline", "alt_text")
+                    if k in rec.attrs
+                ),
+                None,
+            )
+            if key is None:
+                return None
+            self.silent_update(t, rid, attrs={key: f"{self._words(3)} (silent)"})
+        return t, rid
+
     def _untouched(self, rec: Rec) -> None:
         """A change to `rec`'s linkage that leaves its `updated_at` as it was."""
         self.previous.pop((rec.type, rec.id), None)  # its older copy would now be newer
@@ -898,6 +982,10 @@ class Dataset:
             ids = self.order[t]
             if op == "create" or len(ids) < 3:
                 done.append(("create", t, str(self.create(t).id)))
+            elif op == "update" and self.silent_rate and rng.random() < self.silent_rate:
+                changed = self.silent_change(rng)
+                if changed is not None:
+                    done.append(("silent", changed[0], str(changed[1])))
             elif op == "update":
                 rid = rng.choice(ids)
                 self.update(t, rid)

@@ -142,6 +142,20 @@ class Emulator:
     ) -> None:
         self.data.update(type_name, int(id), attributes)
 
+    def silent_update(
+        self,
+        type_name: str,
+        id: int | str,
+        attributes: dict[str, Any] | None = None,
+        *,
+        links: dict[str, Any] | None = None,
+        mall_id: int | str | None = None,
+    ) -> None:
+        """Change content without touching `updated_at` or notifying (`Dataset.silent_update`)."""
+        self.data.silent_update(
+            type_name, int(id), attributes, links, int(mall_id) if mall_id is not None else None
+        )
+
     def delete(self, type_name: str, id: int | str) -> str:
         return str(self.data.delete(type_name, int(id)).id)
 

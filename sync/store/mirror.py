@@ -340,11 +340,14 @@ class Mirror(BookkeepingMixin):
             ).fetchone()[0]
         )
 
-    def ids(self, type_name: str, *, mall_id: int | None = None) -> Iterator[int]:
-        """Ids of a table in order, streamed in chunks (never the whole table in memory)."""
+    def ids(
+        self, type_name: str, *, mall_id: int | None = None, after: int | None = None
+    ) -> Iterator[int]:
+        """Ids of a table in order (those greater than `after`, when given), streamed in
+        chunks (never the whole table in memory)."""
         if not self.has_table(type_name):
             return
-        last = -(1 << 63)
+        last = -(1 << 63) if after is None else after
         where = "" if mall_id is None else " AND mall_id = ?"
         while True:
             params: tuple[Any, ...] = (last,) if mall_id is None else (last, mall_id)
@@ -720,23 +723,27 @@ class Mirror(BookkeepingMixin):
 
     # -- deletions and hours -------------------------------------------------------------------
 
-    def delete(self, type_name: str, ids: Iterable[int]) -> int:
-        """Delete rows and their links, and remember the ids so they cannot come back."""
+    def delete(self, type_name: str, ids: Iterable[int], *, remember: bool = True) -> int:
+        """Delete rows and their links, and remember the ids so they cannot come back
+        (`remember=False`: a row that left a mall's "current" list, not deleted upstream)."""
         id_list = list(dict.fromkeys(int(i) for i in ids))
         if not id_list:
             return 0
         rtype = catalogue.TYPES.get(type_name)
         removed = 0
-        self._tombstones = True
+        if remember:
+            self._tombstones = True
         for key in [(type_name, i) for i in id_list]:
             self._included_seen.pop(key, None)
         stamp = now_iso()
         self.conn.execute("SAVEPOINT sync_tx")
         try:
-            self.conn.executemany(
-                "INSERT OR REPLACE INTO _sync_tombstones (type, id, deleted_at) VALUES (?, ?, ?)",
-                [(type_name, i, stamp) for i in id_list],
-            )
+            if remember:
+                self.conn.executemany(
+                    "INSERT OR REPLACE INTO _sync_tombstones (type, id, deleted_at) "
+                    "VALUES (?, ?, ?)",
+                    [(type_name, i, stamp) for i in id_list],
+                )
             if self.has_table(type_name):
                 for start in range(0, len(id_list), 500):
                     chunk = id_list[start : start + 500]

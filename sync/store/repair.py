@@ -1,0 +1,131 @@
+"""Compare-and-repair: the verify's write, which replaces a row whose content differs from a
+whole copy served under the same `updated_at`, and says what differed.
+
+The page write (`Mirror.write_staged`) already lets an equal stamp overwrite, but nothing ever
+sends it such a copy: polls and the reconcile only fetch rows whose stamp moved, and included
+rows identical by version to the last written copy are skipped. The verify fetches every row
+whole and comes here. Each row of each batch (the listed type's and the included ones) is
+compared column by column in SQL (`[c] IS NOT ?`, so SQLite applies the column's affinity to
+the served value exactly as the write would), and its to-many links in order; to-one
+relationships and a mall-scoped row's `mall_id` are columns and are compared with them.
+
+Only differences under an equal stamp (or on rows without one: tags, groups) are repairs: a
+copy with a newer stamp is ordinary lag, written but not counted, and an older copy (a lagging
+replica) never wins, exactly as in the page write, which does the writing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sync.catalogue import ResourceType
+from sync.staging import Staged, stage_resources
+
+if TYPE_CHECKING:
+    from sync.store.mirror import Mirror
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One row the verify repaired: its type, id and what differed (column names,
+    `links.<relationship>`, or `missing`); never the values (they may be personal data)."""
+
+    type: str
+    id: int
+    what: tuple[str, ...]
+
+
+def repair_page(
+    mirror: Mirror,
+    rtype: ResourceType,
+    resources: Sequence[dict[str, Any]],
+    included: Sequence[dict[str, Any]] = (),
+    *,
+    mall_id: int | None = None,
+    lift_tombstones: bool = False,
+) -> list[Repair]:
+    """Compare a page of whole copies with the mirror, write it, and return the repairs.
+
+    `lift_tombstones`: the listed rows (not the included ones) are served by the upstream now,
+    so an id remembered as deleted is forgotten and the row written (a "current" list that
+    dropped an item and took it back).
+    """
+    batches = stage_resources(rtype, resources, included, mall_id)
+    mirror._ensure_schema(batches)
+    conn = mirror.conn
+    if lift_tombstones and batches[0].ids:
+        ids = batches[0].ids
+        conn.execute(
+            f"DELETE FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(ids))})",
+            (batches[0].type, *ids),
+        )
+    repairs: list[Repair] = []
+    for b in batches:
+        repairs += _differences(mirror, b)
+        for rid in b.ids:
+            mirror._included_seen.pop((b.type, rid), None)  # compared: write it whatever
+    mirror.write_staged(batches)
+    return repairs
+
+
+def _differences(mirror: Mirror, b: Staged) -> list[Repair]:
+    """The rows of `b` whose stored copy differs under the same stamp, or is missing."""
+    if not b.ids:
+        return []
+    table = b.rtype.table
+    cols = b.columns
+    stamp = "updated_at" in cols
+    checks = ["updated_at" if stamp else "NULL", *(f"[{c}] IS NOT ?" for c in cols)]
+    sql = f"SELECT {', '.join(checks)} FROM [{table}] WHERE id = ?"
+    tombstoned = {
+        int(r[0])
+        for r in mirror.conn.execute(
+            f"SELECT id FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(b.ids))})",
+            (b.type, *b.ids),
+        )
+    }
+    links = _stored_links(mirror, b)
+    served_links = {name: dict(pairs) for name, pairs in b.links.items() if name in links}
+    pos = cols.index("updated_at") + 1 if stamp else 0
+    out: list[Repair] = []
+    for row in b.rows:
+        rid = row[0]
+        if rid in tombstoned:
+            continue  # the write refuses it too: deleted upstream, ids are never reused
+        found = mirror.conn.execute(sql, (*row[1:], rid)).fetchone()
+        if found is None:
+            out.append(Repair(b.type, rid, ("missing",)))
+            continue
+        if stamp and found[0] is not None and row[pos] != found[0]:
+            continue  # newer: ordinary lag, not a repair; older: the write refuses it
+        what = [c for c, differs in zip(cols, found[1:], strict=True) if differs]
+        for name, served in served_links.items():
+            if rid in served and list(dict.fromkeys(served[rid])) != links[name].get(rid, []):
+                what.append(f"links.{name}")
+        if what:
+            out.append(Repair(b.type, rid, tuple(what)))
+    return out
+
+
+def _stored_links(mirror: Mirror, b: Staged) -> dict[str, dict[int, list[int]]]:
+    """The batch owners' stored links, per relationship, in position order."""
+    out: dict[str, dict[int, list[int]]] = {}
+    for rel in b.rtype.relationships:
+        pairs = b.links.get(rel.name)
+        if rel.to_one or not pairs:
+            continue
+        table = rel.link_table(b.type)
+        per: dict[int, list[int]] = out.setdefault(rel.name, {})
+        if not mirror.has_table(table):
+            continue
+        owner, other = rel.link_columns(b.type)
+        owners = [o for o, _ in pairs]
+        for o, t in mirror.conn.execute(
+            f"SELECT [{owner}], [{other}] FROM [{table}] WHERE [{owner}] IN "
+            f"({','.join('?' * len(owners))}) ORDER BY [{owner}], position",
+            owners,
+        ):
+            per.setdefault(int(o), []).append(int(t))
+    return out

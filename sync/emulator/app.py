@@ -150,6 +150,7 @@ class EmulatorApp:
         self.selector = Selector(data)
         self.base = ""
         self.scripts_blob = orjson.dumps(SCRIPTS)
+        self.requests = 0  # requests served in all (`traffic` has them per route and second)
         self.traffic = Traffic()  # requests served per route and per second
         self.strict_content_type = True  # 415 for a JSON:API body of another type
         self.pages = PageCache()  # off until given a budget (`sync emulator --page-cache-mb`)
@@ -166,6 +167,7 @@ class EmulatorApp:
         t0 = time.perf_counter()
         if request.path.startswith(OWN_PREFIX):  # the emulator's own routes: no faults, uncounted
             return await handler(request)
+        self.requests += 1
         self.traffic.count(route_of(request), time.time())
         f = self.faults
         if not request.path.startswith("/accounts"):

@@ -859,8 +859,9 @@ class Dataset:
                 raise ValueError("a silent update keeps the stamps")
             rec.attrs.update(attrs)
         self._unindex(rec)
+        changed: dict[str, Any] = {}
         for name, value in (links or {}).items():
-            rec.links[name] = list(value) if isinstance(value, list) else value
+            changed[name] = list(value) if isinstance(value, list) else value
             target = TARGET.get(name, name)
             if target in self.version:
                 self.version[target] += 1  # their inverse linkage changes with it
@@ -870,8 +871,10 @@ class Dataset:
             insort(self.by_mall.setdefault((type_name, mall), []), rid)
             rec.mall = mall
             if "mall" in rec.links:
-                rec.links["mall"] = mall
+                changed["mall"] = mall
             self.version["malls"] += 1  # a mall's members change
+        if changed:
+            rec.set_links(changed)  # `rec.links` is a copy: linkage changes go through here
         self._index(rec)
         self._untouched(rec)
         if type_name in ("images", "tags", "groups"):

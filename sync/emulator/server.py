@@ -25,8 +25,9 @@ from sync.emulator.pagecache import PageCache
 from sync.emulator.traffic import Traffic
 from sync.emulator.webhooks import Dispatcher
 
-#: Peak memory a resource takes while the emulator builds and serves its data set (measured at
-#: 1,000,000 resources: see the README's emulator section), and what the process takes besides.
+#: Peak memory a resource takes while the emulator builds and serves its data set, with a margin
+#: (bench/emulator_speed.py measured 1,327 MB peak at 1,000,000 resources, ~1.2 KB a resource
+#: beyond the base: README, Benchmarks), and what the process takes besides.
 BYTES_PER_RESOURCE = 1_500
 BASE_BYTES = 150 * 2**20
 

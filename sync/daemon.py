@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import signal
 import time
@@ -29,6 +30,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sync import sideloads
 from sync.backfill import Backfill, BackfillReport, mirror_management_press
 from sync.catalogue import ResourceType
+from sync.channel.budget import Priority, priority
 from sync.channel.client import ChannelClient
 from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
@@ -49,6 +51,17 @@ from sync.worker import QueueWorker
 
 #: Seconds after start of the first poll and deletions-feed run (they catch up at once).
 CATCH_UP = 0.5
+#: The request budget's priority of each job's requests (the queue worker's are WEBHOOK).
+JOB_PRIORITY: dict[str, Priority] = {
+    "poll": Priority.POLL,
+    "deletions": Priority.POLL,
+    "subscriptions": Priority.POLL,
+    "reconcile": Priority.RECONCILE,
+    "verify": Priority.RECONCILE,
+    "hours": Priority.HOURS,
+    "press_releases": Priority.HOURS,
+    "changes": Priority.HOURS,
+}
 #: An overdue job (its stored next run has passed) starts within this window after start,
 #: at a random moment (jitter: many daemons restarted together do not hit the upstream at once).
 OVERDUE_JITTER = (5.0, 60.0)
@@ -179,7 +192,8 @@ class Daemon:
                 self.mirror.job_scheduled(name, iso_ms(started + every))
             outcome, error = "interrupted", None
             try:
-                await fn()
+                with priority(JOB_PRIORITY.get(name, Priority.POLL)):
+                    await fn()
                 outcome = "ok"
             except (SyncError, LookupError, MassDeleteRefused) as exc:
                 outcome = "refused" if isinstance(exc, MassDeleteRefused) else "error"
@@ -191,6 +205,10 @@ class Daemon:
             finally:
                 if task is not None:
                     self._running_jobs.discard(task)
+                if self.client.budget is not None:  # for `sync status`
+                    self.mirror.set_meta(
+                        "request_budget", json.dumps(self.client.budget.snapshot())
+                    )
                 self.mirror.job_finished(
                     name,
                     at=iso_ms(time.time()),
@@ -339,6 +357,10 @@ class Daemon:
 
     def queue_depth(self) -> int:
         return self._queue.depth() if hasattr(self, "_queue") else 0
+
+    def budget(self) -> dict[str, float | int]:
+        client: ChannelClient | None = getattr(self, "client", None)
+        return client.budget.snapshot() if client is not None and client.budget else {}
 
     def upstream_statuses(self) -> dict[int, int]:
         client: ChannelClient | None = getattr(self, "client", None)

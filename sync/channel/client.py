@@ -30,6 +30,7 @@ import orjson
 
 from sync.catalogue import ResourceType
 from sync.channel.auth import Credentials
+from sync.channel.budget import RequestBudget
 from sync.channel.pages import Page, decode, to_page
 from sync.channel.transport import Response, Stats, Transport, scrub
 from sync.config import UpstreamSettings
@@ -94,6 +95,9 @@ class ChannelClient:
         self.log = get_logger("sync.channel")
         self.stats = Stats()  # outlives the transport, so metrics can read it at any time
         self._transport: Transport | None = None
+        rate = settings.max_requests_per_second
+        #: The request budget every request of this client takes a slot from (None: off).
+        self.budget = RequestBudget(rate, sleep=sleep) if rate > 0 else None
 
     async def __aenter__(self) -> ChannelClient:
         if self._session is None:
@@ -111,6 +115,7 @@ class ChannelClient:
             on_response=self._observe,
             stats=self.stats,
             fail_fast=self.fail_fast,
+            budget=self.budget,
         )
         return self
 
@@ -120,6 +125,8 @@ class ChannelClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.budget is not None:
+            await self.budget.close()
         if self._own_session and self._session is not None:
             await self._session.close()
             self._session = None

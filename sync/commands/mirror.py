@@ -72,6 +72,13 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
     click.echo(
         f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
     )
+    budget = data["request_budget"]
+    if budget.get("max_per_second"):
+        now = f", now {budget['rate']}/s" if "rate" in budget else ""
+        hit = f", {budget['throttled']} answers 429" if budget.get("throttled") else ""
+        click.echo(f"request budget: {budget['max_per_second']:g}/s{now}{hit}")
+    else:
+        click.echo("request budget: none ([upstream] max_requests_per_second = 0)")
     for problem in data["problems"]:
         click.echo(f"degraded: {problem}")
     if data["jobs"]:

@@ -28,12 +28,13 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from sync import sideloads
-from sync.backfill import Backfill, BackfillReport, mirror_management_press
+from sync.backfill import Backfill, BackfillReport, bounded, mirror_management_press
 from sync.catalogue import ResourceType
 from sync.channel.budget import Priority, priority
 from sync.channel.client import ChannelClient
 from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
+from sync.fetch import Scope
 from sync.logs import get_logger
 from sync.metrics import Metrics
 from sync.poll import Poller, poll_types
@@ -240,14 +241,21 @@ class Daemon:
             self.log.warning("job.type_forbidden", type=rtype.name, hint=exc.hint)
 
     async def poll_type(self, rtype: ResourceType) -> None:
+        """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
+        time: the request budget, not one-at-a-time round trips, bounds how fast a cycle goes."""
         changed = 0
-        for scope in scopes_of(rtype, self._malls()):
+
+        async def one(scope: Scope) -> None:
+            nonlocal changed
             try:
-                changed += (await self.poller.poll_scope(scope)).rows
+                rows = (await self.poller.poll_scope(scope)).rows
             except LookupError:
                 # A mall that appeared since the backfill: its scope starts from now.
                 self.mirror.set_cursor(rtype.name, scope.key, iso_ms(self._upstream_now() - 86400))
-                changed += (await self.poller.poll_scope(scope)).rows
+                rows = (await self.poller.poll_scope(scope)).rows
+            changed += rows  # after the await: scopes run side by side
+
+        await bounded(scopes_of(rtype, self._malls()), self.settings.upstream.concurrency, one)
         self._ok(rtype.name)
         if changed:
             self.log.info("poll.changed", type=rtype.name, rows=changed)
@@ -502,6 +510,20 @@ class Daemon:
         task.result()
         return True
 
+    def poll_cycle(self) -> dict[str, float]:
+        """What one poll cycle costs when nothing changed (one request per scope, plus the
+        deletions feed), how long it takes at the request budget, and so the staleness bound
+        without webhooks: `poll_interval` + that time (logged at start as `poll.cycle`)."""
+        malls = self._malls()
+        requests = 1 + sum(len(scopes_of(t, malls)) for t in poll_types(self.types))
+        rate = self.settings.upstream.max_requests_per_second
+        seconds = requests / rate if rate > 0 else 0.0
+        return {
+            "requests": requests,
+            "seconds_at_budget": round(seconds, 1),
+            "staleness_bound_s": round(self.settings.schedule.poll_interval + seconds, 1),
+        }
+
     def _scheduler(self) -> AsyncIOScheduler:
         s = self.settings.schedule
         scheduler = AsyncIOScheduler(
@@ -544,6 +566,16 @@ class Daemon:
                     s.subscriptions_interval,
                 )
             )
+        cycle = self.poll_cycle()
+        if cycle["seconds_at_budget"] > s.poll_interval:
+            self.log.warning(
+                "poll.cycle_overruns",
+                **cycle,
+                hint="a poll cycle takes longer than [schedule] poll_interval at this request "
+                "budget: raise [upstream] max_requests_per_second or poll_interval",
+            )
+        else:
+            self.log.info("poll.cycle", **cycle)
         stored = self.mirror.jobs()
         for name, fn, every, first in jobs:
             at = first_run(name, every, first, stored.get(name, {}).get("next_run_at"), now)

@@ -176,7 +176,7 @@ def sync_backfill(
     cfg = Path(tmp) / "sync.toml"
     cfg.write_text(
         f'[upstream]\nbase_url = "{base}"\nemail = "{EMAIL}"\npassword_env = "BENCH_PW"\n'
-        f'concurrency = {concurrency}\nmax_requests_per_second = 0\n'
+        f"concurrency = {concurrency}\nmax_requests_per_second = 0\n"
         f'[mirror]\npath = "{tmp}/sync.db"\n'
         '[logging]\nlevel = "warning"\nformat = "json"\n'
     )

@@ -111,6 +111,11 @@ class UpstreamSettings(_Section):
     )
     page_size: int = Field(default=100, ge=1, le=100, description="page[size] of every listing")
     concurrency: int = Field(default=4, ge=1, le=64, description="Requests in flight at once")
+    max_requests_per_second: float = Field(
+        default=20.0,
+        ge=0,
+        description="Request budget shared by every job (never exceeded in any second); 0 = none",
+    )
     timeout: float = Field(default=30.0, gt=0, description="Seconds before one request times out")
     retry_budget: float = Field(
         default=300.0, gt=0, description="Seconds one request may spend retrying before failing"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import signal
 import time
@@ -27,11 +28,13 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from sync import sideloads
-from sync.backfill import Backfill, BackfillReport, mirror_management_press
+from sync.backfill import Backfill, BackfillReport, bounded, mirror_management_press
 from sync.catalogue import ResourceType
+from sync.channel.budget import Priority, priority
 from sync.channel.client import ChannelClient
 from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
+from sync.fetch import Scope
 from sync.logs import get_logger
 from sync.metrics import Metrics
 from sync.poll import Poller, poll_types
@@ -49,6 +52,17 @@ from sync.worker import QueueWorker
 
 #: Seconds after start of the first poll and deletions-feed run (they catch up at once).
 CATCH_UP = 0.5
+#: The request budget's priority of each job's requests (the queue worker's are WEBHOOK).
+JOB_PRIORITY: dict[str, Priority] = {
+    "poll": Priority.POLL,
+    "deletions": Priority.POLL,
+    "subscriptions": Priority.POLL,
+    "reconcile": Priority.RECONCILE,
+    "verify": Priority.RECONCILE,
+    "hours": Priority.HOURS,
+    "press_releases": Priority.HOURS,
+    "changes": Priority.HOURS,
+}
 #: An overdue job (its stored next run has passed) starts within this window after start,
 #: at a random moment (jitter: many daemons restarted together do not hit the upstream at once).
 OVERDUE_JITTER = (5.0, 60.0)
@@ -179,7 +193,8 @@ class Daemon:
                 self.mirror.job_scheduled(name, iso_ms(started + every))
             outcome, error = "interrupted", None
             try:
-                await fn()
+                with priority(JOB_PRIORITY.get(name, Priority.POLL)):
+                    await fn()
                 outcome = "ok"
             except (SyncError, LookupError, MassDeleteRefused) as exc:
                 outcome = "refused" if isinstance(exc, MassDeleteRefused) else "error"
@@ -191,6 +206,10 @@ class Daemon:
             finally:
                 if task is not None:
                     self._running_jobs.discard(task)
+                if self.client.budget is not None:  # for `sync status`
+                    self.mirror.set_meta(
+                        "request_budget", json.dumps(self.client.budget.snapshot())
+                    )
                 self.mirror.job_finished(
                     name,
                     at=iso_ms(time.time()),
@@ -222,14 +241,21 @@ class Daemon:
             self.log.warning("job.type_forbidden", type=rtype.name, hint=exc.hint)
 
     async def poll_type(self, rtype: ResourceType) -> None:
+        """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
+        time: the request budget, not one-at-a-time round trips, bounds how fast a cycle goes."""
         changed = 0
-        for scope in scopes_of(rtype, self._malls()):
+
+        async def one(scope: Scope) -> None:
+            nonlocal changed
             try:
-                changed += (await self.poller.poll_scope(scope)).rows
+                rows = (await self.poller.poll_scope(scope)).rows
             except LookupError:
                 # A mall that appeared since the backfill: its scope starts from now.
                 self.mirror.set_cursor(rtype.name, scope.key, iso_ms(self._upstream_now() - 86400))
-                changed += (await self.poller.poll_scope(scope)).rows
+                rows = (await self.poller.poll_scope(scope)).rows
+            changed += rows  # after the await: scopes run side by side
+
+        await bounded(scopes_of(rtype, self._malls()), self.settings.upstream.concurrency, one)
         self._ok(rtype.name)
         if changed:
             self.log.info("poll.changed", type=rtype.name, rows=changed)
@@ -339,6 +365,10 @@ class Daemon:
 
     def queue_depth(self) -> int:
         return self._queue.depth() if hasattr(self, "_queue") else 0
+
+    def budget(self) -> dict[str, float | int]:
+        client: ChannelClient | None = getattr(self, "client", None)
+        return client.budget.snapshot() if client is not None and client.budget else {}
 
     def upstream_statuses(self) -> dict[int, int]:
         client: ChannelClient | None = getattr(self, "client", None)
@@ -480,6 +510,20 @@ class Daemon:
         task.result()
         return True
 
+    def poll_cycle(self) -> dict[str, float]:
+        """What one poll cycle costs when nothing changed (one request per scope, plus the
+        deletions feed), how long it takes at the request budget, and so the staleness bound
+        without webhooks: `poll_interval` + that time (logged at start as `poll.cycle`)."""
+        malls = self._malls()
+        requests = 1 + sum(len(scopes_of(t, malls)) for t in poll_types(self.types))
+        rate = self.settings.upstream.max_requests_per_second
+        seconds = requests / rate if rate > 0 else 0.0
+        return {
+            "requests": requests,
+            "seconds_at_budget": round(seconds, 1),
+            "staleness_bound_s": round(self.settings.schedule.poll_interval + seconds, 1),
+        }
+
     def _scheduler(self) -> AsyncIOScheduler:
         s = self.settings.schedule
         scheduler = AsyncIOScheduler(
@@ -522,6 +566,16 @@ class Daemon:
                     s.subscriptions_interval,
                 )
             )
+        cycle = self.poll_cycle()
+        if cycle["seconds_at_budget"] > s.poll_interval:
+            self.log.warning(
+                "poll.cycle_overruns",
+                **cycle,
+                hint="a poll cycle takes longer than [schedule] poll_interval at this request "
+                "budget: raise [upstream] max_requests_per_second or poll_interval",
+            )
+        else:
+            self.log.info("poll.cycle", **cycle)
         stored = self.mirror.jobs()
         for name, fn, every, first in jobs:
             at = first_run(name, every, first, stored.get(name, {}).get("next_run_at"), now)

@@ -41,6 +41,9 @@ class Live(Protocol):
     def upstream_statuses(self) -> Mapping[int, int]:
         """Upstream answers so far by HTTP status (totals since the process started)."""
 
+    def budget(self) -> Mapping[str, float | int]:
+        """The request budget's `snapshot()` (empty when there is none)."""
+
 
 class _LiveCollector(Collector):
     def __init__(self, live: Live) -> None:
@@ -68,6 +71,29 @@ class _LiveCollector(Collector):
         for status, n in sorted(self.live.upstream_statuses().items()):
             requests.add_metric([str(status)], n)
         yield requests
+        b = self.live.budget()
+        if b:
+            yield GaugeMetricFamily(
+                "sync_request_budget_max", "Configured requests per second", value=b["max_rate"]
+            )
+            yield GaugeMetricFamily(
+                "sync_request_budget_rate",
+                "Requests per second allowed now (lowered for a while by 429s)",
+                value=b["rate"],
+            )
+            yield GaugeMetricFamily(
+                "sync_request_budget_waiting", "Requests waiting for a slot", value=b["waiting"]
+            )
+            yield CounterMetricFamily(
+                "sync_request_budget_throttled",
+                "429 answers that lowered the budget",
+                value=b["throttled"],
+            )
+            yield CounterMetricFamily(
+                "sync_request_budget_wait_seconds",
+                "Seconds requests spent waiting for a slot, summed",
+                value=b["waited_s"],
+            )
 
 
 class Metrics:

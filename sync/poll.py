@@ -116,6 +116,8 @@ class Poller:
                 scope_params=scope.params,
                 params={"filter[updated_at][gte]": anchor, "sort": "updated_at"},
                 size=self.page_size,
+                # Nothing changed since the same query last answered: 304, no body to move.
+                conditional=True,
             )
 
         def write(page: Page) -> None:

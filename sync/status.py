@@ -6,6 +6,7 @@ Read-only: it opens the mirror without the writer lock, so it works while the da
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -65,6 +66,12 @@ def status_data(settings: Settings) -> dict[str, Any]:
             # The rolling verify's place in its cycle (`sync.verify`), and its last whole cycle.
             "verify_position": mirror.get_meta("verify_position"),
             "verify_cycle_finished_at": mirror.get_meta("verify_cycle_finished_at"),
+            # The request budget: as configured, and as the daemon last found it (a 429 lowers
+            # it for a while).
+            "request_budget": {
+                "max_per_second": settings.upstream.max_requests_per_second or None,
+                **json.loads(mirror.get_meta("request_budget") or "{}"),
+            },
         }
     finally:
         mirror.close()

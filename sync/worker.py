@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from sync.catalogue import ResourceType
+from sync.channel.budget import Priority, current_priority
 from sync.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.fetch import Fetcher, scopes_of
 from sync.logs import get_logger
@@ -62,7 +63,9 @@ class QueueWorker:
         self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Drain whenever woken (or every second, for items left by a crash or a failure)."""
+        """Drain whenever woken (or every second, for items left by a crash or a failure).
+        Its requests go first in the request budget: someone is waiting for a change."""
+        current_priority.set(Priority.WEBHOOK)  # this task's own context
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=1.0)

@@ -54,6 +54,8 @@ class FakeSleep:
 
 
 def client(sleep: FakeSleep | None = None, **upstream: Any) -> ChannelClient:
+    # No request budget by default here: it keeps real time, which a FakeSleep does not
+    # advance (tests/test_budget.py runs it on a fake clock; the e2e suites run it as shipped).
     settings = parse_config(
         {
             "upstream": {
@@ -61,6 +63,7 @@ def client(sleep: FakeSleep | None = None, **upstream: Any) -> ChannelClient:
                 "email": "a@b.c",
                 "password": PASSWORD,
                 "max_backoff": 1.0,
+                "max_requests_per_second": 0,
                 **upstream,
             }
         }

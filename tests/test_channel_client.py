@@ -54,6 +54,9 @@ def make_client(
                 "email": "me@example.com",
                 "password": PASSWORD,
                 "max_backoff": 1.0,
+                # The request budget keeps real time, which a FakeSleep does not advance
+                # (tests/test_budget.py runs it on a fake clock).
+                "max_requests_per_second": 0,
                 **upstream,
             }
         }

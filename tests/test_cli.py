@@ -166,3 +166,30 @@ def test_status_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     finally:
         os.close(write_end)
     assert r.returncode == 141 and r.stderr == "", (r.returncode, r.stderr)
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """`--help` of every command explains each of its options (no bare `--resources`)."""
+    import click
+
+    from sync.cli import main
+
+    ctx = click.Context(main)
+    missing: list[str] = []
+
+    def walk(cmd: click.Command, path: str) -> None:
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, f"{path} {name}")
+            return
+        assert cmd.help, f"{path} has no help text"
+        missing.extend(
+            f"{path} {p.opts[0]}"
+            for p in cmd.params
+            if isinstance(p, click.Option) and not p.help and p.opts[0] != "--help"
+        )
+
+    walk(main, "sync")
+    assert not missing, missing

@@ -533,3 +533,29 @@ async def test_the_daemon_drops_change_feed_entries_past_their_retention(
     async with running(settings_for(emulator, db, webhooks=False)) as daemon:
         await eventually(lambda: all(e[5] > "2001" for e in daemon.mirror.changes()))
         assert daemon.mirror.changes()  # the backfill's entries stay
+
+
+async def test_the_poll_cycle_and_its_staleness_bound_are_logged_at_start(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """One request per scope plus the deletions feed, the time it takes at the budget, and
+    the bound `poll_interval` + that time; a warning when it cannot fit its interval."""
+    from structlog.testing import capture_logs
+
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=False, poll_interval=0.5)
+    with capture_logs() as logs:
+        async with running(settings) as daemon:
+            cycle = daemon.poll_cycle()
+    malls = len(emulator.ids("malls"))
+    mall_scoped = sum(1 for t in daemon.types if t.scope == "mall")
+    top = sum(len(t.scope_params) for t in daemon.types if t.scope == "top")
+    assert cycle["requests"] == 1 + top + mall_scoped * malls
+    rate = settings.upstream.max_requests_per_second
+    assert cycle["staleness_bound_s"] == round(0.5 + cycle["requests"] / rate, 1)
+    (logged,) = [e for e in logs if e["event"] in ("poll.cycle", "poll.cycle_overruns")]
+    assert logged["requests"] == cycle["requests"]
+    if cycle["seconds_at_budget"] > 0.5:
+        assert (
+            logged["event"] == "poll.cycle_overruns" and "max_requests_per_second" in logged["hint"]
+        )

@@ -188,6 +188,9 @@ class _QueueOnly:
     def upstream_statuses(self) -> dict[int, int]:
         return {}
 
+    def budget(self) -> dict[str, float]:
+        return {"max_rate": 20.0, "rate": 10.0, "waiting": 0, "throttled": 1, "waited_s": 0.5}
+
 
 @pytest.fixture
 async def receiver(tmp_path: Path) -> AsyncIterator[tuple[str, ChangeQueue, list[int]]]:
@@ -305,6 +308,9 @@ class _Live:
     def upstream_statuses(self) -> dict[int, int]:
         return dict(self.statuses)
 
+    def budget(self) -> dict[str, float]:
+        return {"max_rate": 20.0, "rate": 10.0, "waiting": 0, "throttled": 1, "waited_s": 0.5}
+
 
 def test_metrics_are_read_at_scrape_time() -> None:
     """Lag, rows, queue depth and upstream answers are what the daemon says when scraped, not
@@ -318,6 +324,8 @@ def test_metrics_are_read_at_scrape_time() -> None:
     assert 'sync_lag_seconds{type="deals"} 1.5' in text and "sync_queue_depth 2.0" in text
     assert 'sync_upstream_requests_total{status="200"} 3.0' in text
     assert "process_resident_memory_bytes" in text and "python_info" in text
+    assert "sync_request_budget_rate 10.0" in text and "sync_request_budget_max 20.0" in text
+    assert "sync_request_budget_throttled_total 1.0" in text
     live.lag["deals"], live.statuses[200] = 60.0, 10
     text = m.render()[0].decode()
     assert 'sync_lag_seconds{type="deals"} 60.0' in text

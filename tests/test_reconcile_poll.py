@@ -131,3 +131,43 @@ async def test_reconcile_repairs_and_the_guard_refuses_a_mass_delete(
                 await forced.reconcile(group)
         mirror.close()
         assert compare(db, emu, ["articles"]).differences == 0
+
+
+async def test_an_unchanged_listing_answers_304_and_leaves_the_mirror_as_it_was(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Polls send the ETag their last identical query got: an unchanged listing is a 304
+    without a body, the mirror untouched; a change gives a new ETag and its rows."""
+    import sqlite3
+
+    def snapshot() -> list[Any]:
+        conn = sqlite3.connect(db)
+        try:
+            return conn.execute("select * from deals order by id").fetchall()
+        finally:
+            conn.close()
+
+    async with make_emulator(resources=600, seed=4) as emu:
+        db = tmp_path / "m.db"
+        settings = settings_for(emu, db, types=["deals"])
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            await Backfill(client, mirror, settings).run()
+            poller = Poller(client, mirror, page_size=100, overlap=5.0)
+            scopes = scopes_of(catalogue.TYPES["deals"], [])
+            for scope in scopes:
+                await poller.poll_scope(scope)  # learns each scope's ETag
+            before, seen_304 = snapshot(), client.stats.statuses[304]
+            for scope in scopes:
+                result = await poller.poll_scope(scope)
+                assert result.rows == 0
+            assert client.stats.statuses[304] - seen_304 == len(scopes)
+            assert snapshot() == before
+            deal = emu.ids(
+                "deals",
+            )[0]
+            emu.update("deals", deal, {"title": "after the 304s"})
+            rows = sum([(await poller.poll_scope(s)).rows for s in scopes])
+            assert rows >= 1
+            assert any(r[0] == int(deal) and "after the 304s" in r for r in snapshot())
+        mirror.close()

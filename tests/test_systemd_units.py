@@ -171,6 +171,9 @@ def test_alert_rules_are_valid_and_name_metrics_the_daemon_exports() -> None:
         def upstream_statuses(self) -> dict[int, int]:
             return {200: 1}
 
+        def budget(self) -> dict[str, float]:
+            return {"max_rate": 20.0, "rate": 10.0, "waiting": 0, "throttled": 1, "waited_s": 0.5}
+
     m = Metrics(Live())
     m.job_runs.labels(job="poll", outcome="ok").inc()
     m.notices.labels(outcome="accepted").inc()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import date
 from types import TracebackType
@@ -30,6 +31,7 @@ import orjson
 
 from sync.catalogue import ResourceType
 from sync.channel.auth import Credentials
+from sync.channel.budget import RequestBudget
 from sync.channel.pages import Page, decode, to_page
 from sync.channel.transport import Response, Stats, Transport, scrub
 from sync.config import UpstreamSettings
@@ -65,6 +67,10 @@ def _error_detail(body: bytes) -> str:
     return ""
 
 
+#: Conditional listings whose ETag the client remembers (a poll cycle has one per scope).
+ETAG_ENTRIES = 20_000
+
+
 class ChannelClient:
     """Signed, retried access to the Channel Content API."""
 
@@ -94,6 +100,11 @@ class ChannelClient:
         self.log = get_logger("sync.channel")
         self.stats = Stats()  # outlives the transport, so metrics can read it at any time
         self._transport: Transport | None = None
+        #: The ETag each conditional listing last answered with (bounded, oldest dropped).
+        self._etags: OrderedDict[str, str] = OrderedDict()
+        rate = settings.max_requests_per_second
+        #: The request budget every request of this client takes a slot from (None: off).
+        self.budget = RequestBudget(rate, sleep=sleep) if rate > 0 else None
 
     async def __aenter__(self) -> ChannelClient:
         if self._session is None:
@@ -111,6 +122,7 @@ class ChannelClient:
             on_response=self._observe,
             stats=self.stats,
             fail_fast=self.fail_fast,
+            budget=self.budget,
         )
         return self
 
@@ -120,6 +132,8 @@ class ChannelClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.budget is not None:
+            await self.budget.close()
         if self._own_session and self._session is not None:
             await self._session.close()
             self._session = None
@@ -210,6 +224,7 @@ class ChannelClient:
         params: Mapping[str, str] | None = None,
         *,
         json: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """A signed request; re-login once on 401; 4xx mapped to exceptions."""
         if not self.credentials.has_token:
@@ -232,7 +247,7 @@ class ChannelClient:
                 url,
                 params=signed,
                 json=json,
-                headers=ACCEPT if json is None else JSONAPI_BODY,
+                headers={**(ACCEPT if json is None else JSONAPI_BODY), **(headers or {})},
             )
             if resp.status != 401:
                 break
@@ -306,8 +321,14 @@ class ChannelClient:
         fields: Sequence[str] | None = None,
         include: bool = True,
         size: int | None = None,
+        conditional: bool = False,
     ) -> Page:
-        """One page of a type's collection (per mall for mall-scoped types)."""
+        """One page of a type's collection (per mall for mall-scoped types).
+
+        `conditional`: send `If-None-Match` with the ETag this exact listing (path and query,
+        auth parameters aside) last answered with; a 304 then comes back as an empty page
+        whose `not_modified` is set (the caller wrote that page's rows last time). Polls use
+        it: an unchanged listing costs a request but no body."""
         resp = await self.list_response(
             rtype,
             number,
@@ -317,7 +338,10 @@ class ChannelClient:
             fields=fields,
             include=include,
             size=size,
+            conditional=conditional,
         )
+        if resp.status == 304 and conditional:
+            return Page([], [], {}, number, number, self.api_version, not_modified=True)
         doc = decode(resp.body, resp.url, resp.status)
         return to_page(doc, number, resp.url, resp.status, self.api_version)
 
@@ -332,6 +356,7 @@ class ChannelClient:
         fields: Sequence[str] | None = None,
         include: bool = True,
         size: int | None = None,
+        conditional: bool = False,
     ) -> Response:
         """One page of a type's collection as the raw answer, not parsed (the backfill parses
         pages in a worker process; see `sync.staging.stage_listing`)."""
@@ -345,7 +370,20 @@ class ChannelClient:
             include=include,
             size=size,
         )
-        return await self.request("GET", path, query)
+        if not conditional:
+            return await self.request("GET", path, query)
+        key = path + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
+        etag = self._etags.get(key)
+        resp = await self.request(
+            "GET", path, query, headers={"If-None-Match": etag} if etag else None
+        )
+        tag = resp.headers.get("ETag")
+        if resp.status == 200 and tag:
+            self._etags[key] = tag
+            self._etags.move_to_end(key)
+            while len(self._etags) > ETAG_ENTRIES:
+                self._etags.popitem(last=False)
+        return resp
 
     async def iter_pages(
         self,

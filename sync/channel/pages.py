@@ -26,6 +26,8 @@ class Page:
     number: int
     last: int
     api_version: str | None
+    #: A conditional request answered 304: the listing is as it was (no rows here).
+    not_modified: bool = False
 
 
 def decode(body: bytes, url: str, status: int) -> Any:

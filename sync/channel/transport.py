@@ -7,6 +7,8 @@ dropped connections (`ClientConnectionError`, which covers `ServerDisconnectedEr
 not retry in lock-step. The whole request, attempts and waits together, is bounded by
 `retry_budget` seconds, after which `RetriesExhaustedError` names the last cause. One semaphore
 bounds the requests in flight across every job sharing the client; it is released while waiting.
+Every attempt first takes a slot of the request budget (`sync.channel.budget`), which a 429
+slows down.
 
 An upstream that cannot be reached at all before it ever answered (connection refused, DNS
 failure, TLS error: aiohttp's `ClientConnectorError` family) will not heal by waiting: it is a
@@ -37,6 +39,7 @@ from typing import Any
 
 import aiohttp
 
+from sync.channel.budget import RequestBudget
 from sync.errors import RetriesExhaustedError, UnreachableError, redact_url
 from sync.logs import get_logger
 
@@ -141,8 +144,10 @@ class Transport:
         rng: random.Random | None = None,
         fail_fast: bool = True,
         base_url_key: str = "[upstream] base_url",
+        budget: RequestBudget | None = None,
     ) -> None:
         self.session = session
+        self.budget = budget
         self.limit = asyncio.Semaphore(concurrency)
         self.timeout = timeout
         self.retry_budget = retry_budget
@@ -184,6 +189,8 @@ class Transport:
             wait: float | None = None
             cause: str
             remaining = self.retry_budget - spent
+            if self.budget is not None:
+                await self.budget.acquire()  # every attempt is a request the upstream sees
             started = self.clock()
             try:
                 async with self.limit:
@@ -204,11 +211,15 @@ class Transport:
                 self._answered()
                 if self.on_response:
                     self.on_response(response)
+                if response.status == 429:
+                    wait = retry_after(response.headers.get("Retry-After"), self.upstream_now())
+                    if self.budget is not None:
+                        self.budget.on_throttled(wait)
+                elif self.budget is not None:
+                    self.budget.on_answer()
                 if not is_retryable(response.status):
                     return response
                 cause = f"HTTP {response.status}"
-                if response.status == 429:
-                    wait = retry_after(response.headers.get("Retry-After"), self.upstream_now())
             except TRANSIENT_ERRORS as exc:
                 name = type(exc).__name__
                 cause = scrub(f"{name}: {exc}" if str(exc) else name)

@@ -181,9 +181,19 @@ def webhooks_unsubscribe(config_path: Path | None) -> None:
     show_default=True,
     help="Where the mirror and its sync.toml are left.",
 )
-@click.option("--resources", type=click.IntRange(100, 2_000_000), default=5000, show_default=True)
 @click.option(
-    "--mutations-per-second", type=click.FloatRange(0.1, 1000), default=5.0, show_default=True
+    "--resources",
+    type=click.IntRange(100, 2_000_000),
+    default=5000,
+    show_default=True,
+    help="Resources the emulator serves (all types together).",
+)
+@click.option(
+    "--mutations-per-second",
+    type=click.FloatRange(0.1, 1000),
+    default=5.0,
+    show_default=True,
+    help="Random creates, updates and deletes applied upstream each second.",
 )
 @click.option(
     "--duration", type=click.FloatRange(1), default=None, help="Stop after this many seconds."

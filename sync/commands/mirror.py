@@ -59,8 +59,10 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @fail_cleanly
 def status_command(config_path: Path | None, as_json: bool) -> None:
-    """Show the queue, subscriptions, each daemon job's last run, outcome and next run, and per
-    type: rows, last sync, lag, cursor and the last error."""
+    """Show what the mirror holds and how the daemon is doing: the mirror file, the queue depth,
+    the webhook subscriptions, the request budget, `degraded:` problems, each daemon job's last
+    run, outcome and next run, the rolling verify's position, and per type: rows, last sync,
+    lag (seconds), poll cursor and the last error. --json prints all of it for scripts."""
     settings = settings_from(config_path)
     data = status_data(settings)
     if as_json:
@@ -72,6 +74,13 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
     click.echo(
         f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
     )
+    budget = data["request_budget"]
+    if budget.get("max_per_second"):
+        now = f", now {budget['rate']}/s" if "rate" in budget else ""
+        hit = f", {budget['throttled']} answers 429" if budget.get("throttled") else ""
+        click.echo(f"request budget: {budget['max_per_second']:g}/s{now}{hit}")
+    else:
+        click.echo("request budget: none ([upstream] max_requests_per_second = 0)")
     for problem in data["problems"]:
         click.echo(f"degraded: {problem}")
     if data["jobs"]:

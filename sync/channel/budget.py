@@ -1,0 +1,178 @@
+"""The request budget: how many requests per second `sync` may start against the upstream.
+
+A legacy API with unknown rate limits must not be hammered around the clock, so every request
+of every job and of the queue worker takes a slot from one `RequestBudget` first:
+
+- **Never exceeded**: at most `floor(rate)` requests start in any sliding 1-second window (and,
+  below one per second, starts are `1 / rate` apart). So a burst of up to `rate` requests may
+  go at once, then the window must slide: a small burst, never more than the budget.
+- **Priorities**: waiting requests are granted in priority order, oldest first within one:
+  webhook-driven fetches first (a change someone is waiting for), then polls and the deletions
+  feed, then reconcile and verify, then hours. A job sets its priority for everything it
+  sends with `priority(...)` (a context variable, so no call in between needs to know).
+- **Adaptive** (AIMD, as TCP does): a 429 halves the rate (down to `MIN_RATE`) and holds every
+  grant until its `Retry-After` has passed; each second of answers without a 429 then adds back
+  a twentieth of the configured rate, so a throttled daemon returns to its budget in ~20 s.
+
+`clock` and `sleep` are injected so tests run on a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import math
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from enum import IntEnum
+from typing import Any
+
+
+class Priority(IntEnum):
+    """Lower goes first."""
+
+    WEBHOOK = 0
+    POLL = 1
+    RECONCILE = 2
+    HOURS = 3
+
+
+#: The priority of the requests the current task sends (set by `priority`).
+current_priority: ContextVar[Priority] = ContextVar("sync_request_priority", default=Priority.POLL)
+
+#: The lowest rate a run of 429s can bring the budget to (one request every 5 s).
+MIN_RATE = 0.2
+#: Each second without a 429 adds back this share of the configured rate.
+RECOVERY_SHARE = 0.05
+
+
+@contextlib.contextmanager
+def priority(level: Priority) -> Iterator[None]:
+    """Send the requests made inside the block (in this task and those it starts) at `level`."""
+    token = current_priority.set(level)
+    try:
+        yield
+    finally:
+        current_priority.reset(token)
+
+
+class RequestBudget:
+    """A sliding-window limiter with priorities and AIMD; see the module docstring."""
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        on_grant: Callable[[float, Priority], None] | None = None,
+    ) -> None:
+        if rate <= 0:
+            raise ValueError("a request budget needs a positive rate")
+        self.max_rate = rate
+        self.rate = rate
+        self.clock = clock
+        self.sleep = sleep
+        self.on_grant = on_grant  # (time, priority) of every grant: for tests and benches
+        self.starts: deque[float] = deque()  # start times within the last second
+        self.last_start: float | None = None
+        self.hold_until = 0.0  # no grant before this (a 429's Retry-After)
+        self._last_change = clock()
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+        self._pump: asyncio.Task[None] | None = None
+        self.granted = 0
+        self.throttled = 0  # 429s seen
+        self.waited = 0.0  # seconds requests spent waiting for a slot, summed
+
+    # -- granting ----------------------------------------------------------------------------
+
+    def _delay(self, now: float) -> float:
+        """Seconds until one more request may start (0 when it may start now)."""
+        while self.starts and self.starts[0] <= now - 1.0:
+            self.starts.popleft()
+        wait = max(0.0, self.hold_until - now)
+        per_window = max(1, math.floor(self.rate))
+        if len(self.starts) >= per_window:
+            wait = max(wait, self.starts[0] + 1.0 - now)
+        if self.rate < 1.0 and self.last_start is not None:
+            wait = max(wait, self.last_start + 1.0 / self.rate - now)
+        return wait
+
+    def _start(self, now: float, level: Priority) -> None:
+        self.starts.append(now)
+        self.last_start = now
+        self.granted += 1
+        if self.on_grant is not None:
+            self.on_grant(now, level)
+
+    async def acquire(self, level: Priority | None = None) -> None:
+        """Wait for a slot at `level` (default: the task's `current_priority`)."""
+        level = current_priority.get() if level is None else level
+        now = self.clock()
+        if not self._waiters and self._delay(now) == 0.0:
+            self._start(now, level)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (int(level), next(self._seq), fut))
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._grant_in_order())
+        t0 = self.clock()
+        try:
+            await fut
+        finally:
+            self.waited += self.clock() - t0
+
+    async def _grant_in_order(self) -> None:
+        while self._waiters:
+            now = self.clock()
+            delay = self._delay(now)
+            if delay > 0:
+                await self.sleep(delay)
+                continue
+            level, _, fut = heapq.heappop(self._waiters)
+            if fut.done():  # its request was cancelled while waiting
+                continue
+            self._start(now, Priority(level))
+            fut.set_result(None)
+
+    # -- adapting ----------------------------------------------------------------------------
+
+    def on_throttled(self, retry_after: float | None) -> None:
+        """A 429: halve the rate, and grant nothing before `retry_after` seconds from now."""
+        now = self.clock()
+        self.throttled += 1
+        self.rate = max(MIN_RATE, self.rate / 2)
+        self._last_change = now
+        if retry_after:
+            self.hold_until = max(self.hold_until, now + retry_after)
+
+    def on_answer(self) -> None:
+        """Any answer but a 429: grow back towards the configured rate, once a second."""
+        if self.rate >= self.max_rate:
+            return
+        now = self.clock()
+        if now - self._last_change >= 1.0:
+            self.rate = min(self.max_rate, self.rate + self.max_rate * RECOVERY_SHARE)
+            self._last_change = now
+
+    def snapshot(self) -> dict[str, float | int]:
+        """For `sync status` and /metrics."""
+        return {
+            "max_rate": self.max_rate,
+            "rate": round(self.rate, 3),
+            "waiting": sum(1 for *_, f in self._waiters if not f.done()),
+            "granted": self.granted,
+            "throttled": self.throttled,
+            "waited_s": round(self.waited, 3),
+        }
+
+    async def close(self) -> None:
+        if self._pump is not None and not self._pump.done():
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump

@@ -1,0 +1,136 @@
+"""The request budget: never more than the rate in any 1-second window, priorities first, a
+429 slows it down and it recovers (on a fake clock: no timing assertions)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any
+
+from sync.channel.budget import MIN_RATE, Priority, RequestBudget, priority
+
+
+class FakeClock:
+    """Time that passes only when someone sleeps."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.t += max(seconds, 0.0)
+        await asyncio.sleep(0)
+
+
+def windows_ok(starts: list[float], rate: float) -> bool:
+    """No sliding 1-second window holds more than `rate` starts."""
+    starts = sorted(starts)
+    j = 0
+    for i, t in enumerate(starts):
+        while starts[j] <= t - 1.0:
+            j += 1
+        if i - j + 1 > rate:
+            return False
+    return True
+
+
+async def test_a_burst_of_10000_never_exceeds_the_budget() -> None:
+    clock = FakeClock()
+    starts: list[float] = []
+    budget = RequestBudget(
+        50.0, clock=clock, sleep=clock.sleep, on_grant=lambda t, _: starts.append(t)
+    )
+
+    await asyncio.gather(*(budget.acquire(Priority(i % 4)) for i in range(10_000)))
+    assert len(starts) == 10_000
+    assert windows_ok(starts, 50)
+    assert max(starts) - min(starts) >= 10_000 / 50 - 1  # and it does not crawl either
+    await budget.close()
+
+
+async def test_a_webhook_fetch_goes_before_every_waiting_poll() -> None:
+    clock = FakeClock()
+    order: list[Priority] = []
+    budget = RequestBudget(5.0, clock=clock, sleep=clock.sleep)
+    asked_at: list[int] = []
+
+    async def request(level: Priority) -> None:
+        with priority(level):
+            if level == Priority.WEBHOOK:
+                asked_at.append(len(order))  # grants made before the webhook fetch asked
+            await budget.acquire()
+
+    def on_grant(_: float, level: Priority) -> None:
+        order.append(level)
+        if len(order) == 12:  # mid-stream, a notice arrives
+            tasks.append(asyncio.create_task(request(Priority.WEBHOOK)))
+
+    budget.on_grant = on_grant
+    tasks = [asyncio.create_task(request(Priority.POLL)) for _ in range(30)]
+    while not all(t.done() for t in tasks):
+        await asyncio.gather(*tasks)
+    # Once it asked, at most one poll went before it (one already being granted then).
+    assert order.index(Priority.WEBHOOK) <= asked_at[0] + 1
+    assert order.count(Priority.POLL) == 30
+    await budget.close()
+
+
+async def test_a_429_storm_slows_the_budget_and_it_recovers() -> None:
+    clock = FakeClock()
+    budget = RequestBudget(20.0, clock=clock, sleep=clock.sleep)
+    for _ in range(10):
+        budget.on_throttled(None)
+    assert budget.rate == MIN_RATE
+    budget.on_throttled(3.0)
+    t0 = clock()
+    await budget.acquire()
+    assert clock() >= t0 + 3.0  # Retry-After obeyed
+    starts = []
+    for _ in range(5):
+        await budget.acquire()
+        starts.append(clock())
+    assert all(b - a >= 1 / MIN_RATE - 1e-9 for a, b in itertools.pairwise(starts))
+    for _ in range(60):  # a minute of ordinary answers
+        clock.t += 1.0
+        budget.on_answer()
+    assert budget.rate == 20.0
+    await budget.close()
+
+
+async def test_a_429_storm_upstream_slows_a_backfill_which_still_mirrors_exactly(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    from sync.backfill import Backfill
+    from sync.channel.client import ChannelClient
+    from sync.config import parse_config
+    from sync.store import Mirror
+    from tests.mirror_compare import compare
+
+    async with make_emulator(resources=300, seed=2) as emu:
+        emu.faults.rate_429, emu.faults.retry_after = 0.3, 1
+        db = tmp_path / "m.db"
+        settings = parse_config(
+            {
+                "upstream": {
+                    "base_url": emu.base_url,
+                    "email": emu.email,
+                    "password": emu.password,
+                    "types": ["malls", "deals"],
+                    "max_backoff": 0.2,
+                    "max_requests_per_second": 40,
+                },
+                "mirror": {"path": str(db)},
+            }
+        )
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            await Backfill(client, mirror, settings).run()
+            assert client.budget is not None
+            snap = client.budget.snapshot()
+        mirror.close()
+        emu.faults.off()
+        assert snap["throttled"] > 0 and snap["rate"] < 40  # it slowed down
+        assert compare(db, emu, types=["malls", "deals"]).differences == 0

@@ -785,3 +785,52 @@ async def test_the_client_sends_jsonapi_bodies_as_jsonapi(
             },
         )
         assert resp.status == 201
+
+
+async def test_a_running_emulator_is_changed_from_outside_its_process(make_emulator: Any) -> None:
+    """`/_emulator/resources/...`: create, update (also silently) and delete a chosen row over
+    HTTP, with the notices, stamps and deletions feed of any mutation; clear errors."""
+    import aiohttp
+
+    async with make_emulator(resources=200, seed=5) as emu:
+        base = f"{emu.base_url}/_emulator/resources"
+        deal = emu.ids("deals")[0]
+        before = emu.snapshot("deals")[deal]["updated_at"]
+        async with aiohttp.ClientSession() as http:
+            async with http.patch(
+                f"{base}/deals/{deal}", json={"attributes": {"title": "Edited"}}
+            ) as r:
+                assert r.status == 200
+                doc = await r.json()
+            assert doc["data"]["attributes"]["title"] == "Edited"
+            assert emu.snapshot("deals")[deal]["updated_at"] > before
+            stamp = emu.snapshot("deals")[deal]["updated_at"]
+            async with http.patch(
+                f"{base}/deals/{deal}", json={"attributes": {"title": "Quiet"}, "silent": True}
+            ) as r:
+                assert r.status == 200
+            assert emu.snapshot("deals")[deal] == {**emu.snapshot("deals")[deal], "title": "Quiet"}
+            assert emu.snapshot("deals")[deal]["updated_at"] == stamp
+            mall = emu.ids("malls")[0]
+            async with http.post(
+                f"{base}/stores", json={"attributes": {"name": "New Store"}, "mall_id": int(mall)}
+            ) as r:
+                assert r.status == 201
+                new = (await r.json())["data"]["id"]
+            assert emu.snapshot("stores")[new]["name"] == "New Store"
+            assert emu.mall_of("stores", new) == mall
+            async with http.delete(f"{base}/stores/{new}") as r:
+                assert r.status == 204
+            assert new not in emu.snapshot("stores")
+            assert any(
+                a["resource_id"] == int(new) and a["resource_type"] == "stores"
+                for a in emu.snapshot("deletions").values()
+            )
+            for method, url, body, status in (
+                ("PATCH", f"{base}/deals/999999", {}, 404),
+                ("POST", f"{base}/spaceships", {}, 404),
+                ("PATCH", f"{base}/deals/{deal}", {"attributes": 3}, 400),
+                ("POST", f"{base}/stores", {"mall_id": 999999}, 422),
+            ):
+                async with http.request(method, url, json=body) as r:
+                    assert r.status == status, (method, url, await r.text())

@@ -566,6 +566,61 @@ class EmulatorApp:
             body=orjson.dumps(self.traffic.as_json()), headers={"Content-Type": JSON}
         )
 
+    async def control_route(self, request: web.Request) -> web.StreamResponse:
+        """`/_emulator/resources/{type}[/{id}]`: change the data set of a running emulator from
+        outside its process, as the upstream's own editors would (notices, the deletions feed
+        and `updated_at` follow as for any mutation): `POST` creates (body `{"attributes":
+        {...}, "mall_id": 7}`, both optional), `PATCH` updates (`{"attributes": {...}}`, or
+        `{"silent": true, ...}` to keep `updated_at` and send no notice), `DELETE` deletes. For
+        users' own integration tests; the emulator binds loopback only."""
+        type_name = request.match_info["type"].replace("-", "_")
+        if type_name not in self.data.by_type or type_name == "deletions":
+            return error(404, "Not Found", f"no resource type {type_name!r}")
+        raw_id = request.match_info.get("id")
+        rid: int | None = None
+        if raw_id is not None:
+            if not raw_id.isdigit() or int(raw_id) not in self.data.by_type[type_name]:
+                return error(404, "Not Found", f"no {type_name} {raw_id}")
+            rid = int(raw_id)
+        body: dict[str, Any] = {}
+        if request.method in ("POST", "PATCH") and request.can_read_body:
+            try:
+                parsed = orjson.loads(await request.read())
+            except orjson.JSONDecodeError:
+                return error(400, "Bad Request", "the body is not JSON")
+            if not isinstance(parsed, dict):
+                return error(400, "Bad Request", "the body must be a JSON object")
+            body = parsed
+        attrs = body.get("attributes")
+        if attrs is not None and not isinstance(attrs, dict):
+            return error(400, "Bad Request", "attributes must be an object")
+        if request.method == "POST" and rid is None:
+            mall = body.get("mall_id")
+            if mall is not None and (
+                not str(mall).isdigit() or int(mall) not in self.data.by_type["malls"]
+            ):
+                return error(422, "Unprocessable Entity", f"no mall {mall}")
+            try:
+                rec = self.data.create(type_name, attrs, int(mall) if mall is not None else None)
+            except KeyError:
+                return error(422, "Unprocessable Entity", f"{type_name} cannot be created")
+            status, rid = 201, rec.id
+        elif request.method == "PATCH" and rid is not None:
+            if body.get("silent"):
+                self.data.silent_update(type_name, rid, attrs, None, None)
+            else:
+                self.data.update(type_name, rid, attrs)
+            status = 200
+        elif request.method == "DELETE" and rid is not None:
+            self.data.delete(type_name, rid)
+            return web.Response(status=204)
+        else:
+            return error(405, "Method Not Allowed", f"{request.method} {request.path}")
+        doc = {
+            "data": resource_obj(self.data, self.base, self.data.by_type[type_name][rid], (), None)
+        }
+        return web.Response(status=status, body=orjson.dumps(doc), headers={"Content-Type": JSON})
+
     # webhooks
     def _hook_obj(self, sub: Any) -> dict[str, Any]:
         return {
@@ -641,6 +696,9 @@ def make_app(emu: EmulatorApp, management: Any = None) -> web.Application:
     r = app.router
     r.add_get(f"{OWN_PREFIX}requests", emu.traffic_route)  # before /{collection}/{id}
     r.add_delete(f"{OWN_PREFIX}requests", emu.traffic_route)
+    r.add_post(f"{OWN_PREFIX}resources/{{type}}", emu.control_route)
+    r.add_patch(f"{OWN_PREFIX}resources/{{type}}/{{id}}", emu.control_route)
+    r.add_delete(f"{OWN_PREFIX}resources/{{type}}/{{id}}", emu.control_route)
     r.add_post("/accounts", emu.create_account)
     r.add_post("/accounts/login", emu.login)
     r.add_delete("/accounts/logout", emu.logout)

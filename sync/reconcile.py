@@ -88,6 +88,11 @@ class Reconciler:
                         for r in page.resources
                     )
             result.listed, result.local = listing.counts()
+            claimed = listing.claim_mall()
+            if claimed:
+                self.log.info(
+                    "reconcile.mall_claimed", type=rtype.name, mall_id=mall_id, rows=claimed
+                )
             for ids in listing.missing_or_stale():
                 result.fetched += await self.fetcher.fetch_and_write(scopes, ids)
             absent = [i for batch in listing.absent() for i in batch]

@@ -390,3 +390,33 @@ def test_group_commit_widens_the_page_cache_and_gives_it_back(tmp_path: Path) ->
     m.end_group_commit()
     assert m.conn.execute("pragma cache_size").fetchone()[0] == -CACHE_KIB
     m.close()
+
+
+def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
+    """A store first written as a deal's included copy has no mall; the reconcile listing of
+    its mall gives it one (and moves a row listed by another mall now)."""
+    from sync import catalogue
+    from sync.store import Mirror
+
+    m = Mirror.open(tmp_path / "m.db")
+    stamp = "2026-01-01T00:00:00.000Z"
+    m.write_page(
+        catalogue.TYPES["stores"],
+        [{"id": "1", "type": "stores", "attributes": {"name": "a", "updated_at": stamp}}],
+        mall_id=3,
+    )
+    deal = {
+        "id": "9",
+        "type": "deals",
+        "attributes": {"title": "d", "updated_at": stamp},
+        "relationships": {"stores": {"data": [{"type": "stores", "id": "2"}]}},
+    }
+    included = [{"id": "2", "type": "stores", "attributes": {"name": "b", "updated_at": stamp}}]
+    m.write_page(catalogue.TYPES["deals"], [deal], included)
+    malls = dict(m.conn.execute("SELECT id, mall_id FROM stores"))
+    assert malls == {1: 3, 2: None}
+    with m.listing("stores", 5) as listing:
+        listing.add([(1, stamp), (2, stamp)])
+        assert listing.claim_mall() == 2
+    assert dict(m.conn.execute("SELECT id, mall_id FROM stores")) == {1: 5, 2: 5}
+    m.close()

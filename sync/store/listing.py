@@ -95,6 +95,19 @@ class Listing:
             )
         yield from self._keyset(sql, ())
 
+    def claim_mall(self) -> int:
+        """Give every listed row this listing's mall: the mall whose route lists a row is its
+        mall. A row first written as another type's included copy has none (an included copy
+        carries no `mall_id`), one moved between malls upstream has the old one; the listing is
+        the proof, so this needs no `updated_at` guard. Returns how many rows changed."""
+        if self.mall_id is None or not self._table_exists() or not self._has_column("mall_id"):
+            return 0
+        return self.conn.execute(
+            f"UPDATE [{self.table}] SET mall_id = ? WHERE id IN (SELECT id FROM temp.[{self.name}])"
+            " AND mall_id IS NOT ?",
+            (self.mall_id, self.mall_id),
+        ).rowcount
+
     def absent(self) -> Iterator[list[int]]:
         """Batches of local ids (in scope) that the listing lacks."""
         if not self._table_exists():

@@ -1,4 +1,4 @@
-"""Helpers the backfill benchmarks share: the emulator in its own process, `sync backfill` measured
+"""Helpers the backfill benchmarks share: the emulator in its own process, `ccsync backfill` measured
 in its own process (seconds, peak RSS, rows), request signing and `links.last` parsing.
 
 Scripts import it as `from _common import ...`: `python bench/<script>.py` puts bench/ on the path.
@@ -61,7 +61,7 @@ def last_page(doc: dict[str, object]) -> int:
 
 
 def list_params(rtype: ResourceType, scope: dict[str, str]) -> dict[str, str]:
-    """The query of one listing, as `sync backfill` of every listable type sends it (page number
+    """The query of one listing, as `ccsync backfill` of every listable type sends it (page number
     aside): the same includes, trimmed the same way (`catalogue.sideload_trim`)."""
     # In sync's order (`ChannelClient.listing_params`): the emulator's page cache is keyed by
     # the query as sent, so the limit and sync read the same cached pages.
@@ -138,7 +138,7 @@ def add_emulator_args(ap: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def emulator(n: int, env: dict[str, str], cache_mb: int = 0) -> Iterator[str]:
-    """Serve `n` resources from `sync emulator` in its own process; yield its base URL."""
+    """Serve `n` resources from `ccsync emulator` in its own process; yield its base URL."""
     emu = subprocess.Popen(
         [
             *(sys.executable, "-m", "sync", "emulator", "--resources", str(n), "--port", "0"),
@@ -165,7 +165,7 @@ def emulator(n: int, env: dict[str, str], cache_mb: int = 0) -> Iterator[str]:
 def sync_backfill(
     base: str, tmp: str, concurrency: int, env: dict[str, str]
 ) -> tuple[float, float, int]:
-    """`sync backfill` of the emulator at `base` into tmp/sync.db: (seconds, peak RSS MB, rows).
+    """`ccsync backfill` of the emulator at `base` into tmp/sync.db: (seconds, peak RSS MB, rows).
 
     Rows are those of the listable types' tables (not the link, included-only or hours tables).
     The request budget is off (`max_requests_per_second = 0`): this measures the pipeline, as

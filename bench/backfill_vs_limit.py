@@ -5,7 +5,7 @@ process so peak RSS (in MB, the process with its children) is its own:
   limit  aiohttp download of every page `sync` lists (same routes, page size, includes, trimmed
          sideloads (`catalogue.sideload_trim`) and concurrency) + orjson parse + one prepared `executemany` per page into SQLite (id and
          the attributes as one JSON blob): what this machine can do with no mirror logic at all;
-  sync   `sync backfill` (columns per attribute, links, included rows, guards, checkpoints,
+  sync   `ccsync backfill` (columns per attribute, links, included rows, guards, checkpoints,
          the missed-row pass and the hours), with its default page worker process: sync
          parses on the second core, the limit in its one process (both share the machine's
          two cores with the emulator).
@@ -13,7 +13,7 @@ With --repeat K (default 3) the two run alternately K times each and the best ru
 compared: on a shared machine a neighbour's burst slows one run, never speeds one up, so the
 best of several is the fairest reading of each pipeline (every run is printed too; peak RSS is
 the worst run's).
-The emulator keeps the page bodies it serves (`sync emulator --page-cache-mb`; here
+The emulator keeps the page bodies it serves (`ccsync emulator --page-cache-mb`; here
 `--emulator-cache-mb`, default 4096, 0 for off), so after the first round it costs the machine
 little CPU, as a real upstream on its own servers would (see `_common.EMULATOR_CACHE_MB`).
 Run:

@@ -12,12 +12,12 @@ process so peak RSS is its own:
         deals one resource per visibility into one table;
   limit the bare pipeline of `backfill_vs_limit.py` (download + orjson + executemany, one
         process): how far ahead of dlt this machine can be at all, beside how far sync is;
-  sync  `sync backfill` (which also lists each mall's hours; not counted as resources).
+  sync  `ccsync backfill` (which also lists each mall's hours; not counted as resources).
 The three alternate `--repeat` times (default 3) and the best run of each is compared, as in
 `backfill_vs_limit.py`. Resources are the rows of the listable types' tables in each database
 (dlt's nested child tables, sync's link and included-only tables not counted). Below the table:
 dlt's own stage timings.
-The emulator keeps the page bodies it serves (`sync emulator --page-cache-mb`; here
+The emulator keeps the page bodies it serves (`ccsync emulator --page-cache-mb`; here
 `--emulator-cache-mb`, default 4096, 0 for off), so after the first round it costs the machine
 little CPU, as a real upstream on its own servers would (see `_common.EMULATOR_CACHE_MB`).
 Run:

@@ -1,7 +1,7 @@
 """Emulator speed and memory: pages of 100 resources served per second, against the 2,000
 pages/s target, and the emulator's peak memory (RSS), at each data set size given.
 
-The emulator runs as its own process (`sync emulator`, one core, no page cache); this process
+The emulator runs as its own process (`ccsync emulator`, one core, no page cache); this process
 drives it with aiohttp at a fixed concurrency over signed page requests of the top-level
 collections, after a warm-up pass. Peak RSS is the kernel's high-water mark of the emulator
 process (`VmHWM`) and the largest RSS psutil sampled every 0.1 s, whichever is larger, over

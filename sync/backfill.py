@@ -109,7 +109,7 @@ class TypeReport:
 
 @dataclass
 class BackfillReport:
-    """What one `sync backfill` run did, per type."""
+    """What one `ccsync backfill` run did, per type."""
 
     types: dict[str, TypeReport] = field(default_factory=dict)
     started_at: str = ""
@@ -269,7 +269,7 @@ class Backfill:
                     self.mirror.set_cursor(rtype.name, s.key, started_at)
             self.mirror.record_type_status(rtype.name, ok=True, at=iso_ms(self.clock()))
         except MassDeleteRefused as exc:
-            report.error = f"{exc} (check the upstream, then run `sync reconcile --force`)"
+            report.error = f"{exc} (check the upstream, then run `ccsync reconcile --force`)"
             self.mirror.record_type_status(
                 rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
             )

@@ -44,22 +44,22 @@ def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
         try:
             return fn(*args, **kwargs)
         except ConfigError as exc:
-            click.echo(f"sync: configuration error: {exc}", err=True)
+            click.echo(f"ccsync: configuration error: {exc}", err=True)
             sys.exit(2)
         except UnreachableError as exc:
-            click.echo(f"sync: error: {exc}", err=True)
+            click.echo(f"ccsync: error: {exc}", err=True)
             sys.exit(3)
         except Interrupted as exc:
-            click.echo(f"sync: {exc}", err=True)
+            click.echo(f"ccsync: {exc}", err=True)
             sys.exit(128 + exc.signum)
         except SyncError as exc:
-            click.echo(f"sync: error: {exc}", err=True)
+            click.echo(f"ccsync: error: {exc}", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
-            click.echo("sync: interrupted", err=True)
+            click.echo("ccsync: interrupted", err=True)
             sys.exit(130)
         except BrokenPipeError:
-            # stdout closed early (`sync status | head -1`): quiet, and 128 + SIGPIPE like the
+            # stdout closed early (`ccsync status | head -1`): quiet, and 128 + SIGPIPE like the
             # coreutils; point stdout at /dev/null so the interpreter's flush at exit is quiet.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -105,7 +105,7 @@ async def _cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
 def settings_from(config_path: Path | None) -> Settings:
     """Load and validate the configuration (or raise ConfigError), and set up logging (stderr).
 
-    `--config` works before the command too (`sync --config F status`); given after, it wins."""
+    `--config` works before the command too (`ccsync --config F status`); given after, it wins."""
     if config_path is None:
         ctx = click.get_current_context(silent=True)
         if ctx is not None:
@@ -136,7 +136,7 @@ class _LazyGroup(click.Group):
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="sync")
+@click.version_option(__version__, prog_name="ccsync")
 @config_option
 def main(config_path: Path | None) -> None:
     """Keep a local SQLite mirror of the Channel Content API up to date."""

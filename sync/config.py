@@ -173,7 +173,7 @@ class MirrorSettings(_Section):
 
 
 class BackfillSettings(_Section):
-    """`[backfill]`: the one-shot bulk load (`sync backfill`, and `sync run` on an empty mirror)."""
+    """`[backfill]`: the one-shot bulk load (`ccsync backfill`, and `ccsync run` on an empty mirror)."""
 
     parse_workers: int = Field(
         default=1,
@@ -187,7 +187,7 @@ class BackfillSettings(_Section):
 class WebhookSettings(_Section):
     """`[webhooks]`: the receiver the upstream posts change notices to."""
 
-    enabled: bool = Field(default=True, description="Run the webhook receiver in `sync run`")
+    enabled: bool = Field(default=True, description="Run the webhook receiver in `ccsync run`")
     listen: str = Field(default="127.0.0.1:8787", description="host:port the receiver binds")
     public_url: str | None = Field(
         default=None,

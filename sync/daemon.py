@@ -1,4 +1,4 @@
-"""`sync run`: the long-running service that keeps the mirror within seconds of the upstream.
+"""`ccsync run`: the long-running service that keeps the mirror within seconds of the upstream.
 
 Pieces, each in its own module: the webhook receiver (`webhooks`) writes notices to the durable
 queue (`store.queue`) and the worker (`worker`) drains it; APScheduler 3.x jobs (coalesced, one
@@ -177,7 +177,7 @@ class Daemon:
 
         Each run's start, end, outcome and the next run (start + `every`) are kept in
         `_sync_jobs`, so a restart resumes the schedule instead of resetting it, and
-        `sync status` shows them.
+        `ccsync status` shows them.
         """
 
         async def run() -> None:
@@ -206,7 +206,7 @@ class Daemon:
             finally:
                 if task is not None:
                     self._running_jobs.discard(task)
-                if self.client.budget is not None:  # for `sync status`
+                if self.client.budget is not None:  # for `ccsync status`
                     self.mirror.set_meta(
                         "request_budget", json.dumps(self.client.budget.snapshot())
                     )
@@ -229,7 +229,7 @@ class Daemon:
 
     async def _skip_forbidden(self, rtype: ResourceType, work: Awaitable[object]) -> None:
         """One type's part of a job. A type the account may not read (403) is reported in
-        `sync status` and skipped, so that it cannot starve the types after it."""
+        `ccsync status` and skipped, so that it cannot starve the types after it."""
         try:
             await work
         except ForbiddenError as exc:

@@ -1,9 +1,9 @@
-"""`sync demo`: the bundled emulator with a steady stream of changes, and the daemon following it.
+"""`ccsync demo`: the bundled emulator with a steady stream of changes, and the daemon following it.
 
 Everything runs in one process on loopback: the emulator on a free port, the daemon with its
 webhook receiver on another, subscribed to every type. A status line every few seconds shows rows
 mirrored, queue depth and the changes applied upstream; on Ctrl-C (or after `--duration`) it stops
-cleanly and leaves the mirror file and a `sync.toml` beside it for `sync status` and `sqlite3`.
+cleanly and leaves the mirror file and a `sync.toml` beside it for `ccsync status` and `sqlite3`.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def demo_settings(emu: Emulator, directory: Path, secret: str) -> Settings:
 
 
 def write_config(settings: Settings, emu: Emulator, path: Path) -> None:
-    """A sync.toml for the demo mirror, so `sync status --config` works afterwards."""
+    """A sync.toml for the demo mirror, so `ccsync status --config` works afterwards."""
     path.write_text(
-        "# Written by `sync demo`: the emulator it points at is gone once the demo stops.\n"
+        "# Written by `ccsync demo`: the emulator it points at is gone once the demo stops.\n"
         "[upstream]\n"
         f'base_url = "{emu.base_url}"\n'
         f'email = "{emu.email}"\n'
@@ -121,5 +121,5 @@ async def run_demo(
         click.echo(
             f"  sqlite3 {path} 'select id, title, updated_at from deals order by updated_at desc limit 5'"
         )
-        click.echo(f"  sync status --config {directory / 'sync.toml'}")
+        click.echo(f"  ccsync status --config {directory / 'sync.toml'}")
     return settings.mirror.path

@@ -104,7 +104,7 @@ class Poller:
         cursor = self.mirror.get_cursor(rtype.name, scope.key)
         if cursor is None:
             raise LookupError(
-                f"{rtype.name} [{scope.key or 'top'}] has no cursor yet; run `sync backfill` first"
+                f"{rtype.name} [{scope.key or 'top'}] has no cursor yet; run `ccsync backfill` first"
             )
         since = shift(cursor, -self.overlap)
 
@@ -139,7 +139,7 @@ class Poller:
         """Apply the deletions feed since its cursor to the mirrored types."""
         cursor = self.mirror.get_cursor(DELETIONS, "")
         if cursor is None:
-            raise LookupError("the deletions feed has no cursor yet; run `sync backfill` first")
+            raise LookupError("the deletions feed has no cursor yet; run `ccsync backfill` first")
         since = shift(cursor, -self.overlap)
 
         async def fetch(anchor: str, number: int) -> Page:

@@ -3,7 +3,7 @@
 Datasette shows every table of a file alike; this describes each table of the mirror (content
 tables, link tables and the views over them, hours, scripts, the management API's press
 releases) and hides the bookkeeping (`_sync_*`) and the full-text shadow tables, so a reader
-sees the data and what each table means. `sync datasette-metadata` prints it; pass it to
+sees the data and what each table means. `ccsync datasette-metadata` prints it; pass it to
 `datasette mirror.db --metadata metadata.json`.
 """
 

@@ -135,7 +135,7 @@ class Reconciler:
             why=why,
             max_share=self.max_delete_share,
             hint="the upstream listing lacks many rows; check it, then raise "
-            "schedule.reconcile_max_delete_share or run `sync reconcile --force`",
+            "schedule.reconcile_max_delete_share or run `ccsync reconcile --force`",
         )
         where = rtype.name if mall_id is None else f"{rtype.name} of mall {mall_id}"
         raise MassDeleteRefused(

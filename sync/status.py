@@ -1,4 +1,4 @@
-"""What `sync status` reports: per type rows, last sync, lag, cursor and error; queue; subscriptions;
+"""What `ccsync status` reports: per type rows, last sync, lag, cursor and error; queue; subscriptions;
 each daemon job's last run, outcome and next run.
 
 Read-only: it opens the mirror without the writer lock, so it works while the daemon runs.

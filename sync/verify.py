@@ -16,7 +16,7 @@ and a row its mall no longer lists (and `filter[id]` no longer finds there) is r
 tombstone, since it was not deleted upstream and may be listed again.
 
 The whole mirror is one cycle of units in a fixed order (type, then mall, then ids ascending).
-`sync reconcile --full` runs a cycle at once (`run_all`); the daemon runs it rolling (`step`):
+`ccsync reconcile --full` runs a cycle at once (`run_all`); the daemon runs it rolling (`step`):
 each tick verifies the next units within a request budget from the position kept in the
 mirror's `_sync_meta` (`verify_position`), so a restart resumes the cycle where it stopped and
 the request rate stays flat.
@@ -92,7 +92,7 @@ class Verifier:
     # -- one cycle at once ---------------------------------------------------------------------
 
     async def run_all(self, types: Sequence[ResourceType], malls: Sequence[int]) -> VerifyReport:
-        """Verify every row of `types` (`sync reconcile --full`)."""
+        """Verify every row of `types` (`ccsync reconcile --full`)."""
         report = VerifyReport()
         for rtype in types:
             if rtype.name in CURRENT_LISTS:

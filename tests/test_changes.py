@@ -1,5 +1,5 @@
 """The change feed: every write and deletion of a row appends (type, id, op, updated_at) to
-`_sync_changes` in the same transaction; a bulk load is one entry per type; `sync changes`
+`_sync_changes` in the same transaction; a bulk load is one entry per type; `ccsync changes`
 prints it; retention drops old entries."""
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ mirror (so the storm starts during its backfill) and is killed with SIGKILL at r
 (mid-backfill, mid-page, mid-queue, mid-reconcile: the reconcile job runs every few seconds) and
 restarted. Thousands of creates, updates and deletes land meanwhile, many in the same second.
 
-After the storm: faults off, the daemon given a moment and stopped, one `sync reconcile`, and every
+After the storm: faults off, the daemon given a moment and stopped, one `ccsync reconcile`, and every
 mirrored type compared with the emulator row by row: nothing missing, nothing extra, nothing stale.
 A variant also changes content silently (no new `updated_at`, no notice) and ends with
-`sync reconcile --full`, which must leave no difference of any kind.
+`ccsync reconcile --full`, which must leave no difference of any kind.
 
 Size (CI runs the default bounded size; a long run sets these):
     SYNC_CHAOS_MUTATIONS (600), SYNC_CHAOS_KILLS (3), SYNC_CHAOS_RESOURCES (1500),
@@ -84,7 +84,7 @@ class Plan:
 
 @dataclass
 class Daemon:
-    """`sync run` as a real subprocess, its log in a file (a pipe nobody reads would block it)."""
+    """`ccsync run` as a real subprocess, its log in a file (a pipe nobody reads would block it)."""
 
     config: Path
     env: dict[str, str]
@@ -215,7 +215,7 @@ async def test_a_full_reconcile_repairs_silent_changes_after_a_storm(
 ) -> None:
     """The same storm, and a share of the updates change content without a new `updated_at`
     and without a notice (`Dataset.silent_rate`); the daemon's rolling verify runs through it
-    (a short `verify_interval`). The plain reconcile cannot see those changes; `sync reconcile
+    (a short `verify_interval`). The plain reconcile cannot see those changes; `ccsync reconcile
     --full` must leave 0 differences of any kind (rows, links, mall lists, sideloads)."""
     await _storm(make_emulator, tmp_path, capsys, silent=True)
 

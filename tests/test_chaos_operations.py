@@ -8,9 +8,9 @@ The storm of `test_chaos.py` runs every job every few seconds; an operator runs 
 interval ever elapses inside one life: whatever it learns it learns from webhooks and from the
 catch-up every start does at once. Then, with the daemon stopped, a quarter of the contacts
 and mall messages (~100-row tables) are deleted upstream; the restarted daemon must drop them
-from the deletions feed within seconds, with no reconcile due. Last, one `sync reconcile` under
+from the deletions feed within seconds, with no reconcile due. Last, one `ccsync reconcile` under
 the shipped mass-delete guard (20 %) must refuse nothing and leave 0 differences, and a
-`sync reconcile --full` after it as well.
+`ccsync reconcile --full` after it as well.
 
 Size: SYNC_CHAOS_OPS_MUTATIONS (300), SYNC_CHAOS_OPS_RESOURCES (3000), SYNC_CHAOS_SEED.
 """

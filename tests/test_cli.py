@@ -84,11 +84,11 @@ async def test_status_of_a_missing_mirror_is_a_clear_error(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     rc, _, err = await sync("status", "--config", str(config(tmp_path, emulator)), emu=emulator)
-    assert rc == 1 and "run `sync backfill` first" in err
+    assert rc == 1 and "run `ccsync backfill` first" in err
 
 
 def test_every_command_loads_lazily_under_its_name() -> None:
-    """`sync backfill` imports only its own module; every listed command still resolves."""
+    """`ccsync backfill` imports only its own module; every listed command still resolves."""
     import subprocess
 
     import click
@@ -145,7 +145,7 @@ def test_config_before_the_command_and_a_directory_as_mirror(tmp_path: Path) -> 
 
 
 def test_status_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
-    """`sync status | head -1`: no traceback, no error line, 141 (128 + SIGPIPE) as coreutils."""
+    """`ccsync status | head -1`: no traceback, no error line, 141 (128 + SIGPIPE) as coreutils."""
     import subprocess
 
     from sync.store import Mirror

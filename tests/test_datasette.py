@@ -1,5 +1,5 @@
 """A backfilled mirror in Datasette: foreign keys turn into links, `?_search=` searches, the
-bookkeeping is hidden and every table is described (`sync datasette-metadata`)."""
+bookkeeping is hidden and every table is described (`ccsync datasette-metadata`)."""
 
 from __future__ import annotations
 

@@ -80,8 +80,8 @@ def without_row(snap: dict[str, list[tuple[Any, ...]]], table: str, rid: str) ->
 
 
 def error_line(rc: int, err: str, expected_rc: int = 1) -> str:
-    """The one `sync: ...` line a failed command prints: no traceback, the right exit code."""
-    lines = [line for line in err.splitlines() if line.startswith("sync: ")]
+    """The one `ccsync: ...` line a failed command prints: no traceback, the right exit code."""
+    lines = [line for line in err.splitlines() if line.startswith("ccsync: ")]
     assert rc == expected_rc and len(lines) == 1 and "Traceback" not in err, (rc, err)
     return lines[0]
 
@@ -413,7 +413,7 @@ async def test_an_empty_listing_where_there_were_rows_deletes_nothing(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     """The upstream answers every articles request, `filter[id]` included, with no rows: the
-    guard holds in `sync reconcile` and in the missed-row pass of a backfill over a full mirror."""
+    guard holds in `ccsync reconcile` and in the missed-row pass of a backfill over a full mirror."""
     async with proxy_for(emulator) as proxy:
         cfg = str(write_config(tmp_path, proxy.base_url, emulator, types=("deals", "articles")))
         rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
@@ -436,7 +436,7 @@ async def test_an_empty_listing_where_there_were_rows_deletes_nothing(
         rc, out, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
         assert rc == 0 and "Traceback" not in err, err
         (line,) = [x for x in out.splitlines() if x.startswith("articles")]
-        assert refused.removeprefix("refused: ") in line and "sync reconcile --force" in line
+        assert refused.removeprefix("refused: ") in line and "ccsync reconcile --force" in line
         assert snapshot(tmp_path / "m.db") == before
         rc, out, err = await sync("status", "--config", cfg, emu=emulator)
         assert rc == 0 and re.search(r"^articles .*refusing to delete", out, re.M), out
@@ -534,7 +534,7 @@ async def test_a_damaged_database_is_left_alone(
     rc, _, err = await sync(*command, "--config", cfg, emu=emulator)
     line = error_line(rc, err)
     assert str(db) in line and re.search(r"damaged|integrity check", line)
-    assert "restore it from a backup, or move it away and run `sync backfill`" in line
+    assert "restore it from a backup, or move it away and run `ccsync backfill`" in line
     after = files_in(db.parent)
     assert after.pop("m.db") == bytes(data)  # SQLite may add its (empty) WAL beside it
     assert set(after) <= {"m.db.lock", "m.db-wal", "m.db-shm"} and not after.get("m.db-wal")

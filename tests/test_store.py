@@ -293,7 +293,7 @@ def test_open_refuses_a_second_writer(tmp_path: Path) -> None:
 
 
 def test_readonly_open_of_a_missing_mirror(tmp_path: Path) -> None:
-    with pytest.raises(MirrorError, match="run `sync backfill` first"):
+    with pytest.raises(MirrorError, match="run `ccsync backfill` first"):
         Mirror.open(tmp_path / "nope.db", readonly=True)
 
 

@@ -43,7 +43,7 @@ def test_daemon_unit_directives() -> None:
     for key, value in expect.items():
         assert u[key] == [value], key
     assert "password:/etc/sync/password" in u["Service.LoadCredential"]
-    assert u["Service.ExecStart"][0].endswith("sync run --config /etc/sync/sync.toml")
+    assert u["Service.ExecStart"][0].endswith("ccsync run --config /etc/sync/sync.toml")
 
 
 def test_reconcile_unit_and_timer() -> None:
@@ -104,7 +104,7 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     for unit in _units():
         # The real ExecStart lives in /opt/sync; verify a copy pointing at a binary that exists.
         text = unit.read_text().replace(
-            "/opt/sync/.venv/bin/sync", shutil.which("true") or "/bin/true"
+            "/opt/sync/.venv/bin/ccsync", shutil.which("true") or "/bin/true"
         )
         (tmp_path / unit.name).write_text(text)
     units = sorted(str(p) for p in tmp_path.iterdir())
@@ -121,7 +121,7 @@ def test_units_exposure_is_at_most_1_5(tmp_path: Path) -> None:
         text = (
             (UNITS / name)
             .read_text()
-            .replace("/opt/sync/.venv/bin/sync", shutil.which("true") or "/bin/true")
+            .replace("/opt/sync/.venv/bin/ccsync", shutil.which("true") or "/bin/true")
         )
         (tmp_path / name).write_text(text)
         r = subprocess.run(

@@ -1,5 +1,5 @@
 """Full verify: content changed upstream without a new `updated_at` (the emulator's silent
-updates) survives polls and the plain reconcile, and `sync reconcile --full` or the daemon's
+updates) survives polls and the plain reconcile, and `ccsync reconcile --full` or the daemon's
 rolling verify repairs all of it (rows, links, to-one columns, sideloads, mall membership),
 counts and logs each repair, and never lets an older copy win."""
 
@@ -228,7 +228,7 @@ async def test_the_rolling_verify_resumes_from_its_position_and_covers_the_mirro
                 break
             assert position is not None
             if steps == 1:
-                assert status_data(settings)["verify_position"] == position  # `sync status`
+                assert status_data(settings)["verify_position"] == position  # `ccsync status`
             assert report.requests <= 3 + 2  # a unit (3 deal visibilities) may overrun a little
             assert steps < 1000
         assert status_data(settings)["verify_cycle_finished_at"]

@@ -161,7 +161,7 @@ class RequestBudget:
             self._last_change = now
 
     def snapshot(self) -> dict[str, float | int]:
-        """For `sync status` and /metrics."""
+        """For `ccsync status` and /metrics."""
         return {
             "max_rate": self.max_rate,
             "rate": round(self.rate, 3),

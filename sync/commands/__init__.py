@@ -1,7 +1,7 @@
 """CLI commands, one module per command group; each module wires options to the library.
 
 `COMMANDS` maps each command name to where it is defined; `sync.cli` imports a module only when
-its command runs (or `--help` lists them), so `sync backfill` does not load the daemon's
+its command runs (or `--help` lists them), so `ccsync backfill` does not load the daemon's
 scheduler and web server.
 """
 

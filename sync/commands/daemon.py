@@ -1,4 +1,4 @@
-"""`sync run`, `sync reconcile` and `sync webhooks ...`: the daemon and its one-shot companions."""
+"""`ccsync run`, `ccsync reconcile` and `ccsync webhooks ...`: the daemon and its one-shot companions."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ async def reconcile(
 async def verify(settings: Settings) -> VerifyReport:
     """One whole verify cycle (`sync.verify`): every mirrored row refetched whole by id, and
     every row, link and sideloaded row whose content differs repaired, even under an equal
-    `updated_at` (library entry point of `sync reconcile --full`)."""
+    `updated_at` (library entry point of `ccsync reconcile --full`)."""
     mirror = Mirror.open(settings.mirror.path)
     try:
         async with ChannelClient(settings.upstream) as client:

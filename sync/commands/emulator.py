@@ -1,4 +1,4 @@
-"""`sync emulator`: serve the bundled emulator of the Channel Content API on 127.0.0.1."""
+"""`ccsync emulator`: serve the bundled emulator of the Channel Content API on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ from sync.emulator.server import (
     type=click.FloatRange(0, 1),
     default=0.0,
     help="Share of random updates that change content without touching updated_at and "
-    "without a notice (a legacy bulk SQL update): only `sync reconcile --full` repairs them.",
+    "without a notice (a legacy bulk SQL update): only `ccsync reconcile --full` repairs them.",
 )
 @click.option(
     "--null-first",

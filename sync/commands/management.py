@@ -1,4 +1,4 @@
-"""`sync articles update` and `sync messages update`: the management API's write operations."""
+"""`ccsync articles update` and `ccsync messages update`: the management API's write operations."""
 
 from __future__ import annotations
 

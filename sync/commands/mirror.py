@@ -1,4 +1,4 @@
-"""`sync backfill` and `sync status`: fill the mirror once, and show what it holds."""
+"""`ccsync backfill` and `ccsync status`: fill the mirror once, and show what it holds."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ GROUP_PAGES = 256
 async def backfill(
     settings: Settings, *, restart: bool = False, quiet: bool = False
 ) -> BackfillReport:
-    """Run one backfill with the given settings (library entry point of `sync backfill`)."""
+    """Run one backfill with the given settings (library entry point of `ccsync backfill`)."""
     mirror = Mirror.open(settings.mirror.path)
     try:
         async with ChannelClient(settings.upstream) as client:
@@ -109,7 +109,7 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
 @fail_cleanly
 def datasette_metadata_command(config_path: Path | None) -> None:
     """Print Datasette metadata for the mirror (JSON): every table described, the
-    bookkeeping hidden. Use: `sync datasette-metadata > metadata.json`, then
+    bookkeeping hidden. Use: `ccsync datasette-metadata > metadata.json`, then
     `datasette mirror.db --metadata metadata.json`."""
     from sync.readers import datasette_metadata
 

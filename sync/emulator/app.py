@@ -153,7 +153,7 @@ class EmulatorApp:
         self.requests = 0  # requests served in all (`traffic` has them per route and second)
         self.traffic = Traffic()  # requests served per route and per second
         self.strict_content_type = True  # 415 for a JSON:API body of another type
-        self.pages = PageCache()  # off until given a budget (`sync emulator --page-cache-mb`)
+        self.pages = PageCache()  # off until given a budget (`ccsync emulator --page-cache-mb`)
 
     def now(self) -> float:
         return time.time() + self.faults.clock_offset

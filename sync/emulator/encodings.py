@@ -16,7 +16,7 @@ import orjson
 
 from sync.emulator.records import exact
 
-#: Default byte budget of the encoding LRU (`sync emulator --encoding-cache-mb`).
+#: Default byte budget of the encoding LRU (`ccsync emulator --encoding-cache-mb`).
 DEFAULT_BUDGET = 256 * 2**20
 _ID = "\x00"  # where a template takes the id (never in a path, a type name or the base URL)
 

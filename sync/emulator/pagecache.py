@@ -6,7 +6,7 @@ two-core machine that CPU is taken from the client being measured, which a real 
 its own servers, never does: at 200,000 resources the emulator's share was ~2.5 s of CPU per
 backfill, competing with `sync`'s two processes (see the README's Benchmarks section).
 
-With a budget (`sync emulator --page-cache-mb N`; off by default) the body of every collection
+With a budget (`ccsync emulator --page-cache-mb N`; off by default) the body of every collection
 page served is kept, keyed by the request's path and its query without the `auth_*`
 parameters, until the budget is spent; later entries are not cached (a backfill reads pages
 in order, so evicting would make every read of a larger data set miss). Authentication,

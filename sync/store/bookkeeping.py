@@ -35,7 +35,7 @@ class BackfillState:
 
 @dataclass(frozen=True)
 class TypeStatus:
-    """One line of `sync status`."""
+    """One line of `ccsync status`."""
 
     type_name: str
     rows: int

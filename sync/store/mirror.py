@@ -92,7 +92,7 @@ class Mirror(BookkeepingMixin):
         elif readonly:
             raise MirrorError(
                 f"mirror {p} does not exist yet",
-                hint="run `sync backfill` first, or check [mirror] path",
+                hint="run `ccsync backfill` first, or check [mirror] path",
             )
         else:
             parent = p.parent if str(p.parent) else Path(".")
@@ -134,7 +134,7 @@ class Mirror(BookkeepingMixin):
                 ) from None
             raise MirrorError(
                 f"mirror {p} is damaged ({text}); nothing was changed",
-                hint="restore it from a backup, or move it away and run `sync backfill`",
+                hint="restore it from a backup, or move it away and run `ccsync backfill`",
             ) from None
         except MirrorError:
             conn.close()
@@ -150,7 +150,7 @@ class Mirror(BookkeepingMixin):
                 check = " ".join(str(check).split())[:200]  # one line, however long the report
                 raise MirrorError(
                     f"mirror {self.path} failed its integrity check ({check}); nothing was changed",
-                    hint="restore it from a backup, or move it away and run `sync backfill`",
+                    hint="restore it from a backup, or move it away and run `ccsync backfill`",
                 )
         if readonly:
             return

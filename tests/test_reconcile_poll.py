@@ -171,3 +171,28 @@ async def test_an_unchanged_listing_answers_304_and_leaves_the_mirror_as_it_was(
             assert rows >= 1
             assert any(r[0] == int(deal) and "after the 304s" in r for r in snapshot())
         mirror.close()
+
+
+async def test_a_listing_whose_included_image_changed_is_not_a_304(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """The ETag follows the body: an image edited without its deal being touched changes the
+    deals listing that includes it, so the conditional poll gets the new body, not a 304."""
+    async with make_emulator(resources=400, seed=6) as emu:
+        db = tmp_path / "m.db"
+        settings = settings_for(emu, db, types=["deals"])
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            rtype = catalogue.TYPES["deals"]
+            first = await client.list_page(rtype, 1, conditional=True)
+            image = next(i["id"] for i in first.included if i["type"] == "images")
+            again = await client.list_page(rtype, 1, conditional=True)
+            assert again.not_modified
+            emu.update("images", image, {"alt_text": "edited, owner untouched"})
+            after = await client.list_page(rtype, 1, conditional=True)
+            assert not after.not_modified
+            assert any(
+                i["id"] == image and i["attributes"]["alt_text"] == "edited, owner untouched"
+                for i in after.included
+            )
+        mirror.close()

@@ -326,9 +326,17 @@ class ChannelClient:
         """One page of a type's collection (per mall for mall-scoped types).
 
         `conditional`: send `If-None-Match` with the ETag this exact listing (path and query,
-        auth parameters aside) last answered with; a 304 then comes back as an empty page
-        whose `not_modified` is set (the caller wrote that page's rows last time). Polls use
-        it: an unchanged listing costs a request but no body."""
+        auth parameters aside) last answered with, when that answer held the whole result (a
+        page not full): a 304 then means nothing in the result changed, and comes back as an
+        empty page whose `not_modified` is set (the caller wrote those rows last time). A full
+        page's ETag is never kept: a 304 for it would say nothing of the pages after it. Polls
+        use it: an unchanged listing costs a request but no body."""
+        key = etag = None
+        if conditional:
+            key = self._listing_key(
+                rtype, number, mall_id, scope_params, params, fields, include, size
+            )
+            etag = self._etags.get(key)
         resp = await self.list_response(
             rtype,
             number,
@@ -338,12 +346,47 @@ class ChannelClient:
             fields=fields,
             include=include,
             size=size,
-            conditional=conditional,
+            headers={"If-None-Match": etag} if etag else None,
         )
-        if resp.status == 304 and conditional:
+        if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True)
         doc = decode(resp.body, resp.url, resp.status)
-        return to_page(doc, number, resp.url, resp.status, self.api_version)
+        page = to_page(doc, number, resp.url, resp.status, self.api_version)
+        if key is not None:
+            tag = resp.headers.get("ETag")
+            if tag and len(page.resources) < (size or self.settings.page_size):
+                self._etags[key] = tag
+                self._etags.move_to_end(key)
+                while len(self._etags) > ETAG_ENTRIES:
+                    self._etags.popitem(last=False)
+            else:
+                self._etags.pop(key, None)
+        return page
+
+    def _listing_key(
+        self,
+        rtype: ResourceType,
+        number: int,
+        mall_id: int | str | None,
+        scope_params: Mapping[str, str] | None,
+        params: Mapping[str, str] | None,
+        fields: Sequence[str] | None,
+        include: bool,
+        size: int | None,
+    ) -> str:
+        """One listing request, auth parameters aside (they change every request)."""
+        query = self.listing_params(
+            rtype,
+            number,
+            scope_params=scope_params or {},
+            params=params or {},
+            fields=fields,
+            include=include,
+            size=size,
+        )
+        return (
+            rtype.list_path(mall_id) + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
+        )
 
     async def list_response(
         self,
@@ -356,7 +399,7 @@ class ChannelClient:
         fields: Sequence[str] | None = None,
         include: bool = True,
         size: int | None = None,
-        conditional: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """One page of a type's collection as the raw answer, not parsed (the backfill parses
         pages in a worker process; see `sync.staging.stage_listing`)."""
@@ -370,20 +413,7 @@ class ChannelClient:
             include=include,
             size=size,
         )
-        if not conditional:
-            return await self.request("GET", path, query)
-        key = path + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
-        etag = self._etags.get(key)
-        resp = await self.request(
-            "GET", path, query, headers={"If-None-Match": etag} if etag else None
-        )
-        tag = resp.headers.get("ETag")
-        if resp.status == 200 and tag:
-            self._etags[key] = tag
-            self._etags.move_to_end(key)
-            while len(self._etags) > ETAG_ENTRIES:
-                self._etags.popitem(last=False)
-        return resp
+        return await self.request("GET", path, query, headers=headers)
 
     async def iter_pages(
         self,

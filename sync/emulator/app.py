@@ -8,6 +8,7 @@ listed in the README's emulator section.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -322,7 +323,9 @@ class EmulatorApp:
     def _etagged(
         self, request: web.Request, body: bytes, type_name: str, content_type: str = JSONAPI
     ) -> web.Response:
-        tag = f'W/"{self.data.version.get(type_name, 0)}-{hash(self._public_query(request)) & 0xFFFFFFFF:x}-{len(body)}"'
+        # A hash of the body itself: a listing whose included resources changed (an image
+        # edited, its owner untouched) gets a new ETag too, so a 304 is never a stale answer.
+        tag = f'W/"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
         if request.headers.get("If-None-Match") == tag:
             return web.Response(status=304, headers={"ETag": tag})
         return web.Response(body=body, headers={"ETag": tag, "Content-Type": content_type})

@@ -193,3 +193,25 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
 
     walk(main, "sync")
     assert not missing, missing
+
+
+def test_the_command_is_ccsync_everywhere_a_user_reads_it() -> None:
+    """The console script does not shadow coreutils' `sync`; the README's first screen, the
+    units and the demo's hint use it."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"ccsync": "sync.cli:main"}
+    first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:25])
+    assert ".venv/bin/ccsync demo" in first_screen
+    for unit in ("sync.service", "sync-reconcile.service"):
+        text = (ROOT / "systemd" / unit).read_text()
+        assert "ExecStart=/opt/sync/.venv/bin/ccsync " in text
+    readme = (ROOT / "README.md").read_text()
+    bare = re.findall(
+        r"(?:`|\.venv/bin/)sync (?:backfill|status|run|reconcile|demo|emulator)\b", readme
+    )
+    assert not bare, bare
+    demo = (ROOT / "sync" / "demo.py").read_text()
+    assert "ccsync status --config" in demo

@@ -331,22 +331,15 @@ class ChannelClient:
         empty page whose `not_modified` is set (the caller wrote those rows last time). A full
         page's ETag is never kept: a 304 for it would say nothing of the pages after it. Polls
         use it: an unchanged listing costs a request but no body."""
+        path, query = self._listing(
+            rtype, number, mall_id, scope_params, params, fields, include, size
+        )
         key = etag = None
         if conditional:
-            key = self._listing_key(
-                rtype, number, mall_id, scope_params, params, fields, include, size
-            )
+            key = path + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
             etag = self._etags.get(key)
-        resp = await self.list_response(
-            rtype,
-            number,
-            mall_id=mall_id,
-            scope_params=scope_params,
-            params=params,
-            fields=fields,
-            include=include,
-            size=size,
-            headers={"If-None-Match": etag} if etag else None,
+        resp = await self.request(
+            "GET", path, query, headers={"If-None-Match": etag} if etag else None
         )
         if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True)
@@ -363,7 +356,7 @@ class ChannelClient:
                 self._etags.pop(key, None)
         return page
 
-    def _listing_key(
+    def _listing(
         self,
         rtype: ResourceType,
         number: int,
@@ -373,8 +366,8 @@ class ChannelClient:
         fields: Sequence[str] | None,
         include: bool,
         size: int | None,
-    ) -> str:
-        """One listing request, auth parameters aside (they change every request)."""
+    ) -> tuple[str, dict[str, str]]:
+        """(path, query) of one listing request (the auth parameters are added per attempt)."""
         query = self.listing_params(
             rtype,
             number,
@@ -384,9 +377,7 @@ class ChannelClient:
             include=include,
             size=size,
         )
-        return (
-            rtype.list_path(mall_id) + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
-        )
+        return rtype.list_path(mall_id), query
 
     async def list_response(
         self,
@@ -403,15 +394,8 @@ class ChannelClient:
     ) -> Response:
         """One page of a type's collection as the raw answer, not parsed (the backfill parses
         pages in a worker process; see `sync.staging.stage_listing`)."""
-        path = rtype.list_path(mall_id)
-        query = self.listing_params(
-            rtype,
-            number,
-            scope_params=scope_params or {},
-            params=params or {},
-            fields=fields,
-            include=include,
-            size=size,
+        path, query = self._listing(
+            rtype, number, mall_id, scope_params, params, fields, include, size
         )
         return await self.request("GET", path, query, headers=headers)
 

@@ -11,11 +11,9 @@ from typing import Any
 from click.testing import CliRunner
 
 from sync import catalogue
-from sync.backfill import Backfill
-from sync.channel.client import ChannelClient
 from sync.cli import main
-from sync.config import parse_config
 from sync.store import Mirror
+from tests.backfilled import backfill
 
 DEALS = catalogue.TYPES["deals"]
 
@@ -29,20 +27,8 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
 ) -> None:
     async with make_emulator(resources=400, seed=3) as emu:
         db = tmp_path / "mirror.db"
-        settings = parse_config(
-            {
-                "upstream": {
-                    "base_url": emu.base_url,
-                    "email": emu.email,
-                    "password": emu.password,
-                    "types": ["malls", "deals"],
-                },
-                "mirror": {"path": str(db)},
-            }
-        )
+        await backfill(emu, db, types=["malls", "deals"])
         mirror = Mirror.open(db)
-        async with ChannelClient(settings.upstream) as client:
-            await Backfill(client, mirror, settings).run()
         entries = mirror.changes()
         assert {(t, op) for _, t, _, op, _, _ in entries} >= {
             ("malls", "backfill"),

@@ -10,12 +10,10 @@ from typing import Any
 from click.testing import CliRunner
 from datasette.app import Datasette
 
-from sync.backfill import Backfill
-from sync.channel.client import ChannelClient
 from sync.cli import main
-from sync.config import parse_config
 from sync.readers import BOOKKEEPING_TABLES, datasette_metadata
 from sync.store import Mirror
+from tests.backfilled import backfill
 
 
 async def test_datasette_follows_foreign_keys_and_searches(
@@ -23,19 +21,8 @@ async def test_datasette_follows_foreign_keys_and_searches(
 ) -> None:
     async with make_emulator(resources=600, seed=12) as emu:
         db = tmp_path / "mirror.db"
-        settings = parse_config(
-            {
-                "upstream": {
-                    "base_url": emu.base_url,
-                    "email": emu.email,
-                    "password": emu.password,
-                },
-                "mirror": {"path": str(db)},
-            }
-        )
+        await backfill(emu, db)
         mirror = Mirror.open(db)
-        async with ChannelClient(settings.upstream) as client:
-            await Backfill(client, mirror, settings).run()
         deal_id, image_id = mirror.conn.execute(
             "SELECT deals_id, images_id FROM deals_images LIMIT 1"
         ).fetchone()

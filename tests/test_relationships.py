@@ -12,14 +12,12 @@ from typing import Any
 import pytest
 
 from sync import catalogue
-from sync.backfill import Backfill
-from sync.channel.client import ChannelClient
 from sync.commands.daemon import reconcile
-from sync.config import Settings, parse_config
 from sync.emulator.dataset import Dataset
 from sync.emulator.query import QueryError, parse
 from sync.store import Mirror
 from sync.store.schema import VIEWS
+from tests.backfilled import backfill
 from tests.mirror_compare import compare
 
 #: The link tables and views README "The mirror's schema" lists beyond the first round's.
@@ -32,22 +30,6 @@ NEW_TABLES = (
     "images_tags",
     "tags_tags",
 )
-
-
-def _settings(emu: Any, db: Path) -> Settings:
-    return parse_config(
-        {
-            "upstream": {"base_url": emu.base_url, "email": emu.email, "password": emu.password},
-            "mirror": {"path": str(db)},
-        }
-    )
-
-
-async def _backfill(settings: Settings, db: Path) -> None:
-    mirror = Mirror.open(db)
-    async with ChannelClient(settings.upstream) as client:
-        await Backfill(client, mirror, settings).run()
-    mirror.close()
 
 
 def _rows(db: Path, sql: str) -> set[tuple[Any, ...]]:
@@ -65,8 +47,7 @@ async def test_every_relationship_round_trips(make_emulator: Any, tmp_path: Path
         emu.update("malls", int(malls[0]), {"exclude_national_deals": True})
         emu.update("malls", int(malls[1]), {"exclude_national_deals": False})
         db = tmp_path / "m.db"
-        settings = _settings(emu, db)
-        await _backfill(settings, db)
+        await backfill(emu, db)
 
         cmp = compare(db, emu)
         assert cmp.differences == 0, cmp.summary()
@@ -109,8 +90,7 @@ async def test_linkage_changed_without_the_owner_is_repaired_by_one_reconcile(
 ) -> None:
     async with make_emulator(resources=1000, seed=8) as emu:
         db = tmp_path / "m.db"
-        settings = _settings(emu, db)
-        await _backfill(settings, db)
+        settings = await backfill(emu, db)
         mall = sorted(emu.snapshot("malls"), key=int)[0]
         mall_stamp = emu.snapshot("malls")[mall]["updated_at"]
         # A contact added to a mall: the mall's `updated_at` does not move.

@@ -45,6 +45,26 @@ class Live(Protocol):
         """The request budget's `snapshot()` (empty when there is none)."""
 
 
+#: The request budget's metrics: (family, name suffix, help, key of `RequestBudget.snapshot`).
+_BUDGET: tuple[tuple[type[GaugeMetricFamily] | type[CounterMetricFamily], str, str, str], ...] = (
+    (GaugeMetricFamily, "max", "Configured requests per second", "max_rate"),
+    (
+        GaugeMetricFamily,
+        "rate",
+        "Requests per second allowed now (lowered for a while by 429s)",
+        "rate",
+    ),
+    (GaugeMetricFamily, "waiting", "Requests waiting for a slot", "waiting"),
+    (CounterMetricFamily, "throttled", "429 answers that lowered the budget", "throttled"),
+    (
+        CounterMetricFamily,
+        "wait_seconds",
+        "Seconds requests spent waiting for a slot, summed",
+        "waited_s",
+    ),
+)
+
+
 class _LiveCollector(Collector):
     def __init__(self, live: Live) -> None:
         self.live = live
@@ -73,27 +93,8 @@ class _LiveCollector(Collector):
         yield requests
         b = self.live.budget()
         if b:
-            yield GaugeMetricFamily(
-                "sync_request_budget_max", "Configured requests per second", value=b["max_rate"]
-            )
-            yield GaugeMetricFamily(
-                "sync_request_budget_rate",
-                "Requests per second allowed now (lowered for a while by 429s)",
-                value=b["rate"],
-            )
-            yield GaugeMetricFamily(
-                "sync_request_budget_waiting", "Requests waiting for a slot", value=b["waiting"]
-            )
-            yield CounterMetricFamily(
-                "sync_request_budget_throttled",
-                "429 answers that lowered the budget",
-                value=b["throttled"],
-            )
-            yield CounterMetricFamily(
-                "sync_request_budget_wait_seconds",
-                "Seconds requests spent waiting for a slot, summed",
-                value=b["waited_s"],
-            )
+            for family, name, help_text, key in _BUDGET:
+                yield family(f"sync_request_budget_{name}", help_text, value=b[key])
 
 
 class Metrics:

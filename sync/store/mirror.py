@@ -502,8 +502,6 @@ class Mirror(BookkeepingMixin):
                         rtype.name,
                         rel.target,
                     )
-        if not self.schema.defer_indexes:
-            self.schema.ensure_views()
 
     def write_sideloads(
         self,

@@ -270,6 +270,8 @@ class Schema:
             self.create_indexes([table])
             self.ensure_fts([table])
             self.ensure_change_triggers([table])
+            if not have:
+                self.ensure_views()  # a new table may complete a view's sources
 
     def widen(self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
         """Widen inferred columns whose values in `rows` do not fit their type (INTEGER, then
@@ -371,6 +373,8 @@ class Schema:
             return
         self.conn.execute(_link_sql(table, owner_col, related_col, owner, target))
         self._columns.pop(table, None)
+        if not self.defer_indexes:
+            self.ensure_views()
         if not self.defer_indexes:
             self.create_link_index(table, related_col)
 

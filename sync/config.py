@@ -116,6 +116,14 @@ class UpstreamSettings(_Section):
         ge=0,
         description="Request budget shared by every job (never exceeded in any second); 0 = none",
     )
+    mall_includes: Literal["auto", "off"] = Field(
+        default="auto",
+        description="Poll and locate the mall-scoped types through GET /malls?include= when the "
+        "upstream serves it (detected at run time); off: per-mall listings only",
+    )
+    members_page_size: int = Field(
+        default=100, ge=1, le=100, description="Malls per GET /malls?include= request"
+    )
     timeout: float = Field(default=30.0, gt=0, description="Seconds before one request times out")
     retry_budget: float = Field(
         default=300.0, gt=0, description="Seconds one request may spend retrying before failing"

@@ -36,6 +36,7 @@ from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
 from sync.fetch import Scope
 from sync.logs import get_logger
+from sync.members import PER_MALL, Members
 from sync.metrics import Metrics
 from sync.poll import Poller, poll_types
 from sync.progress import Progress, for_terminal
@@ -132,6 +133,7 @@ class Daemon:
         self.is_ready = False  # set once backfilled and serving
         self._running_jobs: set[asyncio.Task[Any]] = set()
         self._verify_credit = 0.0  # requests the rolling verify may spend (`verify_step`)
+        self._members_detected = False  # `detect_members` has decided (`sync.members`)
 
     # -- health --------------------------------------------------------------------------------
 
@@ -223,9 +225,56 @@ class Daemon:
         return run
 
     async def poll_all(self) -> None:
-        """Incremental poll of every type and scope."""
+        """Incremental poll of every type and scope: the mall-scoped types on the fast path
+        in one walk of `/malls?include=` (`sync.members`), the others by listing."""
+        if not self._members_detected:
+            await self.detect_members()
+        fast = await self._poll_members()
         for rtype in poll_types(self.types):
-            await self._skip_forbidden(rtype, self.poll_type(rtype))
+            if rtype.name not in fast:
+                await self._skip_forbidden(rtype, self.poll_type(rtype))
+
+    async def detect_members(self) -> None:
+        """Decide again how each mall-scoped type is polled (at start, before each reconcile).
+        A transient failure keeps the last decision; the next poll tries again."""
+        try:
+            await self.members.detect()
+            self._members_detected = True
+        except UpstreamError as exc:
+            self.log.warning("members.detect_failed", error=str(exc))
+
+    async def _poll_members(self, only: set[str] | None = None) -> set[str]:
+        """Poll the fast path's types (those of `only`, when given); the names it covered. A
+        4xx mid-walk (the upstream stopped serving it) falls back to per-mall listings now."""
+        names = {t.name for t in self.members.fast()}
+        if only is not None and not names & only:
+            return set()
+        try:
+            written = await self.members.poll()
+        except UpstreamError as exc:
+            if exc.status is None or exc.status >= 500 or exc.status in (401, 429):
+                raise
+            self.members.fall_back(f"GET /malls?include= answered {exc.status} during a poll")
+            return set()
+        for name in names:
+            self._ok(name)
+            if written.get(name):
+                self.log.info("poll.changed", type=name, rows=written[name], via="members")
+        return names
+
+    async def locate(self, rtype: ResourceType, ids: list[int]) -> None:
+        """Rows of a mall-scoped type the mirror does not hold (creations announced by
+        webhooks): found through the malls' linkage, or by `filter[id]` in recently active
+        malls; per mall, what is still not found makes a poll of every mall."""
+        try:
+            found = await self.members.locate(rtype, ids)
+        except UpstreamError as exc:
+            if exc.status is None or exc.status >= 500 or exc.status in (401, 429):
+                raise
+            self.members.fall_back(f"GET /malls?include= answered {exc.status} (locate)")
+            found = set()
+        if len(found) < len(set(ids)) and self.members.mode(rtype) == PER_MALL:
+            await self.poll_type(rtype)
 
     async def _skip_forbidden(self, rtype: ResourceType, work: Awaitable[object]) -> None:
         """One type's part of a job. A type the account may not read (403) is reported in
@@ -242,7 +291,10 @@ class Daemon:
 
     async def poll_type(self, rtype: ResourceType) -> None:
         """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
-        time: the request budget, not one-at-a-time round trips, bounds how fast a cycle goes."""
+        time: the request budget, not one-at-a-time round trips, bounds how fast a cycle goes.
+        A mall-scoped type on the fast path is polled through `/malls?include=` instead."""
+        if rtype.scope == "mall" and await self._poll_members({rtype.name}):
+            return
         changed = 0
 
         async def one(scope: Scope) -> None:
@@ -271,6 +323,7 @@ class Daemon:
         the end (the job's outcome is then `refused`, and health says so)."""
         with contextlib.suppress(LookupError):
             await self.poll_deletions()
+        await self.detect_members()
         refusals: list[str] = []
         for rtype in self.types:
             await self._skip_forbidden(rtype, self._reconcile_type(rtype, refusals))
@@ -434,12 +487,22 @@ class Daemon:
             self.mirror,
             on_repair=lambda r: self.metrics.verify_repairs.labels(type=r.type).inc(),
         )
+        self.members = Members(
+            self.client,
+            self.mirror,
+            self.reconciler.fetcher,
+            self.types,
+            self._malls,
+            page_size=s.upstream.members_page_size,
+            enabled=s.upstream.mall_includes == "auto",
+        )
         self.worker = QueueWorker(
             self.mirror,
             self._queue,
             self.reconciler.fetcher,
             self.types,
-            poll_type=self.poll_type,
+            locate=self.locate,
+            touch=self.members.touch,
             batch_delay=s.schedule.queue_batch_delay,
         )
         runner: web.AppRunner | None = None
@@ -467,6 +530,8 @@ class Daemon:
             self._ok(rtype.name)
 
         tasks.append(asyncio.create_task(self.worker.run(self.stop), name="worker"))
+        with priority(Priority.POLL):
+            await self._unless_stopped(self.detect_members(), "detect_members")
         scheduler = self._scheduler()
         scheduler.start()
         try:
@@ -515,7 +580,12 @@ class Daemon:
         deletions feed), how long it takes at the request budget, and so the staleness bound
         without webhooks: `poll_interval` + that time (logged at start as `poll.cycle`)."""
         malls = self._malls()
-        requests = 1 + sum(len(scopes_of(t, malls)) for t in poll_types(self.types))
+        fast = {t.name for t in self.members.fast()}
+        requests = 1 + sum(
+            len(scopes_of(t, malls)) for t in poll_types(self.types) if t.name not in fast
+        )
+        if fast:
+            requests += self.members.pages()  # one walk of `/malls?include=` covers them all
         rate = self.settings.upstream.max_requests_per_second
         seconds = requests / rate if rate > 0 else 0.0
         return {

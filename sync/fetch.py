@@ -58,7 +58,11 @@ class Fetcher:
 
     async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""
-        found = 0
+        return len(await self.fetch_found(scopes, ids))
+
+    async def fetch_found(self, scopes: Sequence[Scope], ids: Sequence[int]) -> set[int]:
+        """`fetch_and_write`, returning the ids the upstream served."""
+        found: set[int] = set()
         for scope in scopes:
             page = await self.client.fetch_ids(
                 scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
@@ -71,7 +75,7 @@ class Fetcher:
                     mall_id=scope.mall_id,
                     scripts=page.meta.get("scripts"),
                 )
-                found += len(page.resources)
+                found.update(parse_id(r["id"]) for r in page.resources)
         return found
 
     async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sync.config import Settings
+from sync.members import recorded
 from sync.store import Mirror
 
 
@@ -72,6 +73,9 @@ def status_data(settings: Settings) -> dict[str, Any]:
                 "max_per_second": settings.upstream.max_requests_per_second or None,
                 **json.loads(mirror.get_meta("request_budget") or "{}"),
             },
+            # How the mall-scoped types are polled: through `GET /malls?include=` or per mall,
+            # as the daemon last detected (`sync.members`), with why.
+            "mall_members": recorded(mirror),
         }
     finally:
         mirror.close()

@@ -10,9 +10,10 @@ Items leave the queue only after the writes they caused have committed: a crash 
 between replays them, which is harmless because every write is an idempotent upsert or delete.
 Items the upstream answers 403 or 404 for (a type the account may not read, a mall that is gone)
 are dropped with a warning rather than retried: they would block the queue behind them for ever.
-Fetching by id is `sync.fetch`'s. Mall-scoped types need a mall for `filter[id]`; a notice
-about a row the mirror does not hold yet (a creation) triggers an incremental poll of that type
-instead.
+Fetching by id is `sync.fetch`'s. Mall-scoped types need a mall for `filter[id]`; the rows a
+notice names that the mirror does not hold yet (creations) are handed, all of a batch together,
+to `locate` (`Daemon.locate`: the malls' linkage, recently active malls first; see
+`sync.members`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class QueueWorker:
         fetcher: Fetcher,
         types: Sequence[ResourceType],
         *,
-        poll_type: Callable[[ResourceType], Awaitable[object]],
+        locate: Callable[[ResourceType, list[int]], Awaitable[object]],
+        touch: Callable[[int], None] | None = None,
         batch_delay: float = 0.05,
         retry_delay: float = 5.0,
     ) -> None:
@@ -50,7 +52,8 @@ class QueueWorker:
         self.queue = queue
         self.fetcher = fetcher
         self.types = {t.name: t for t in types}
-        self.poll_type = poll_type
+        self.locate = locate
+        self.touch = touch
         self.batch_delay = batch_delay
         self.retry_delay = retry_delay
         self._wake = asyncio.Event()
@@ -127,9 +130,11 @@ class QueueWorker:
             else:
                 unknown.append(rid)
         for mall_id, mall_ids in by_mall.items():
+            if self.touch is not None:
+                self.touch(mall_id)  # recent activity: creations are looked for here first
             await self._apply(kind, rtype, mall_id, mall_ids)
         if unknown and kind == "update":
-            await self.poll_type(rtype)  # a new row: its mall is unknown, so poll every mall
+            await self.locate(rtype, unknown)  # new rows: their malls are not known yet
 
     async def _apply(
         self, kind: str, rtype: ResourceType, mall_id: int | None, ids: Sequence[int]

@@ -356,6 +356,38 @@ class ChannelClient:
                 self._etags.pop(key, None)
         return page
 
+    async def list_members(
+        self,
+        rels: Sequence[str],
+        number: int,
+        *,
+        size: int,
+        etag: str | None = None,
+    ) -> tuple[Page, str | None]:
+        """One page of `GET /malls` carrying its malls' members: `include=<rels>` with sparse
+        fieldsets (the malls' `rels` linkage, the members' `updated_at` only), sorted by id.
+
+        `etag`: sent as `If-None-Match`; a 304 comes back as an empty page whose
+        `not_modified` is set. Returns the page and its ETag, which the caller keeps only once
+        it has acted on the page (`sync.members`): a 304 must never hide an unapplied change."""
+        query = {
+            "page[size]": str(size),
+            "page[number]": str(number),
+            "sort": "id",
+            "include": ",".join(rels),
+            "fields[malls]": ",".join(rels),
+            **{f"fields[{r}]": "updated_at" for r in rels},
+        }
+        resp = await self.request(
+            "GET", "/malls", query, headers={"If-None-Match": etag} if etag else None
+        )
+        if resp.status == 304 and etag is not None:
+            return Page([], [], {}, number, number, self.api_version, not_modified=True), etag
+        doc = decode(resp.body, resp.url, resp.status)
+        return to_page(doc, number, resp.url, resp.status, self.api_version), resp.headers.get(
+            "ETag"
+        )
+
     def _listing(
         self,
         rtype: ResourceType,

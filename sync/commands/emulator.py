@@ -119,6 +119,13 @@ from sync.emulator.server import (
     "(off by default: the spec does not promise it, and sync must not depend on it).",
 )
 @click.option(
+    "--mall-includes",
+    is_flag=True,
+    help="Serve a mall's members (stores, products, programs, social_feeds, press_releases, "
+    "...) in `GET /malls?include=` (off by default: the spec does not show valid include names, "
+    "so sync detects them at run time and falls back to per-mall listings).",
+)
+@click.option(
     "--stamp-forms",
     is_flag=True,
     help="Serve absolute timestamps in several ISO 8601 forms of the same instant "
@@ -171,6 +178,7 @@ def emulator_command(
     encoding_cache_mb: int,
     touch_owners: bool,
     stamp_forms: bool,
+    mall_includes: bool,
     stale_rate: float,
     silent_rate: float,
     null_first: bool,
@@ -199,6 +207,7 @@ def emulator_command(
     emu.faults.stale_rate = stale_rate
     emu.data.silent_rate = silent_rate
     emu.app.strict_content_type = not lenient_content_type
+    emu.app.mall_includes = mall_includes
     if null_first:
         emu.data.null_first()
     f = emu.faults

@@ -60,7 +60,8 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
 @fail_cleanly
 def status_command(config_path: Path | None, as_json: bool) -> None:
     """Show what the mirror holds and how the daemon is doing: the mirror file, the queue depth,
-    the webhook subscriptions, the request budget, `degraded:` problems, each daemon job's last
+    the webhook subscriptions, the request budget, how the mall-scoped types are polled
+    (`GET /malls?include=` or per mall, and why), `degraded:` problems, each daemon job's last
     run, outcome and next run, the rolling verify's position, and per type: rows, last sync,
     lag (seconds), poll cursor and the last error. --json prints all of it for scripts."""
     settings = settings_from(config_path)
@@ -81,6 +82,12 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
         click.echo(f"request budget: {budget['max_per_second']:g}/s{now}{hit}")
     else:
         click.echo("request budget: none ([upstream] max_requests_per_second = 0)")
+    members = data["mall_members"]
+    if members and members.get("types"):
+        click.echo(f"mall-scoped types (detected {members.get('detected_at') or '?'}):")
+        for name, d in sorted(members["types"].items()):
+            how = "GET /malls?include=" if d.get("mode") == "include" else "per-mall listings"
+            click.echo(f"  {name:<15} {how}: {d.get('reason', '')}")
     for problem in data["problems"]:
         click.echo(f"degraded: {problem}")
     if data["jobs"]:

@@ -21,7 +21,7 @@ import orjson
 from aiohttp import web
 
 from sync.emulator.auth import Account, Accounts, AuthFailure
-from sync.emulator.dataset import RELATIONSHIPS, TARGET, Dataset, iso_ms
+from sync.emulator.dataset import PER_MALL_ONLY, RELATIONSHIPS, TARGET, Dataset, iso_ms
 from sync.emulator.faults import Faults
 from sync.emulator.pagecache import PageCache
 from sync.emulator.query import (
@@ -155,6 +155,19 @@ class EmulatorApp:
         self.traffic = Traffic()  # requests served per route and per second
         self.strict_content_type = True  # 415 for a JSON:API body of another type
         self.pages = PageCache()  # off until given a budget (`ccsync emulator --page-cache-mb`)
+        self._mall_includes = False
+
+    @property
+    def mall_includes(self) -> bool:
+        """Whether `GET /malls` (and `/malls/{id}`) may include the members that only a mall
+        lists (`stores`, `products`, `programs`, `social_feeds`, `press_releases`): off by default, the hard case, since the spec says valid include names
+        are "not shown"; `ccsync emulator --mall-includes` (or setting this) serves them."""
+        return self._mall_includes
+
+    @mall_includes.setter
+    def mall_includes(self, value: bool) -> None:
+        self._mall_includes = value
+        self.pages.clear()  # cached pages were answered under the other setting
 
     def now(self) -> float:
         return time.time() + self.faults.clock_offset
@@ -243,7 +256,7 @@ class EmulatorApp:
         self, type_name: str, request: web.Request, defaults: dict[str, str] | None = None
     ) -> Query:
         try:
-            return parse(
+            q = parse(
                 type_name,
                 request.query,
                 date_fields=DATE_FIELDS,
@@ -252,6 +265,18 @@ class EmulatorApp:
             )
         except QueryError as exc:
             raise _Reply(error(400, "Bad Request", str(exc), exc.parameter)) from None
+        if type_name == "malls" and not self._mall_includes:
+            members = [p for p in q.include if p.split(".")[0] in PER_MALL_ONLY]
+            if members:
+                raise _Reply(
+                    error(
+                        400,
+                        "Bad Request",
+                        f"{members[0]}: {members[0].split('.')[0]} of malls cannot be included",
+                        "include",
+                    )
+                )
+        return q
 
     def _included(self, recs: list[Rec], q: Query) -> list[bytes]:
         """The `included` members: the resources every include path reaches (`images`,

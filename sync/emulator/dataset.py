@@ -141,6 +141,8 @@ INVERSE: dict[tuple[str, str], tuple[str, str]] = {
     ("products", "articles"): ("articles", "products"),
     ("malls", "articles"): ("articles", "malls"),
 }
+#: Members with no collection route of their own: listed only as `/malls/{id}/<type>`.
+PER_MALL_ONLY = frozenset({"stores", "products", "programs", "social_feeds", "press_releases"})
 #: A mall's relationships that name its members: the mall-scoped types listed under
 #: `/malls/{id}/...`, and its deals (`Dataset.mall_deals`).
 MALL_MEMBERS = MALL_SCOPED | {"deals"}

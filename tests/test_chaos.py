@@ -25,6 +25,7 @@ repeats the same mutations, faults and kill schedule, not the same interleaving.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -236,10 +237,15 @@ async def _storm(
         daemon = Daemon(cfg, env, tmp_path / "daemon.log")
         _storm_faults(emu)
         emu.data.silent_rate = 0.15 if silent else 0.0
+        # The plain storm starts with the malls' members served in `GET /malls?include=` (the
+        # fast path) and stops serving them after the storm: the daemon must fall back to
+        # per-mall listings while it runs. The silent storm never has them.
+        emu.app.mall_includes = not silent
         logouts = unsubscribed = 0
         await daemon.start()
         t0 = time.monotonic()
         kill_times = list(plan.kill_times)
+        served_during_storm = 0
         try:
             for step in range(plan.mutations):
                 for kind, rtype, rid in emu.mutate_randomly(1, rng.randrange(1 << 30)):
@@ -283,6 +289,10 @@ async def _storm(
             injected = dict(emu.faults.injected)
             emu.faults.off()
             await asyncio.sleep(3.0)  # the daemon's own jobs run with the faults off
+            served_during_storm = emu.app.member_pages
+            if not silent:
+                emu.app.mall_includes = False  # the next poll or reconcile must fall back
+                await asyncio.sleep(2.5)
         finally:
             code = await daemon.stop()
         assert code == 0, f"{replay}: daemon exit {code}\n{daemon.tail()}"
@@ -298,11 +308,18 @@ async def _storm(
             assert rc == 0, f"{replay}: reconcile --full exit {rc}\n{daemon.tail()}"
         result = compare(db, emu)
         lost = injected.get("webhook_lost", 0)
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            row = conn.execute("select value from _sync_meta where key = 'mall_members'").fetchone()
+        finally:
+            conn.close()
+        members = json.loads(row[0])["types"] if row else {}
         summary = (
             f"chaos summary: seed {plan.seed}; mutations {sum(ops.values())} ({ops}); "
             f"notices lost {lost} + {emu.dispatcher.auto_unsubscribed} auto-unsubscriptions + "
             f"{unsubscribed} removed by hand; forced logouts {logouts}; faults injected {injected}; "
-            f"kills {daemon.starts - 1}; rows compared {result.rows_compared} "
+            f"kills {daemon.starts - 1}; /malls member pages served {served_during_storm}, "
+            f"last decision {sorted({(d['mode'], d['reason']) for d in members.values()})}; rows compared {result.rows_compared} "
             f"(and {result.links_compared} relationships, {result.sideloads_compared} sideloaded rows); "
             f"differences before the final reconcile {before.differences}; "
             + (f"after the plain reconcile {plain.differences}; " if silent else "")
@@ -311,6 +328,9 @@ async def _storm(
         with capsys.disabled():
             print("\n" + summary)
         assert daemon.starts - 1 == plan.kills
+        if not silent:  # the fast path ran, then its fallback took over
+            assert served_during_storm > 0
+            assert members and all(d["mode"] == "per_mall" for d in members.values()), members
         if silent:
             assert ops["silent"] > 0
             conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

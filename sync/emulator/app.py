@@ -156,6 +156,7 @@ class EmulatorApp:
         self.strict_content_type = True  # 415 for a JSON:API body of another type
         self.pages = PageCache()  # off until given a budget (`ccsync emulator --page-cache-mb`)
         self._mall_includes = False
+        self.member_pages = 0  # `/malls` answers that included members (served or cached)
 
     @property
     def mall_includes(self) -> bool:
@@ -265,17 +266,18 @@ class EmulatorApp:
             )
         except QueryError as exc:
             raise _Reply(error(400, "Bad Request", str(exc), exc.parameter)) from None
-        if type_name == "malls" and not self._mall_includes:
-            members = [p for p in q.include if p.split(".")[0] in PER_MALL_ONLY]
-            if members:
-                raise _Reply(
-                    error(
-                        400,
-                        "Bad Request",
-                        f"{members[0]}: {members[0].split('.')[0]} of malls cannot be included",
-                        "include",
-                    )
+        members = [p for p in q.include if p.split(".")[0] in PER_MALL_ONLY]
+        if type_name == "malls" and members and self._mall_includes:
+            self.member_pages += 1
+        elif type_name == "malls" and members:
+            raise _Reply(
+                error(
+                    400,
+                    "Bad Request",
+                    f"{members[0]}: {members[0].split('.')[0]} of malls cannot be included",
+                    "include",
                 )
+            )
         return q
 
     def _included(self, recs: list[Rec], q: Query) -> list[bytes]:

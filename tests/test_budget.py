@@ -51,6 +51,21 @@ async def test_a_burst_of_10000_never_exceeds_the_budget() -> None:
     await budget.close()
 
 
+async def test_starts_are_spread_over_the_second_not_sent_in_one_burst() -> None:
+    """An upstream counting per clock second must not see a whole window's worth at once
+    (two such bursts either side of its second boundary would land in one of its seconds)."""
+    clock = FakeClock()
+    starts: list[float] = []
+    budget = RequestBudget(
+        20.0, clock=clock, sleep=clock.sleep, on_grant=lambda t, _: starts.append(t)
+    )
+    await asyncio.gather(*(budget.acquire() for _ in range(400)))
+    assert windows_ok(starts, 20)
+    for t in starts:  # any 250 ms holds at most the burst (2) plus 250 ms at 20/s
+        assert sum(1 for u in starts if t <= u < t + 0.25) <= 2 + 5
+    await budget.close()
+
+
 async def test_a_webhook_fetch_goes_before_every_waiting_poll() -> None:
     clock = FakeClock()
     order: list[Priority] = []

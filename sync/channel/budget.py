@@ -3,9 +3,12 @@
 A legacy API with unknown rate limits must not be hammered around the clock, so every request
 of every job and of the queue worker takes a slot from one `RequestBudget` first:
 
-- **Never exceeded**: at most `floor(rate)` requests start in any sliding 1-second window (and,
-  below one per second, starts are `1 / rate` apart). So a burst of up to `rate` requests may
-  go at once, then the window must slide: a small burst, never more than the budget.
+- **Never exceeded**: at most `floor(rate)` requests start in any sliding 1-second window.
+- **Smooth**: a token bucket holding `burst` = a tenth of the rate (at least 1; 2 at 20/s)
+  refills at `rate`, so starts are spread over the second (~`1 / rate` apart once the small
+  burst is spent) instead of `rate` at once and then a pause. An upstream counting requests per
+  clock second sees about `rate`, not two bursts from neighbouring windows landing in one of
+  its seconds when the network delays some. Below one per second, starts are `1 / rate` apart.
 - **Priorities**: waiting requests are granted in priority order, oldest first within one:
   webhook-driven fetches first (a change someone is waiting for), then polls and the deletions
   feed, then reconcile and verify, then hours. A job sets its priority for everything it
@@ -46,6 +49,8 @@ current_priority: ContextVar[Priority] = ContextVar("sync_request_priority", def
 
 #: The lowest rate a run of 429s can bring the budget to (one request every 5 s).
 MIN_RATE = 0.2
+#: The sliding window, a hair over 1 s (see `_delay`).
+WINDOW = 1.0 + 1e-6
 #: Each second without a 429 adds back this share of the configured rate.
 RECOVERY_SHARE = 0.05
 
@@ -80,6 +85,8 @@ class RequestBudget:
         self.on_grant = on_grant  # (time, priority) of every grant: for tests and benches
         self.starts: deque[float] = deque()  # start times within the last second
         self.last_start: float | None = None
+        self.tokens = self.burst  # the token bucket (smoothness), full at start
+        self._tokens_at = clock()
         self.hold_until = 0.0  # no grant before this (a 429's Retry-After)
         self._last_change = clock()
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
@@ -91,21 +98,35 @@ class RequestBudget:
 
     # -- granting ----------------------------------------------------------------------------
 
+    @property
+    def burst(self) -> float:
+        """The token bucket's size: a tenth of the current rate, at least one request."""
+        return float(max(1, math.ceil(self.rate / 10)))
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self._tokens_at) * self.rate)
+        self._tokens_at = now
+
     def _delay(self, now: float) -> float:
         """Seconds until one more request may start (0 when it may start now)."""
-        while self.starts and self.starts[0] <= now - 1.0:
+        # A start leaves the window a microsecond after it is 1 s old: float sums of paced
+        # starts land a last bit either side of "exactly 1 s", and either must count as inside.
+        while self.starts and self.starts[0] < now - WINDOW:
             self.starts.popleft()
         wait = max(0.0, self.hold_until - now)
         per_window = max(1, math.floor(self.rate))
         if len(self.starts) >= per_window:
-            wait = max(wait, self.starts[0] + 1.0 - now)
-        if self.rate < 1.0 and self.last_start is not None:
-            wait = max(wait, self.last_start + 1.0 / self.rate - now)
+            wait = max(wait, self.starts[0] + WINDOW - now)
+        self._refill(now)
+        if self.tokens < 1.0 - 1e-9:  # (a float's last bit must not stall a fake clock)
+            wait = max(wait, (1.0 - self.tokens) / self.rate)
         return wait
 
     def _start(self, now: float, level: Priority) -> None:
         self.starts.append(now)
         self.last_start = now
+        self._refill(now)
+        self.tokens -= 1.0
         self.granted += 1
         if self.on_grant is not None:
             self.on_grant(now, level)

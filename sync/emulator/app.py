@@ -596,6 +596,39 @@ class EmulatorApp:
             body=orjson.dumps(self.traffic.as_json()), headers={"Content-Type": JSON}
         )
 
+    async def settings_route(self, request: web.Request) -> web.StreamResponse:
+        """`PATCH /_emulator/settings`: switch faults and behaviour of a running emulator from
+        outside its process (`{"latency": 0.05, "mall_includes": true}`); answers them all.
+        The benchmarks backfill fast, then measure the daemon under latency."""
+        numbers = {
+            "latency",
+            "error_rate",
+            "rate_429",
+            "stall_rate",
+            "stall_seconds",
+            "drop_rate",
+            "stale_rate",
+            "webhook_loss_rate",
+            "webhook_duplicate_rate",
+        }
+        if request.method == "PATCH":
+            try:
+                body = orjson.loads(await request.read())
+            except orjson.JSONDecodeError:
+                return error(400, "Bad Request", "the body is not JSON")
+            if not isinstance(body, dict):
+                return error(400, "Bad Request", "the body must be a JSON object")
+            for key, value in body.items():
+                if key == "mall_includes" and isinstance(value, bool):
+                    self.mall_includes = value
+                elif key in numbers and isinstance(value, int | float) and value >= 0:
+                    setattr(self.faults, key, float(value))
+                else:
+                    return error(400, "Bad Request", f"unknown setting or bad value: {key}")
+        now = {k: getattr(self.faults, k) for k in sorted(numbers)}
+        now["mall_includes"] = self.mall_includes
+        return web.Response(body=orjson.dumps(now), headers={"Content-Type": JSON})
+
     async def control_route(self, request: web.Request) -> web.StreamResponse:
         """`/_emulator/resources/{type}[/{id}]`: change the data set of a running emulator from
         outside its process, as the upstream's own editors would (notices, the deletions feed
@@ -726,6 +759,8 @@ def make_app(emu: EmulatorApp, management: Any = None) -> web.Application:
     r = app.router
     r.add_get(f"{OWN_PREFIX}requests", emu.traffic_route)  # before /{collection}/{id}
     r.add_delete(f"{OWN_PREFIX}requests", emu.traffic_route)
+    r.add_get(f"{OWN_PREFIX}settings", emu.settings_route)
+    r.add_patch(f"{OWN_PREFIX}settings", emu.settings_route)
     r.add_post(f"{OWN_PREFIX}resources/{{type}}", emu.control_route)
     r.add_patch(f"{OWN_PREFIX}resources/{{type}}/{{id}}", emu.control_route)
     r.add_delete(f"{OWN_PREFIX}resources/{{type}}/{{id}}", emu.control_route)

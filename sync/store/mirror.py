@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
@@ -37,6 +37,9 @@ from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
+
+if TYPE_CHECKING:
+    from sync.config import CheckpointMode
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _log = get_logger("sync.store")
@@ -55,14 +58,30 @@ class WriteResult:
 CACHE_KIB = 8192
 BULK_CACHE_KIB = 16384
 
+#: `PRAGMA wal_autocheckpoint` (WAL frames after which a commit runs a PASSIVE checkpoint) per
+#: `[mirror] checkpoints` mode: (normally, during a bulk load). SQLite's default, and ~64 MiB
+#: during a bulk load, which rewrites the same B-tree pages over and over (each checkpoint
+#: copies and syncs them). With Litestream replicating the file, 0: sync never checkpoints, so
+#: no checkpoint of ours races Litestream's copy of the WAL (litestream.io/tips, "Disable
+#: autocheckpoints"); Litestream checkpoints once it has copied the frames. No mode ever runs
+#: a RESTART or TRUNCATE checkpoint.
+AUTOCHECKPOINT: dict[str, tuple[int, int]] = {"sqlite": (1000, 16384), "litestream": (0, 0)}
+
 
 class Mirror(BookkeepingMixin):
     """One open mirror database; see the module docstring. Create with `Mirror.open`."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, lock: IO[bytes] | None) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        lock: IO[bytes] | None,
+        checkpoints: CheckpointMode = "sqlite",
+    ) -> None:
         self.conn = conn
         self.path = path
         self._lock = lock
+        self._autocheckpoint, self._bulk_autocheckpoint = AUTOCHECKPOINT[checkpoints]
         self.schema = Schema(conn)
         self._sql: dict[tuple[str, tuple[str, ...], bool], str] = {}
         self._scripts_seen: tuple[bytes, float] | None = None
@@ -79,8 +98,13 @@ class Mirror(BookkeepingMixin):
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path | str, *, readonly: bool = False) -> Mirror:
-        """Open (creating if needed) the mirror at `path`; MirrorError names problem and fix."""
+    def open(
+        cls, path: Path | str, *, readonly: bool = False, checkpoints: CheckpointMode = "sqlite"
+    ) -> Mirror:
+        """Open (creating if needed) the mirror at `path`; MirrorError names problem and fix.
+
+        `checkpoints` is `[mirror] checkpoints`: "litestream" turns sync's own WAL checkpoints
+        off (see `AUTOCHECKPOINT`)."""
         p = Path(path)
         if p.is_dir():
             raise MirrorError(
@@ -115,7 +139,7 @@ class Mirror(BookkeepingMixin):
                 f"cannot open mirror {p}: {exc}", hint="check the path and its permissions"
             ) from None
         try:
-            mirror = cls(conn, p, lock)
+            mirror = cls(conn, p, lock, checkpoints)
             mirror._prepare(readonly)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -157,6 +181,7 @@ class Mirror(BookkeepingMixin):
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=10000")
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
         self.conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         if not fresh:
             has_meta = self.conn.execute(
@@ -253,11 +278,10 @@ class Mirror(BookkeepingMixin):
         self._group_size = pages
         self._group_seconds = seconds
         self._group_pending = 0
-        # Checkpoint the WAL every ~64 MiB instead of every 4 MiB: a bulk load rewrites the
-        # same B-tree pages over and over, and each checkpoint copies and syncs them. A larger
-        # page cache keeps those pages dirty across a group instead of spilling them to the WAL
-        # mid-transaction (a third fewer bytes written; bounded, so memory stays flat).
-        self.conn.execute("PRAGMA wal_autocheckpoint=16384")
+        # Checkpoint the WAL less often (see AUTOCHECKPOINT). A larger page cache keeps the
+        # B-tree pages a bulk load rewrites dirty across a group instead of spilling them to the
+        # WAL mid-transaction (a third fewer bytes written; bounded, so memory stays flat).
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={self._bulk_autocheckpoint}")
         self.conn.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
 
     def end_group_commit(self) -> None:
@@ -266,7 +290,7 @@ class Mirror(BookkeepingMixin):
             self.conn.execute("COMMIT")
         self._group_size = 0
         self._group_pending = 0
-        self.conn.execute("PRAGMA wal_autocheckpoint=1000")
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
         self.conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
 
     def _grouped(self) -> None:

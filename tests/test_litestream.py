@@ -18,6 +18,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -79,6 +80,69 @@ def test_autocheckpoint_pragma_per_mode(
         assert mirror.conn.execute(pragma).fetchone()[0] == bulk
         mirror.end_group_commit()
         assert mirror.conn.execute(pragma).fetchone()[0] == normal
+    finally:
+        mirror.close()
+
+
+def _hold_write_lock(db: Path, seconds: float) -> threading.Thread:
+    """Another connection (as Litestream around a checkpoint) holds the write lock a while."""
+    held = threading.Event()
+
+    def hold() -> None:
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        held.set()
+        time.sleep(seconds)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait()
+    return thread
+
+
+def test_writes_wait_for_a_write_lock_another_process_holds(tmp_path: Path) -> None:
+    """A page write (which reads before it writes), a bulk load's group and a queued notice
+    each wait out a brief write lock held elsewhere instead of failing "database is locked"
+    at once, as a deferred transaction does (sync.store.transaction)."""
+    from sync import catalogue
+    from sync.notices import WebhookNotice
+    from sync.store.queue import ChangeQueue
+
+    db = tmp_path / "m.db"
+    mirror = Mirror.open(db)
+    try:
+        deals = catalogue.TYPES["deals"]
+        page = [
+            {
+                "id": "1",
+                "type": "deals",
+                "attributes": {"title": "a", "updated_at": "2026-01-01T00:00:00Z"},
+            }
+        ]
+        mirror.write_page(deals, page)
+        mirror.delete("deals", [99])  # a tombstone: each page write now reads it first
+        # The control: a deferred transaction that has read cannot wait for the lock.
+        holder = _hold_write_lock(db, 0.3)
+        mirror.conn.execute("SAVEPOINT control")
+        mirror.conn.execute("SELECT count(*) FROM deals").fetchone()
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            mirror.conn.execute("DELETE FROM deals WHERE id = 0")
+        mirror.conn.execute("ROLLBACK")
+        holder.join()
+        for attempt in range(3):
+            holder = _hold_write_lock(db, 0.3)
+            if attempt == 0:
+                mirror.write_page(deals, [{**page[0], "id": "2"}])
+            elif attempt == 1:
+                mirror.start_group_commit(256)
+                mirror.write_page(deals, [{**page[0], "id": "3"}])
+                mirror.end_group_commit()
+            else:
+                ChangeQueue(mirror.conn).enqueue([WebhookNotice("update", "deals", "deals", 4)])
+            holder.join()
+        assert mirror.count("deals") == 3
     finally:
         mirror.close()
 

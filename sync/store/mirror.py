@@ -37,6 +37,7 @@ from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
+from sync.store.transaction import write_transaction
 
 if TYPE_CHECKING:
     from sync.config import CheckpointMode
@@ -319,17 +320,11 @@ class Mirror(BookkeepingMixin):
         checkpoints, the next run fetches them again, and the run stops on the error anyway.
         """
         if not self._group_size:
-            self.conn.execute("SAVEPOINT sync_tx")
-            try:
+            with write_transaction(self.conn):
                 yield
-                self.conn.execute("RELEASE sync_tx")
-            except BaseException:
-                self.conn.execute("ROLLBACK TO sync_tx")
-                self.conn.execute("RELEASE sync_tx")
-                raise
             return
         if not self.conn.in_transaction:
-            self.conn.execute("BEGIN")
+            self.conn.execute("BEGIN IMMEDIATE")  # see sync.store.transaction
         try:
             yield
         except BaseException:
@@ -586,8 +581,7 @@ class Mirror(BookkeepingMixin):
                 continue
             refs = self._references(target, types)
             where = f"id NOT IN ({' UNION '.join(refs)})" if refs else "1"
-            self.conn.execute("SAVEPOINT sync_tx")
-            try:
+            with write_transaction(self.conn):
                 n = self.conn.execute(f"DELETE FROM [{target}] WHERE {where}").rowcount
                 for rel in catalogue.TYPES[target].relationships:
                     table = rel.link_table(target)
@@ -597,11 +591,6 @@ class Mirror(BookkeepingMixin):
                             f"DELETE FROM [{table}] WHERE [{owner}] NOT IN "
                             f"(SELECT id FROM [{target}])"
                         )
-                self.conn.execute("RELEASE sync_tx")
-            except BaseException:
-                self.conn.execute("ROLLBACK TO sync_tx")
-                self.conn.execute("RELEASE sync_tx")
-                raise
             if n:
                 removed[target] = n
                 self._included_seen.clear()
@@ -758,8 +747,7 @@ class Mirror(BookkeepingMixin):
         for key in [(type_name, i) for i in id_list]:
             self._included_seen.pop(key, None)
         stamp = now_iso()
-        self.conn.execute("SAVEPOINT sync_tx")
-        try:
+        with write_transaction(self.conn):
             if remember:
                 self.conn.executemany(
                     "INSERT OR REPLACE INTO _sync_tombstones (type, id, deleted_at) "
@@ -785,11 +773,6 @@ class Mirror(BookkeepingMixin):
                         self.conn.execute(
                             f"DELETE FROM [{table}] WHERE [{other}] IN ({marks})", chunk
                         )
-            self.conn.execute("RELEASE sync_tx")
-        except BaseException:
-            self.conn.execute("ROLLBACK TO sync_tx")
-            self.conn.execute("RELEASE sync_tx")
-            raise
         return removed
 
     def _links_to(self, target: str) -> list[tuple[str, str]]:
@@ -821,8 +804,7 @@ class Mirror(BookkeepingMixin):
             self.schema.ensure_hours(
                 rows[0] if rows else {"day": "", "hours_text": "", "description": ""}
             )
-        self.conn.execute("SAVEPOINT sync_tx")
-        try:
+        with write_transaction(self.conn):
             self.conn.execute(
                 "DELETE FROM hours WHERE mall_id = ? AND date BETWEEN ? AND ?",
                 (mall_id, start.isoformat(), end.isoformat()),
@@ -836,11 +818,6 @@ class Mirror(BookkeepingMixin):
                     f"INSERT OR REPLACE INTO hours ({names}) VALUES ({', '.join('?' * len(cols))})",
                     [tuple(r[c] for c in cols) for r in group],
                 )
-            self.conn.execute("RELEASE sync_tx")
-        except BaseException:
-            self.conn.execute("ROLLBACK TO sync_tx")
-            self.conn.execute("RELEASE sync_tx")
-            raise
         return len(rows)
 
     def write_current_hours(self, mall_id: int, body: Any) -> None:

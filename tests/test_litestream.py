@@ -155,6 +155,10 @@ LITESTREAM = Path(sys.executable).parent / "litestream"
 #: Changes whose lag is measured, in each of the two daemon runs.
 CHANGES_PER_RUN = 15
 
+#: Litestream's monitor-interval and sync-interval, and the follower's -follow-interval: short
+#: for a quick test; SYNC_LITESTREAM_INTERVAL=1s measures the shipped systemd/ set-up's lag.
+INTERVAL = os.environ.get("SYNC_LITESTREAM_INTERVAL", "100ms")
+
 
 def _litestream() -> str:
     """The binary's path; skips only when it exists but cannot run on this machine."""
@@ -172,17 +176,17 @@ def _litestream() -> str:
 
 
 def _litestream_config(tmp: Path, db: Path, replica: Path) -> Path:
-    """The writer host's litestream.yml, with intervals short enough for a quick test (the
-    shipped systemd/litestream.yml keeps Litestream's 1 s defaults)."""
+    """The writer host's litestream.yml with a file replica and `INTERVAL` (the shipped
+    systemd/litestream.yml keeps Litestream's 1 s defaults)."""
     yml = tmp / "litestream.yml"
     yml.write_text(
         "dbs:\n"
         f"  - path: {db}\n"
-        "    monitor-interval: 100ms\n"
+        f"    monitor-interval: {INTERVAL}\n"
         "    replica:\n"
         "      type: file\n"
         f"      path: {replica}\n"
-        "      sync-interval: 100ms\n"
+        f"      sync-interval: {INTERVAL}\n"
     )
     return yml
 
@@ -354,7 +358,7 @@ async def test_a_follower_on_another_host_converges_with_the_writer(
                 "restore",
                 "-f",
                 "-follow-interval",
-                "100ms",
+                INTERVAL,
                 "-o",
                 str(follower),
                 f"file://{replica}",
@@ -413,8 +417,8 @@ async def test_a_follower_on_another_host_converges_with_the_writer(
     with capsys.disabled():
         print(
             f"\nlitestream lag (upstream change -> row on the follower), {len(lags)} changes: "
-            f"p50 {p50:.2f} s, p99 {p99:.2f} s (sync-interval, monitor-interval and "
-            f"-follow-interval 100ms); rows compared {result.rows_compared}, tables {len(want)}; "
+            f"p50 {p50:.2f} s, p99 {p99:.2f} s (monitor-interval, sync-interval and "
+            f"-follow-interval {INTERVAL}); rows compared {result.rows_compared}, tables {len(want)}; "
             f"test {time.monotonic() - t_start:.0f} s"
         )
     assert len(lags) == 2 * CHANGES_PER_RUN

@@ -30,9 +30,12 @@ from typing import Any
 import orjson
 import pytest
 
+from sync import catalogue
 from sync.config import CheckpointMode
 from sync.emulator import Emulator
+from sync.notices import WebhookNotice
 from sync.store import Mirror
+from sync.store.queue import ChangeQueue
 from tests.mirror_compare import compare
 from tests.test_chaos import FAST_BUDGET, FAST_SCHEDULE, SECRET, Daemon, _free_port, _run_cli
 
@@ -98,7 +101,7 @@ def _hold_write_lock(db: Path, seconds: float) -> threading.Thread:
 
     thread = threading.Thread(target=hold)
     thread.start()
-    held.wait()
+    assert held.wait(10), "the lock holder did not start"
     return thread
 
 
@@ -106,10 +109,6 @@ def test_writes_wait_for_a_write_lock_another_process_holds(tmp_path: Path) -> N
     """A page write (which reads before it writes), a bulk load's group and a queued notice
     each wait out a brief write lock held elsewhere instead of failing "database is locked"
     at once, as a deferred transaction does (sync.store.transaction)."""
-    from sync import catalogue
-    from sync.notices import WebhookNotice
-    from sync.store.queue import ChangeQueue
-
     db = tmp_path / "m.db"
     mirror = Mirror.open(db)
     try:
@@ -319,8 +318,8 @@ async def test_a_follower_on_another_host_converges_with_the_writer(
 ) -> None:
     """The writer host (daemon + `litestream replicate`) and a reader host (`litestream restore
     -f`) share only the replica: through changes, a bulk reload and a reconcile the reader's
-    copy ends equal to the mirror, table by table, and each change reaches it in about a
-    second."""
+    copy ends equal to the mirror, table by table; every change reaches it (within 30 s, its
+    lag measured) and Litestream logs no error and no checkpoint made behind its back."""
     binary = _litestream()
     t_start = time.monotonic()
     writer, reader, replica = tmp_path / "writer", tmp_path / "reader", tmp_path / "replica"

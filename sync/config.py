@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -171,6 +171,13 @@ class UpstreamSettings(_Section):
         return catalogue.resolve(self.types or catalogue.LISTABLE)
 
 
+#: Who checkpoints the mirror's WAL: `sqlite` (SQLite's own automatic PASSIVE checkpoints,
+#: every ~4 MiB of WAL, ~64 MiB during a bulk load) or `litestream` (none by sync: Litestream,
+#: replicating the file, checkpoints once it has copied the WAL; see README "Scaling out").
+CheckpointMode = Literal["sqlite", "litestream"]
+CHECKPOINT_MODES: tuple[str, ...] = get_args(CheckpointMode)
+
+
 class MirrorSettings(_Section):
     """`[mirror]`: the SQLite file."""
 
@@ -178,6 +185,21 @@ class MirrorSettings(_Section):
     changes_retention_days: float = Field(
         default=7.0, gt=0, description="Days the change feed (_sync_changes) keeps its entries"
     )
+    checkpoints: CheckpointMode = Field(
+        default="sqlite",
+        description="Who checkpoints the WAL: sqlite (its automatic PASSIVE checkpoints) or "
+        "litestream (left to Litestream replicating the file)",
+    )
+
+    @field_validator("checkpoints", mode="before")
+    @classmethod
+    def _checkpoints(cls, v: object) -> object:
+        if v not in CHECKPOINT_MODES:
+            raise ValueError(
+                f'must be "sqlite" (sync checkpoints the WAL itself) or "litestream" '
+                f"(Litestream replicates the mirror and checkpoints it), not {v!r}"
+            )
+        return v
 
 
 class BackfillSettings(_Section):

@@ -449,7 +449,9 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
-        self._mirror = Mirror.open(self.settings.mirror.path)
+        self._mirror = Mirror.open(
+            self.settings.mirror.path, checkpoints=self.settings.mirror.checkpoints
+        )
         try:
             # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
             async with ChannelClient(self.settings.upstream, fail_fast=False) as client:

@@ -89,6 +89,11 @@ def _base(**upstream: Any) -> dict[str, Any]:
         (_base(page_size=500), "upstream.page_size"),
         (_base(types=["deals", "spaceships"]), "unknown type(s) spaceships"),
         ({**_base(), "mirror": {"pth": "x"}}, "unknown key mirror.pth"),
+        (
+            {**_base(), "mirror": {"checkpoints": "truncate"}},
+            'mirror.checkpoints: must be "sqlite" (sync checkpoints the WAL itself) or '
+            '"litestream"',
+        ),
         ({**_base(), "webhooks": {"listen": "nope"}}, "must be host:port"),
         ({**_base(), "webhooks": {"secret": "short"}}, "at least 16 characters"),
         ({}, "section [upstream] is required"),

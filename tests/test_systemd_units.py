@@ -11,6 +11,12 @@ from pathlib import Path
 import pytest
 
 UNITS = Path(__file__).resolve().parent.parent / "systemd"
+SERVICES = (
+    "sync.service",
+    "sync-reconcile.service",
+    "litestream.service",
+    "litestream-follow.service",
+)
 
 
 def parse(name: str) -> dict[str, list[str]]:
@@ -53,10 +59,71 @@ def test_reconcile_unit_and_timer() -> None:
     assert timer["Timer.Persistent"] == ["true"] and timer["Timer.OnCalendar"] == ["daily"]
 
 
-def _readme_toml() -> str:
-    """The `sync.toml` snippet of README "Running as a service"."""
+@pytest.mark.parametrize(
+    ("unit", "command"),
+    [
+        ("litestream.service", "replicate -config /etc/sync/litestream.yml"),
+        (
+            "litestream-follow.service",
+            "restore -f -follow-interval 1s -config /etc/sync/litestream.yml "
+            "/var/lib/sync/mirror.db",
+        ),
+    ],
+)
+def test_litestream_units_hand_their_credentials_to_litestream_alone(
+    unit: str, command: str, tmp_path: Path
+) -> None:
+    """The shell in ExecStart (after systemd turns `$$` into `$`) reads both S3 keys from the
+    unit's $CREDENTIALS_DIRECTORY into litestream's environment and execs it with the command
+    line the README describes; a stub stands in for the binary and prints what it got."""
+    u = parse(unit)
+    names = sorted(spec.partition(":")[0] for spec in u["Service.LoadCredential"])
+    assert names == ["litestream-access-key-id", "litestream-secret-access-key"]
+    assert u["Service.User"] == ["sync"] and u["Service.ProtectSystem"] == ["strict"]
+    exec_start = u["Service.ExecStart"][0]
+    prefix = "/bin/sh -c '"
+    assert exec_start.startswith(prefix) and exec_start.endswith("'"), exec_start
+    script = exec_start[len(prefix) : -1].replace("$$", "$")
+    stub = tmp_path / "litestream"
+    stub.write_text(
+        '#!/bin/sh\necho "$LITESTREAM_ACCESS_KEY_ID|$LITESTREAM_SECRET_ACCESS_KEY|$*"\n'
+    )
+    stub.chmod(0o755)
+    creds = tmp_path / "credentials"
+    creds.mkdir()
+    for name in names:
+        (creds / name).write_text(f"{name}-value\n")
+    r = subprocess.run(
+        ["/bin/sh", "-c", script.replace("/opt/sync/.venv/bin/litestream", str(stub))],
+        env={"PATH": "/usr/bin:/bin", "CREDENTIALS_DIRECTORY": str(creds)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (
+        f"litestream-access-key-id-value|litestream-secret-access-key-value|{command}"
+    )
+
+
+def test_litestream_config_replicates_the_readme_mirror() -> None:
+    """systemd/litestream.yml replicates the mirror the README's sync.toml names, and the
+    "Scaling out" lines leave its checkpoints to Litestream."""
+    import tomllib
+
+    import yaml
+
+    doc = yaml.safe_load((UNITS / "litestream.yml").read_text())
+    mirror = tomllib.loads(_readme_toml())["mirror"]
+    assert [db["path"] for db in doc["dbs"]] == [mirror["path"]]
+    assert tomllib.loads(_readme_toml("## Scaling out"))["mirror"]["checkpoints"] == "litestream"
+    assert doc["dbs"][0]["replica"]["type"] == "s3"
+
+
+def _readme_toml(heading: str = "## Running as a service") -> str:
+    """The first `sync.toml` snippet of a README section ("Running as a service")."""
     readme = (UNITS.parent / "README.md").read_text()
-    section = readme[readme.index("## Running as a service") :]
+    section = readme[readme.index(heading) :]
     start = section.index("```toml\n") + len("```toml\n")
     return section[start : section.index("```", start)]
 
@@ -113,11 +180,11 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
 
 
 def test_units_exposure_is_at_most_1_5(tmp_path: Path) -> None:
-    """`systemd-analyze security` rates both service units 1.5 or better (lower is safer)."""
+    """`systemd-analyze security` rates every service unit 1.5 or better (lower is safer)."""
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.fail("systemd-analyze is missing: install it (apt-get install systemd)")
-    for name in ("sync.service", "sync-reconcile.service"):
+    for name in SERVICES:
         text = (
             (UNITS / name)
             .read_text()

@@ -42,7 +42,7 @@ async def reconcile(
     table) are not mistaken for a glitch by the mass-delete guard. A refusal in one type or
     mall never stops the others: each is reported, and the rest is reconciled.
     """
-    mirror = Mirror.open(settings.mirror.path)
+    mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
     out: dict[str, tuple[int, int]] = {}
     refusals: list[str] = []
     try:
@@ -82,7 +82,7 @@ async def verify(settings: Settings) -> VerifyReport:
     """One whole verify cycle (`sync.verify`): every mirrored row refetched whole by id, and
     every row, link and sideloaded row whose content differs repaired, even under an equal
     `updated_at` (library entry point of `ccsync reconcile --full`)."""
-    mirror = Mirror.open(settings.mirror.path)
+    mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
     try:
         async with ChannelClient(settings.upstream) as client:
             verifier = Verifier(client, mirror)

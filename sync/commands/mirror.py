@@ -24,7 +24,7 @@ async def backfill(
     settings: Settings, *, restart: bool = False, quiet: bool = False
 ) -> BackfillReport:
     """Run one backfill with the given settings (library entry point of `ccsync backfill`)."""
-    mirror = Mirror.open(settings.mirror.path)
+    mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
     try:
         async with ChannelClient(settings.upstream) as client:
             runner = Backfill(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sync.stamps import now_iso
+from sync.store.transaction import write_transaction
 
 
 @dataclass(frozen=True)
@@ -153,16 +154,16 @@ class BookkeepingMixin:
         state = self.backfill_state(type_name, scope)
         if state is not None and state.finished_at is None and state.page_size == page_size:
             return  # resume: keep the pages already committed
-        self._exec("SAVEPOINT sync_tx")
-        self._exec(
-            "DELETE FROM _sync_backfill_pages WHERE type = ? AND scope = ?", (type_name, scope)
-        )
-        self._exec(
-            "INSERT OR REPLACE INTO _sync_backfill (type, scope, page_size, last, started_at, "
-            "finished_at) VALUES (?, ?, ?, NULL, ?, NULL)",
-            (type_name, scope, page_size, started_at),
-        )
-        self._exec("RELEASE sync_tx")
+        with write_transaction(self.conn):
+            self._exec(
+                "DELETE FROM _sync_backfill_pages WHERE type = ? AND scope = ?",
+                (type_name, scope),
+            )
+            self._exec(
+                "INSERT OR REPLACE INTO _sync_backfill (type, scope, page_size, last, "
+                "started_at, finished_at) VALUES (?, ?, ?, NULL, ?, NULL)",
+                (type_name, scope, page_size, started_at),
+            )
 
     def finish_backfill(self, type_name: str, scope: str, *, finished_at: str) -> None:
         self._exec(
@@ -171,11 +172,10 @@ class BookkeepingMixin:
         )
 
     def reset_backfill(self) -> None:
-        self._exec("SAVEPOINT sync_tx")
-        self._exec("DELETE FROM _sync_backfill")
-        self._exec("DELETE FROM _sync_backfill_pages")
-        self._exec("DELETE FROM _sync_meta WHERE key = 'backfill_started_at'")
-        self._exec("RELEASE sync_tx")
+        with write_transaction(self.conn):
+            self._exec("DELETE FROM _sync_backfill")
+            self._exec("DELETE FROM _sync_backfill_pages")
+            self._exec("DELETE FROM _sync_meta WHERE key = 'backfill_started_at'")
 
     def _record_checkpoint(self, cp: PageCheckpoint) -> None:
         """Inside the page's transaction: the page is done, and how many pages there are."""

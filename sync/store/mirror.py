@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
@@ -37,6 +37,10 @@ from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
+from sync.store.transaction import write_transaction
+
+if TYPE_CHECKING:
+    from sync.config import CheckpointMode
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _log = get_logger("sync.store")
@@ -55,14 +59,30 @@ class WriteResult:
 CACHE_KIB = 8192
 BULK_CACHE_KIB = 16384
 
+#: `PRAGMA wal_autocheckpoint` (WAL frames after which a commit runs a PASSIVE checkpoint) per
+#: `[mirror] checkpoints` mode: (normally, during a bulk load). SQLite's default, and ~64 MiB
+#: during a bulk load, which rewrites the same B-tree pages over and over (each checkpoint
+#: copies and syncs them). With Litestream replicating the file, 0: sync never checkpoints, so
+#: no checkpoint of ours races Litestream's copy of the WAL (litestream.io/tips, "Disable
+#: autocheckpoints"); Litestream checkpoints once it has copied the frames. No mode ever runs
+#: a RESTART or TRUNCATE checkpoint.
+AUTOCHECKPOINT: dict[str, tuple[int, int]] = {"sqlite": (1000, 16384), "litestream": (0, 0)}
+
 
 class Mirror(BookkeepingMixin):
     """One open mirror database; see the module docstring. Create with `Mirror.open`."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, lock: IO[bytes] | None) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        lock: IO[bytes] | None,
+        checkpoints: CheckpointMode = "sqlite",
+    ) -> None:
         self.conn = conn
         self.path = path
         self._lock = lock
+        self._autocheckpoint, self._bulk_autocheckpoint = AUTOCHECKPOINT[checkpoints]
         self.schema = Schema(conn)
         self._sql: dict[tuple[str, tuple[str, ...], bool], str] = {}
         self._scripts_seen: tuple[bytes, float] | None = None
@@ -79,8 +99,13 @@ class Mirror(BookkeepingMixin):
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path | str, *, readonly: bool = False) -> Mirror:
-        """Open (creating if needed) the mirror at `path`; MirrorError names problem and fix."""
+    def open(
+        cls, path: Path | str, *, readonly: bool = False, checkpoints: CheckpointMode = "sqlite"
+    ) -> Mirror:
+        """Open (creating if needed) the mirror at `path`; MirrorError names problem and fix.
+
+        `checkpoints` is `[mirror] checkpoints`: "litestream" turns sync's own WAL checkpoints
+        off (see `AUTOCHECKPOINT`)."""
         p = Path(path)
         if p.is_dir():
             raise MirrorError(
@@ -115,7 +140,7 @@ class Mirror(BookkeepingMixin):
                 f"cannot open mirror {p}: {exc}", hint="check the path and its permissions"
             ) from None
         try:
-            mirror = cls(conn, p, lock)
+            mirror = cls(conn, p, lock, checkpoints)
             mirror._prepare(readonly)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -157,6 +182,7 @@ class Mirror(BookkeepingMixin):
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=10000")
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
         self.conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         if not fresh:
             has_meta = self.conn.execute(
@@ -253,11 +279,10 @@ class Mirror(BookkeepingMixin):
         self._group_size = pages
         self._group_seconds = seconds
         self._group_pending = 0
-        # Checkpoint the WAL every ~64 MiB instead of every 4 MiB: a bulk load rewrites the
-        # same B-tree pages over and over, and each checkpoint copies and syncs them. A larger
-        # page cache keeps those pages dirty across a group instead of spilling them to the WAL
-        # mid-transaction (a third fewer bytes written; bounded, so memory stays flat).
-        self.conn.execute("PRAGMA wal_autocheckpoint=16384")
+        # Checkpoint the WAL less often (see AUTOCHECKPOINT). A larger page cache keeps the
+        # B-tree pages a bulk load rewrites dirty across a group instead of spilling them to the
+        # WAL mid-transaction (a third fewer bytes written; bounded, so memory stays flat).
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={self._bulk_autocheckpoint}")
         self.conn.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
 
     def end_group_commit(self) -> None:
@@ -266,7 +291,7 @@ class Mirror(BookkeepingMixin):
             self.conn.execute("COMMIT")
         self._group_size = 0
         self._group_pending = 0
-        self.conn.execute("PRAGMA wal_autocheckpoint=1000")
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
         self.conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
 
     def _grouped(self) -> None:
@@ -295,17 +320,11 @@ class Mirror(BookkeepingMixin):
         checkpoints, the next run fetches them again, and the run stops on the error anyway.
         """
         if not self._group_size:
-            self.conn.execute("SAVEPOINT sync_tx")
-            try:
+            with write_transaction(self.conn):
                 yield
-                self.conn.execute("RELEASE sync_tx")
-            except BaseException:
-                self.conn.execute("ROLLBACK TO sync_tx")
-                self.conn.execute("RELEASE sync_tx")
-                raise
             return
         if not self.conn.in_transaction:
-            self.conn.execute("BEGIN")
+            self.conn.execute("BEGIN IMMEDIATE")  # see sync.store.transaction
         try:
             yield
         except BaseException:
@@ -582,8 +601,7 @@ class Mirror(BookkeepingMixin):
                 continue
             refs = self._references(target, types)
             where = f"id NOT IN ({' UNION '.join(refs)})" if refs else "1"
-            self.conn.execute("SAVEPOINT sync_tx")
-            try:
+            with write_transaction(self.conn):
                 n = self.conn.execute(f"DELETE FROM [{target}] WHERE {where}").rowcount
                 for rel in catalogue.TYPES[target].relationships:
                     table = rel.link_table(target)
@@ -593,11 +611,6 @@ class Mirror(BookkeepingMixin):
                             f"DELETE FROM [{table}] WHERE [{owner}] NOT IN "
                             f"(SELECT id FROM [{target}])"
                         )
-                self.conn.execute("RELEASE sync_tx")
-            except BaseException:
-                self.conn.execute("ROLLBACK TO sync_tx")
-                self.conn.execute("RELEASE sync_tx")
-                raise
             if n:
                 removed[target] = n
                 self._included_seen.clear()
@@ -754,8 +767,7 @@ class Mirror(BookkeepingMixin):
         for key in [(type_name, i) for i in id_list]:
             self._included_seen.pop(key, None)
         stamp = now_iso()
-        self.conn.execute("SAVEPOINT sync_tx")
-        try:
+        with write_transaction(self.conn):
             if remember:
                 self.conn.executemany(
                     "INSERT OR REPLACE INTO _sync_tombstones (type, id, deleted_at) "
@@ -781,11 +793,6 @@ class Mirror(BookkeepingMixin):
                         self.conn.execute(
                             f"DELETE FROM [{table}] WHERE [{other}] IN ({marks})", chunk
                         )
-            self.conn.execute("RELEASE sync_tx")
-        except BaseException:
-            self.conn.execute("ROLLBACK TO sync_tx")
-            self.conn.execute("RELEASE sync_tx")
-            raise
         return removed
 
     def _links_to(self, target: str) -> list[tuple[str, str]]:
@@ -817,8 +824,7 @@ class Mirror(BookkeepingMixin):
             self.schema.ensure_hours(
                 rows[0] if rows else {"day": "", "hours_text": "", "description": ""}
             )
-        self.conn.execute("SAVEPOINT sync_tx")
-        try:
+        with write_transaction(self.conn):
             self.conn.execute(
                 "DELETE FROM hours WHERE mall_id = ? AND date BETWEEN ? AND ?",
                 (mall_id, start.isoformat(), end.isoformat()),
@@ -832,11 +838,6 @@ class Mirror(BookkeepingMixin):
                     f"INSERT OR REPLACE INTO hours ({names}) VALUES ({', '.join('?' * len(cols))})",
                     [tuple(r[c] for c in cols) for r in group],
                 )
-            self.conn.execute("RELEASE sync_tx")
-        except BaseException:
-            self.conn.execute("ROLLBACK TO sync_tx")
-            self.conn.execute("RELEASE sync_tx")
-            raise
         return len(rows)
 
     def write_current_hours(self, mall_id: int, body: Any) -> None:

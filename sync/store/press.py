@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from sync.stamps import now_iso
+from sync.store.transaction import write_transaction
 
 TABLE = "mgmt_press_releases"
 CATEGORIES = "mgmt_press_releases_categories"
@@ -61,8 +62,7 @@ class PressReleases:
                     stamp,
                 )
             )
-        self.conn.execute("SAVEPOINT sync_tx")
-        try:
+        with write_transaction(self.conn):
             self.conn.executemany(
                 f"INSERT OR REPLACE INTO {TABLE} (id, locale, title, slug, teaser, body, headline, "
                 "published_at, url, attachments, image, category_ids, seen_run, fetched_at) "
@@ -83,11 +83,6 @@ class PressReleases:
                     if isinstance(c, int)
                 ],
             )
-            self.conn.execute("RELEASE sync_tx")
-        except BaseException:
-            self.conn.execute("ROLLBACK TO sync_tx")
-            self.conn.execute("RELEASE sync_tx")
-            raise
         return len(rows)
 
     def unseen(self, locale: str, run: str) -> list[int]:
@@ -109,8 +104,7 @@ class PressReleases:
         if listed == 0 and local:
             return 0  # an empty listing where there were rows: keep them, the next run decides
         gone = [(i, locale, run) for i in proven]
-        self.conn.execute("SAVEPOINT sync_tx")
-        try:
+        with write_transaction(self.conn):
             self.conn.executemany(
                 f"DELETE FROM {CATEGORIES} WHERE press_release_id = ? AND locale = ? AND "
                 f"NOT EXISTS (SELECT 1 FROM {TABLE} WHERE id = press_release_id "
@@ -122,9 +116,4 @@ class PressReleases:
                 removed += self.conn.execute(
                     f"DELETE FROM {TABLE} WHERE id = ? AND locale = ? AND seen_run != ?", row
                 ).rowcount
-            self.conn.execute("RELEASE sync_tx")
-        except BaseException:
-            self.conn.execute("ROLLBACK TO sync_tx")
-            self.conn.execute("RELEASE sync_tx")
-            raise
         return removed

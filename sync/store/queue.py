@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sync.notices import WebhookNotice
 from sync.stamps import now_iso
+from sync.store.transaction import write_transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS _sync_queue (
@@ -46,17 +47,12 @@ class ChangeQueue:
         stamp = now_iso()
         rows = [(n.kind, n.type_name, n.resource_id, stamp) for n in notices if n.type_name]
         if rows:
-            self.conn.execute("BEGIN")
-            try:
+            with write_transaction(self.conn):
                 self.conn.executemany(
                     "INSERT INTO _sync_queue (kind, type_name, resource_id, received_at) "
                     "VALUES (?, ?, ?, ?)",
                     rows,
                 )
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
         return len(rows)
 
     def depth(self) -> int:
@@ -96,15 +92,14 @@ class ChangeQueue:
     def ack(self, items: Sequence[QueueItem]) -> None:
         """Remove items whose writes have committed."""
         row_ids = [(i,) for item in items for i in item.row_ids]
-        self.conn.execute("BEGIN")
-        self.conn.executemany("DELETE FROM _sync_queue WHERE id = ?", row_ids)
-        self.conn.execute("COMMIT")
+        with write_transaction(self.conn):
+            self.conn.executemany("DELETE FROM _sync_queue WHERE id = ?", row_ids)
 
     def fail(self, items: Sequence[QueueItem], error: str) -> None:
         """Keep items for a later attempt and record why this one failed."""
         row_ids = [(error[:500], i) for item in items for i in item.row_ids]
-        self.conn.execute("BEGIN")
-        self.conn.executemany(
-            "UPDATE _sync_queue SET attempts = attempts + 1, last_error = ? WHERE id = ?", row_ids
-        )
-        self.conn.execute("COMMIT")
+        with write_transaction(self.conn):
+            self.conn.executemany(
+                "UPDATE _sync_queue SET attempts = attempts + 1, last_error = ? WHERE id = ?",
+                row_ids,
+            )

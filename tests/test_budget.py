@@ -149,3 +149,45 @@ async def test_a_429_storm_upstream_slows_a_backfill_which_still_mirrors_exactly
         emu.faults.off()
         assert snap["throttled"] > 0 and snap["rate"] < 40  # it slowed down
         assert compare(db, emu, types=["malls", "deals"]).differences == 0
+
+
+async def test_a_burst_of_10000_notices_keeps_the_daemon_within_its_budget(
+    emulator: Any, tmp_path: Path
+) -> None:
+    """10,000 webhook notices at once (updates of known deals and stores, and ids the mirror
+    does not hold, which send the worker looking in the malls): every request the daemon
+    starts meanwhile stays within the budget in every sliding 1-second window."""
+    import aiohttp
+    import orjson
+
+    from tests.test_daemon import SECRET, eventually, running, settings_for
+
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=True)
+    async with running(settings) as daemon:
+        budget = daemon.client.budget
+        assert budget is not None and budget.max_rate == 20.0  # the shipped default
+        grants: list[float] = []
+        budget.on_grant = lambda t, _: grants.append(t)
+        deals = emulator.ids("deals")
+        stores = emulator.ids("stores")
+        items = [
+            {"type": "updates", "attributes": {"resource_type": t, "resource_id": int(rid)}}
+            for i in range(8_000)
+            for t, rid in [("deals", deals[i % len(deals)])]
+        ] + [
+            {"type": "updates", "attributes": {"resource_type": "stores", "resource_id": rid}}
+            for rid in [*map(int, stores[:1000]), *range(10**8, 10**8 + 1000)]
+        ]
+        url = f"http://127.0.0.1:{daemon.bound_port}/webhooks/{SECRET}"
+        async with aiohttp.ClientSession() as http:
+            for start in range(0, len(items), 500):
+                body = orjson.dumps({"data": items[start : start + 500]})
+                async with http.post(
+                    url, data=body, headers={"Content-Type": "application/json"}
+                ) as resp:
+                    assert resp.status in (200, 202, 204)
+        # Queued durably before each 202: an empty queue means every notice was handled.
+        await eventually(lambda: daemon._queue.depth() == 0, timeout=120)
+    assert len(grants) > 20  # the burst made requests: fetches by id, the malls searched
+    assert windows_ok(grants, 20)

@@ -20,6 +20,7 @@ from sync.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.fetch import Fetcher
 from sync.members import INCLUDE, PER_MALL, Members, recorded
+from sync.status import status_data
 from sync.store import Mirror
 from tests.mirror_compare import compare
 
@@ -236,3 +237,5 @@ async def test_the_daemon_locates_webhook_creations_and_falls_back_when_refused(
             assert daemon.members.fast() == []
             assert all("answered 400" in d.reason for d in daemon.members.decisions.values())
         assert compare(db, emu, TYPES).differences == 0
+        shown = status_data(settings)["mall_members"]["types"]  # what `ccsync status` prints
+        assert {n: d["mode"] for n, d in shown.items()} == dict.fromkeys(MALL_SCOPED, PER_MALL)

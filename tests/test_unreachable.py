@@ -38,7 +38,16 @@ def refused() -> aiohttp.ClientConnectorError:
 
 def client(sleep: FakeSleep, *, fail_fast: bool = True, **upstream: Any) -> ChannelClient:
     settings = parse_config(
-        {"upstream": {"base_url": BASE, "email": "a@b.c", "password": PASSWORD, **upstream}}
+        {
+            "upstream": {
+                "base_url": BASE,
+                "email": "a@b.c",
+                "password": PASSWORD,
+                # The budget would share the fake sleep on a real clock: it is not under test.
+                "max_requests_per_second": 0,
+                **upstream,
+            }
+        }
     )
     return ChannelClient(settings.upstream, sleep=sleep, fail_fast=fail_fast)
 

@@ -16,34 +16,18 @@ import pytest
 from sync import catalogue
 from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
-from sync.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.fetch import Fetcher
 from sync.members import INCLUDE, PER_MALL, Members, recorded
 from sync.status import status_data
 from sync.store import Mirror
+from tests.backfilled import settings_for
 from tests.mirror_compare import compare
 
 MALL_SCOPED = ["stores", "products", "programs", "social_feeds", "press_releases"]
 TYPES = ["malls", *MALL_SCOPED]
 MALLS = 20
 PAGE = 5  # malls a request: 4 pages at 20 malls
-
-
-def settings_for(emu: Emulator, db: Path) -> Settings:
-    return parse_config(
-        {
-            "upstream": {
-                "base_url": emu.base_url,
-                "email": emu.email,
-                "password": emu.password,
-                "types": TYPES,
-                "max_backoff": 0.05,
-                "max_requests_per_second": 0,
-            },
-            "mirror": {"path": str(db)},
-        }
-    )
 
 
 @dataclass
@@ -64,7 +48,7 @@ async def rig(make_emulator: Any, tmp_path: Path, *, served: bool) -> AsyncItera
     async with make_emulator(resources=3000, malls=MALLS, seed=21) as emu:
         emu.app.mall_includes = served
         db = tmp_path / "m.db"
-        settings = settings_for(emu, db)
+        settings = settings_for(emu, db, types=TYPES, max_backoff=0.05, max_requests_per_second=0)
         mirror = Mirror.open(db)
         try:
             async with ChannelClient(settings.upstream) as client:

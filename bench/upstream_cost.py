@@ -316,14 +316,18 @@ async def scenario(args: argparse.Namespace, malls: int, include: bool, rng: ran
                 await up.settings(latency=0.0, mall_includes=include)
                 fill = write_config(tmp, base, budget=0, webhooks=False, port=free_port())
                 t0 = time.monotonic()
-                fill_proc = await asyncio.create_subprocess_exec(
-                    *(sys.executable, "-m", "sync", "backfill", "--quiet", "--config", str(fill)),
-                    cwd=ROOT,
-                    env=bench_env(),
-                    stdout=asyncio.subprocess.DEVNULL,
-                )
+                fill_log = tmp / "backfill.log"
+                with fill_log.open("wb") as out:
+                    fill_proc = await asyncio.create_subprocess_exec(
+                        *(sys.executable, "-m", "sync", "backfill", "--quiet"),
+                        *("--config", str(fill)),
+                        cwd=ROOT,
+                        env=bench_env(),
+                        stdout=out,
+                        stderr=out,
+                    )
                 if await fill_proc.wait() != 0:
-                    raise SystemExit("ccsync backfill failed")
+                    raise SystemExit(f"ccsync backfill failed:\n{fill_log.read_text()[-3000:]}")
                 row.backfill_s = time.monotonic() - t0
                 await up.settings(latency=args.latency)
                 db = tmp / "mirror.db"
@@ -406,9 +410,10 @@ async def scenario(args: argparse.Namespace, malls: int, include: bool, rng: ran
     return row
 
 
-def report(rows: list[Row], args: argparse.Namespace) -> None:
+def report(rows: list[Row], args: argparse.Namespace, *, final: bool = True) -> None:
+    """The table and the ratios (`final`: with the header and the figures from before)."""
     print(
-        f"\nupstream cost: {args.resources:,} resources, {args.latency * 1000:.0f} ms a request, "
+        f"\n{'upstream cost' if final else 'measured'}: {args.resources:,} resources, {args.latency * 1000:.0f} ms a request, "
         f"shipped defaults (budget {BUDGET:g}/s, poll and deletions every 60 s)"
     )
     print(
@@ -423,7 +428,8 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
             f"{r.missed:>6} {r.creation_cost:>12.1f} "
             f"{max(r.off_latencies, default=float('nan')):>9.1f} {r.off_missed:>10}"
         )
-    print(BEFORE)
+    if final:
+        print(BEFORE)
     for r in rows:
         off_max = max(r.off_latencies, default=float("nan"))
         print(
@@ -454,10 +460,10 @@ async def main() -> None:
     rows = []
     for m in (int(x) for x in args.malls.split(",")):
         rows.append(await scenario(args, m, True, rng))
-        print(f"done: {m:,} malls through GET /malls?include=", flush=True)
+        report(rows[-1:], args, final=False)
         if m <= 200 and not args.no_fallback:
             rows.append(await scenario(args, m, False, rng))
-            print(f"done: {m:,} malls per mall", flush=True)
+            report(rows[-1:], args, final=False)
     report(rows, args)
 
 

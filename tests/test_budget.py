@@ -93,6 +93,36 @@ async def test_a_webhook_fetch_goes_before_every_waiting_poll() -> None:
     await budget.close()
 
 
+async def test_places_in_flight_are_granted_with_the_rate_in_priority_order() -> None:
+    """With `concurrency`, a grant is also a place in flight: a request is sent as granted,
+    never granted and then queued for a connection, and a webhook fetch still goes first."""
+    clock = FakeClock()
+    order: list[Priority] = []
+    budget = RequestBudget(
+        1000.0, clock=clock, sleep=clock.sleep, concurrency=2, on_grant=lambda _, p: order.append(p)
+    )
+    release = asyncio.Event()
+    in_flight: list[int] = []
+
+    async def request(level: Priority) -> None:
+        async with budget.slot(level):
+            in_flight.append(budget.in_flight)
+            await release.wait()
+
+    holders = [asyncio.create_task(request(Priority.POLL)) for _ in range(2)]
+    await asyncio.sleep(0)
+    polls = [asyncio.create_task(request(Priority.POLL)) for _ in range(10)]
+    await asyncio.sleep(0)
+    webhook = asyncio.create_task(request(Priority.WEBHOOK))
+    await asyncio.sleep(0)
+    assert budget.in_flight == 2 and len(order) == 2  # the other 11 wait for a place
+    release.set()
+    await asyncio.gather(*holders, *polls, webhook)
+    assert order[2] == Priority.WEBHOOK  # the first place freed went to it
+    assert max(in_flight) <= 2 and budget.in_flight == 0
+    await budget.close()
+
+
 async def test_a_429_storm_slows_the_budget_and_it_recovers() -> None:
     clock = FakeClock()
     budget = RequestBudget(20.0, clock=clock, sleep=clock.sleep)

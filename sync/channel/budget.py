@@ -9,6 +9,11 @@ of every job and of the queue worker takes a slot from one `RequestBudget` first
   burst is spent) instead of `rate` at once and then a pause. An upstream counting requests per
   clock second sees about `rate`, not two bursts from neighbouring windows landing in one of
   its seconds when the network delays some. Below one per second, starts are `1 / rate` apart.
+- **In flight**: with `concurrency`, a grant is also a place among at most that many requests
+  in flight (`slot()` holds it until the answer is read). Both are granted together, so a
+  request is sent the moment it is granted: granted first and then queued for a connection,
+  requests would leave bunched, and an upstream counting per second would see more than the
+  rate (the first `bench/upstream_cost.py` run measured 21 at 20/s that way).
 - **Priorities**: waiting requests are granted in priority order, oldest first within one:
   webhook-driven fetches first (a change someone is waiting for), then polls and the deletions
   feed, then reconcile and verify, then hours. A job sets its priority for everything it
@@ -29,7 +34,7 @@ import itertools
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from enum import IntEnum
 from typing import Any
@@ -75,6 +80,7 @@ class RequestBudget:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         on_grant: Callable[[float, Priority], None] | None = None,
+        concurrency: int | None = None,
     ) -> None:
         if rate <= 0:
             raise ValueError("a request budget needs a positive rate")
@@ -83,6 +89,9 @@ class RequestBudget:
         self.clock = clock
         self.sleep = sleep
         self.on_grant = on_grant  # (time, priority) of every grant: for tests and benches
+        self.concurrency = concurrency  # requests in flight at most (None: no bound)
+        self.in_flight = 0
+        self._freed = asyncio.Event()  # set when a request in flight ends
         self.starts: deque[float] = deque()  # start times within the last second
         self.last_start: float | None = None
         self.tokens = self.burst  # the token bucket (smoothness), full at start
@@ -122,7 +131,11 @@ class RequestBudget:
             wait = max(wait, (1.0 - self.tokens) / self.rate)
         return wait
 
+    def _slot_free(self) -> bool:
+        return self.concurrency is None or self.in_flight < self.concurrency
+
     def _start(self, now: float, level: Priority) -> None:
+        self.in_flight += 1
         self.starts.append(now)
         self.last_start = now
         self._refill(now)
@@ -135,7 +148,7 @@ class RequestBudget:
         """Wait for a slot at `level` (default: the task's `current_priority`)."""
         level = current_priority.get() if level is None else level
         now = self.clock()
-        if not self._waiters and self._delay(now) == 0.0:
+        if not self._waiters and self._slot_free() and self._delay(now) == 0.0:
             self._start(now, level)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -145,11 +158,34 @@ class RequestBudget:
         t0 = self.clock()
         try:
             await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # granted, then cancelled before it could send
+            raise
         finally:
             self.waited += self.clock() - t0
 
+    def release(self) -> None:
+        """A request granted by `acquire` is over (its answer read, or it failed)."""
+        self.in_flight = max(0, self.in_flight - 1)
+        self._freed.set()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, level: Priority | None = None) -> AsyncIterator[None]:
+        """Hold a grant (a start of the rate and a place in flight) while the block sends
+        one request and reads its answer."""
+        await self.acquire(level)
+        try:
+            yield
+        finally:
+            self.release()
+
     async def _grant_in_order(self) -> None:
         while self._waiters:
+            if not self._slot_free():
+                self._freed.clear()
+                await self._freed.wait()
+                continue
             now = self.clock()
             delay = self._delay(now)
             if delay > 0:
@@ -187,6 +223,7 @@ class RequestBudget:
             "max_rate": self.max_rate,
             "rate": round(self.rate, 3),
             "waiting": sum(1 for *_, f in self._waiters if not f.done()),
+            "in_flight": self.in_flight,
             "granted": self.granted,
             "throttled": self.throttled,
             "waited_s": round(self.waited, 3),

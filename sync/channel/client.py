@@ -104,7 +104,9 @@ class ChannelClient:
         self._etags: OrderedDict[str, str] = OrderedDict()
         rate = settings.max_requests_per_second
         #: The request budget every request of this client takes a slot from (None: off).
-        self.budget = RequestBudget(rate, sleep=sleep) if rate > 0 else None
+        self.budget = (
+            RequestBudget(rate, sleep=sleep, concurrency=settings.concurrency) if rate > 0 else None
+        )
 
     async def __aenter__(self) -> ChannelClient:
         if self._session is None:

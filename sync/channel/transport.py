@@ -189,11 +189,13 @@ class Transport:
             wait: float | None = None
             cause: str
             remaining = self.retry_budget - spent
-            if self.budget is not None:
-                await self.budget.acquire()  # every attempt is a request the upstream sees
-            started = self.clock()
+            # Every attempt is a request the upstream sees: with a budget, its grant is also
+            # the place in flight (`RequestBudget.slot`), so it is sent as it is granted.
+            slot = self.budget.slot() if self.budget is not None else self.limit
+            started: float | None = None
             try:
-                async with self.limit:
+                async with slot:
+                    started = self.clock()
                     # The last attempt may not outlive the budget either.
                     timeout = aiohttp.ClientTimeout(total=max(0.001, min(self.timeout, remaining)))
                     async with self.session.request(
@@ -227,7 +229,8 @@ class Transport:
                 never_reached = isinstance(exc, UNREACHABLE_ERRORS) and not self.reached
             else:
                 never_reached = False
-            spent += max(0.0, self.clock() - started)
+            if started is not None:
+                spent += max(0.0, self.clock() - started)
             backoff = self.backoff(attempt)
             # A Retry-After is a floor: the upstream asked for at least that long.
             delay = max(wait, backoff) if wait is not None else backoff

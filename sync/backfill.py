@@ -267,8 +267,6 @@ class Backfill:
                 self.mirror.finish_backfill(rtype.name, s.key, finished_at=iso_ms(self.clock()))
                 if self.mirror.get_cursor(rtype.name, s.key) is None:
                     self.mirror.set_cursor(rtype.name, s.key, started_at)
-            if not self._sideloaded_whole(rtype.name):
-                self.mirror.index_loaded(rtype.name)  # no more rows to come: index it now
             self.mirror.record_type_status(rtype.name, ok=True, at=iso_ms(self.clock()))
         except MassDeleteRefused as exc:
             report.error = f"{exc} (check the upstream, then run `ccsync reconcile --force`)"
@@ -289,17 +287,6 @@ class Backfill:
             raise
         finally:
             self.progress.done(rtype.name)
-
-    def _sideloaded_whole(self, name: str) -> bool:
-        """Whether another type of this run stores rows of `name` from its pages: an included
-        type it does not trim (`catalogue.sideload_trim`). Otherwise a type's rows are all in
-        once its own pages and missed-row pass are done."""
-        return any(
-            rel.target == name and name not in trim
-            for other, trim in self.trim.items()
-            if other != name
-            for rel in catalogue.TYPES[other].relationships
-        )
 
     # -- pages ---------------------------------------------------------------------------------
 

@@ -74,37 +74,6 @@ def test_bulk_load_defers_content_and_link_indexes_until_the_end(tmp_path: Path)
     m.close()
 
 
-def test_bulk_load_indexes_a_loaded_type_early_and_keeps_indexing_its_later_rows(
-    tmp_path: Path,
-) -> None:
-    """`index_loaded` builds one type's deferred indexes (secondary, full-text, link) during
-    the load; the other types and the change feed's triggers wait for the end, and a row the
-    type gets afterwards is still found by its indexes and full-text search."""
-    linked = res(1, seo_slug="s")
-    linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
-    m = Mirror.open(tmp_path / "m.db")
-    m.defer_indexes(True)
-    m.write_page(DEALS, [linked])
-    m.write_page(EVENTS, [res(2, type_="events")])
-    m.index_loaded("deals")
-    assert {"idx_deals_updated_at", "idx_deals_seo_slug"} <= _index_names(m, "deals")
-    assert "idx_deals_images_images_id" in _index_names(m, "deals_images")
-    assert _index_names(m, "events") <= {"sqlite_autoindex_events_1"}
-    tables = {r[0] for r in m.conn.execute("select name from sqlite_master")}
-    assert "deals_fts" in tables and "events_fts" not in tables
-    assert not [n for n in tables if n.startswith("_sync_changes_")]  # no feed triggers yet
-    m.write_page(DEALS, [res(3, title="late arrival")])
-    m.defer_indexes(False)
-    hits = m.conn.execute("select rowid from deals_fts where deals_fts match 'late'").fetchall()
-    assert hits == [(3,)]
-    assert "events_fts" in {r[0] for r in m.conn.execute("select name from sqlite_master")}
-    assert m.conn.execute("select type, op from _sync_changes order by type").fetchall() == [
-        ("deals", "backfill"),
-        ("events", "backfill"),
-    ]
-    m.close()
-
-
 def test_bulk_load_interrupted_gets_its_indexes_when_reopened(tmp_path: Path) -> None:
     linked = res(1)
     linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}

@@ -194,28 +194,15 @@ class Mirror(BookkeepingMixin):
     def create_indexes(self) -> None:
         """Build any missing index of the content and link tables, the full-text indexes and
         the views (cheap when they all exist)."""
-        self._build_indexes(list(catalogue.TYPES))
+        self.schema.create_indexes([t for t in catalogue.TYPES if self.has_table(t)])
+        self.schema.ensure_fts([t for t in catalogue.TYPES if self.has_table(t)])
         self.schema.ensure_change_triggers([t for t in catalogue.TYPES if self.has_table(t)])
-        self.schema.ensure_views()
-
-    def _build_indexes(self, types: Sequence[str]) -> None:
-        """The secondary, full-text and link-table indexes of `types` (tables that exist)."""
-        self.schema.create_indexes(list(types))
-        self.schema.ensure_fts(list(types))
-        for name in types:
-            for rel in catalogue.TYPES[name].relationships:
+        for name, rtype in catalogue.TYPES.items():
+            for rel in rtype.relationships:
                 table = rel.link_table(name)
                 if not rel.to_one and self.has_table(table):
                     self.schema.create_link_index(table, rel.link_columns(name)[1])
-
-    def index_loaded(self, type_name: str) -> None:
-        """During a bulk load, build the deferred indexes (secondary, full-text, link tables)
-        of a type whose rows are all in, instead of at the end: they overlap the pages of the
-        types still loading rather than run alone after the last one (~0.85 s at 200k). Rows
-        written to it later are indexed as they come, as outside a bulk load. The change
-        feed's triggers still wait for `defer_indexes(False)` (one `backfill` entry a type)."""
-        if self.schema.defer_indexes and self.has_table(type_name):
-            self._build_indexes([type_name])
+        self.schema.ensure_views()
 
     def defer_indexes(self, defer: bool) -> None:
         """During a bulk load into empty tables, build secondary indexes, full-text indexes and

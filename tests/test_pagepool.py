@@ -282,3 +282,29 @@ async def test_a_worker_from_another_install_is_not_used(monkeypatch: pytest.Mon
             "deals", b'{"data": []}', number=1, url="u", status=200, mall_id=None
         )
         assert page.resources == 0
+
+
+def test_rows_written_already_are_left_out_before_staging_as_after() -> None:
+    """`written_already` decides as `Sent.filter` would, with the version `stage` gives: by
+    stamp, by hash for a type without `updated_at` (tags); a copy with a stamp staging would
+    re-stamp or refuse is left to staging (a refusal is still reported)."""
+    image = {"id": "10", "type": "images", "attributes": {"url": "/10.jpg", "updated_at": V}}
+    tag = {"id": "7", "type": "tags", "attributes": {"name": "shoes"}}
+    written: dict[tuple[str, int], object] = {
+        ("images", 10): V,
+        ("tags", 7): staging.version(tag),
+    }
+    assert staging.written_already(image, "images", written)
+    assert staging.written_already(tag, "tags", written)
+    renamed = {**tag, "attributes": {"name": "boots"}}
+    assert not staging.written_already(renamed, "tags", written)  # another copy: sent
+    newer = {**image, "attributes": {"url": "/10.jpg", "updated_at": "2026-03-01T00:00:00.000Z"}}
+    assert not staging.written_already(newer, "images", written)
+    bad = {**image, "attributes": {**image["attributes"], "created_at": "yesterday"}}  # type: ignore[dict-item]
+    assert not staging.written_already(bad, "images", written)
+    assert not staging.written_already({**image, "id": "11"}, "images", written)
+    batches = staging.stage_resources(
+        catalogue.TYPES["deals"], [], [image, tag, renamed, bad], written=written
+    )
+    staged = {b.type: (b.ids, [r for r, _ in b.refused]) for b in batches[1:]}
+    assert staged == {"images": ([], [10]), "tags": ([7], [])}  # the refusal still reported

@@ -420,3 +420,83 @@ def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
         assert listing.claim_mall() == 2
     assert dict(m.conn.execute("SELECT id, mall_id FROM stores")) == {1: 5, 2: 5}
     m.close()
+
+
+def test_fresh_ids_know_only_what_a_created_table_never_got() -> None:
+    from sync.store.fresh import LIMIT, FreshIds
+
+    fresh = FreshIds()
+    assert fresh.absent("deals", [1, 2]) == set()  # not tracked: unknown, never "absent"
+    fresh.track("deals")
+    fresh.add("deals", [2, 70_000])
+    assert fresh.absent("deals", [1, 2, 3, 70_000, 10**6]) == {1, 3, 10**6}
+    assert fresh.absent("deals", [-1, LIMIT, LIMIT + 5]) == set()  # outside the bitmap: unknown
+    fresh.add("deals", [LIMIT + 5])  # ignored, and still unknown
+    assert fresh.absent("deals", [LIMIT + 5]) == set()
+
+
+def _linked(rid: int, updated: str, images: list[int], tags: list[int]) -> dict[str, Any]:
+    r = res(rid, updated)
+    r["relationships"] = {
+        "images": {"data": [{"type": "images", "id": str(i)} for i in images]},
+        "tags": {"data": [{"type": "tags", "id": str(i)} for i in tags]},
+    }
+    return r
+
+
+def _tag(rid: int, related: list[int]) -> dict[str, Any]:
+    """An included tag (no updated_at: no guard) with its own linkage (`tags.tags`)."""
+    return {
+        "id": str(rid),
+        "type": "tags",
+        "attributes": {"name": f"tag{rid}"},
+        "relationships": {"tags": {"data": [{"type": "tags", "id": str(i)} for i in related]}},
+    }
+
+
+@pytest.mark.parametrize("reopen", [False, True], ids=["created-here", "reopened"])
+def test_links_of_a_rewritten_owner_are_replaced_whether_or_not_the_mirror_made_its_table(
+    tmp_path: Path, reopen: bool
+) -> None:
+    """A table the mirror created skips the link DELETE of owners it never wrote (`FreshIds`);
+    an owner written before (this run, or an interrupted run's page written again on resume)
+    still has its old links replaced, not merged, in link tables with and without a guard."""
+    m = Mirror.open(tmp_path / "m.db")
+    m.defer_indexes(True)
+    m.write_page(DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5, 6], [7])], [_tag(7, [8, 9])])
+    if reopen:
+        m.close()
+        m = Mirror.open(tmp_path / "m.db")
+        m.defer_indexes(True)
+    m.write_page(
+        DEALS,
+        [
+            _linked(1, "2026-01-02T00:00:00.000Z", [6], [8]),
+            _linked(2, "2026-01-02T00:00:00.000Z", [5], []),
+        ],
+        [_tag(7, [9]), _tag(8, [])],
+    )
+    # An older copy of deal 1 changes neither its row nor its links.
+    m.write_page(DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5], [7])])
+    assert sorted(m.conn.execute("select deals_id, images_id from deals_images")) == [
+        (1, 6),
+        (2, 5),
+    ]
+    assert sorted(m.conn.execute("select deals_id, tags_id from deals_tags")) == [(1, 8)]
+    assert sorted(m.conn.execute("select tags_id, related_tags_id from tags_tags")) == [(7, 9)]
+    m.close()
+
+
+def test_a_link_table_left_from_a_dropped_content_table_is_not_taken_for_empty(
+    tmp_path: Path,
+) -> None:
+    """A content table dropped by hand leaves its link rows: the recreated table is not
+    treated as new (`FreshIds`), so a rewritten owner's stale links are still replaced."""
+    m = Mirror.open(tmp_path / "m.db")
+    m.write_page(DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5, 6], [])])
+    m.conn.execute("DROP TABLE deals")
+    m.close()
+    m = Mirror.open(tmp_path / "m.db")
+    m.write_page(DEALS, [_linked(1, "2026-01-02T00:00:00.000Z", [6], [])])
+    assert sorted(m.conn.execute("select deals_id, images_id from deals_images")) == [(1, 6)]
+    m.close()

@@ -35,6 +35,7 @@ from sync.logs import get_logger
 from sync.staging import Staged, encode, stage_resources
 from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
+from sync.store.fresh import FreshIds
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 from sync.store.transaction import write_transaction
@@ -95,6 +96,9 @@ class Mirror(BookkeepingMixin):
         # Included resources (images, tags...) repeat on page after page: remember what was
         # last committed for each, and skip identical rows (bounded; cleared when full).
         self._included_seen: dict[tuple[str, int], object] = {}
+        # Ids written to the tables this mirror created: an owner never written has no row and
+        # no links yet, so its page write needs neither the guard's SELECT nor link DELETEs.
+        self._fresh = FreshIds()
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -485,9 +489,9 @@ class Mirror(BookkeepingMixin):
         with self._page_transaction():
             for b in batches:
                 self._drop_tombstoned(b)
-                links = self._links_not_older(b)
+                links, new = self._link_guard(b)
                 self._upsert(b)
-                self._write_links(b.rtype, links)
+                self._write_links(b.rtype, links, new)
             if scripts:
                 self._write_scripts(scripts)
             if checkpoint is not None:
@@ -532,6 +536,10 @@ class Mirror(BookkeepingMixin):
                 known = self.schema.columns(rtype.table)
                 if not known or not known.issuperset(b.columns):
                     self.schema.ensure_content(rtype.table, {"id": b.ids[0], **b.samples})
+                if not known and self._links_empty(rtype):
+                    # Created here, empty, and no link rows: every row and link it gets from
+                    # now on is written by this mirror, which records the ids (`FreshIds`).
+                    self._fresh.track(rtype.table)
                 self.schema.widen(rtype.table, b.columns, b.rows)
             for rel in rtype.relationships:
                 if not rel.to_one and rel.name in b.links:
@@ -541,6 +549,19 @@ class Mirror(BookkeepingMixin):
                         rtype.name,
                         rel.target,
                     )
+
+    def _links_empty(self, rtype: ResourceType) -> bool:
+        """Whether no link table of `rtype` holds a row (each is absent or empty): a link
+        table left over from a content table dropped by hand must not be taken for empty."""
+        for rel in rtype.relationships:
+            table = rel.link_table(rtype.name)
+            if (
+                not rel.to_one
+                and self.has_table(table)
+                and self.conn.execute(f"SELECT 1 FROM [{table}] LIMIT 1").fetchone()
+            ):
+                return False
+        return True
 
     def write_sideloads(
         self,
@@ -567,9 +588,9 @@ class Mirror(BookkeepingMixin):
         with self._page_transaction():
             for b in included:
                 self._drop_tombstoned(b)
-                own = self._links_not_older(b)
+                own, new = self._link_guard(b)
                 self._upsert(b)
-                self._write_links(b.rtype, own)
+                self._write_links(b.rtype, own, new)
             same: set[int] = set()
             if owners and self.has_table(rtype.table):
                 guard = "updated_at" in self.schema.columns(rtype.table)
@@ -651,38 +672,50 @@ class Mirror(BookkeepingMixin):
                     )
         return refs
 
-    def _links_not_older(self, b: Staged) -> dict[str, list[tuple[int, list[int]]]]:
-        """The batch's links, less those of rows the upsert's guard will refuse.
+    def _link_guard(self, b: Staged) -> tuple[dict[str, list[tuple[int, list[int]]]], set[int]]:
+        """The batch's links, less those of rows the upsert's guard will refuse; and the owners
+        known to have no row before this upsert, hence no links (`_write_links` deletes none).
 
         A row's relationships are part of the row: an older copy (a page fetched before a
         webhook fetch and written after it, a lagging replica upstream) must change neither
         its columns nor its links. Read before the upsert, in the same transaction, with the
-        guard's own rule: a stored stamp wins over a missing or smaller one.
+        guard's own rule: a stored stamp wins over a missing or smaller one. Owners known
+        absent (`FreshIds`: in a table this mirror created, never written) have nothing to
+        compare and are not queried: in a first backfill, nearly all of them.
         """
-        if not b.links or "updated_at" not in b.columns or not b.ids:
-            return b.links
-        if "updated_at" not in self.schema.columns(b.rtype.table):
-            return b.links
+        if not b.links or not b.ids:
+            return b.links, set()
+        table = b.rtype.table
+        owners = {rid for pairs in b.links.values() for rid, _ in pairs}
+        new = self._fresh.absent(table, owners)
+        ask = [rid for rid in owners if rid not in new]
+        if (
+            not ask
+            or "updated_at" not in b.columns
+            or "updated_at" not in self.schema.columns(table)
+        ):
+            return b.links, new
         pos = b.columns.index("updated_at") + 1
         incoming = {row[0]: row[pos] for row in b.rows}
-        owners = list({rid for pairs in b.links.values() for rid, _ in pairs})
         older: set[int] = set()
-        for start in range(0, len(owners), 500):
-            chunk = owners[start : start + 500]
+        for start in range(0, len(ask), 500):
+            chunk = ask[start : start + 500]
             for rid, stored in self.conn.execute(
-                f"SELECT id, updated_at FROM [{b.rtype.table}] WHERE id IN "
+                f"SELECT id, updated_at FROM [{table}] WHERE id IN "
                 f"({','.join('?' * len(chunk))}) AND updated_at IS NOT NULL",
                 chunk,
             ):
-                new = incoming.get(rid)
-                if new is None or new < stored:
+                stamp = incoming.get(rid)
+                if stamp is None or stamp < stored:
                     older.add(rid)
         if not older:
-            return b.links
-        return {n: [(o, r) for o, r in pairs if o not in older] for n, pairs in b.links.items()}
+            return b.links, new
+        kept = {n: [(o, r) for o, r in pairs if o not in older] for n, pairs in b.links.items()}
+        return kept, new
 
     def _upsert(self, b: Staged) -> None:
         if b.ids:
+            self._fresh.add(b.rtype.table, b.ids)
             self.conn.executemany(self._upsert_sql(b.rtype.table, b.columns), b.rows)
 
     def _upsert_sql(self, table: str, cols: tuple[str, ...]) -> str:
@@ -707,18 +740,25 @@ class Mirror(BookkeepingMixin):
         return sql
 
     def _write_links(
-        self, rtype: ResourceType, links: dict[str, list[tuple[int, list[int]]]]
+        self,
+        rtype: ResourceType,
+        links: dict[str, list[tuple[int, list[int]]]],
+        new: set[int] | frozenset[int] = frozenset(),
     ) -> None:
+        """Replace the link rows of the owners in `links`; owners in `new` had no row before
+        this write, hence no links, and their DELETE is skipped (`_link_guard`)."""
         for rel in rtype.relationships:
             pairs = links.get(rel.name)
             if not pairs:
                 continue
             table = rel.link_table(rtype.name)
             owner, other = rel.link_columns(rtype.name)
-            owners = [rid for rid, _ in pairs]
-            self.conn.execute(
-                f"DELETE FROM [{table}] WHERE [{owner}] IN ({','.join('?' * len(owners))})", owners
-            )
+            owners = [rid for rid, _ in pairs if rid not in new] if new else [r for r, _ in pairs]
+            if owners:
+                self.conn.execute(
+                    f"DELETE FROM [{table}] WHERE [{owner}] IN ({','.join('?' * len(owners))})",
+                    owners,
+                )
             self.conn.executemany(
                 f"INSERT OR IGNORE INTO [{table}] ([{owner}], [{other}], position) VALUES (?, ?, ?)",
                 [

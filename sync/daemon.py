@@ -36,7 +36,7 @@ from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
 from sync.fetch import Scope
 from sync.logs import get_logger
-from sync.members import PER_MALL, Members
+from sync.members import PER_MALL, Members, refused
 from sync.metrics import Metrics
 from sync.poll import Poller, poll_types
 from sync.progress import Progress, for_terminal
@@ -252,7 +252,7 @@ class Daemon:
         try:
             written = await self.members.poll()
         except UpstreamError as exc:
-            if exc.status is None or exc.status >= 500 or exc.status in (401, 429):
+            if not refused(exc):
                 raise
             self.members.fall_back(f"GET /malls?include= answered {exc.status} during a poll")
             return set()
@@ -269,7 +269,7 @@ class Daemon:
         try:
             found = await self.members.locate(rtype, ids)
         except UpstreamError as exc:
-            if exc.status is None or exc.status >= 500 or exc.status in (401, 429):
+            if not refused(exc):
                 raise
             self.members.fall_back(f"GET /malls?include= answered {exc.status} (locate)")
             found = set()

@@ -43,7 +43,7 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
-from sync.errors import NotFoundError, UpstreamError
+from sync.errors import BadResponseError, NotFoundError, UpstreamError
 from sync.fetch import Fetcher, Scope, parse_id
 from sync.logs import get_logger
 from sync.stamps import iso_ms, normalize_or_none
@@ -71,6 +71,16 @@ class Decision:
 
     mode: Mode
     reason: str
+
+
+def refused(exc: UpstreamError) -> bool:
+    """Whether `exc` means the fast path is not to be had: a 4xx other than 401 and 429, or
+    an off-spec answer (a linkage id that is not a number, a page that is not a collection),
+    as opposed to a transient failure that must not change any decision. Either way the
+    mall-scoped types go back to per-mall listings, the path every upstream serves."""
+    if isinstance(exc, BadResponseError):
+        return True
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status not in (401, 429)
 
 
 def _linkage(mall: dict[str, Any], rel: str) -> list[int] | None:
@@ -122,7 +132,6 @@ class Members:
         self._etags: dict[tuple[tuple[str, ...], int], tuple[str, int]] = {}
         self._tried: OrderedDict[tuple[str, int], str | None] = OrderedDict()
         self.hot: OrderedDict[int, None] = OrderedDict()
-        self.requests = 0  # `/malls` member pages asked for (bench, logs)
         self.log = get_logger("sync.members")
 
     # -- the decision ----------------------------------------------------------------------------
@@ -167,11 +176,9 @@ class Members:
         try:
             page, _ = await self.client.list_members(rels, 1, size=self.page_size)
         except UpstreamError as exc:
-            if exc.status is None or exc.status >= 500 or exc.status in (401, 429):
+            if not refused(exc):
                 raise
             return None, f"GET /malls?include={','.join(rels)} answered {exc.status}"
-        finally:
-            self.requests += 1
         return page, ""
 
     def _judge(self, page: Page, name: str) -> Decision:
@@ -278,12 +285,9 @@ class Members:
             asked.add(number)
             key = (rels, number)
             kept = self._etags.get(key)
-            try:
-                page, etag = await self.client.list_members(
-                    rels, number, size=self.page_size, etag=kept[0] if kept else None
-                )
-            finally:
-                self.requests += 1
+            page, etag = await self.client.list_members(
+                rels, number, size=self.page_size, etag=kept[0] if kept else None
+            )
             if page.not_modified:
                 continue  # as it was when every change it named was written
             if page.last > last_known:  # malls added since the mirror last listed them
@@ -314,12 +318,13 @@ class Members:
                 stale = []
                 for rid in ids:
                     upstream = stamps.get((name, rid))
-                    local = held.get(rid)
-                    if local is None:
+                    if rid not in held:
                         if (name, rid) in self._tried and self._tried[(name, rid)] == upstream:
                             continue
                         stale.append(rid)
-                    elif upstream is not None and (local[0] is None or upstream > local[0]):
+                    elif upstream is not None and (
+                        (local := held[rid]) is None or upstream > local
+                    ):
                         stale.append(rid)
                 if stale:
                     got = await self._fetch(rtype, mall_id, stale)

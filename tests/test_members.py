@@ -17,8 +17,9 @@ from sync import catalogue
 from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
+from sync.errors import BadResponseError, UpstreamError
 from sync.fetch import Fetcher
-from sync.members import INCLUDE, PER_MALL, Members, recorded
+from sync.members import INCLUDE, PER_MALL, Members, recorded, refused
 from sync.status import status_data
 from sync.store import Mirror
 from tests.backfilled import settings_for
@@ -223,3 +224,13 @@ async def test_the_daemon_locates_webhook_creations_and_falls_back_when_refused(
         assert compare(db, emu, TYPES).differences == 0
         shown = status_data(settings)["mall_members"]["types"]  # what `ccsync status` prints
         assert {n: d["mode"] for n, d in shown.items()} == dict.fromkeys(MALL_SCOPED, PER_MALL)
+
+
+def test_only_a_refusal_or_an_off_spec_answer_changes_the_path() -> None:
+    """A 4xx (not 401/429) or an off-spec body falls back to per-mall listings; a 5xx, a 429,
+    a 401 or a network failure is transient and changes no decision."""
+    assert refused(UpstreamError("no", status=400))
+    assert refused(UpstreamError("no", status=422))
+    assert refused(BadResponseError("linkage id 'x' is not an integer", status=200))
+    for status in (None, 401, 429, 500, 503):
+        assert not refused(UpstreamError("later", status=status))

@@ -93,7 +93,6 @@ class RequestBudget:
         self.in_flight = 0
         self._freed = asyncio.Event()  # set when a request in flight ends
         self.starts: deque[float] = deque()  # start times within the last second
-        self.last_start: float | None = None
         self.tokens = self.burst  # the token bucket (smoothness), full at start
         self._tokens_at = clock()
         self.hold_until = 0.0  # no grant before this (a 429's Retry-After)
@@ -137,7 +136,6 @@ class RequestBudget:
     def _start(self, now: float, level: Priority) -> None:
         self.in_flight += 1
         self.starts.append(now)
-        self.last_start = now
         self._refill(now)
         self.tokens -= 1.0
         self.granted += 1

@@ -386,24 +386,21 @@ class Mirror(BookkeepingMixin):
                 return
             last = chunk[-1]
 
-    def stamps(
-        self, type_name: str, ids: Sequence[int]
-    ) -> dict[int, tuple[str | None, int | None]]:
-        """(`updated_at`, `mall_id`) of those of `ids` the table holds (stamps normalised as
-        written, so they compare as text with `sync.stamps.normalize`d ones)."""
+    def stamps(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
+        """`updated_at` of those of `ids` the table holds (normalised as written, so it
+        compares as text with `sync.stamps.normalize`d stamps; None without one)."""
         cols = self.schema.columns(type_name)
         if not cols or not ids:
             return {}
         stamp = "updated_at" if "updated_at" in cols else "NULL"
-        mall = "mall_id" if "mall_id" in cols else "NULL"
-        out: dict[int, tuple[str | None, int | None]] = {}
+        out: dict[int, str | None] = {}
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            for rid, updated, mall_id in self.conn.execute(
-                f"SELECT id, {stamp}, {mall} FROM [{type_name}] WHERE id IN ({marks})", chunk
+            for rid, updated in self.conn.execute(
+                f"SELECT id, {stamp} FROM [{type_name}] WHERE id IN ({marks})", chunk
             ):
-                out[int(rid)] = (updated, mall_id)
+                out[int(rid)] = updated
         return out
 
     def get(self, type_name: str, id: int) -> dict[str, Any] | None:

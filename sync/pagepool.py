@@ -4,7 +4,7 @@ A backfill page costs ~3-5 ms of CPU to parse (`orjson.loads` of 250-600 KB), va
 stage, and ~1-2 ms to write. In one process, with the GIL, that is one core for everything (a
 writer *thread* was tried: the GIL convoys between parsing and writing). With `[backfill]
 parse_workers = 1`, the default, a worker process on the second core takes the parse and stage
-and hands back plain row tuples (~65 KB pickled a page, ~0.2 ms each way), and the main process
+and hands back plain row tuples (~40 KB a page in `marshal` form, ~0.1 ms each way), and the main process
 keeps the HTTP client, the SQLite connection and every decision (what is committed, the
 included-row memo, tombstones, checkpoints). A worker's only state is which included rows the
 main process reported written (`written`), so that it stops sending copies of them
@@ -36,7 +36,15 @@ from types import TracebackType
 
 from sync.errors import BadResponseError
 from sync.logs import get_logger
-from sync.staging import ANSWER, PROTOCOL, REQUEST, Refused, StagedPage, stage_request
+from sync.staging import (
+    ANSWER,
+    PROTOCOL,
+    REQUEST,
+    Refused,
+    StagedPage,
+    from_wire,
+    stage_request,
+)
 
 
 def _widen_pipes(proc: asyncio.subprocess.Process) -> None:
@@ -79,7 +87,7 @@ class _Worker:
         try:
             while True:
                 (size,) = ANSWER.unpack(await self.proc.stdout.readexactly(ANSWER.size))
-                result = pickle.loads(await self.proc.stdout.readexactly(size))
+                result = from_wire(await self.proc.stdout.readexactly(size))
                 fut = self.waiting.popleft()
                 if not fut.done():  # a cancelled caller still had its page staged
                     fut.set_result(result)
@@ -141,6 +149,11 @@ class PagePool:
         self._warned = False
         self._tickets: dict[int, _Worker] = {}  # staged, not yet reported written
         self._next_ticket = 0
+
+    @property
+    def running(self) -> bool:
+        """Whether a worker process is staging pages (else they are staged in this one)."""
+        return any(not w.gone for w in self._procs)
 
     async def __aenter__(self) -> PagePool:
         if self.workers > 0 and sys.executable:

@@ -155,9 +155,10 @@ async def test_included_rows_cross_once_and_every_linked_row_lands(
                 assert not linked, (workers, target, linked)  # every linked row landed
             conn.close()
     in_process, through_worker = received
-    # How many are left out depends on how soon each write is reported back (~a third of the
-    # rows cross on this machine); fewer at all shows the reports reach the worker.
-    assert through_worker < in_process, received
+    # The worker remembers every included row written (`sync.seen.Seen`): what still crosses
+    # is each distinct row once, plus copies staged while their first was in flight (~a
+    # sixth of the copies here; a memo emptied when full, as before, let a third cross).
+    assert through_worker * 4 < in_process, received
 
 
 async def test_hours_of_a_mall_deleted_upstream_are_skipped(

@@ -95,6 +95,7 @@ class FakeUpstream:
         self.max_in_flight = 0
         self.delay = 0.0
         self.reject_all = False  # every signature fails (e.g. the account lost its rights)
+        self.clock_jump_at_login = 0.0  # the clock moves just after a login answered
 
     def logout(self) -> None:
         self.token = None
@@ -106,7 +107,9 @@ class FakeUpstream:
         self.logins += 1
         self.token = f"token-{self.logins}"
         doc = {"data": {"type": "accounts", "attributes": {"authentication_token": self.token}}}
-        return CallbackResult(status=201, body=orjson.dumps(doc), headers=self.headers())
+        headers = self.headers()
+        self.server_time += self.clock_jump_at_login
+        return CallbackResult(status=201, body=orjson.dumps(doc), headers=headers)
 
     async def data(self, url: URL, **kwargs: Any) -> CallbackResult:
         self.requests.append(url)
@@ -238,6 +241,24 @@ async def test_401_after_the_relogin_is_an_auth_error(
             await c.list_page(DEALS, 1)
     assert fake.logins == 2 and info.value.status == 401
     assert "token-" not in str(info.value) and PASSWORD not in str(info.value)
+
+
+async def test_a_401_after_the_relogin_showing_another_skew_is_signed_again(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    """The upstream's clock moves two minutes between the relogin and the retry (or an older
+    answer taught the older skew): the retry's 401 carries the new `Date`, so the request is
+    signed again with it instead of failing as a refused fresh session (the chaos storm saw a
+    restarted daemon exit on this)."""
+    fake, _ = upstream
+    async with make_client(clock=lambda: NOW) as c:
+        await c.list_page(DEALS, 1)
+        fake.logout()
+        fake.clock_jump_at_login = 120.0
+        page = await c.list_page(DEALS, 2)
+        assert c.clock_offset == pytest.approx(120) and c.stats.relogins == 1
+    assert page.number == 2 and fake.logins == 2
+    assert fake.requests[-1].query["auth_timestamp"] == str(int(NOW + 120))
 
 
 # -- retries -----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
 from sync.errors import BadResponseError
 from sync.pagepool import PagePool
+from sync.seen import Seen
 from sync.staging import stage_listing
 from tests.test_backfill import make_settings
 
@@ -144,10 +145,59 @@ def test_sent_forgets_pages_never_written_and_stays_bounded() -> None:
         sent.filter(page, ticket)
     assert len(sent.pending) == sent.PENDING and 1 not in sent.pending
     sent.confirm([1, sent.PENDING + 5])  # 1 was forgotten: it stays unsent-as-written
-    assert list(sent.written) == [("images", sent.PENDING + 5)]
-    sent.written = {("images", -i): V for i in range(sent.LIMIT)}
-    sent.confirm([sent.PENDING + 6])
-    assert list(sent.written) == [("images", sent.PENDING + 6)]  # full: emptied, then filled
+    assert len(sent.written) == 1 and sent.written.holds("images", sent.PENDING + 5, V)
+    assert not sent.written.knows("images", 1)
+
+
+def test_answers_cross_the_pipe_whole() -> None:
+    """`to_wire`/`from_wire` give back every field of a page (tuples stay tuples, digests stay
+    bytes, a batch without versions stays without) and a refusal with its hint."""
+    tag = {"id": "7", "type": "tags", "attributes": {"name": "shoes", "big": 2**70}}
+    image = {"id": "10", "type": "images", "attributes": {"updated_at": V, "ok": True}}
+    page = staging.stage_listing(
+        "deals",
+        json.dumps(
+            {
+                "data": [{"id": "1", "type": "deals", "attributes": {"updated_at": "bad"}}],
+                "included": [tag, image],
+                "meta": {"scripts": [{"src": "/a.js"}]},
+                "links": {"last": "/deals?page[number]=3"},
+            }
+        ).encode(),
+        number=2,
+        url="",
+        status=200,
+        mall_id=None,
+    )
+    page.ticket = 9
+    back = staging.from_wire(staging.to_wire(page))
+    assert back == page and back.batches[0].refused == [(1, page.batches[0].refused[0][1])]
+    assert isinstance(back.batches[1].rows[0], tuple) and back.batches[0].versions is None
+    assert any(isinstance(v, bytes) for b in back.batches for v in b.versions or ())
+    refused = staging.Refused("not JSON", "check the upstream")
+    assert staging.from_wire(staging.to_wire(refused)) == refused
+
+
+def test_seen_is_exact_and_forgets_its_oldest_half_when_full() -> None:
+    """`Seen` remembers versions exactly (a stamp kept as an int still tells one millisecond
+    from the next; a digest, another stamp form), keeps types apart, refuses ids it cannot
+    pack, and when full forgets the oldest half, keeping the rows most recently written."""
+    seen = Seen(10)
+    later = "2026-01-01T00:00:00.001Z"
+    seen.add("images", [1, 2], [V, b"digest"])
+    seen.add("tags", [1], ["2026-01-01T01:00:00+01:00"])
+    assert seen.holds("images", 1, V) and not seen.holds("images", 1, later)
+    assert seen.holds("images", 2, b"digest") and not seen.holds("images", 2, b"other")
+    assert seen.holds("tags", 1, "2026-01-01T01:00:00+01:00") and not seen.holds("tags", 1, V)
+    assert not seen.knows("groups", 1) and not seen.knows("nonsense", 1)
+    seen.add("images", [-1, 2**60], [V, V])  # ids it cannot pack: never taken for written
+    assert not seen.holds("images", -1, V) and not seen.holds("images", 2**60, V)
+    assert seen.unwritten("images", [1, 2, 3], [V, b"x", V]) == [False, True, True]
+    seen.forget("images", [1])
+    assert not seen.knows("images", 1)
+    seen.add("groups", range(100, 112), [V] * 12)  # over the limit: the oldest half goes
+    assert len(seen) <= 10
+    assert seen.holds("groups", 111, V) and not seen.knows("images", 2)
 
 
 async def test_bad_page_is_refused_with_its_url_through_the_worker() -> None:
@@ -290,10 +340,9 @@ def test_rows_written_already_are_left_out_before_staging_as_after() -> None:
     re-stamp or refuse is left to staging (a refusal is still reported)."""
     image = {"id": "10", "type": "images", "attributes": {"url": "/10.jpg", "updated_at": V}}
     tag = {"id": "7", "type": "tags", "attributes": {"name": "shoes"}}
-    written: dict[tuple[str, int], object] = {
-        ("images", 10): V,
-        ("tags", 7): staging.version(tag),
-    }
+    written = Seen(100)
+    written.add("images", [10], [V])
+    written.add("tags", [7], [staging.version(tag)])
     assert staging.written_already(image, "images", written)
     assert staging.written_already(tag, "tags", written)
     renamed = {**tag, "attributes": {"name": "boots"}}

@@ -235,11 +235,17 @@ class ChannelClient:
         # first login does not count: a 401 just after it may be a logout elsewhere in between,
         # or a clock skew the 401's own `Date` header has just taught us to correct.
         fresh = False
+        # A 401 after the fresh login is retried (twice at most) when its own `Date` taught
+        # another skew than the one the attempt was signed with: the upstream's clock moved,
+        # or an answer sent before the move was read after one sent after it.
+        reskews = 0
         url = f"{self.base}{path}"
         fixed = dict(params or {})
+        signed_with = [self.credentials.offset]
 
         def signed() -> dict[str, str]:
             # Called per attempt: the timestamp (and so the token) must be current each time.
+            signed_with[0] = self.credentials.offset
             return {**fixed, **self.credentials.params()}
 
         while True:
@@ -253,6 +259,10 @@ class ChannelClient:
             )
             if resp.status != 401:
                 break
+            if fresh and self.credentials.offset != signed_with[0] and reskews < 2:
+                reskews += 1
+                self.log.info("upstream.resigned", reason="clock skew changed", path=path)
+                continue
             if fresh:
                 raise AuthError(
                     f"the upstream refused a fresh session (401): {_error_detail(resp.body)}",

@@ -32,6 +32,7 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.errors import MirrorError
 from sync.logs import get_logger
+from sync.seen import Seen
 from sync.staging import Staged, encode, stage_resources
 from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
@@ -59,6 +60,11 @@ class WriteResult:
 #: The writer's page cache in KiB: 8 MiB, and 16 MiB during a bulk load (group commit).
 CACHE_KIB = 8192
 BULK_CACHE_KIB = 16384
+
+#: Included rows whose last written copy the writer remembers (`Mirror.write_staged`): the page
+#: worker's own memo (`staging.Sent`) leaves out most copies before they get here; this one
+#: catches the rest, and those of pages staged in this process. ~5 MB when full.
+INCLUDED_SEEN = 50_000
 
 #: `PRAGMA wal_autocheckpoint` (WAL frames after which a commit runs a PASSIVE checkpoint) per
 #: `[mirror] checkpoints` mode: (normally, during a bulk load). SQLite's default, and ~64 MiB
@@ -95,7 +101,7 @@ class Mirror(BookkeepingMixin):
         self._tombstones: bool | None = None  # whether any exist; None until first looked up
         # Included resources (images, tags...) repeat on page after page: remember what was
         # last committed for each, and skip identical rows (bounded; cleared when full).
-        self._included_seen: dict[tuple[str, int], object] = {}
+        self._included_seen = Seen(INCLUDED_SEEN)
         # Ids written to the tables this mirror created: an owner never written has no row and
         # no links yet, so its page write needs neither the guard's SELECT nor link DELETEs.
         self._fresh = FreshIds()
@@ -468,10 +474,10 @@ class Mirror(BookkeepingMixin):
         images and tags repeat on page after page.
         """
         seen = self._included_seen
-        for b in batches[1:]:
-            if b.versions is not None:
-                name = b.type
-                b.keep([seen.get((name, i)) != v for i, v in zip(b.ids, b.versions, strict=True)])
+        if len(seen):
+            for b in batches[1:]:
+                if b.versions is not None:
+                    b.keep(seen.unwritten(b.type, b.ids, b.versions))
         self._ensure_schema(batches)
         main = batches[0]
         for b in batches:
@@ -494,13 +500,22 @@ class Mirror(BookkeepingMixin):
             if checkpoint is not None:
                 self._record_checkpoint(checkpoint)
         self._grouped()
-        if len(seen) > 50_000:  # bounded: memory must not grow with the data
-            seen.clear()
         for b in batches[1:]:
             if b.versions is not None:
-                name = b.type
-                seen.update(((name, i), v) for i, v in zip(b.ids, b.versions, strict=True))
+                seen.add(b.type, b.ids, b.versions)
         return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
+
+    @contextlib.contextmanager
+    def included_memo(self, limit: int) -> Iterator[None]:
+        """Remember at most `limit` included rows while the block runs (see `INCLUDED_SEEN`),
+        then start afresh. A backfill whose page worker keeps the memo that counts
+        (`staging.Sent`) needs here only the rows of the few pages in flight: the memory is
+        better spent there."""
+        self._included_seen = Seen(limit)
+        try:
+            yield
+        finally:
+            self._included_seen = Seen(INCLUDED_SEEN)
 
     def _drop_tombstoned(self, b: Staged) -> None:
         if not b.ids:
@@ -606,8 +621,7 @@ class Mirror(BookkeepingMixin):
                 )
         self._grouped()
         for b in included:
-            for key in zip([b.type] * len(b.ids), b.ids, strict=True):
-                self._included_seen.pop(key, None)
+            self._included_seen.forget(b.type, b.ids)
         return len(same)
 
     def prune_unreferenced(self, types: Sequence[str]) -> dict[str, int]:
@@ -801,8 +815,7 @@ class Mirror(BookkeepingMixin):
         removed = 0
         if remember:
             self._tombstones = True
-        for key in [(type_name, i) for i in id_list]:
-            self._included_seen.pop(key, None)
+        self._included_seen.forget(type_name, id_list)
         stamp = now_iso()
         with write_transaction(self.conn):
             if remember:

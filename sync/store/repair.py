@@ -64,8 +64,7 @@ def repair_page(
     repairs: list[Repair] = []
     for b in batches:
         repairs += _differences(mirror, b)
-        for rid in b.ids:
-            mirror._included_seen.pop((b.type, rid), None)  # compared: write it whatever
+        mirror._included_seen.forget(b.type, b.ids)  # compared: write it whatever
     mirror.write_staged(batches)
     return repairs
 

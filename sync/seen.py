@@ -9,9 +9,10 @@ leave such copies out (`sync.staging.Sent`, `Mirror.write_staged`).
 The memo must hold every distinct included row of a backfill to be of use: includes are spread
 uniformly over the rows, so a memo of half of them catches about half of the copies (the one
 it replaced held 20,000 rows and was emptied when full: 107k of the 146k copies still crossed to
-the main process at 200k resources). It is therefore compact, ~105 bytes a row against ~185 for
+the main process at 200k resources). It is therefore compact, ~110 bytes a row against ~185 for
 a dict keyed by (type, id) tuples: one int key per row (id and type packed) and the version as
-an int when it is a canonical stamp (`YYYY-MM-DDTHH:MM:SS.sssZ`, the form staging writes). When
+an int when it is a stamp of the canonical width (`YYYY-MM-DDTHH:MM:SS.sssZ`, the form
+staging writes). When
 full it forgets its oldest half rather than everything, so a long run keeps its recent rows.
 
 Only an optimisation: a row it does not know is simply written again. Forgetting is always
@@ -24,7 +25,6 @@ import itertools
 from collections.abc import Iterable
 
 from sync import catalogue
-from sync.stamps import CANONICAL
 
 #: A small number per type, packed into the key beside the id (`Seen.key`).
 _CODES = {name: i for i, name in enumerate(catalogue.TYPES)}
@@ -34,12 +34,13 @@ _MAX_ID = 1 << 57  # packed keys stay within a machine word (an int object of 32
 
 
 def compact(version: object) -> object:
-    """`version` as the memo stores it: a canonical stamp as the int of its digits (32 bytes
-    instead of 73), anything else (another stamp form, a digest) as it is. Equal versions give
-    equal results, unequal ones unequal (an int never equals a str or bytes)."""
-    if type(version) is str and len(version) == 24 and CANONICAL.fullmatch(version):
-        v = version
-        return int(v[0:4] + v[5:7] + v[8:10] + v[11:13] + v[14:16] + v[17:19] + v[20:23])
+    """`version` as the memo stores it: a stamp of the canonical width (24 ASCII characters) as
+    the int of its bytes (52 bytes instead of 73, and ~0.15 us against ~1 us for parsing its
+    digits), anything else (a digest, another stamp form) as it is. Exact both ways: two
+    strings of 24 ASCII characters give the same int only when equal, and an int never equals
+    a str or bytes."""
+    if type(version) is str and len(version) == 24 and version.isascii():
+        return int.from_bytes(version.encode())
     return version
 
 
@@ -71,6 +72,11 @@ class Seen:
             key = self.key(type_name, rid)
             if key is not None:
                 self._versions.pop(key, None)
+
+    def version_of(self, type_name: str, rid: int) -> object | None:
+        """The remembered version of the row (as `compact` gives it), None when unknown."""
+        key = self.key(type_name, rid)
+        return None if key is None else self._versions.get(key)
 
     def knows(self, type_name: str, rid: int) -> bool:
         """Whether some copy of the row is remembered (cheaper than `holds`: no version)."""

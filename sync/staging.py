@@ -28,7 +28,7 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.pages import decode, to_page
 from sync.errors import BadResponseError
-from sync.seen import Seen
+from sync.seen import Seen, compact
 from sync.stamps import ABSOLUTE, CANONICAL, StampError
 from sync.stamps import normalize as normalize_stamp
 
@@ -221,7 +221,8 @@ def written_already(res: dict[str, Any], name: str, written: Seen) -> bool:
     then leaves out. A resource `stage` would refuse or re-stamp is not decided here (it is
     staged and filtered as before), so the rows sent, and the refusals logged, are the same."""
     rid = to_int(res.get("id"))
-    if rid is None or not written.knows(name, rid):
+    have = written.version_of(name, rid) if rid is not None else None
+    if have is None:
         return False
     attrs = res.get("attributes") or {}
     for k in ABSOLUTE_STAMPS:
@@ -229,7 +230,7 @@ def written_already(res: dict[str, Any], name: str, written: Seen) -> bool:
         if v is not None and not (type(v) is str and CANONICAL.fullmatch(v)):
             return False
     stamp = attrs.get("updated_at")
-    return written.holds(name, rid, stamp if isinstance(stamp, str) else version(res))
+    return bool(have == compact(stamp if isinstance(stamp, str) else version(res)))
 
 
 def stage_resources(

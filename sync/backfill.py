@@ -173,8 +173,8 @@ class Backfill:
         # Pages between the start of their download and the end of their write: bounds the
         # memory of pages downloaded faster than they are staged (every type runs at once).
         # Eight a worker keep it busy while the main process writes a group or builds an
-        # index; the pages in flight cost ~1 MB each, the same at 200k and at 1M resources
-        # (peak RSS at 1M: 136 MB with four a worker, 137 MB with eight).
+        # index; the pages in flight cost under 1 MB each, the same at 200k and at 1M
+        # resources (at 1M, peak RSS within 1-2 MB of what four a worker gave).
         workers = settings.backfill.parse_workers
         self.in_flight = asyncio.Semaphore(self.limit + PAGES_PER_WORKER * max(1, workers))
         # Per listed type, the included types its pages carry trimmed (`catalogue.sideload_trim`).

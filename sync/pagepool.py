@@ -4,8 +4,8 @@ A backfill page costs ~3-5 ms of CPU to parse (`orjson.loads` of 250-600 KB), va
 stage, and ~1-2 ms to write. In one process, with the GIL, that is one core for everything (a
 writer *thread* was tried: the GIL convoys between parsing and writing). With `[backfill]
 parse_workers = 1`, the default, a worker process on the second core takes the parse and stage
-and hands back plain row tuples (~40 KB a page in `marshal` form, ~0.1 ms each way), and the main process
-keeps the HTTP client, the SQLite connection and every decision (what is committed, the
+and hands back plain row tuples (~40 KB a page in `marshal` form, ~0.1 ms each way), and the
+main process keeps the HTTP client, the SQLite connection and every decision (what is committed, the
 included-row memo, tombstones, checkpoints). A worker's only state is which included rows the
 main process reported written (`written`), so that it stops sending copies of them
 (`sync.staging.Sent`); it only saves work, so a killed run resumes exactly as before.

@@ -2,8 +2,8 @@
 
 Images, tags and groups come included with page after page (at 200k resources, 146k included
 copies of 33k distinct rows). Writing a copy identical to the one already written is wasted
-work twice over: in the page worker, which parses, stages and pickles it, and in the main
-process, which unpickles it and binds it to SQLite. Both keep a `Seen` of what was written and
+work twice over: in the page worker, which parses, stages and encodes it, and in the main
+process, which decodes it and binds it to SQLite. Both keep a `Seen` of what was written and
 leave such copies out (`sync.staging.Sent`, `Mirror.write_staged`).
 
 The memo must hold every distinct included row of a backfill to be of use: includes are spread
@@ -12,11 +12,12 @@ it replaced held 20,000 rows and was emptied when full: 107k of the 146k copies 
 the main process at 200k resources). It is therefore compact, ~110 bytes a row against ~185 for
 a dict keyed by (type, id) tuples: one int key per row (id and type packed) and the version as
 an int when it is a stamp of the canonical width (`YYYY-MM-DDTHH:MM:SS.sssZ`, the form
-staging writes). When
-full it forgets its oldest half rather than everything, so a long run keeps its recent rows.
+staging writes). When full it forgets its oldest half rather than everything.
 
 Only an optimisation: a row it does not know is simply written again. Forgetting is always
-safe; remembering must be exact, which it is (keys and versions are compared whole, no hash).
+safe; remembering must be exact, which it is: keys and versions are compared whole, with no
+hashing of its own (a row without `updated_at` is versioned by the 128-bit digest that
+`sync.staging.version` gives it, as before).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from sync import catalogue
 _CODES = {name: i for i, name in enumerate(catalogue.TYPES)}
 _SHIFT = 5
 assert len(_CODES) < 1 << _SHIFT
-_MAX_ID = 1 << 57  # packed keys stay within a machine word (an int object of 32 bytes)
+_MAX_ID = 1 << 57  # packed keys stay below 2**62: small int objects (32 bytes)
 
 
 def compact(version: object) -> object:
@@ -115,5 +116,7 @@ class Seen:
             if 0 <= i < _MAX_ID:
                 store[(i << _SHIFT) | code] = compact(v)  # in place: no deleted slot left
         if len(store) > self.limit:
-            for key in list(itertools.islice(store, len(store) - self.limit // 2)):
-                del store[key]
+            # Into a new dict: deleting from this one would leave its table sized for the
+            # rows it held, and the next insertions would double it.
+            keep = self.limit // 2
+            self._versions = dict(itertools.islice(store.items(), len(store) - keep, None))

@@ -359,10 +359,11 @@ class Sent:
     unconfirmed pages are forgotten.
     """
 
-    #: Rows remembered: every distinct included row up to ~1M resources (~165k there), in
-    #: ~17 MB. Just under what a dict of 2**18 slots holds (174,762): one more row would
-    #: double its table.
-    LIMIT = 170_000
+    #: Rows remembered, ~9 MB when full (a dict of 2**17 slots holds 87,381): every distinct
+    #: included row up to ~450k resources (33k of them at 200k; ~165k at 1M, where it still
+    #: catches about a third of the copies). 170,000 put sync's peak RSS at 1M at 148 MB,
+    #: too near the 150 MB it must stay under.
+    LIMIT = 80_000
     PENDING = 512
 
     def __init__(self) -> None:

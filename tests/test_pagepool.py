@@ -196,7 +196,7 @@ def test_seen_is_exact_and_forgets_its_oldest_half_when_full() -> None:
     seen.forget("images", [1])
     assert not seen.knows("images", 1)
     seen.add("groups", range(100, 112), [V] * 12)  # over the limit: the oldest half goes
-    assert len(seen) <= 10
+    assert len(seen) == 5  # 2 held + 12 new = 14 > 10: all but the 5 newest forgotten
     assert seen.holds("groups", 111, V) and not seen.knows("images", 2)
 
 

@@ -100,7 +100,7 @@ class Mirror(BookkeepingMixin):
         self._group_began = 0.0
         self._tombstones: bool | None = None  # whether any exist; None until first looked up
         # Included resources (images, tags...) repeat on page after page: remember what was
-        # last committed for each, and skip identical rows (bounded; cleared when full).
+        # last committed for each, and skip identical rows (bounded, `sync.seen.Seen`).
         self._included_seen = Seen(INCLUDED_SEEN)
         # Ids written to the tables this mirror created: an owner never written has no row and
         # no links yet, so its page write needs neither the guard's SELECT nor link DELETEs.

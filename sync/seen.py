@@ -79,23 +79,16 @@ class Seen:
         key = self.key(type_name, rid)
         return None if key is None else self._versions.get(key)
 
-    def knows(self, type_name: str, rid: int) -> bool:
-        """Whether some copy of the row is remembered (cheaper than `holds`: no version)."""
-        key = self.key(type_name, rid)
-        return key is not None and key in self._versions
-
     def holds(self, type_name: str, rid: int, version: object) -> bool:
         """Whether this very copy (same version) of the row is the one last written."""
-        key = self.key(type_name, rid)
-        if key is None:
-            return False
-        have = self._versions.get(key)
+        have = self.version_of(type_name, rid)
         return have is not None and have == compact(version)
 
     def unwritten(
         self, type_name: str, ids: Iterable[int], versions: Iterable[object]
     ) -> list[bool]:
-        """Per row, whether it is *not* the copy last written (the rows to keep)."""
+        """Per row, whether it is *not* the copy last written (the rows to keep). Packs the keys
+        as `key` does, inline: it runs on every included row of every page."""
         code = _CODES.get(type_name)
         if code is None or not self._versions:
             return [True for _ in ids]

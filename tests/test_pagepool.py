@@ -146,7 +146,7 @@ def test_sent_forgets_pages_never_written_and_stays_bounded() -> None:
     assert len(sent.pending) == sent.PENDING and 1 not in sent.pending
     sent.confirm([1, sent.PENDING + 5])  # 1 was forgotten: it stays unsent-as-written
     assert len(sent.written) == 1 and sent.written.holds("images", sent.PENDING + 5, V)
-    assert not sent.written.knows("images", 1)
+    assert sent.written.version_of("images", 1) is None
 
 
 def test_answers_cross_the_pipe_whole() -> None:
@@ -189,15 +189,15 @@ def test_seen_is_exact_and_forgets_its_oldest_half_when_full() -> None:
     assert seen.holds("images", 1, V) and not seen.holds("images", 1, later)
     assert seen.holds("images", 2, b"digest") and not seen.holds("images", 2, b"other")
     assert seen.holds("tags", 1, "2026-01-01T01:00:00+01:00") and not seen.holds("tags", 1, V)
-    assert not seen.knows("groups", 1) and not seen.knows("nonsense", 1)
+    assert seen.version_of("groups", 1) is None and seen.version_of("nonsense", 1) is None
     seen.add("images", [-1, 2**60], [V, V])  # ids it cannot pack: never taken for written
     assert not seen.holds("images", -1, V) and not seen.holds("images", 2**60, V)
     assert seen.unwritten("images", [1, 2, 3], [V, b"x", V]) == [False, True, True]
     seen.forget("images", [1])
-    assert not seen.knows("images", 1)
+    assert seen.version_of("images", 1) is None
     seen.add("groups", range(100, 112), [V] * 12)  # over the limit: the oldest half goes
     assert len(seen) == 5  # 2 held + 12 new = 14 > 10: all but the 5 newest forgotten
-    assert seen.holds("groups", 111, V) and not seen.knows("images", 2)
+    assert seen.holds("groups", 111, V) and seen.version_of("images", 2) is None
 
 
 async def test_bad_page_is_refused_with_its_url_through_the_worker() -> None:

@@ -133,6 +133,29 @@ async def test_worker_sends_an_included_row_once_it_is_written() -> None:
         assert _images(fourth) == []
 
 
+async def test_a_backed_up_worker_leaves_the_next_page_to_this_process() -> None:
+    """With `here_at` pages waiting at the worker, the next page is staged here, exactly as the
+    worker would, less the included rows the writer's memo (`memo`) holds."""
+    v1 = "2026-01-01T00:00:00.000Z"
+    async with PagePool(1, here_at=2) as pool:
+        pool.memo = Seen(100)
+        pool.memo.add("images", [10], [v1])
+        bodies = [_page(d, [(10, v1), (20 + d, v1)]) for d in (1, 2, 3)]
+        pages = await asyncio.gather(
+            *(pool.stage("deals", b, number=1, url="u", status=200, mall_id=None) for b in bodies)
+        )
+        assert pool.staged_here == 1  # the third: two were waiting at the worker
+        assert [p.ticket > 0 for p in pages] == [True, True, False]
+        # The worker was told of nothing written: it sends image 10; here the memo holds it.
+        assert [_images(p) for p in pages] == [[10, 21], [10, 22], [23]]
+        for page, body in zip(pages, bodies, strict=True):
+            want = stage_listing("deals", body, number=1, url="", status=200, mall_id=None)
+            assert page.batches[0] == want.batches[0]  # the deal and all its links, whole
+        # With the queue short again, pages go to the worker.
+        again = await pool.stage("deals", bodies[0], number=1, url="u", status=200, mall_id=None)
+        assert again.ticket > 0 and pool.staged_here == 1
+
+
 V = "2026-01-01T00:00:00.000Z"
 
 

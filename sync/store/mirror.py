@@ -506,14 +506,14 @@ class Mirror(BookkeepingMixin):
         return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
 
     @contextlib.contextmanager
-    def included_memo(self, limit: int) -> Iterator[None]:
+    def included_memo(self, limit: int) -> Iterator[Seen]:
         """Remember at most `limit` included rows while the block runs (see `INCLUDED_SEEN`),
-        then start afresh. A backfill whose page worker keeps the memo that counts
-        (`staging.Sent`) needs here only the rows of the few pages in flight: the memory is
-        better spent there."""
+        then start afresh; yields the memo (pages staged in this process leave out the rows
+        it holds, `PagePool.memo`). A backfill whose page worker keeps the memo that counts
+        (`staging.Sent`) needs less here: the memory is better spent there."""
         self._included_seen = Seen(limit)
         try:
-            yield
+            yield self._included_seen
         finally:
             self._included_seen = Seen(INCLUDED_SEEN)
 

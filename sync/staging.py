@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
+import json
 import marshal
 import os
 import pickle
@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import orjson
+from xxhash import xxh3_128_digest
 
 from sync import catalogue
 from sync.catalogue import ResourceType
-from sync.channel.pages import decode, to_page
+from sync.channel.pages import decode_listing, to_page
 from sync.errors import BadResponseError
 from sync.seen import Seen, compact
 from sync.stamps import ABSOLUTE, CANONICAL, StampError
@@ -35,6 +36,7 @@ from sync.stamps import normalize as normalize_stamp
 _MISSING = object()
 ABSOLUTE_STAMPS = tuple(sorted(ABSOLUTE))
 _INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
 
 
 def encode(value: Any) -> Any:
@@ -45,22 +47,33 @@ def encode(value: Any) -> Any:
     if kind is bool:
         return int(value)
     if kind is dict or kind is list:
-        return orjson.dumps(value).decode()
-    if kind is int and value > _INT64_MAX:
-        return float(value)  # beyond SQLite's integers (orjson reads up to 2**64 - 1 as int)
+        return dumps(value).decode()
+    if kind is int and not _INT64_MIN <= value <= _INT64_MAX:
+        return float(value)  # beyond SQLite's integers (a JSON parser reads them as int)
     return value
 
 
-def version(res: dict[str, Any]) -> object:
-    """What identifies one copy of a resource: its `updated_at`, else a hash of all of it.
+def dumps(value: Any) -> bytes:
+    """`orjson.dumps`, or the standard library's for a value holding an integer beyond 64 bits
+    (`decode_listing` keeps every integer exact; orjson cannot write those)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
-    The hash is of the serialised resource, so it is the same in every process.
+
+def version(res: dict[str, Any]) -> object:
+    """What identifies one copy of a resource: its `updated_at`, else a digest of all of it.
+
+    The digest (128-bit XXH3) is of the resource serialised as it came, so it is the same in
+    every process; keys are not sorted (a fifth of the cost): a copy whose keys come in
+    another order only looks like a new version, and is written once more.
     """
     attrs = res.get("attributes")
     stamp = attrs.get("updated_at") if isinstance(attrs, dict) else None
     if isinstance(stamp, str):
         return stamp
-    return hashlib.blake2b(orjson.dumps(res, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+    return xxh3_128_digest(dumps(res))
 
 
 def to_int(raw: Any) -> int | None:
@@ -280,7 +293,7 @@ def stage_listing(
     Raises `BadResponseError` for a body that is not a JSON:API collection, exactly as the
     client's `list_page` does.
     """
-    page = to_page(decode(body, url, status), number, url, status, None)
+    page = to_page(decode_listing(body, url, status), number, url, status, None)
     scripts = page.meta.get("scripts")
     rtype = catalogue.TYPES[type_name]
     return StagedPage(

@@ -32,7 +32,7 @@ import orjson
 from sync.catalogue import ResourceType
 from sync.channel.auth import Credentials
 from sync.channel.budget import RequestBudget
-from sync.channel.pages import Page, decode, to_page
+from sync.channel.pages import Page, decode, decode_listing, to_page
 from sync.channel.transport import Response, Stats, Transport, scrub
 from sync.config import UpstreamSettings
 from sync.errors import (
@@ -355,7 +355,7 @@ class ChannelClient:
         )
         if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True)
-        doc = decode(resp.body, resp.url, resp.status)
+        doc = decode_listing(resp.body, resp.url, resp.status)
         page = to_page(doc, number, resp.url, resp.status, self.api_version)
         if key is not None:
             tag = resp.headers.get("ETag")
@@ -395,7 +395,7 @@ class ChannelClient:
         )
         if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True), etag
-        doc = decode(resp.body, resp.url, resp.status)
+        doc = decode_listing(resp.body, resp.url, resp.status)
         return to_page(doc, number, resp.url, resp.status, self.api_version), resp.headers.get(
             "ETag"
         )

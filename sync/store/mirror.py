@@ -33,7 +33,7 @@ from sync.catalogue import ResourceType
 from sync.errors import MirrorError
 from sync.logs import get_logger
 from sync.seen import Seen
-from sync.staging import Staged, encode, stage_resources
+from sync.staging import Staged, dumps, encode, stage_resources
 from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.fresh import FreshIds
@@ -784,7 +784,7 @@ class Mirror(BookkeepingMixin):
         scripts = [i for i in scripts if isinstance(i, dict)] if isinstance(scripts, list) else []
         if not scripts:
             return
-        blob = orjson.dumps(scripts)
+        blob = dumps(scripts)
         now = time.monotonic()
         if (
             self._scripts_seen

@@ -58,7 +58,7 @@ DELETIONS = catalogue.DELETIONS_FEED
 IN_FLIGHT_MEMO = 20_000
 
 #: Pages in flight per page worker, beyond `concurrency` (see `Backfill.in_flight`).
-PAGES_PER_WORKER = 16
+PAGES_PER_WORKER = 24
 
 #: Pages waiting at every worker from which the main process stages a page itself
 #: (`PagePool.stage`): the worker is the busier process, and this evens the two out.
@@ -178,10 +178,11 @@ class Backfill:
         self.pages = PagePool(0)  # replaced by the run's pool
         # Pages between the start of their download and the end of their write: bounds the
         # memory of pages downloaded faster than they are staged (every type runs at once).
-        # Sixteen a worker keep it busy while the main process writes a group or builds an
-        # index (with eight, a trace of a 200k backfill showed the worker waiting for input
-        # ~0.9 s of a 5.8 s page phase); the pages in flight cost under 1 MB each, the same
-        # at 200k and at 1M resources.
+        # 24 a worker keep it busy while the main process commits a group (with eight, a
+        # trace of a 200k backfill showed the worker waiting for input ~0.9 s of a 5.8 s page
+        # phase; 16 gave 200k its gain, 24 gave 1M ~2 s more); the pages in flight cost under
+        # 1 MB each, the same at 200k and at 1M resources (peak RSS at 1M: 134 MB with 16, 138
+        # with 24).
         workers = settings.backfill.parse_workers
         self.in_flight = asyncio.Semaphore(self.limit + PAGES_PER_WORKER * max(1, workers))
         # Per listed type, the included types its pages carry trimmed (`catalogue.sideload_trim`).

@@ -37,6 +37,7 @@ from sync.staging import Staged, dumps, encode, stage_resources
 from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.fresh import FreshIds
+from sync.store.ftsbuild import SideBuild
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 from sync.store.transaction import write_transaction
@@ -225,15 +226,28 @@ class Mirror(BookkeepingMixin):
 
     def create_indexes(self) -> None:
         """Build any missing index of the content and link tables, the full-text indexes and
-        the views (cheap when they all exist)."""
-        self.schema.create_indexes([t for t in catalogue.TYPES if self.has_table(t)])
-        self.schema.ensure_fts([t for t in catalogue.TYPES if self.has_table(t)])
-        self.schema.ensure_change_triggers([t for t in catalogue.TYPES if self.has_table(t)])
-        for name, rtype in catalogue.TYPES.items():
-            for rel in rtype.relationships:
-                table = rel.link_table(name)
-                if not rel.to_one and self.has_table(table):
-                    self.schema.create_link_index(table, rel.link_columns(name)[1])
+        the views (cheap when they all exist). Missing full-text indexes are built beside the
+        mirror while the B-tree indexes are built in it (`sync.store.ftsbuild`)."""
+        tables = [t for t in catalogue.TYPES if self.has_table(t)]
+        plan = self.schema.fts_missing(tables)
+        side = None
+        if plan and not self.conn.in_transaction and self.path.is_file():
+            side = SideBuild(self.path, plan).start()
+        try:
+            self.schema.create_indexes(tables)
+            for name, rtype in catalogue.TYPES.items():
+                for rel in rtype.relationships:
+                    table = rel.link_table(name)
+                    if not rel.to_one and self.has_table(table):
+                        self.schema.create_link_index(table, rel.link_columns(name)[1])
+        except BaseException:
+            if side is not None:
+                side.finish(copy=False)
+            raise
+        if side is not None:
+            side.finish()
+        self.schema.ensure_fts(tables)  # what the side build did not make (or all, without it)
+        self.schema.ensure_change_triggers(tables)
         self.schema.ensure_views()
 
     def defer_indexes(self, defer: bool) -> None:

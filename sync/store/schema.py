@@ -423,6 +423,16 @@ class Schema:
     def _fts_table(self, table: str) -> str | None:
         return self.db.table(table).detect_fts() if self.columns(table) else None
 
+    def fts_missing(self, tables: list[str]) -> dict[str, list[str]]:
+        """The full-text indexes `ensure_fts` would build: table -> its `FTS_COLUMNS` present."""
+        plan = {}
+        for table in tables:
+            cols = self.columns(table)
+            wanted = [c for c in FTS_COLUMNS.get(table, ()) if c in cols]
+            if wanted and not self._fts_table(table):
+                plan[table] = wanted
+        return plan
+
     def ensure_fts(self, tables: list[str], *, replace: bool = False) -> None:
         """FTS5 over the `FTS_COLUMNS` of each table, kept in step by triggers (built once,
         at the end of a bulk load like the deferred indexes)."""

@@ -30,7 +30,9 @@ import asyncio
 import contextlib
 import fcntl
 import pickle
+import struct
 import sys
+import termios
 from collections import deque
 from types import TracebackType
 
@@ -81,7 +83,23 @@ class _Worker:
         self.gone = False
         self.error = ""
         self.written: list[int] = []  # tickets of its pages written since its last request
+        transport = getattr(proc.stdout, "_transport", None)
+        pipe = transport.get_extra_info("pipe") if transport is not None else None
+        self._answers_fd: int | None = pipe.fileno() if pipe is not None else None
         self.reader = asyncio.ensure_future(self._read())
+
+    def answered(self) -> bool:
+        """Whether an answer is waiting to be read, in the reader's buffer or the pipe: the worker
+        is then ahead of this process (busy writing), whatever `waiting` says."""
+        if self.proc.stdout is not None and len(getattr(self.proc.stdout, "_buffer", b"")):
+            return True
+        if self._answers_fd is None:
+            return False
+        try:
+            ready = fcntl.ioctl(self._answers_fd, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return False
+        return bool(struct.unpack("i", ready)[0])
 
     async def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -220,18 +238,27 @@ class PagePool:
     ) -> StagedPage:
         """Parse, validate and stage one listing page (see `sync.staging.stage_listing`).
 
-        In a worker; or here, when every worker already has `here_at` pages waiting. A worker
-        stages a page in ~2.2 ms and the main process writes it in under 1 ms, so with every
-        page sent to the worker the main process idled a third of the time while the worker's
-        queue grew: taking the odd page itself when the queue is long keeps both cores busy.
-        A worker is never left without pages queued, so it never waits for one staged here.
+        In a worker; or here, when every worker already has `here_at` pages waiting and none
+        has an answer ready. At 200k resources a worker stages a page in ~2.2 ms and the main
+        process writes it in under 1 ms, so with every page sent to the worker the main
+        process idled a third of the time while the worker's queue grew: taking the odd page
+        itself when the queue is long keeps both cores busy. At 1M the writes grow (deeper
+        B-trees, more checkpointing) and this process is the busier one: its unread answers
+        then keep `waiting` long although the worker is idle, so an answer ready means the
+        page goes to the worker. A worker is never left without pages queued, so it never
+        waits for one staged here.
         """
         result: StagedPage | Refused | None = None
         live = [w for w in self._procs if not w.gone]
         if self._procs and not live:
             dead = self._procs[0]
             self._lost(f"the page workers exited ({dead.error or f'code {dead.proc.returncode}'})")
-        if live and self.here_at and min(len(w.waiting) for w in live) >= self.here_at:
+        if (
+            live
+            and self.here_at
+            and min(len(w.waiting) for w in live) >= self.here_at
+            and not any(w.answered() for w in live)
+        ):
             live = []  # every worker is backed up: this page is staged here
         if live:
             worker = min(live, key=lambda w: len(w.waiting))

@@ -29,7 +29,7 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.pages import decode_listing, to_page
 from sync.errors import BadResponseError
-from sync.seen import Seen, compact
+from sync.seen import Seen, SeenTable
 from sync.stamps import ABSOLUTE, CANONICAL, StampError
 from sync.stamps import normalize as normalize_stamp
 
@@ -228,13 +228,12 @@ def stage(
     return b
 
 
-def written_already(res: dict[str, Any], name: str, written: Seen) -> bool:
-    """Whether an included resource is the very copy `written` holds for its (type, id), by
-    the version `stage` would give it: staging it would only make a row that `Sent.filter`
-    then leaves out. A resource `stage` would refuse or re-stamp is not decided here (it is
-    staged and filtered as before), so the rows sent, and the refusals logged, are the same."""
-    rid = to_int(res.get("id"))
-    have = written.version_of(name, rid) if rid is not None else None
+def written_already(res: dict[str, Any], have: object | None, written: Seen) -> bool:
+    """Whether an included resource is the very copy `written` holds for its (type, id)
+    (`have`, its version there, looked up a page at a time), by the version `stage` would
+    give it: staging it would only make a row that `Sent.filter` then leaves out. A resource
+    `stage` would refuse or re-stamp is not decided here (it is staged and filtered as
+    before), so the rows sent, and the refusals logged, are the same."""
     if have is None:
         return False
     attrs = res.get("attributes") or {}
@@ -243,7 +242,7 @@ def written_already(res: dict[str, Any], name: str, written: Seen) -> bool:
         if v is not None and not (type(v) is str and CANONICAL.fullmatch(v)):
             return False
     stamp = attrs.get("updated_at")
-    return bool(have == compact(stamp if isinstance(stamp, str) else version(res)))
+    return bool(have == written.form(stamp if isinstance(stamp, str) else version(res)))
 
 
 def stage_resources(
@@ -268,9 +267,18 @@ def stage_resources(
     for res in included:
         name = res.get("type")
         if isinstance(name, str) and name in catalogue.TYPES and name not in skip:
-            if written is not None and len(written) and written_already(res, name, written):
-                continue
             by_type.setdefault(name, []).append(res)
+    if written is not None and len(written):
+        for name, items in by_type.items():
+            ids = [to_int(res.get("id")) for res in items]
+            held = written.versions_of(name, ids)
+            if held:
+                by_type[name] = [
+                    res
+                    for res, rid in zip(items, ids, strict=True)
+                    if rid is None or not written_already(res, held.get(rid), written)
+                ]
+        by_type = {name: items for name, items in by_type.items() if items}
     for name, items in by_type.items():
         batches.append(stage(catalogue.TYPES[name], items, None, with_versions=True))
     return batches
@@ -372,15 +380,14 @@ class Sent:
     unconfirmed pages are forgotten.
     """
 
-    #: Rows remembered, ~9 MB when full (a dict of 2**17 slots holds 87,381): every distinct
-    #: included row up to ~450k resources (33k of them at 200k; ~165k at 1M, where it still
-    #: catches about a third of the copies). 170,000 put sync's peak RSS at 1M at 148 MB,
-    #: too near the 150 MB it must stay under.
-    LIMIT = 80_000
+    #: Rows remembered (`SeenTable`, ~40 bytes each: ~12 MB when full): every distinct
+    #: included row up to ~1.8M resources (33k of them at 200k, ~165k at 1M). As a dict it
+    #: was held to 80,000 (~9 MB), which at 1M caught about a third of the copies.
+    LIMIT = 300_000
     PENDING = 512
 
     def __init__(self) -> None:
-        self.written = Seen(self.LIMIT)
+        self.written: Seen = SeenTable(self.LIMIT)
         self.pending: dict[int, list[tuple[str, list[int], list[object]]]] = {}
 
     def confirm(self, tickets: Sequence[int]) -> None:

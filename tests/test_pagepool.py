@@ -23,7 +23,7 @@ from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
 from sync.errors import BadResponseError
 from sync.pagepool import PagePool
-from sync.seen import Seen
+from sync.seen import Seen, SeenTable
 from sync.staging import stage_listing
 from tests.test_backfill import make_settings
 
@@ -154,6 +154,30 @@ async def test_a_backed_up_worker_leaves_the_next_page_to_this_process() -> None
         # With the queue short again, pages go to the worker.
         again = await pool.stage("deals", bodies[0], number=1, url="u", status=200, mall_id=None)
         assert again.ticket > 0 and pool.staged_here == 1
+
+
+async def test_a_worker_with_answers_unread_gets_the_next_page() -> None:
+    """Pages waiting at a worker whose answers sit unread (this process was busy writing) do
+    not make it backed up: the next page still goes to it."""
+    v1 = "2026-01-01T00:00:00.000Z"
+    async with PagePool(1, here_at=2) as pool:
+        bodies = [_page(d, [(20 + d, v1)]) for d in (1, 2, 3)]
+        sent = [
+            asyncio.ensure_future(
+                pool.stage("deals", b, number=1, url="u", status=200, mall_id=None)
+            )
+            for b in bodies[:2]
+        ]
+        await asyncio.sleep(0)  # both requests written to the worker
+        worker = pool._procs[0]
+        deadline = time.monotonic() + 10
+        while not worker.answered() and time.monotonic() < deadline:
+            time.sleep(0.01)  # blocking, as a long SQLite write blocks the event loop
+        time.sleep(0.2)
+        assert worker.answered() and len(worker.waiting) == 2
+        third = await pool.stage("deals", bodies[2], number=1, url="u", status=200, mall_id=None)
+        assert third.ticket > 0 and pool.staged_here == 0
+        assert [p.ticket > 0 for p in await asyncio.gather(*sent)] == [True, True]
 
 
 V = "2026-01-01T00:00:00.000Z"
@@ -357,26 +381,67 @@ async def test_a_worker_from_another_install_is_not_used(monkeypatch: pytest.Mon
         assert page.resources == 0
 
 
-def test_rows_written_already_are_left_out_before_staging_as_after() -> None:
+@pytest.mark.parametrize("memo", [Seen, SeenTable])
+def test_rows_written_already_are_left_out_before_staging_as_after(memo: type[Seen]) -> None:
     """`written_already` decides as `Sent.filter` would, with the version `stage` gives: by
     stamp, by hash for a type without `updated_at` (tags); a copy with a stamp staging would
-    re-stamp or refuse is left to staging (a refusal is still reported)."""
+    re-stamp or refuse is left to staging (a refusal is still reported). The same with the
+    worker's memo in SQLite (`SeenTable`) as with the dict."""
     image = {"id": "10", "type": "images", "attributes": {"url": "/10.jpg", "updated_at": V}}
     tag = {"id": "7", "type": "tags", "attributes": {"name": "shoes"}}
-    written = Seen(100)
+    written = memo(100)
     written.add("images", [10], [V])
     written.add("tags", [7], [staging.version(tag)])
-    assert staging.written_already(image, "images", written)
-    assert staging.written_already(tag, "tags", written)
+
+    def already(res: dict[str, Any], name: str) -> bool:
+        return staging.written_already(res, written.version_of(name, int(res["id"])), written)
+
+    assert already(image, "images")
+    assert already(tag, "tags")
     renamed = {**tag, "attributes": {"name": "boots"}}
-    assert not staging.written_already(renamed, "tags", written)  # another copy: sent
+    assert not already(renamed, "tags")  # another copy: sent
     newer = {**image, "attributes": {"url": "/10.jpg", "updated_at": "2026-03-01T00:00:00.000Z"}}
-    assert not staging.written_already(newer, "images", written)
+    assert not already(newer, "images")
     bad = {**image, "attributes": {**image["attributes"], "created_at": "yesterday"}}  # type: ignore[dict-item]
-    assert not staging.written_already(bad, "images", written)
-    assert not staging.written_already({**image, "id": "11"}, "images", written)
+    assert not already(bad, "images")
+    assert not already({**image, "id": "11"}, "images")
     batches = staging.stage_resources(
         catalogue.TYPES["deals"], [], [image, tag, renamed, bad], written=written
     )
     staged = {b.type: (b.ids, [r for r, _ in b.refused]) for b in batches[1:]}
     assert staged == {"images": ([], [10]), "tags": ([7], [])}  # the refusal still reported
+
+
+@pytest.mark.parametrize("memo", [Seen, SeenTable])
+def test_the_memo_remembers_exactly_and_forgets_when_full(memo: type[Seen]) -> None:
+    """Both memos: a row is written only as the very copy added (another version, type or id
+    is not); `forget` and `clear` forget; past `limit` rows about half are forgotten, never
+    a wrong version remembered."""
+    seen = memo(1000)
+    digest = staging.version({"id": "7", "type": "tags", "attributes": {"name": "a"}})
+    seen.add("images", [1, 2, 3], [V, V, "2026-01-01T00:00:00Z"])
+    seen.add("tags", [1], [digest])
+    assert seen.unwritten(
+        "images", [1, 2, 3, 4], [V, "2026-02-01T00:00:00.000Z", "2026-01-01T00:00:00Z", V]
+    ) == [False, True, False, True]
+    assert seen.unwritten("tags", [1, 2], [digest, digest]) == [False, True]
+    assert seen.unwritten("groups", [1], [digest]) == [True]
+    assert seen.versions_of("images", [1, 4, None]) == {1: seen.form(V)}
+    assert seen.holds("tags", 1, digest) and not seen.holds("tags", 1, digest[:-1] + b"x")
+    seen.add("images", [2], ["2026-02-01T00:00:00.000Z"])  # a newer copy replaces the older
+    assert seen.unwritten("images", [2, 2], [V, "2026-02-01T00:00:00.000Z"]) == [True, False]
+    seen.forget("images", [1])
+    assert seen.unwritten("images", [1, 3], [V, "2026-01-01T00:00:00Z"]) == [True, False]
+    seen.add("images", list(range(10, 2010)), [V] * 2000)
+    assert 0 < len(seen) <= 1000
+    kept = [
+        i
+        for i, new in zip(
+            range(10, 2010), seen.unwritten("images", range(10, 2010), [V] * 2000), strict=True
+        )
+        if not new
+    ]
+    assert 300 <= len(kept) <= 1000
+    assert all(seen.holds("images", i, V) for i in kept[:50])
+    seen.clear()
+    assert len(seen) == 0 and seen.unwritten("tags", [1], [digest]) == [True]

@@ -150,6 +150,21 @@ class SeenTable(Seen):
         self._db.execute("CREATE TABLE seen (k INTEGER PRIMARY KEY, v NOT NULL)")
         self._bound = 0  # an upper bound of the rows held (exact after `_shrink`)
 
+    @classmethod
+    def holding(cls, seen: Seen, limit: int) -> SeenTable:
+        """A `SeenTable` of `limit` rows that holds what the dict `seen` holds (its stamps
+        turned back from `compact`'s ints into their text)."""
+        table = cls(limit)
+        rows = [
+            (k, v.to_bytes(24, "big").decode("ascii") if type(v) is int else v)
+            for k, v in seen._versions.items()
+        ]
+        table._db.executemany("INSERT OR REPLACE INTO seen (k, v) VALUES (?, ?)", rows)
+        table._bound = len(rows)
+        if table._bound > limit:
+            table._shrink()
+        return table
+
     def __len__(self) -> int:
         return self._bound
 

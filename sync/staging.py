@@ -380,14 +380,17 @@ class Sent:
     unconfirmed pages are forgotten.
     """
 
-    #: Rows remembered (`SeenTable`, ~40 bytes each: ~12 MB when full): every distinct
-    #: included row up to ~1.8M resources (33k of them at 200k, ~165k at 1M). As a dict it
-    #: was held to 80,000 (~9 MB), which at 1M caught about a third of the copies.
+    #: Rows remembered: every distinct included row up to ~1.8M resources (33k of them at
+    #: 200k, ~165k at 1M). Up to `DICT_ROWS` in a dict (`Seen`, ~115 bytes a row, ~4.6 MB),
+    #: the fastest to look up; past it in SQLite (`SeenTable`, ~40 bytes a row, ~12 MB full),
+    #: which costs ~0.1 ms a page more. A dict held to 80,000 caught only about a third of
+    #: the copies at 1M.
     LIMIT = 300_000
+    DICT_ROWS = 40_000
     PENDING = 512
 
     def __init__(self) -> None:
-        self.written: Seen = SeenTable(self.LIMIT)
+        self.written: Seen = Seen(2 * self.DICT_ROWS)  # moved to SQLite before it is full
         self.pending: dict[int, list[tuple[str, list[int], list[object]]]] = {}
 
     def confirm(self, tickets: Sequence[int]) -> None:
@@ -395,6 +398,8 @@ class Sent:
         for ticket in tickets:
             for name, ids, versions in self.pending.pop(ticket, ()):
                 self.written.add(name, ids, versions)
+        if type(self.written) is Seen and len(self.written) > self.DICT_ROWS:
+            self.written = SeenTable.holding(self.written, self.LIMIT)
 
     def filter(self, page: StagedPage, ticket: int) -> None:
         """Leave out the included rows already written; remember the rest under `ticket`."""

@@ -445,3 +445,23 @@ def test_the_memo_remembers_exactly_and_forgets_when_full(memo: type[Seen]) -> N
     assert all(seen.holds("images", i, V) for i in kept[:50])
     seen.clear()
     assert len(seen) == 0 and seen.unwritten("tags", [1], [digest]) == [True]
+
+
+def test_a_worker_memo_past_its_dict_size_moves_to_sqlite_holding_the_same_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`Sent` keeps a dict up to `DICT_ROWS` rows, then an equal `SeenTable`: canonical stamps
+    (held as ints in the dict), other stamp forms and digests all come back exact."""
+    monkeypatch.setattr(staging.Sent, "DICT_ROWS", 2)
+    sent = staging.Sent()
+    digest = staging.version({"id": "7", "type": "tags", "attributes": {"name": "a"}})
+    copies = [("images", [1, 2], [V, "2026-01-01T00:00:00+01:00"]), ("tags", [7], [digest])]
+    sent.pending[1] = copies[:1]
+    sent.confirm([1])
+    assert type(sent.written) is Seen
+    sent.pending[2] = copies[1:]
+    sent.confirm([2])
+    assert type(sent.written) is SeenTable and len(sent.written) == 3
+    for name, ids, versions in copies:
+        assert sent.written.unwritten(name, ids, versions) == [False] * len(ids)
+    assert sent.written.unwritten("images", [1], ["2026-01-01T00:00:00.001Z"]) == [True]

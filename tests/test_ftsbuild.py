@@ -169,3 +169,20 @@ def test_the_side_build_itself_makes_the_indexes(tmp_path: Path) -> None:
     _integrity(m, "deals")
     assert _search(m, "articles", "amber") == _having("amber", 201)
     m.close()
+
+
+def test_with_litestream_checkpoints_the_copy_runs_no_checkpoint(tmp_path: Path) -> None:
+    """`checkpoints = "litestream"`: the connection that copies the indexes in runs no WAL
+    checkpoint either (the database file stays as created; every page is still in the WAL)."""
+    m = Mirror.open(tmp_path / "m.db", checkpoints="litestream")
+    m.defer_indexes(True)
+    for start in range(1, 3001, 100):
+        pages = [_article(i) for i in range(start, start + 100)]
+        for p in pages:
+            p["attributes"]["content"] = " ".join(WORDS) * 30  # ~2 KB a row: WAL > 1,000 frames
+        m.write_page(ARTICLES, pages)
+    m.defer_indexes(False)
+    assert m.schema.fts_missing(["articles"]) == {}
+    assert (tmp_path / "m.db-wal").stat().st_size > 1000 * 4096
+    assert (tmp_path / "m.db").stat().st_size < 200 * 4096
+    m.close()

@@ -66,9 +66,14 @@ class SideBuild:
     """FTS5 indexes of `plan` (table -> columns) built in a thread into a scratch file beside
     the mirror at `path`; `finish()` waits for it and copies them in. See the module docstring."""
 
-    def __init__(self, path: Path, plan: dict[str, list[str]]) -> None:
+    def __init__(
+        self, path: Path, plan: dict[str, list[str]], *, autocheckpoint: int = 1000
+    ) -> None:
         self.path = path
         self.plan = plan
+        #: The mirror's `wal_autocheckpoint`, kept by the copying connection (0 with
+        #: `checkpoints = "litestream"`: sync runs no checkpoint of its own).
+        self.autocheckpoint = autocheckpoint
         self.side = path.with_name(path.name + "-fts-build")
         self.error: BaseException | None = None
         self.seconds = 0.0
@@ -147,6 +152,7 @@ class SideBuild:
         # (FTS5 caches an index's structure per connection), never a copy created empty.
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
         try:
+            conn.execute(f"PRAGMA wal_autocheckpoint={int(self.autocheckpoint)}")
             conn.execute("ATTACH DATABASE ? AS side", (str(self.side),))
             conn.execute("BEGIN IMMEDIATE")
             try:

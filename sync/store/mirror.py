@@ -232,7 +232,7 @@ class Mirror(BookkeepingMixin):
         plan = self.schema.fts_missing(tables)
         side = None
         if plan and not self.conn.in_transaction and self.path.is_file():
-            side = SideBuild(self.path, plan).start()
+            side = SideBuild(self.path, plan, autocheckpoint=self._autocheckpoint).start()
         try:
             self.schema.create_indexes(tables)
             for name, rtype in catalogue.TYPES.items():

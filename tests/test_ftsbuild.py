@@ -186,3 +186,29 @@ def test_with_litestream_checkpoints_the_copy_runs_no_checkpoint(tmp_path: Path)
     assert (tmp_path / "m.db-wal").stat().st_size > 1000 * 4096
     assert (tmp_path / "m.db").stat().st_size < 200 * 4096
     m.close()
+
+
+def test_tables_the_caller_takes_back_are_built_in_the_mirror_and_not_copied(
+    tmp_path: Path,
+) -> None:
+    """`steal`: what the thread has not started is built by the caller in place; the copy
+    brings in only what the thread built, and both kinds search the same."""
+    m = Mirror.open(tmp_path / "m.db")
+    m.defer_indexes(True)
+    m.write_page(ARTICLES, [_article(i) for i in range(1, 201)])
+    m.write_page(DEALS, [_deal(i) for i in range(1, 201)])
+    plan = m.schema.fts_missing(["articles", "deals"])
+    nothing = SideBuild(m.path, plan)
+    assert nothing.steal() == ["articles", "deals"]
+    assert nothing.start().finish() == []  # nothing left for the thread: nothing copied
+    split = SideBuild(m.path, plan)
+    split._todo = ["articles"]  # as if the caller had already taken "deals"
+    split.start()
+    m.schema.ensure_fts(["deals"])
+    assert split.finish() == ["articles"]
+    assert m.schema.fts_missing(["articles", "deals"]) == {}
+    for table in ("articles", "deals"):
+        _integrity(m, table)
+    assert _search(m, "articles", "amber") == _having("amber", 201)
+    assert _search(m, "deals", "offer") == list(range(1, 201))
+    m.close()

@@ -8,8 +8,9 @@ resources, 2.0 s and then 2.4 s, about a tenth of the whole run.
 
 `SideBuild` takes the FTS5 half off that path. A thread of its own opens the mirror read-only,
 attaches a scratch database file beside it (`<mirror>-fts-build`) and builds each FTS5 table
-there, while the mirror's connection builds the B-tree indexes (SQLite releases the GIL while a
-statement runs, so the two really run at once). Then one transaction on a connection of its own
+there, largest first, while the mirror's connection builds the B-tree indexes (SQLite releases
+the GIL while a statement runs, so the two really run at once); the mirror's connection then
+builds whatever tables the thread has not started (`steal`), in place. Then one transaction on a connection of its own
 creates each FTS5 table in the mirror with sqlite-utils' `enable_fts` SQL (the same text, so
 sqlite-utils and Datasette see the table they would have made) and fills its shadow tables from
 the copy: `_data`, `_idx`, `_docsize` and `_config` are all the state an FTS5 table keeps (the
@@ -77,6 +78,12 @@ class SideBuild:
         self.side = path.with_name(path.name + "-fts-build")
         self.error: BaseException | None = None
         self.seconds = 0.0
+        #: Tables not started yet, in the order given (largest first is best: the mirror's
+        #: connection takes what is left from the end once its own work is done, `steal`).
+        self._todo = list(plan)
+        self._lock = threading.Lock()
+        #: Tables built in the scratch file, to copy in.
+        self.built: list[str] = []
         self._thread = threading.Thread(target=self._build, name="sync-fts-build", daemon=True)
 
     def start(self) -> SideBuild:
@@ -95,7 +102,8 @@ class SideBuild:
                 conn.execute("PRAGMA side.synchronous=OFF")
                 conn.execute(f"PRAGMA side.cache_size=-{SIDE_CACHE_KIB}")
                 conn.execute("BEGIN")  # one snapshot of the mirror for every table
-                for table, columns in self.plan.items():
+                while table := self._next():
+                    columns = self.plan[table]
                     create = fts_sql(table, columns)[0]
                     conn.execute(
                         create.replace("CREATE VIRTUAL TABLE ", "CREATE VIRTUAL TABLE side.", 1)
@@ -105,12 +113,24 @@ class SideBuild:
                         f"INSERT INTO side.[{table}_fts] (rowid, {cols}) "
                         f"SELECT rowid, {cols} FROM main.[{table}]"
                     )
+                    self.built.append(table)
                 conn.execute("COMMIT")
             finally:
                 conn.close()
         except (sqlite3.Error, OSError) as exc:
             self.error = exc
         self.seconds = time.monotonic() - t0
+
+    def _next(self) -> str | None:
+        with self._lock:
+            return self._todo.pop(0) if self._todo else None
+
+    def steal(self) -> list[str]:
+        """The tables the thread has not started: the caller builds them itself (in the
+        mirror, while the thread finishes the one it holds), and they are not copied."""
+        with self._lock:
+            taken, self._todo = self._todo, []
+        return taken
 
     def finish(self, *, copy: bool = True) -> list[str]:
         """Wait for the build; with `copy`, bring its indexes into the mirror in one transaction.
@@ -139,11 +159,11 @@ class SideBuild:
                 return []
             _log.debug(
                 "mirror.fts_side_build",
-                tables=len(self.plan),
+                tables=len(self.built),
                 build_seconds=round(self.seconds, 3),
                 copy_seconds=round(time.monotonic() - t0, 3),
             )
-            return list(self.plan)
+            return list(self.built)
         finally:
             self._remove()
 
@@ -156,8 +176,8 @@ class SideBuild:
             conn.execute("ATTACH DATABASE ? AS side", (str(self.side),))
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for table, columns in self.plan.items():
-                    create, *triggers = fts_sql(table, columns)
+                for table in self.built:
+                    create, *triggers = fts_sql(table, self.plan[table])
                     conn.execute(create)
                     for shadow in SHADOWS:
                         name = f"[{table}_fts_{shadow}]"

@@ -232,6 +232,12 @@ class Mirror(BookkeepingMixin):
         plan = self.schema.fts_missing(tables)
         side = None
         if plan and not self.conn.in_transaction and self.path.is_file():
+            # Largest first (max(rowid) as the measure: a lookup, where count(*) is a scan).
+            size = {
+                t: self.conn.execute(f"SELECT max(rowid) FROM [{t}]").fetchone()[0] or 0
+                for t in plan
+            }
+            plan = dict(sorted(plan.items(), key=lambda item: -size[item[0]]))
             side = SideBuild(self.path, plan, autocheckpoint=self._autocheckpoint).start()
         try:
             self.schema.create_indexes(tables)
@@ -240,6 +246,8 @@ class Mirror(BookkeepingMixin):
                     table = rel.link_table(name)
                     if not rel.to_one and self.has_table(table):
                         self.schema.create_link_index(table, rel.link_columns(name)[1])
+            if side is not None:
+                self.schema.ensure_fts(side.steal())  # what the thread has not started yet
         except BaseException:
             if side is not None:
                 side.finish(copy=False)

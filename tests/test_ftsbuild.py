@@ -20,31 +20,30 @@ DEALS = catalogue.TYPES["deals"]
 WORDS = ["amber", "birch", "cedar", "dune", "ember", "fjord", "grove", "heath", "iris", "juniper"]
 
 
+def _resource(type_: str, i: int, **attributes: Any) -> dict[str, Any]:
+    attributes["updated_at"] = "2026-01-01T00:00:00.000Z"
+    return {"id": str(i), "type": type_, "attributes": attributes}
+
+
 def _article(i: int) -> dict[str, Any]:
-    return {
-        "id": str(i),
-        "type": "articles",
-        "attributes": {
-            "title": f"{WORDS[i % 10]} title {i}",
-            "subtitle": f"{WORDS[(i * 3) % 10]} sub",
-            "teaser": None if i % 7 == 0 else f"teaser {WORDS[(i * 7) % 10]}",
-            "content": " ".join(WORDS[(i + k) % 10] for k in range(i % 5 + 1)),
-            "updated_at": "2026-01-01T00:00:00.000Z",
-        },
-    }
+    return _resource(
+        "articles",
+        i,
+        title=f"{WORDS[i % 10]} title {i}",
+        subtitle=f"{WORDS[(i * 3) % 10]} sub",
+        teaser=None if i % 7 == 0 else f"teaser {WORDS[(i * 7) % 10]}",
+        content=" ".join(WORDS[(i + k) % 10] for k in range(i % 5 + 1)),
+    )
 
 
 def _deal(i: int) -> dict[str, Any]:
-    return {
-        "id": str(i),
-        "type": "deals",
-        "attributes": {
-            "title": f"deal {WORDS[i % 10]}",
-            "retailer_name": WORDS[(i * 3) % 10],
-            "description": f"{WORDS[(i + 1) % 10]} {WORDS[(i + 2) % 10]} offer",
-            "updated_at": "2026-01-01T00:00:00.000Z",
-        },
-    }
+    return _resource(
+        "deals",
+        i,
+        title=f"deal {WORDS[i % 10]}",
+        retailer_name=WORDS[(i * 3) % 10],
+        description=f"{WORDS[(i + 1) % 10]} {WORDS[(i + 2) % 10]} offer",
+    )
 
 
 def _load(path: Path, *, bulk: bool, n: int = 600) -> Mirror:

@@ -97,7 +97,7 @@ class Seen:
     def holds(self, type_name: str, rid: int, version: object) -> bool:
         """Whether this very copy (same version) of the row is the one last written."""
         have = self.version_of(type_name, rid)
-        return have is not None and have == compact(version)
+        return have is not None and have == self.form(version)
 
     def unwritten(
         self, type_name: str, ids: Iterable[int], versions: Iterable[object]
@@ -205,10 +205,6 @@ class SeenTable(Seen):
     def versions_of(self, type_name: str, ids: Iterable[int | None]) -> dict[int, object]:
         held = self._held(self._keys(type_name, ids))
         return {k >> _SHIFT: v for k, v in held.items()}
-
-    def holds(self, type_name: str, rid: int, version: object) -> bool:
-        have = self.version_of(type_name, rid)
-        return have is not None and have == version
 
     def unwritten(
         self, type_name: str, ids: Iterable[int], versions: Iterable[object]

@@ -82,8 +82,9 @@ class SideBuild:
         #: connection takes what is left from the end once its own work is done, `steal`).
         self._todo = list(plan)
         self._lock = threading.Lock()
-        #: Tables built in the scratch file, to copy in.
+        #: Tables built in the scratch file, to copy in, with their `fts_sql`.
         self.built: list[str] = []
+        self._sql: dict[str, list[str]] = {}
         self._thread = threading.Thread(target=self._build, name="sync-fts-build", daemon=True)
 
     def start(self) -> SideBuild:
@@ -104,7 +105,8 @@ class SideBuild:
                 conn.execute("BEGIN")  # one snapshot of the mirror for every table
                 while table := self._next():
                     columns = self.plan[table]
-                    create = fts_sql(table, columns)[0]
+                    self._sql[table] = fts_sql(table, columns)
+                    create = self._sql[table][0]
                     conn.execute(
                         create.replace("CREATE VIRTUAL TABLE ", "CREATE VIRTUAL TABLE side.", 1)
                     )
@@ -177,7 +179,7 @@ class SideBuild:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for table in self.built:
-                    create, *triggers = fts_sql(table, self.plan[table])
+                    create, *triggers = self._sql[table]
                     conn.execute(create)
                     for shadow in SHADOWS:
                         name = f"[{table}_fts_{shadow}]"

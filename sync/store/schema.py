@@ -423,24 +423,21 @@ class Schema:
     def _fts_table(self, table: str) -> str | None:
         return self.db.table(table).detect_fts() if self.columns(table) else None
 
-    def fts_missing(self, tables: list[str]) -> dict[str, list[str]]:
-        """The full-text indexes `ensure_fts` would build: table -> its `FTS_COLUMNS` present."""
+    def fts_missing(self, tables: list[str], *, replace: bool = False) -> dict[str, list[str]]:
+        """The full-text indexes `ensure_fts` builds: table -> its `FTS_COLUMNS` present (with
+        `replace`, also those of tables that already have one)."""
         plan = {}
         for table in tables:
             cols = self.columns(table)
             wanted = [c for c in FTS_COLUMNS.get(table, ()) if c in cols]
-            if wanted and not self._fts_table(table):
+            if wanted and (replace or not self._fts_table(table)):
                 plan[table] = wanted
         return plan
 
     def ensure_fts(self, tables: list[str], *, replace: bool = False) -> None:
         """FTS5 over the `FTS_COLUMNS` of each table, kept in step by triggers (built once,
         at the end of a bulk load like the deferred indexes)."""
-        for table in tables:
-            cols = self.columns(table)
-            wanted = [c for c in FTS_COLUMNS.get(table, ()) if c in cols]
-            if not wanted or (not replace and self._fts_table(table)):
-                continue
+        for table, wanted in self.fts_missing(tables, replace=replace).items():
             self.db.table(table).enable_fts(
                 wanted, fts_version="FTS5", create_triggers=True, replace=True
             )

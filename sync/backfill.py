@@ -38,6 +38,7 @@ from sync.channel.pages import Page
 from sync.config import ManagementSettings, Settings
 from sync.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.logs import get_logger
+from sync.mallroutes import MallRoutes
 from sync.pagepool import PagePool
 from sync.progress import NullProgress, Progress
 from sync.reconcile import MassDeleteRefused, Reconciler, Scope, group_by_mall, scopes_of
@@ -189,6 +190,8 @@ class Backfill:
         self.trim: dict[str, tuple[str, ...]] = {}
         # Types that got a page shorter than page[size] before `links.last`: rows went missing.
         self.short_pages: set[str] = set()
+        # Types whose listing changed while walked (`links.last` moved, pages past it).
+        self.shifted: set[str] = set()
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -226,6 +229,7 @@ class Backfill:
                     self.mirror.end_group_commit()
                     self.pages = PagePool(0)
             self.mirror.defer_indexes(False)
+            await self._mall_routes()
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
         finally:
             self.report.seconds = time.monotonic() - t0
@@ -243,6 +247,19 @@ class Backfill:
             status=status,
         )
         return self.report
+
+    async def _mall_routes(self) -> None:
+        """Contacts' and deals' malls, from the mall routes unless a cheaper source is proven
+        (`sync.mallroutes`; after the end phase, which makes the view it checks)."""
+        names = [t.name for t in self.settings.upstream.mirrored_types()]
+        if not {"contacts", "deals"} & set(names):
+            return
+        try:
+            await MallRoutes(self.client, self.mirror).refresh(
+                names, list(self.mirror.ids("malls"))
+            )
+        except ForbiddenError as exc:
+            self.log.warning("backfill.mall_routes_forbidden", hint=exc.hint)
 
     def upstream_now(self) -> float:
         """Now on the upstream's clock (the client learns the offset from `Date` headers)."""
@@ -315,7 +332,21 @@ class Backfill:
     # -- pages ---------------------------------------------------------------------------------
 
     async def _pages(self, scope: Scope, report: TypeReport, started_at: str) -> None:
-        """Fetch and write every page of one scope not yet committed by an earlier attempt."""
+        """Fetch and write every page of one scope not yet committed by an earlier attempt.
+        A mall deleted upstream since it was listed answers 404: a fact, not a failure (its
+        memberships and hours go; the other scopes carry on)."""
+        try:
+            await self._scope_pages(scope, report, started_at)
+        except NotFoundError:
+            if scope.mall_id is None:
+                raise
+            self.log.info("backfill.mall_gone", type=scope.rtype.name, mall_id=scope.mall_id)
+            self.mirror.mall_gone(int(scope.mall_id), iso_ms(self.upstream_now()))
+            self.mirror.finish_backfill(
+                scope.rtype.name, scope.key, finished_at=iso_ms(self.clock())
+            )
+
+    async def _scope_pages(self, scope: Scope, report: TypeReport, started_at: str) -> None:
         name, key = scope.rtype.name, scope.key
         state = self.mirror.backfill_state(name, key)
         if state is not None and state.finished_at is not None:
@@ -326,13 +357,17 @@ class Backfill:
         state = self.mirror.backfill_state(name, key)
         done: set[int] = set(state.pages_done) if state else set()
         last = state.last if state and state.last else 0
+        # The page with the highest number read, as (number, rows, links.last): the walk goes
+        # on past `links.last` while that page is full (`Paging.more_after`).
+        tail = (0, 0, 0)
         if 1 not in done or not last:
             async with self.in_flight:
                 first = await self._fetch(scope, 1)
                 last = first.last
+                tail = (1, first.resources, first.last)
                 self.progress.add_pages(name, last)
                 if 1 not in done:
-                    self._write(scope, first, report)
+                    self._write(scope, first, report, last)
                 else:
                     self.progress.advance(name, 0)
                 del first
@@ -341,11 +376,41 @@ class Backfill:
             self.progress.advance(name, 0, pages=len(done))
 
         async def one(number: int) -> None:
+            nonlocal tail
             async with self.in_flight:
-                self._write(scope, await self._fetch(scope, number), report)
+                page = await self._fetch(scope, number)
+                if number > tail[0]:
+                    tail = (number, page.resources, page.last)
+                self._write(scope, page, report, last)
 
         todo = (n for n in range(2, last + 1) if n not in done)
         await bounded(todo, self.limit, one)
+        if tail[0] and tail[0] < last:
+            return  # resumed: the tail was read by an earlier attempt
+        # Past `links.last`: an upstream whose `links.last` is short (or a listing that grew
+        # while walked) has more behind a full last page. Asked one at a time.
+        paging = self.client.paging
+        while tail[0] and paging.more_after(*tail, self._asked()):
+            number = tail[0] + 1
+            async with self.in_flight:
+                page = await self._fetch(scope, number)
+                tail = (number, page.resources, page.last)
+                if page.resources:
+                    self.progress.add_pages(name, 1)
+                    self._write(scope, page, report, last)
+            if number > last:
+                self.shifted.add(name)
+                self.log.warning(
+                    "backfill.pages_past_last",
+                    type=name,
+                    scope=key or "top",
+                    links_last=last,
+                    page=number,
+                    hint="the upstream's links.last named fewer pages than it holds; read on",
+                )
+
+    def _asked(self) -> int:
+        return self.client.page_size()
 
     async def _fetch(self, scope: Scope, number: int) -> StagedPage:
         """Download one page here; parse and stage it in the page pool (another core)."""
@@ -368,15 +433,23 @@ class Backfill:
             skip=trim,
         )
 
-    def _write(self, scope: Scope, page: StagedPage, report: TypeReport) -> None:
+    def _write(self, scope: Scope, page: StagedPage, report: TypeReport, last: int) -> None:
+        """Write one page; note a listing that changed while walked (`shifted`)."""
         self.mirror.write_staged(
             page.batches,
             scripts=page.scripts,
-            checkpoint=PageCheckpoint(scope.rtype.name, scope.key, page.number, page.last),
+            checkpoint=PageCheckpoint(
+                scope.rtype.name, scope.key, page.number, max(page.number, page.last, last)
+            ),
         )
         self.pages.written(page)
-        if page.number < page.last and page.resources < self.settings.upstream.page_size:
+        if page.number < page.last and page.resources < self.client.paging.size:
             self.short_pages.add(scope.rtype.name)
+        if page.last != last and page.resources:
+            # `links.last` moved while the listing was walked: rows left it or joined it, and
+            # with page numbers a row that left shifts every later row one place earlier (one
+            # is skipped). The missed-row pass lists the scope again.
+            self.shifted.add(scope.rtype.name)
         report.rows += page.resources
         report.pages += 1
         self.progress.advance(scope.rtype.name, page.resources)
@@ -399,6 +472,11 @@ class Backfill:
                 "backfill.short_page", type=rtype.name, hint="running the missed-row pass"
             )
             return True
+        if rtype.name in self.shifted:
+            self.log.info(
+                "backfill.listing_shifted", type=rtype.name, hint="running the missed-row pass"
+            )
+            return True
         try:
             async for page in self._deletions_since(started_at):
                 for entry in page.resources:
@@ -411,13 +489,8 @@ class Backfill:
         return False
 
     async def _deletions_since(self, since: str) -> AsyncIterator[Page]:
-        number = 1
-        while True:
-            page = await self.client.list_deletions(number, since=since)
+        async for page in self.client.walk(lambda n: self.client.list_deletions(n, since=since)):
             yield page
-            if not page.resources or number >= page.last:
-                return
-            number += 1
 
     async def _repair(self, scopes: Sequence[Scope], report: TypeReport) -> None:
         result = await self.reconciler.reconcile(scopes)

@@ -8,6 +8,7 @@ in every scope: a notice or a listing that lacks a row is a hint, never proof.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
 from sync.errors import BadResponseError, NotFoundError
+from sync.stamps import iso_ms
 from sync.store import Mirror
 
 
@@ -55,6 +57,8 @@ class Fetcher:
     def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
+        # The page size the upstream proved it serves outlives the process (`Paging`).
+        client.paging.keep(mirror.get_meta, mirror.set_meta)
 
     async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""
@@ -81,7 +85,13 @@ class Fetcher:
     async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others."""
         gone = await self.confirm_gone(scopes, ids)
-        return self.mirror.delete(scopes[0].rtype.name, gone) if gone else 0
+        if not gone:
+            return 0
+        return self.mirror.delete(scopes[0].rtype.name, gone, deleted_at=self.upstream_now())
+
+    def upstream_now(self) -> str:
+        """Now on the upstream's clock: the moment a deletion confirmed now happened by."""
+        return iso_ms(time.time() + self.client.clock_offset)
 
     async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
         """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""

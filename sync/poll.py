@@ -22,6 +22,7 @@ from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
+from sync.errors import NotFoundError
 from sync.fetch import Scope, parse_id
 from sync.logs import get_logger
 from sync.stamps import iso_ms, normalize_or_none, shift
@@ -43,10 +44,13 @@ async def walk_by_stamp(
     fetch: Callable[[str, int], Awaitable[Page]],
     since: str,
     stamp_field: str,
-    page_size: int,
+    more: Callable[[Page], bool],
     on_page: Callable[[Page], None],
 ) -> PollResult:
-    """Walk a listing sorted by `stamp_field` from `since` by key; see the module docstring."""
+    """Walk a listing sorted by `stamp_field` from `since` by key; see the module docstring.
+
+    `more` is the stop rule every listing shares (`sync.channel.paging.Paging.more`): a page
+    shorter than asked ends the walk only when it is shorter than the upstream serves."""
     result = PollResult()
     anchor, number = since, 1
     while True:
@@ -65,7 +69,7 @@ async def walk_by_stamp(
             top = max(stamps) if stamps else None
             if top is not None and (result.cursor is None or top > result.cursor):
                 result.cursor = top
-        if len(page.resources) < page_size or number >= page.last:
+        if not more(page):
             return result
         newest = result.cursor
         if newest is None or newest <= anchor:
@@ -129,7 +133,22 @@ class Poller:
                 scripts=page.meta.get("scripts"),
             )
 
-        result = await walk_by_stamp(fetch, since, "updated_at", self.page_size, write)
+        try:
+            result = await walk_by_stamp(
+                fetch,
+                since,
+                "updated_at",
+                lambda p: self.client.paging.more(p, self.page_size),
+                write,
+            )
+        except NotFoundError:
+            if scope.mall_id is None:
+                raise
+            # The mall is gone upstream: a fact, not a failure. Its memberships, hours and
+            # current hours go; its rows no other mall lists are left to the reconcile.
+            self.log.info("poll.mall_gone", type=rtype.name, mall_id=scope.mall_id)
+            self.mirror.mall_gone(scope.mall_id, iso_ms(time.time() + self.client.clock_offset))
+            return PollResult(requests=1)
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.set_cursor(rtype.name, scope.key, result.cursor)
@@ -145,18 +164,32 @@ class Poller:
         async def fetch(anchor: str, number: int) -> Page:
             return await self.client.list_deletions(number, since=anchor, size=self.page_size)
 
+        def applies(name: str | None) -> bool:
+            # Sideloaded types (images, tags, groups) have no route of their own, but the feed
+            # lists their deletions too: applied wherever the mirror holds them.
+            if name is None:
+                return False
+            return name in mirrored or (
+                not catalogue.TYPES[name].listable and self.mirror.has_table(name)
+            )
+
         def apply(page: Page) -> None:
-            by_type: dict[str, list[int]] = {}
+            by_type: dict[str, dict[int, str | None]] = {}
             for entry in page.resources:
                 attrs = entry.get("attributes") or {}
                 name = catalogue.normalize_type(str(attrs.get("resource_type", "")))
                 rid = attrs.get("resource_id")
-                if name in mirrored and isinstance(rid, int | str) and str(rid).isdigit():
-                    by_type.setdefault(name, []).append(parse_id(rid))
+                if applies(name) and isinstance(rid, int | str) and str(rid).isdigit():
+                    # The tombstone's moment: the entry's own (a copy stamped after it is a
+                    # row created again under the same id, and wins).
+                    at = normalize_or_none(attrs.get("created_at"))
+                    by_type.setdefault(str(name), {})[parse_id(rid)] = at
             for name, ids in by_type.items():
-                self.mirror.delete(name, ids)
+                self.mirror.delete(name, list(ids), deleted_at=ids)
 
-        result = await walk_by_stamp(fetch, since, "created_at", self.page_size, apply)
+        result = await walk_by_stamp(
+            fetch, since, "created_at", lambda p: self.client.paging.more(p, self.page_size), apply
+        )
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.set_cursor(DELETIONS, "", result.cursor)

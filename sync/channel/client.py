@@ -33,6 +33,7 @@ from sync.catalogue import ResourceType
 from sync.channel.auth import Credentials
 from sync.channel.budget import RequestBudget
 from sync.channel.pages import Page, decode, decode_listing, to_page
+from sync.channel.paging import Paging
 from sync.channel.transport import Response, Stats, Transport, scrub
 from sync.config import UpstreamSettings
 from sync.errors import (
@@ -102,6 +103,8 @@ class ChannelClient:
         self._transport: Transport | None = None
         #: The ETag each conditional listing last answered with (bounded, oldest dropped).
         self._etags: OrderedDict[str, str] = OrderedDict()
+        #: The page size asked and the size the upstream proved it serves (`sync.channel.paging`).
+        self.paging = Paging(settings.page_size)
         rate = settings.max_requests_per_second
         #: The request budget every request of this client takes a slot from (None: off).
         self.budget = (
@@ -297,6 +300,42 @@ class ChannelClient:
 
     # -- collections ---------------------------------------------------------------------------
 
+    def page_size(self, size: int | None = None) -> int:
+        """The `page[size]` to ask: `size` (default `[upstream] page_size`), never more than
+        the upstream proved it serves or accepts (`Paging`)."""
+        return min(size or self.paging.asked, self.paging.size)
+
+    async def get_listing(
+        self, path: str, query: dict[str, str], headers: Mapping[str, str] | None = None
+    ) -> Response:
+        """GET one listing page; a 400 naming `page[size]` is asked again smaller (and the
+        smaller size kept for every later request, `Paging.refused`)."""
+        while True:
+            try:
+                return await self.request("GET", path, query, headers=headers)
+            except UpstreamError as exc:
+                if exc.status != 400 or "page" not in str(exc).lower():
+                    raise
+                asked = int(query.get("page[size]", "0") or 0)
+                if asked > self.paging.asked or (asked > 1 and self.paging.refused()):
+                    query = {**query, "page[size]": str(self.page_size(asked))}
+                    continue
+                raise
+
+    async def walk(
+        self, fetch: Callable[[int], Awaitable[Page]], start: int = 1
+    ) -> AsyncIterator[Page]:
+        """The page-number loop every listing walks through: pages from `start` until the
+        stop rule of `Paging.more` (an empty page, or a short one `links.last` agrees is last;
+        never a full page, whatever `links.last` says)."""
+        number = start
+        while True:
+            page = await fetch(number)
+            yield page
+            if not self.paging.more(page):
+                return
+            number += 1
+
     def listing_params(
         self,
         rtype: ResourceType,
@@ -310,7 +349,7 @@ class ChannelClient:
     ) -> dict[str, str]:
         """Every parameter of one listing request, explicit."""
         out = {
-            "page[size]": str(size or self.settings.page_size),
+            "page[size]": str(self.page_size(size)),
             "page[number]": str(number),
             "sort": "id",
         }
@@ -350,8 +389,8 @@ class ChannelClient:
         if conditional:
             key = path + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
             etag = self._etags.get(key)
-        resp = await self.request(
-            "GET", path, query, headers={"If-None-Match": etag} if etag else None
+        resp = await self.get_listing(
+            path, query, headers={"If-None-Match": etag} if etag else None
         )
         if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True)
@@ -359,7 +398,7 @@ class ChannelClient:
         page = to_page(doc, number, resp.url, resp.status, self.api_version)
         if key is not None:
             tag = resp.headers.get("ETag")
-            if tag and len(page.resources) < (size or self.settings.page_size):
+            if tag and not self.paging.more(page, int(query["page[size]"])):
                 self._etags[key] = tag
                 self._etags.move_to_end(key)
                 while len(self._etags) > ETAG_ENTRIES:
@@ -383,15 +422,15 @@ class ChannelClient:
         `not_modified` is set. Returns the page and its ETag, which the caller keeps only once
         it has acted on the page (`sync.members`): a 304 must never hide an unapplied change."""
         query = {
-            "page[size]": str(size),
+            "page[size]": str(self.page_size(size)),
             "page[number]": str(number),
             "sort": "id",
             "include": ",".join(rels),
             "fields[malls]": ",".join(rels),
             **{f"fields[{r}]": "updated_at" for r in rels},
         }
-        resp = await self.request(
-            "GET", "/malls", query, headers={"If-None-Match": etag} if etag else None
+        resp = await self.get_listing(
+            "/malls", query, headers={"If-None-Match": etag} if etag else None
         )
         if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True), etag
@@ -441,7 +480,7 @@ class ChannelClient:
         path, query = self._listing(
             rtype, number, mall_id, scope_params, params, fields, include, size
         )
-        return await self.request("GET", path, query, headers=headers)
+        return await self.get_listing(path, query, headers=headers)
 
     async def iter_pages(
         self,
@@ -454,10 +493,10 @@ class ChannelClient:
         include: bool = True,
         start: int = 1,
     ) -> AsyncIterator[Page]:
-        """Pages in order from `start` until `links.last` (or an empty page)."""
-        number = start
-        while True:
-            page = await self.list_page(
+        """Pages in order from `start` until the stop rule (`walk`)."""
+
+        def fetch(number: int) -> Awaitable[Page]:
+            return self.list_page(
                 rtype,
                 number,
                 mall_id=mall_id,
@@ -466,10 +505,9 @@ class ChannelClient:
                 fields=fields,
                 include=include,
             )
+
+        async for page in self.walk(fetch, start):
             yield page
-            if not page.resources or number >= page.last:
-                return
-            number += 1
 
     async def fetch_ids(
         self,
@@ -479,19 +517,36 @@ class ChannelClient:
         mall_id: int | str | None = None,
         scope_params: Mapping[str, str] | None = None,
     ) -> Page:
-        """Up to 100 resources by `filter[id]` (one page of size 100: the spec's maximum)."""
+        """Up to 100 resources by `filter[id]`, every page of the answer read (an upstream
+        that serves fewer rows a page than asked answers in several): what is not in the
+        result is not served in this scope, which a short first page alone never proves."""
         if len(ids) > MAX_IDS:
             raise ValueError(f"fetch_ids takes at most {MAX_IDS} ids, got {len(ids)}")
         if not ids:
             # `filter[id]=` might be read as "no filter", i.e. the whole collection.
             return Page([], [], {}, 1, 1, self.api_version)
-        return await self.list_page(
-            rtype,
+        query = {"filter[id]": ",".join(str(i) for i in ids)}
+
+        def fetch(number: int) -> Awaitable[Page]:
+            return self.list_page(
+                rtype,
+                number,
+                mall_id=mall_id,
+                scope_params=scope_params,
+                params=query,
+                size=MAX_IDS,
+            )
+
+        pages = [page async for page in self.walk(fetch)]
+        if len(pages) == 1:
+            return pages[0]
+        return Page(
+            [r for p in pages for r in p.resources],
+            [i for p in pages for i in p.included],
+            pages[0].meta,
             1,
-            mall_id=mall_id,
-            scope_params=scope_params,
-            params={"filter[id]": ",".join(str(i) for i in ids)},
-            size=MAX_IDS,
+            1,
+            self.api_version,
         )
 
     async def list_deletions(
@@ -499,13 +554,13 @@ class ChannelClient:
     ) -> Page:
         """A page of the deletions feed, oldest first, from `since` (created_at, inclusive)."""
         query = {
-            "page[size]": str(size or self.settings.page_size),
+            "page[size]": str(self.page_size(size)),
             "page[number]": str(number),
             "sort": "created_at",
         }
         if since:
             query["filter[created_at][gte]"] = since
-        resp = await self.request("GET", "/deletions", query)
+        resp = await self.get_listing("/deletions", query)
         doc = decode(resp.body, resp.url, resp.status)
         return to_page(doc, number, resp.url, resp.status, self.api_version)
 
@@ -533,17 +588,18 @@ class ChannelClient:
 
     async def list_webhooks(self) -> list[dict[str, Any]]:
         """Every subscription of this account, all pages."""
-        out: list[dict[str, Any]] = []
-        number = 1
-        while True:
-            doc, _ = await self.get_document(
-                "/webhooks", {"page[size]": "100", "page[number]": str(number), "sort": "id"}
-            )
-            page = to_page(doc, number, f"{self.base}/webhooks", 200, self.api_version)
-            out.extend(page.resources)
-            if not page.resources or number >= page.last:
-                return out
-            number += 1
+
+        async def fetch(number: int) -> Page:
+            query = {
+                "page[size]": str(self.page_size()),
+                "page[number]": str(number),
+                "sort": "id",
+            }
+            resp = await self.get_listing("/webhooks", query)
+            doc = decode(resp.body, resp.url, resp.status)
+            return to_page(doc, number, resp.url, resp.status, self.api_version)
+
+        return [r async for page in self.walk(fetch) for r in page.resources]
 
     async def subscribe(self, callback_url: str, topic: str) -> dict[str, Any]:
         """POST /webhooks; returns the subscription resource ({} if the body has none)."""

@@ -1,0 +1,124 @@
+"""Paging: the one rule every listing walk stops by, and the page size the upstream really serves.
+
+The spec gives `page[size]` a range of 1 through 100 with the upper bound "subject to change",
+and `links.last` as an address the upstream computes. Neither is taken on trust:
+
+- **The served size is learned.** A page shorter than asked that is not the last (its
+  `links.last` names a later page) shows the upstream's bound: that length is remembered
+  (`Paging.served`) and asked for from then on, and it sizes `filter[id]` batches.
+- **A walk ends on evidence.** It goes on after every *full* page (as many rows as the upstream
+  serves), even past `links.last` (an upstream whose `links.last` is short would otherwise end a
+  walk with rows unread: the next page is asked and found empty). It ends at an empty page, or a
+  page shorter than the served size that `links.last` agrees is the last. A short page never
+  proves that rows are gone: that is for `filter[id]` over every page (`sync.fetch`).
+- **A refused size is retried smaller.** A 400 that names `page[size]` drops the size asked to
+  the spec's default of 25 (then halves it) and remembers it.
+
+`Paging.more` is the stop rule; `ChannelClient.walk` is the page-number loop built on it; the
+keyed walk of the polls (`sync.poll.walk_by_stamp`) and the backfill's parallel walk
+(`sync.backfill`) ask the same `more`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sync.channel.pages import Page
+from sync.logs import get_logger
+
+#: The spec's bound on `page[size]` (subject to change upstream).
+SPEC_MAX = 100
+#: The spec's default `page[size]`.
+SPEC_DEFAULT = 25
+#: Where the mirror keeps what was learned (`_sync_meta`), shown by `ccsync status`.
+META_KEY = "upstream_paging"
+
+_log = get_logger("sync.channel")
+
+
+class Paging:
+    """The page size asked, the size the upstream proved it serves, and the stop rule."""
+
+    def __init__(self, asked: int, *, on_change: Callable[[Paging], None] | None = None) -> None:
+        #: What a listing asks for as `page[size]` (lowered after a 400 that names it).
+        self.asked = max(1, min(int(asked), SPEC_MAX))
+        #: The largest page the upstream has been seen to cap at (None: no cap seen yet).
+        self.served: int | None = None
+        self.on_change = on_change
+
+    @property
+    def size(self) -> int:
+        """The rows a full page holds: what is asked, or less where the upstream caps pages."""
+        return self.asked if self.served is None else min(self.asked, self.served)
+
+    def more(self, page: Page, asked: int | None = None) -> bool:
+        """Whether a walk must ask the page after `page` (asked with `page[size]=asked`)."""
+        if page.not_modified:
+            return False
+        return self.more_after(page.number, len(page.resources), page.last, asked)
+
+    def more_after(self, number: int, rows: int, last: int, asked: int | None = None) -> bool:
+        """`more` for page `number` holding `rows` rows, whose `links.last` named `last`."""
+        n = rows
+        if n == 0:
+            return False
+        full = min(asked or self.asked, self.served or SPEC_MAX * 1000)
+        if n >= full:
+            return True  # a full page: ask the next, whatever `links.last` says
+        if number < last:
+            # Short, yet the upstream says more pages follow: it serves fewer than asked.
+            self.learn(n)
+            return True
+        return False
+
+    def learn(self, served: int) -> None:
+        """The upstream served `served` rows on a page that was not its last."""
+        if served <= 0 or (self.served is not None and served >= self.served):
+            return
+        before = self.served
+        self.served = served
+        _log.warning(
+            "upstream.page_bound_learned",
+            asked=self.asked,
+            served=served,
+            before=before,
+            hint="the upstream caps page[size] below what was asked; walks use its bound",
+        )
+        if self.on_change is not None:
+            self.on_change(self)
+
+    def refused(self) -> bool:
+        """A 400 named `page[size]`: ask smaller. False when there is nothing smaller to ask."""
+        if self.asked <= 1:
+            return False
+        before = self.asked
+        self.asked = SPEC_DEFAULT if self.asked > SPEC_DEFAULT else max(1, self.asked // 2)
+        _log.warning(
+            "upstream.page_size_refused",
+            asked=before,
+            now=self.asked,
+            hint="the upstream refused page[size]; asking smaller pages from now on",
+        )
+        if self.on_change is not None:
+            self.on_change(self)
+        return True
+
+    # -- kept in the mirror (`_sync_meta`), so a restart does not learn it again ---------------
+
+    def keep(self, get: Callable[[str], str | None], put: Callable[[str, str], None]) -> None:
+        """Restore what an earlier run learned from `get(META_KEY)`, and `put` every change."""
+        self.load(get(META_KEY))
+        self.on_change = lambda p: put(META_KEY, p.dump())
+
+    def dump(self) -> str:
+        return f"{self.asked}:{self.served or ''}"
+
+    def load(self, text: str | None) -> None:
+        """Restore what an earlier run learned (never raises on a damaged value)."""
+        if not text:
+            return
+        asked, _, served = text.partition(":")
+        if asked.isdigit() and 1 <= int(asked) < self.asked:
+            self.asked = int(asked)
+        if served.isdigit() and int(served) > 0:
+            self.served = int(served)

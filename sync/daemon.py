@@ -27,7 +27,6 @@ import structlog
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from sync import sideloads
 from sync.backfill import Backfill, BackfillReport, bounded, mirror_management_press
 from sync.catalogue import ResourceType
 from sync.channel.budget import Priority, priority
@@ -40,7 +39,7 @@ from sync.members import PER_MALL, Members, refused
 from sync.metrics import Metrics
 from sync.poll import Poller, poll_types
 from sync.progress import Progress, for_terminal
-from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
+from sync.reconcile import MassDeleteRefused, Reconciler, reconcile_every_type, scopes_of
 from sync.stamps import iso_ms
 from sync.status import job_problems
 from sync.store import Mirror
@@ -318,27 +317,21 @@ class Daemon:
             self.log.info("deletions.applied", entries=result.rows)
 
     async def reconcile_all(self) -> None:
-        """The deletions feed first (a day of churn is not a glitch), then every type; a
-        refusal in one type or mall never stops the others, and all are raised together at
-        the end (the job's outcome is then `refused`, and health says so)."""
+        """The deletions feed first (a day of churn is not a glitch), then every type
+        (`reconcile_every_type`, shared with `ccsync reconcile`); a refusal in one type or mall
+        never stops the others, and all are raised together at the end (the job's outcome is
+        then `refused`, and health says so)."""
         with contextlib.suppress(LookupError):
             await self.poll_deletions()
         await self.detect_members()
-        refusals: list[str] = []
-        for rtype in self.types:
-            await self._skip_forbidden(rtype, self._reconcile_type(rtype, refusals))
-        pruned = sideloads.prune(self.mirror)
-        if pruned:
-            self.log.info("sideloads.pruned", **pruned)
-        if refusals:
-            raise MassDeleteRefused("; ".join(refusals))
+        result = await reconcile_every_type(self.reconciler, self.types, each=self._reconciled)
+        if result.pruned:
+            self.log.info("sideloads.pruned", **result.pruned)
+        if result.refusals:
+            raise MassDeleteRefused("; ".join(result.refusals))
 
-    async def _reconcile_type(self, rtype: ResourceType, refusals: list[str]) -> None:
-        for group in group_by_mall(scopes_of(rtype, self._malls())):
-            try:
-                await self.reconciler.reconcile(group)
-            except MassDeleteRefused as exc:
-                refusals.append(str(exc))
+    async def _reconciled(self, rtype: ResourceType, work: Awaitable[None]) -> None:
+        await self._skip_forbidden(rtype, work)
         self._ok(rtype.name)
 
     async def verify_step(self) -> None:

@@ -76,6 +76,11 @@ def status_data(settings: Settings) -> dict[str, Any]:
             # How the mall-scoped types are polled: through `GET /malls?include=` or per mall,
             # as the daemon last detected (`sync.members`), with why.
             "mall_members": recorded(mirror),
+            # Where the malls' contacts and deals memberships come from (`sync.mallroutes`):
+            # `include` linkage, a `derived` view checked against the routes, or the `route`s.
+            "mall_routes": json.loads(mirror.get_meta("mall_routes") or "{}") or None,
+            # The page size the upstream was found to serve ("asked:served", `Paging`).
+            "page_size": mirror.get_meta("upstream_paging"),
         }
     finally:
         mirror.close()

@@ -258,11 +258,12 @@ class Verifier:
                 chunk = unlisted[start : start + BATCH]
                 # A listing paged by number can skip a row: ask for each before removing it.
                 found = await self.verify_ids(scopes_of(rtype, [mall]), chunk, report)
-                gone = [i for i in chunk if i not in found]
-                if gone:
-                    n = self.mirror.delete(rtype.name, gone, remember=False)
-                    report.removed[rtype.name] = report.removed.get(rtype.name, 0) + n
-                    for rid in gone:
+                left = [i for i in chunk if i not in found]
+                if left:
+                    # Left this mall's "current" list: a change of membership. The row stays
+                    # while another mall lists it (the reconcile removes it once none does).
+                    self.mirror.remove_memberships(rtype.name, mall, left)
+                    for rid in left:
                         self._repaired([Repair(rtype.name, rid, ("membership",))], report)
 
     def _repaired(self, repairs: Sequence[Repair], report: VerifyReport) -> None:

@@ -121,6 +121,9 @@ class QueueWorker:
         if rtype.scope == "top":
             await self._apply(kind, rtype, None, ids)
             return
+        if kind != "update":
+            await self._left_malls(rtype, ids)
+            return
         by_mall: dict[int, list[int]] = {}
         unknown: list[int] = []
         for rid in ids:
@@ -133,8 +136,24 @@ class QueueWorker:
             if self.touch is not None:
                 self.touch(mall_id)  # recent activity: creations are looked for here first
             await self._apply(kind, rtype, mall_id, mall_ids)
-        if unknown and kind == "update":
+        if unknown:
             await self.locate(rtype, unknown)  # new rows: their malls are not known yet
+
+    async def _left_malls(self, rtype: ResourceType, ids: Sequence[int]) -> None:
+        """A deletion notice for a mall-scoped row: asked by `filter[id]` in each of its malls;
+        a mall that no longer serves it loses the membership. The row itself goes only on
+        evidence that no mall lists it: the deletions feed, or the reconcile's `filter[id]` in
+        every mall (a store that moved malls must not be deleted by its old mall's notice)."""
+        by_mall: dict[int, list[int]] = {}
+        for rid in ids:
+            for mall in self.mirror.malls_of(rtype.name, rid):
+                by_mall.setdefault(mall, []).append(rid)
+        left = 0
+        for mall, mall_ids in sorted(by_mall.items()):
+            gone = await self.fetcher.confirm_gone(scopes_of(rtype, [mall]), mall_ids)
+            left += self.mirror.remove_memberships(rtype.name, mall, gone)
+        if left:
+            self.log.info("worker.left_malls", type=rtype.name, memberships=left)
 
     async def _apply(
         self, kind: str, rtype: ResourceType, mall_id: int | None, ids: Sequence[int]

@@ -41,6 +41,7 @@ class Comparison:
     stale: dict[str, list[str]] = field(default_factory=dict)
     links_compared: int = 0
     stale_links: dict[str, list[str]] = field(default_factory=dict)
+    memberships_compared: int = 0
 
     @property
     def differences(self) -> int:
@@ -60,6 +61,74 @@ class Comparison:
                 if ids:
                     parts.append(f"{label} {t}: {ids[:10]}{'...' if len(ids) > 10 else ''}")
         return "; ".join(parts) or "identical"
+
+
+def upstream_malls(emu: Emulator, type_name: str, rid: str | int) -> set[int]:
+    """The malls whose routes list a mall-scoped row upstream."""
+    many = getattr(emu.data, "malls_of", None)
+    if many is not None:
+        return {int(m) for m in many(type_name, int(rid))}
+    one = emu.mall_of(type_name, rid)
+    return {int(one)} if one is not None else set()
+
+
+def _memberships(conn: sqlite3.Connection, tables: set[str], name: str) -> dict[int, set[int]]:
+    """row id -> the malls the mirror's `malls_<type>` holds for it."""
+    out: dict[int, set[int]] = {}
+    if f"malls_{name}" in tables:
+        for mall, rid in conn.execute(f"select malls_id, {name}_id from [malls_{name}]"):
+            out.setdefault(int(rid), set()).add(int(mall))
+    return out
+
+
+def watch_deletions(mirror_path: Path) -> None:
+    """Log every row deleted from the mirror's content tables (`_test_deleted`), so a test can
+    count live rows lost even when a later pass brings them back."""
+    conn = sqlite3.connect(mirror_path)
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS _test_deleted (type TEXT, id INTEGER, "
+            "at REAL DEFAULT (julianday('now')))"
+        )
+        tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
+        for name in catalogue.TYPES:
+            if name in tables:
+                conn.execute(
+                    f"CREATE TRIGGER IF NOT EXISTS [_test_deleted_{name}] AFTER DELETE ON [{name}] "
+                    f"BEGIN INSERT INTO _test_deleted (type, id) VALUES ('{name}', old.id); END"
+                )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def lost_rows(mirror_path: Path, emu: Emulator, deleted: set[tuple[str, int]]) -> list[str]:
+    """Rows the mirror deleted while the upstream still holds them and never deleted them
+    (`deleted`: every (type, id) the emulator deleted, from its listener): live rows lost."""
+    conn = sqlite3.connect(f"file:{mirror_path}?mode=ro", uri=True)
+    try:
+        gone = set(conn.execute("select type, id from _test_deleted"))
+    finally:
+        conn.close()
+    out = []
+    for name, rid in sorted(gone):
+        if (name, int(rid)) in deleted:
+            continue
+        if name in emu.data.by_type and int(rid) in emu.data.by_type[name]:
+            out.append(f"{name}.{rid}")
+    return out
+
+
+def record_deletions(emu: Emulator) -> set[tuple[str, int]]:
+    """A set that fills with every (type, id) the emulator deletes from now on."""
+    out: set[tuple[str, int]] = set()
+
+    def listener(kind: str, type_name: str, rid: int, deletion: str | None) -> None:
+        if kind == "deletion":
+            out.add((type_name, int(rid)))
+
+    emu.data.listeners.append(listener)
+    return out
 
 
 def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) -> Comparison:
@@ -87,13 +156,22 @@ def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) ->
                         break
             out.stale[name] = sorted(stale, key=int)
             if catalogue.TYPES[name].scope == "mall":
-                # A mall-scoped row's mall comes only from the route that lists it ("current"
-                # press releases and programs change mall lists without a new stamp).
-                out.stale_links[name] = [
-                    f"{rid}.mall_id"
-                    for rid in sorted(set(upstream) & set(local), key=int)
-                    if str(local[rid].get("mall_id")) != emu.mall_of(name, rid)
-                ]
+                # A mall-scoped row's malls come only from the routes that list it ("current"
+                # press releases and programs change mall lists without a new stamp; a row can
+                # be listed by several malls): its memberships, and `mall_id` the lowest.
+                held = _memberships(conn, tables, name)
+                common = sorted(set(upstream) & set(local), key=int)
+                out.stale_links[name] = []
+                for rid in common:
+                    malls = upstream_malls(emu, name, rid)
+                    lowest = str(min(malls)) if malls else None
+                    if held.get(int(rid), set()) != malls:
+                        out.stale_links[name].append(f"{rid}.malls")
+                    elif (
+                        None if local[rid].get("mall_id") is None else str(local[rid]["mall_id"])
+                    ) != lowest:
+                        out.stale_links[name].append(f"{rid}.mall_id")
+                out.memberships_compared += len(common)
             rels = catalogue.TYPES[name].relationships
             if rels:
                 common = sorted(set(upstream) & set(local), key=int)
@@ -103,6 +181,8 @@ def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) ->
                 out.links_compared += len(common) * len(rels)
         if types is None:
             _compare_sideloads(conn, tables, emu, out)
+        elif "deals" in types and "stores" in types:
+            _compare_mall_deals(conn, tables, emu, out)
     finally:
         conn.close()
     return out
@@ -164,16 +244,18 @@ def _compare_sideloads(
 def _compare_mall_deals(
     conn: sqlite3.Connection, tables: set[str], emu: Emulator, out: Comparison
 ) -> None:
-    """The `malls_deals` view against `GET /malls/{id}/deals` (every visibility)."""
-    views = {r[0] for r in conn.execute("select name from sqlite_master where type='view'")}
+    """`malls_deals` (the derived view, or the table filled from the routes) against
+    `GET /malls/{id}/deals` with its default visibility (Public)."""
+    names = {r[0] for r in conn.execute("select name from sqlite_master")}
     have: dict[str, set[int]] = {}
-    if "malls_deals" in views:
+    if "malls_deals" in names:
         for m, d in conn.execute("select malls_id, deals_id from malls_deals"):
             have.setdefault(str(m), set()).add(int(d))
     stale = []
     for mall in emu.snapshot("malls"):
         out.links_compared += 1
-        if set(emu.mall_deals(mall)) != have.get(mall, set()):
+        listed = {int(i) for i in emu.ids("deals", mall_id=mall, visibility="Public")}
+        if listed != have.get(mall, set()):
             stale.append(mall)
     out.stale_links["malls_deals"] = stale
 

@@ -56,11 +56,15 @@ async def test_every_relationship_round_trips(make_emulator: Any, tmp_path: Path
         for view in VIEWS:
             assert _rows(db, f"SELECT * FROM [{view}] LIMIT 1"), f"view {view} is empty"
 
-        # The mall <-> deal association is what GET /malls/{id}/deals lists.
-        national = {int(i) for i, a in emu.snapshot("deals").items() if not a["is_local"]}
+        # The mall <-> deal association is what GET /malls/{id}/deals lists (its default
+        # visibility, Public).
+        deals = emu.snapshot("deals")
+        national = {
+            int(i) for i, a in deals.items() if not a["is_local"] and a["visibility"] == "Public"
+        }
         assert national
         for mall in malls[:2]:
-            listed = set(emu.mall_deals(mall))
+            listed = {int(i) for i in emu.ids("deals", mall_id=mall, visibility="Public")}
             joined = {
                 r[0] for r in _rows(db, f"SELECT deals_id FROM malls_deals WHERE malls_id = {mall}")
             }

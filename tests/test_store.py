@@ -394,7 +394,8 @@ def test_group_commit_widens_the_page_cache_and_gives_it_back(tmp_path: Path) ->
 
 def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
     """A store first written as a deal's included copy has no mall; the reconcile listing of
-    its mall gives it one (and moves a row listed by another mall now)."""
+    its mall gives it one, and a row another mall lists too belongs to both (`malls_stores`);
+    `mall_id` is the lowest of them."""
     from sync import catalogue
     from sync.store import Mirror
 
@@ -418,7 +419,15 @@ def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
     with m.listing("stores", 5) as listing:
         listing.add([(1, stamp), (2, stamp)])
         assert listing.claim_mall() == 2
+    assert dict(m.conn.execute("SELECT id, mall_id FROM stores")) == {1: 3, 2: 5}
+    pairs = set(m.conn.execute("SELECT malls_id, stores_id FROM malls_stores"))
+    assert pairs == {(3, 1), (5, 1), (5, 2)}
+    # Left mall 3: a change of membership; `mall_id` follows the table, the row stays.
+    assert m.remove_memberships("stores", 3, [1]) == 1
     assert dict(m.conn.execute("SELECT id, mall_id FROM stores")) == {1: 5, 2: 5}
+    assert m.remove_memberships("stores", 5, [1]) == 1
+    assert m.get("stores", 1) is not None and m.get("stores", 1)["mall_id"] is None
+    assert list(m.orphans("stores")) == [[1]]
     m.close()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sync import logs, sideloads
+from sync import logs
 from sync.channel.client import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
 from sync.config import Settings
@@ -15,7 +15,7 @@ from sync.daemon import Daemon
 from sync.demo import run_demo
 from sync.errors import SyncError
 from sync.poll import Poller
-from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
+from sync.reconcile import Reconciler, reconcile_every_type
 from sync.store import Mirror
 from sync.subscriptions import Subscriptions, callback_url
 from sync.verify import Verifier, VerifyReport
@@ -59,20 +59,10 @@ async def reconcile(
             with contextlib.suppress(LookupError):  # never backfilled: no feed cursor yet
                 feed = await poller.poll_deletions({t.name for t in types})
                 out["deletions feed"] = (0, feed.rows)
-            malls = list(mirror.ids("malls"))
-            for rtype in types:
-                fetched = removed = 0
-                for group in group_by_mall(scopes_of(rtype, malls)):
-                    try:
-                        result = await reconciler.reconcile(group)
-                    except MassDeleteRefused as exc:
-                        refusals.append(str(exc))
-                        continue
-                    fetched += result.fetched
-                    removed += result.removed
-                out[rtype.name] = (fetched, removed)
-            for name, n in sideloads.prune(mirror).items():
-                out[name] = (0, n)
+            result = await reconcile_every_type(reconciler, types)
+            out.update(result.types)
+            out.update({name: (0, n) for name, n in result.pruned.items()})
+            refusals = result.refusals
     finally:
         mirror.close()
     return out, refusals

@@ -88,6 +88,16 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
         for name, d in sorted(members["types"].items()):
             how = "GET /malls?include=" if d.get("mode") == "include" else "per-mall listings"
             click.echo(f"  {name:<15} {how}: {d.get('reason', '')}")
+    for name, source in sorted((data.get("mall_routes") or {}).items()):
+        how = {
+            "include": "the malls' include= linkage",
+            "derived": "derived by a rule the mall routes agreed with",
+            "route": "listed from GET /malls/{id}/" + name,
+        }.get(source, source)
+        click.echo(f"malls_{name}: {how}")
+    if data.get("page_size"):
+        asked, _, served = str(data["page_size"]).partition(":")
+        click.echo(f"page size: asked {asked}, upstream serves {served or 'what is asked'}")
     for problem in data["problems"]:
         click.echo(f"degraded: {problem}")
     if data["jobs"]:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from types import TracebackType
 
 from sync.stamps import normalize_or_none
+from sync.store import memberships
 
 BATCH = 100
 
@@ -73,9 +74,15 @@ class Listing:
         return listed, local
 
     def _scope(self) -> tuple[str, tuple[int, ...]]:
+        """The local rows of this listing's scope: every row, or the mall's members."""
         if self.mall_id is None:
             return "", ()
-        return " AND t.mall_id = ?", (self.mall_id,)
+        mall, row = memberships.columns(self.table)
+        return (
+            f" AND EXISTS (SELECT 1 FROM [{memberships.table(self.table)}] m "
+            f"WHERE m.[{mall}] = ? AND m.[{row}] = t.id)",
+            (self.mall_id,),
+        )
 
     def missing_or_stale(self) -> Iterator[list[int]]:
         """Batches of listed ids that are absent locally or older locally than upstream."""
@@ -96,17 +103,26 @@ class Listing:
         yield from self._keyset(sql, ())
 
     def claim_mall(self) -> int:
-        """Give every listed row this listing's mall: the mall whose route lists a row is its
-        mall. A row first written as another type's included copy has none (an included copy
-        carries no `mall_id`), one moved between malls upstream has the old one; the listing is
-        the proof, so this needs no `updated_at` guard. Returns how many rows changed."""
-        if self.mall_id is None or not self._table_exists() or not self._has_column("mall_id"):
+        """Record this listing's mall as a mall of every listed row the table holds: the route
+        that lists a row is the proof (a row first written as another type's included copy has
+        no mall yet, one moved upstream without a new stamp has the old one), so this needs no
+        `updated_at` guard. Returns how many memberships were added."""
+        if self.mall_id is None or not self._table_exists():
             return 0
-        return self.conn.execute(
-            f"UPDATE [{self.table}] SET mall_id = ? WHERE id IN (SELECT id FROM temp.[{self.name}])"
-            " AND mall_id IS NOT ?",
-            (self.mall_id, self.mall_id),
+        members = memberships.table(self.table)
+        mall, row = memberships.columns(self.table)
+        added = self.conn.execute(
+            f"INSERT OR IGNORE INTO [{members}] ([{mall}], [{row}], position) "
+            f"SELECT ?, l.id, 0 FROM temp.[{self.name}] l JOIN [{self.table}] t ON t.id = l.id",
+            (self.mall_id,),
         ).rowcount
+        if added and self._has_column("mall_id"):
+            self.conn.execute(
+                f"UPDATE [{self.table}] SET mall_id = ? WHERE id IN "
+                f"(SELECT id FROM temp.[{self.name}]) AND (mall_id IS NULL OR mall_id > ?)",
+                (self.mall_id, self.mall_id),
+            )
+        return added
 
     def absent(self) -> Iterator[list[int]]:
         """Batches of local ids (in scope) that the listing lacks."""

@@ -8,8 +8,11 @@ needs so an older copy of a row never overwrites a newer one (pages, polls and w
 race each other). A page's rows, links, included resources, scripts and backfill checkpoint
 commit in one transaction, so a crash at any moment leaves either the whole page or none of it.
 
-Deleted ids are remembered in `_sync_tombstones`: a page fetched before a deletion and written
-after it cannot bring the row back (upstream ids are never reused).
+Deleted ids are remembered in `_sync_tombstones` with the moment of the deletion (the feed
+entry's `created_at`, else the upstream's time when `filter[id]` confirmed it): a copy stamped
+at or before it (a page fetched before the deletion and written after it) cannot bring the row
+back, and a copy created or updated after it wins and lifts the tombstone, since the spec never
+says ids are not reused (`tombstone_holds`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -35,11 +38,13 @@ from sync.logs import get_logger
 from sync.seen import Seen
 from sync.staging import Staged, dumps, encode, stage_resources
 from sync.stamps import iso_ms, now_iso
+from sync.store import memberships
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.fresh import FreshIds
 from sync.store.ftsbuild import SideBuild
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
+from sync.store.tombstones import tombstone_holds
 from sync.store.transaction import write_transaction
 
 if TYPE_CHECKING:
@@ -213,7 +218,14 @@ class Mirror(BookkeepingMixin):
         if not fresh:
             self.schema.repair_types([t for t in catalogue.TYPES if self.has_table(t)])
             self.schema.repair_foreign_keys(self._link_tables())
+            memberships.migrate(self.conn, self._ensure_memberships)
             self.create_indexes()  # a bulk load interrupted before its indexes were built
+
+    def _ensure_memberships(self, type_name: str) -> None:
+        """The membership table of a mall-scoped type (`sync.store.memberships`)."""
+        self.schema.ensure_link(
+            memberships.table(type_name), *memberships.columns(type_name), "malls", type_name
+        )
 
     def _link_tables(self) -> list[tuple[str, str, str, str, str]]:
         """(table, owner column, related column, owner, target) of every link table."""
@@ -246,6 +258,11 @@ class Mirror(BookkeepingMixin):
                     table = rel.link_table(name)
                     if not rel.to_one and self.has_table(table):
                         self.schema.create_link_index(table, rel.link_columns(name)[1])
+            for name in memberships.MEMBER_TYPES:
+                if self.has_table(memberships.table(name)):
+                    self.schema.create_link_index(
+                        memberships.table(name), memberships.columns(name)[1]
+                    )
             if side is not None:
                 self.schema.ensure_fts(side.steal())  # what the thread has not started yet
         except BaseException:
@@ -385,11 +402,7 @@ class Mirror(BookkeepingMixin):
             return 0
         if mall_id is None:
             return int(self.conn.execute(f"SELECT count(*) FROM [{type_name}]").fetchone()[0])
-        return int(
-            self.conn.execute(
-                f"SELECT count(*) FROM [{type_name}] WHERE mall_id = ?", (mall_id,)
-            ).fetchone()[0]
-        )
+        return memberships.count_in_mall(self.conn, type_name, mall_id)
 
     def ids(
         self, type_name: str, *, mall_id: int | None = None, after: int | None = None
@@ -398,15 +411,15 @@ class Mirror(BookkeepingMixin):
         chunks (never the whole table in memory)."""
         if not self.has_table(type_name):
             return
+        if mall_id is not None:
+            yield from memberships.ids_in_mall(self.conn, type_name, mall_id, after)
+            return
         last = -(1 << 63) if after is None else after
-        where = "" if mall_id is None else " AND mall_id = ?"
         while True:
-            params: tuple[Any, ...] = (last,) if mall_id is None else (last, mall_id)
             chunk = [
                 int(r[0])
                 for r in self.conn.execute(
-                    f"SELECT id FROM [{type_name}] WHERE id > ?{where} ORDER BY id LIMIT 1000",
-                    params,
+                    f"SELECT id FROM [{type_name}] WHERE id > ? ORDER BY id LIMIT 1000", (last,)
                 )
             ]
             yield from chunk
@@ -459,6 +472,8 @@ class Mirror(BookkeepingMixin):
 
     def listing(self, type_name: str, mall_id: int | None = None) -> Listing:
         """A temporary id listing of one (type, mall) to diff against the table."""
+        if mall_id is not None and self.has_table(type_name):
+            self._ensure_memberships(type_name)
         self._listings += 1
         return Listing(
             self.conn, type_name, mall_id, f"_sync_listing_{os.getpid()}_{self._listings}"
@@ -517,6 +532,7 @@ class Mirror(BookkeepingMixin):
                 links, new = self._link_guard(b)
                 self._upsert(b)
                 self._write_links(b.rtype, links, new)
+            self._write_memberships(main)
             if scripts:
                 self._write_scripts(scripts)
             if checkpoint is not None:
@@ -526,6 +542,86 @@ class Mirror(BookkeepingMixin):
             if b.versions is not None:
                 seen.add(b.type, b.ids, b.versions)
         return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
+
+    def _write_memberships(self, b: Staged) -> None:
+        """The mall that listed a page's rows lists them: one (mall, row) pair each."""
+        if b.rtype.scope != "mall" or not b.ids or "mall_id" not in b.columns:
+            return
+        pos = b.columns.index("mall_id") + 1
+        memberships.add(
+            self.conn, b.type, [(row[pos], row[0]) for row in b.rows if row[pos] is not None]
+        )
+
+    def add_memberships(self, type_name: str, mall_id: int, ids: Sequence[int]) -> None:
+        """`mall_id` lists `ids` (rows the mirror holds): record the pairs, re-point `mall_id`."""
+        if not ids or not self.has_table(type_name):
+            return
+        self._ensure_memberships(type_name)
+        with write_transaction(self.conn):
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                held = [
+                    int(r[0])
+                    for r in self.conn.execute(
+                        f"SELECT id FROM [{type_name}] WHERE id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    )
+                ]
+                memberships.add(self.conn, type_name, [(mall_id, i) for i in held])
+                memberships.refresh_mall_id(self.conn, type_name, held)
+
+    def remove_memberships(self, type_name: str, mall_id: int, ids: Sequence[int]) -> int:
+        """`mall_id` no longer lists `ids`: a change of membership, never a deletion."""
+        with write_transaction(self.conn):
+            return memberships.remove(self.conn, type_name, mall_id, ids)
+
+    def drop_mall(self, mall_id: int) -> dict[str, list[int]]:
+        """A mall gone upstream: its memberships, hours and current hours go (the rows that lose
+        their last mall are left for `orphans`, confirmed by `filter[id]` before any deletion)."""
+        with write_transaction(self.conn):
+            return memberships.drop_mall(self.conn, mall_id)
+
+    def mall_gone(self, mall_id: int, deleted_at: str) -> None:
+        """A mall route answered 404: the mall is gone upstream. Its row (if mirrored) is
+        deleted and tombstoned at `deleted_at`, and with it its memberships, hours and current
+        hours; its members that no other mall lists are left for `orphans`."""
+        if self.has_table("malls") and self.get("malls", mall_id) is not None:
+            self.delete("malls", [mall_id], deleted_at=deleted_at)
+        else:
+            self.drop_mall(mall_id)
+
+    def has_view(self, name: str) -> bool:
+        return bool(
+            self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (name,)
+            ).fetchone()
+        )
+
+    def replace_mall_links(self, type_name: str, mall_id: int, ids: Sequence[int]) -> int:
+        """`malls_<type_name>` of one mall becomes `ids` (as its route lists them, in order):
+        contacts and deals known from the mall routes (`sync.mallroutes`)."""
+        table = f"malls_{type_name}"
+        self.schema.ensure_link(table, "malls_id", f"{type_name}_id", "malls", type_name)
+        with write_transaction(self.conn):
+            self.conn.execute(f"DELETE FROM [{table}] WHERE malls_id = ?", (mall_id,))
+            self.conn.executemany(
+                f"INSERT OR IGNORE INTO [{table}] (malls_id, [{type_name}_id], position) "
+                "VALUES (?, ?, ?)",
+                [(mall_id, rid, pos) for pos, rid in enumerate(ids)],
+            )
+        return len(ids)
+
+    def malls_of(self, type_name: str, rid: int) -> list[int]:
+        """The malls whose routes list a mall-scoped row (its memberships), ascending."""
+        return memberships.malls_of(self.conn, type_name, rid)
+
+    def orphans(self, type_name: str) -> Iterator[list[int]]:
+        """Batches of a mall-scoped type's rows that no mall lists."""
+        return memberships.orphans(self.conn, type_name)
+
+    def malls_referenced(self) -> set[int]:
+        """Malls the mirror holds or some membership still names."""
+        return set(self.ids("malls")) | memberships.malls_referenced(self.conn)
 
     @contextlib.contextmanager
     def included_memo(self, limit: int) -> Iterator[Seen]:
@@ -539,31 +635,65 @@ class Mirror(BookkeepingMixin):
         finally:
             self._included_seen = Seen(INCLUDED_SEEN)
 
-    def _drop_tombstoned(self, b: Staged) -> None:
-        if not b.ids:
-            return
+    def tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
+        """The tombstones of those of `ids` that have one: id -> deleted_at."""
         if self._tombstones is None:
             self._tombstones = bool(
                 self.conn.execute("SELECT 1 FROM _sync_tombstones LIMIT 1").fetchone()
             )
-        if not self._tombstones:
+        if not self._tombstones or not ids:
+            return {}
+        out: dict[int, str | None] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            for rid, at in self.conn.execute(
+                f"SELECT id, deleted_at FROM _sync_tombstones WHERE type = ? AND id IN "
+                f"({','.join('?' * len(chunk))})",
+                (type_name, *chunk),
+            ):
+                out[int(rid)] = at
+        return out
+
+    def _drop_tombstoned(self, b: Staged) -> None:
+        """Leave out of `b` the rows a tombstone refuses; lift those a newer copy outlives."""
+        if not b.ids:
             return
-        dead = {
-            int(r[0])
-            for r in self.conn.execute(
-                f"SELECT id FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(b.ids))})",
-                (b.rtype.name, *b.ids),
+        dead = self.tombstones(b.rtype.name, b.ids)
+        if not dead:
+            return
+        pos = b.columns.index("updated_at") + 1 if "updated_at" in b.columns else None
+        now = now_iso()
+        keep: list[bool] = []
+        lifted: list[int] = []
+        for row in b.rows:
+            rid = row[0]
+            if rid not in dead:
+                keep.append(True)
+            elif tombstone_holds(dead[rid], row[pos] if pos is not None else None, now):
+                keep.append(False)
+            else:
+                keep.append(True)
+                lifted.append(rid)
+        if lifted:
+            # Created again (an id re-used) or changed after its deletion: the copy wins.
+            self.conn.execute(
+                f"DELETE FROM _sync_tombstones WHERE type = ? AND id IN "
+                f"({','.join('?' * len(lifted))})",
+                (b.rtype.name, *lifted),
             )
-        }
-        if dead:
-            b.keep([i not in dead for i in b.ids])
-            b.dropped = len(dead)
+            _log.info("tombstone.lifted", type=b.rtype.name, ids=lifted[:20], count=len(lifted))
+        if not all(keep):
+            b.keep(keep)
+            b.dropped = keep.count(False)
 
     def _ensure_schema(self, batches: Sequence[Staged]) -> None:
         """Tables, columns and link tables the batches need.
 
         Schema changes first: sqlite-utils commits on its own, so never inside our transaction.
         """
+        main = batches[0] if batches else None
+        if main is not None and main.rtype.scope == "mall" and "mall_id" in main.columns:
+            self._ensure_memberships(main.type)
         for b in batches:
             rtype = b.rtype
             if b.ids:
@@ -759,7 +889,16 @@ class Mirror(BookkeepingMixin):
         if sql is None:
             names = ", ".join(f"[{c}]" for c in ("id", *cols))
             marks = ", ".join("?" * (len(cols) + 1))
-            sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols)
+            # A mall-scoped row's `mall_id` is the lowest mall that lists it
+            # (`sync.store.memberships`); elsewhere (events) it is a to-one relationship.
+            scoped = table in memberships.MEMBER_TYPES
+            sets = ", ".join(
+                f"[{c}] = excluded.[{c}]"
+                if c != "mall_id" or not scoped
+                else f"[mall_id] = CASE WHEN [{table}].mall_id IS NULL OR excluded.mall_id < "
+                f"[{table}].mall_id THEN excluded.mall_id ELSE [{table}].mall_id END"
+                for c in cols
+            )
             sql = f"INSERT INTO [{table}] ({names}) VALUES ({marks})"
             sql += (
                 f" ON CONFLICT(id) DO UPDATE SET {sets}" if sets else " ON CONFLICT(id) DO NOTHING"
@@ -827,9 +966,18 @@ class Mirror(BookkeepingMixin):
 
     # -- deletions and hours -------------------------------------------------------------------
 
-    def delete(self, type_name: str, ids: Iterable[int], *, remember: bool = True) -> int:
-        """Delete rows and their links, and remember the ids so they cannot come back
-        (`remember=False`: a row that left a mall's "current" list, not deleted upstream)."""
+    def delete(
+        self,
+        type_name: str,
+        ids: Iterable[int],
+        *,
+        remember: bool = True,
+        deleted_at: str | Mapping[int, str | None] | None = None,
+    ) -> int:
+        """Delete rows and their links, and remember the ids with the moment of the deletion
+        (`deleted_at`: one stamp, or one per id; default now) so that a copy fetched before it
+        cannot bring them back (`remember=False`: a row that left a mall's "current" list, not
+        deleted upstream)."""
         id_list = list(dict.fromkeys(int(i) for i in ids))
         if not id_list:
             return 0
@@ -841,10 +989,13 @@ class Mirror(BookkeepingMixin):
         stamp = now_iso()
         with write_transaction(self.conn):
             if remember:
+                per = deleted_at if isinstance(deleted_at, Mapping) else {}
+                one = deleted_at if isinstance(deleted_at, str) else stamp
                 self.conn.executemany(
-                    "INSERT OR REPLACE INTO _sync_tombstones (type, id, deleted_at) "
-                    "VALUES (?, ?, ?)",
-                    [(type_name, i, stamp) for i in id_list],
+                    "INSERT INTO _sync_tombstones (type, id, deleted_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (type, id) DO UPDATE SET deleted_at = max("
+                    "coalesce(_sync_tombstones.deleted_at, ''), excluded.deleted_at)",
+                    [(type_name, i, per.get(i) or one) for i in id_list],
                 )
             if self.has_table(type_name):
                 for start in range(0, len(id_list), 500):
@@ -865,6 +1016,12 @@ class Mirror(BookkeepingMixin):
                         self.conn.execute(
                             f"DELETE FROM [{table}] WHERE [{other}] IN ({marks})", chunk
                         )
+                    memberships.drop_rows(self.conn, type_name, chunk)
+            if type_name == "malls":
+                # A mall's members lose it (their rows stay until no mall lists them), and its
+                # hours and current hours go with it.
+                for mall in id_list:
+                    memberships.drop_mall(self.conn, mall)
         return removed
 
     def _links_to(self, target: str) -> list[tuple[str, str]]:

@@ -7,7 +7,8 @@ rows identical by version to the last written copy are skipped. The verify fetch
 whole and comes here. Each row of each batch (the listed type's and the included ones) is
 compared column by column in SQL (`[c] IS NOT ?`, so SQLite applies the column's affinity to
 the served value exactly as the write would), and its to-many links in order; to-one
-relationships and a mall-scoped row's `mall_id` are columns and are compared with them.
+relationships are columns and are compared with them (a mall-scoped row's `mall_id` is not:
+its malls are its memberships, which the reconcile's listings keep).
 
 Only differences under an equal stamp (or on rows without one: tags, groups) are repairs: a
 copy with a newer stamp is ordinary lag, written but not counted, and an older copy (a lagging
@@ -22,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from sync.catalogue import ResourceType
 from sync.staging import Staged, stage_resources
+from sync.stamps import now_iso
+from sync.store.memberships import MEMBER_TYPES
+from sync.store.tombstones import tombstone_holds
 
 if TYPE_CHECKING:
     from sync.store.mirror import Mirror
@@ -78,12 +82,13 @@ def _differences(mirror: Mirror, b: Staged) -> list[Repair]:
     stamp = "updated_at" in cols
     checks = ["updated_at" if stamp else "NULL", *(f"[{c}] IS NOT ?" for c in cols)]
     sql = f"SELECT {', '.join(checks)} FROM [{table}] WHERE id = ?"
+    dead = mirror.tombstones(b.type, b.ids)
+    now = now_iso()
     tombstoned = {
-        int(r[0])
-        for r in mirror.conn.execute(
-            f"SELECT id FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(b.ids))})",
-            (b.type, *b.ids),
-        )
+        row[0]
+        for row in b.rows
+        if row[0] in dead
+        and tombstone_holds(dead[row[0]], row[cols.index("updated_at") + 1] if stamp else None, now)
     }
     links = _stored_links(mirror, b)
     served_links = {name: dict(pairs) for name, pairs in b.links.items() if name in links}
@@ -92,14 +97,20 @@ def _differences(mirror: Mirror, b: Staged) -> list[Repair]:
     for row in b.rows:
         rid = row[0]
         if rid in tombstoned:
-            continue  # the write refuses it too: deleted upstream, ids are never reused
+            continue  # the write refuses it too: deleted upstream after this copy was made
         found = mirror.conn.execute(sql, (*row[1:], rid)).fetchone()
         if found is None:
             out.append(Repair(b.type, rid, ("missing",)))
             continue
         if stamp and found[0] is not None and row[pos] != found[0]:
             continue  # newer: ordinary lag, not a repair; older: the write refuses it
-        what = [c for c, differs in zip(cols, found[1:], strict=True) if differs]
+        # A mall-scoped row's `mall_id` is the lowest of its malls (`sync.store.memberships`):
+        # the copy of one mall's route naming another is no difference.
+        what = [
+            c
+            for c, differs in zip(cols, found[1:], strict=True)
+            if differs and not (c == "mall_id" and b.type in MEMBER_TYPES)
+        ]
         for name, served in served_links.items():
             if rid in served and list(dict.fromkeys(served[rid])) != links[name].get(rid, []):
                 what.append(f"links.{name}")

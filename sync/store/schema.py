@@ -79,20 +79,24 @@ VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
         "SELECT malls_id, articles_id, position FROM articles_malls",
     ),
     # `GET /malls/{id}/deals`: the mall's local deals (a linked store is in the mall) and the
-    # national ones (`is_local` false) unless the mall sets `exclude_national_deals`. Derived
-    # rather than listed per mall: national deals x malls rows would dwarf the mirror.
+    # national ones (`is_local` false) unless the mall sets `exclude_national_deals`, Public
+    # (the route's default visibility). Derived rather than listed per mall: national deals x
+    # malls rows would dwarf the mirror. The spec states no such rule: `sync.mallroutes` checks
+    # it against a few malls' routes and replaces the view by a table filled from every mall's
+    # route when they disagree. A store's malls are its memberships (`sync.store.memberships`).
     "malls_deals": (
         (
             ("deals_stores", ("deals_id", "stores_id")),
-            ("stores", ("id", "mall_id")),
-            ("deals", ("id", "is_local")),
+            ("malls_stores", ("malls_id", "stores_id")),
+            ("deals", ("id", "is_local", "visibility")),
             ("malls", ("id", "exclude_national_deals")),
         ),
-        "SELECT DISTINCT s.mall_id AS malls_id, ds.deals_id AS deals_id"
-        " FROM deals_stores ds JOIN stores s ON s.id = ds.stores_id"
-        " JOIN deals d ON d.id = ds.deals_id WHERE d.is_local = 1 AND s.mall_id IS NOT NULL"
+        "SELECT DISTINCT ms.malls_id AS malls_id, ds.deals_id AS deals_id"
+        " FROM deals_stores ds JOIN malls_stores ms ON ms.stores_id = ds.stores_id"
+        " JOIN deals d ON d.id = ds.deals_id WHERE d.is_local = 1 AND d.visibility = 'Public'"
         " UNION ALL SELECT m.id AS malls_id, d.id AS deals_id FROM malls m JOIN deals d"
-        " ON d.is_local = 0 WHERE coalesce(m.exclude_national_deals, 0) = 0",
+        " ON d.is_local = 0 AND d.visibility = 'Public'"
+        " WHERE coalesce(m.exclude_national_deals, 0) = 0",
     ),
 }
 
@@ -300,16 +304,43 @@ class Schema:
         """Create each of `VIEWS` whose tables and columns exist (cheap once all exist)."""
         if self._views_done:
             return
-        have = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='view'")}
+        have = {
+            r[0]: r[1]
+            for r in self.conn.execute("SELECT name, sql FROM sqlite_master WHERE type='view'")
+        }
         missing = 0
+        tables = {
+            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
         for name, (needs, select) in VIEWS.items():
+            if name in tables:
+                continue  # listed from the routes instead (`materialize_mall_deals`)
             if name in have:
-                continue
+                if have[name].endswith(select):
+                    continue
+                # Written by an older sync (`malls_deals` read one `mall_id` per store).
+                self.conn.execute(f"DROP VIEW [{name}]")
             if all(set(cols) <= self.columns(table) for table, cols in needs):
                 self.conn.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {select}")
             else:
                 missing += 1
         self._views_done = missing == 0
+
+    def mall_deals_is_table(self) -> bool:
+        """Whether `malls_deals` is listed from the mall routes (a table), not derived."""
+        return bool(
+            self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'malls_deals'"
+            ).fetchone()
+        )
+
+    def materialize_mall_deals(self) -> None:
+        """Replace the derived `malls_deals` view by a link table the mall routes fill."""
+        if self.mall_deals_is_table():
+            return
+        self.conn.execute("DROP VIEW IF EXISTS malls_deals")
+        self.ensure_link("malls_deals", "malls_id", "deals_id", "malls", "deals")
+        self.create_link_index("malls_deals", "deals_id")
 
     def drop_views(self) -> None:
         """Drop our views (a table rebuilt under them would break SQLite's rename checks)."""

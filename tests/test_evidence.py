@@ -1,0 +1,307 @@
+"""No live row is ever lost: deletions on evidence only, versioned tombstones, pages read whole.
+
+Each test here failed on the code before #29: the mirror deleted rows the upstream still held
+(a short page read as proof, a move read as a deletion) or refused rows it created again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sync import catalogue
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
+from sync.channel.paging import Paging
+from sync.fetch import Fetcher
+from sync.poll import Poller
+from sync.reconcile import Reconciler, reconcile_every_type, scopes_of
+from sync.store import Mirror
+from tests.backfilled import backfill
+from tests.mirror_compare import compare, lost_rows, record_deletions, watch_deletions
+
+STAMP = "2026-01-01T00:00:00.000Z"
+
+
+def _article(rid: int, stamp: str, title: str = "t") -> dict[str, Any]:
+    return {"id": str(rid), "type": "articles", "attributes": {"title": title, "updated_at": stamp}}
+
+
+def _page(n: int, number: int, last: int) -> Page:
+    return Page([{"id": str(i)} for i in range(n)], [], {}, number, last, None)
+
+
+# -- versioned tombstones ------------------------------------------------------------------------
+
+
+def test_a_copy_stamped_after_the_deletion_wins_and_lifts_the_tombstone(tmp_path: Path) -> None:
+    """Ids may be re-used upstream: a row created again after its deletion reaches the mirror;
+    a copy made before the deletion (a page fetched before it, written after) still cannot."""
+    m = Mirror.open(tmp_path / "m.db")
+    articles = catalogue.TYPES["articles"]
+    m.write_page(articles, [_article(1, STAMP)])
+    m.delete("articles", [1], deleted_at="2026-01-02T00:00:00.000Z")
+    m.write_page(articles, [_article(1, STAMP, "stale copy")])
+    assert m.get("articles", 1) is None
+    m.write_page(articles, [_article(1, "2026-01-02T00:00:00.000Z", "same moment")])
+    assert m.get("articles", 1) is None
+    m.write_page(articles, [_article(1, "2026-01-03T00:00:00.000Z", "created again")])
+    row = m.get("articles", 1)
+    assert row is not None and row["title"] == "created again"
+    assert m.tombstones("articles", [1]) == {}
+    m.close()
+
+
+def test_a_stampless_tombstone_holds_only_for_a_while(tmp_path: Path) -> None:
+    """Tags carry no `updated_at`: a copy right after the deletion is refused, one long after
+    (a tag created again under the same id) is taken."""
+    m = Mirror.open(tmp_path / "m.db")
+    tag = {"id": "5", "type": "tags", "attributes": {"name": "x"}}
+    article = _article(1, STAMP)
+    article["relationships"] = {"tags": {"data": [{"type": "tags", "id": "5"}]}}
+    m.write_page(catalogue.TYPES["articles"], [article], [tag])
+    m.delete("tags", [5])
+    m.write_page(catalogue.TYPES["articles"], [article], [tag])
+    assert m.get("tags", 5) is None
+    m.conn.execute("UPDATE _sync_tombstones SET deleted_at = '2020-01-01T00:00:00.000Z'")
+    m.write_page(catalogue.TYPES["articles"], [article], [tag])
+    assert m.get("tags", 5) is not None
+    m.close()
+
+
+async def test_a_reused_id_reaches_the_mirror_through_the_poll(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """The deletions feed is applied, then the upstream creates a row under the same id: the
+    next poll brings it in (it was dropped for good by the tombstone before)."""
+    async with make_emulator(resources=400, seed=3) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"])
+        rid = emu.ids("articles")[5]
+        emu.delete("articles", rid)
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            poller = Poller(client, mirror, page_size=100, overlap=0.0)
+            await poller.poll_deletions({"articles"})
+            assert mirror.get("articles", int(rid)) is None
+            # The same id, created again (MySQL re-uses ids after a restart).
+            rec = emu.data.by_type["articles"].get(int(rid))
+            assert rec is None
+            emu.data.next_id["articles"], saved = int(rid), emu.data.next_id["articles"]
+            emu.create("articles", {"title": "born again"})
+            emu.data.next_id["articles"] = saved
+            (scope,) = scopes_of(catalogue.TYPES["articles"], [])
+            await poller.poll_scope(scope)
+            row = mirror.get("articles", int(rid))
+        mirror.close()
+        assert row is not None and row["title"] == "born again"
+        assert compare(db, emu, ["articles"]).differences == 0
+
+
+# -- the one stop rule ---------------------------------------------------------------------------
+
+
+def test_a_full_page_is_never_the_end_whatever_links_last_says() -> None:
+    p = Paging(100)
+    assert p.more(_page(100, 3, 3))  # links.last says 3, but the page is full
+    assert not p.more(_page(99, 3, 3))
+    assert not p.more(_page(0, 4, 9))  # an empty page ends any walk
+
+
+def test_a_short_page_before_links_last_teaches_the_served_size() -> None:
+    p = Paging(100)
+    assert p.more(_page(30, 1, 4))  # short, yet more pages follow: the upstream caps at 30
+    assert p.served == 30 and p.size == 30
+    assert p.more(_page(30, 4, 4))  # full at the served size: ask past links.last
+    assert not p.more(_page(29, 5, 5))
+
+
+def test_a_refused_page_size_is_asked_smaller_and_kept() -> None:
+    p = Paging(100)
+    assert p.refused() and p.asked == 25
+    assert p.refused() and p.asked == 12
+    q = Paging(100)
+    q.load(p.dump())
+    assert q.asked == 12
+
+
+# -- sideloads in the deletions feed ---------------------------------------------------------------
+
+
+async def test_the_deletions_poll_applies_image_and_tag_entries_with_their_links(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Images and tags have no list route; the feed lists their deletions all the same."""
+    async with make_emulator(resources=400, seed=5) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"])
+        mirror = Mirror.open(db)
+        linked = mirror.conn.execute("SELECT images_id FROM articles_images LIMIT 1").fetchone()[0]
+        emu.delete("images", linked)
+        async with ChannelClient(settings.upstream) as client:
+            await Poller(client, mirror, page_size=100, overlap=0.0).poll_deletions({"articles"})
+        assert mirror.get("images", int(linked)) is None
+        left = mirror.conn.execute(
+            "SELECT count(*) FROM articles_images WHERE images_id = ?", (linked,)
+        ).fetchone()[0]
+        mirror.close()
+        assert left == 0
+
+
+# -- memberships and moves -------------------------------------------------------------------------
+
+
+async def test_a_store_moved_without_a_new_stamp_is_moved_not_deleted(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """The old mall no longer lists it, the new one does, `updated_at` is unchanged: one
+    reconcile moves its membership, and no live row is deleted on the way."""
+    async with make_emulator(resources=900, seed=9) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["stores", "products"])
+        deleted = record_deletions(emu)
+        watch_deletions(db)
+        d = emu.data
+        malls = d.order["malls"]
+        moved = 0
+        for t in ("stores", "products"):
+            for rid in list(d.order[t])[:6]:
+                target = next(m for m in malls if m != d.by_type[t][rid].mall)
+                emu.silent_update(t, rid, mall_id=target)  # same `updated_at`, no notice
+                moved += 1
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            reconciler = Reconciler(client, mirror, max_delete_share=0.5)
+            result = await reconcile_every_type(reconciler, settings.upstream.mirrored_types())
+        mirror.close()
+        assert result.refusals == []
+        assert lost_rows(db, emu, deleted) == []
+        c = compare(db, emu, ["stores", "products"])
+        assert c.differences == 0, c.summary()
+        assert c.memberships_compared > 0 and moved == 12
+
+
+async def test_a_mall_gone_from_its_routes_is_a_fact_not_a_failure(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`types = ["stores"]` without malls: a mall deleted upstream answers 404 on its routes;
+    the reconcile drops its memberships and hours, removes the stores no mall lists (gone from
+    `filter[id]` too), carries on with the other malls, and reports no failure."""
+    async with make_emulator(resources=900, seed=13) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["stores"])
+        mall = emu.data.order["malls"][0]
+        mirror = Mirror.open(db)
+        had_hours = mirror.conn.execute(
+            "SELECT count(*) FROM hours WHERE mall_id = ?", (mall,)
+        ).fetchone()[0]
+        mirror.close()
+        assert had_hours
+        emu.delete("malls", mall)
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            reconciler = Reconciler(client, mirror, max_delete_share=None)
+            result = await reconcile_every_type(reconciler, settings.upstream.mirrored_types())
+        hours = mirror.conn.execute(
+            "SELECT count(*) FROM hours WHERE mall_id = ?", (mall,)
+        ).fetchone()[0]
+        members = mirror.conn.execute(
+            "SELECT count(*) FROM malls_stores WHERE malls_id = ?", (mall,)
+        ).fetchone()[0]
+        mirror.close()
+        assert result.refusals == [] and mall in result.malls_gone
+        assert hours == 0 and members == 0
+        c = compare(db, emu, ["stores"])
+        assert c.differences == 0, c.summary()
+
+
+async def test_forged_deletion_notices_never_delete_a_live_row(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """A deletion notice is a hint: `filter[id]` over every page decides."""
+    async with make_emulator(resources=2000, seed=17) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"])
+        ids = [int(i) for i in emu.ids("articles")[:100]]
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            fetcher = Fetcher(client, mirror)
+            removed = await fetcher.confirm_and_delete(
+                scopes_of(catalogue.TYPES["articles"], []), ids
+            )
+        mirror.close()
+        assert removed == 0
+        assert compare(db, emu, ["articles"]).differences == 0
+
+
+@pytest.mark.parametrize("bound", [30, 50])
+async def test_pages_capped_below_the_ask_are_read_whole(
+    make_emulator: Any, tmp_path: Path, bound: int
+) -> None:
+    """An upstream whose page bound is lower than asked ("subject to change"): forged notices
+    delete nothing, every change reaches the poll, the backfill and reconcile are exact."""
+    async with make_emulator(resources=2000, seed=19) as emu:
+        emu.hard.page_bound = bound
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"])
+        assert compare(db, emu, ["articles"]).differences == 0
+        ids = [int(i) for i in emu.ids("articles")[:100]]
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            removed = await Fetcher(client, mirror).confirm_and_delete(
+                scopes_of(catalogue.TYPES["articles"], []), ids
+            )
+            assert removed == 0
+            for rid in ids[:90]:
+                emu.update("articles", rid)
+            created = [emu.create("articles") for _ in range(5)]
+            poller = Poller(client, mirror, page_size=100, overlap=0.0)
+            (scope,) = scopes_of(catalogue.TYPES["articles"], [])
+            result = await poller.poll_scope(scope)
+            assert client.paging.served == bound
+        mirror.close()
+        assert result.rows >= 95 and created
+        c = compare(db, emu, ["articles"])
+        assert c.differences == 0, c.summary()
+
+
+# -- contacts and deals by their mall routes -------------------------------------------------------
+
+
+async def test_the_deal_derivation_is_checked_against_the_routes_and_dropped_when_wrong(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`malls_deals` is derived by a rule the spec never states: kept while the mall routes
+    agree with it, replaced by the routes' own lists as soon as one disagrees."""
+    async with make_emulator(resources=900, seed=23) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["stores", "deals"])
+        mirror = Mirror.open(db)
+        assert MallRoutesMeta(mirror).get("deals") == "derived"
+        assert mirror.has_view("malls_deals")
+        mirror.close()
+        assert compare(db, emu, ["stores", "deals"]).differences == 0
+        # The upstream's rule is another: each mall lists three deals of its own choosing.
+        d = emu.data
+        chosen = {m: d.order["deals"][i : i + 3] for i, m in enumerate(d.order["malls"])}
+        d.mall_deals = lambda mall: sorted(chosen.get(mall, []))  # type: ignore[method-assign]
+        d.version["deals"] += 1
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            reconciler = Reconciler(client, mirror, max_delete_share=None)
+            await reconcile_every_type(reconciler, settings.upstream.mirrored_types())
+        assert MallRoutesMeta(mirror).get("deals") == "route"
+        assert not mirror.has_view("malls_deals")
+        mirror.close()
+        c = compare(db, emu, ["stores", "deals"])
+        assert c.differences == 0, c.summary()
+
+
+def MallRoutesMeta(mirror: Mirror) -> dict[str, str]:
+    import orjson
+
+    from sync.mallroutes import META_KEY
+
+    return dict(orjson.loads(mirror.get_meta(META_KEY) or "{}"))

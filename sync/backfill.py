@@ -483,9 +483,39 @@ class Backfill:
                     raw = str((entry.get("attributes") or {}).get("resource_type", ""))
                     if catalogue.normalize_type(raw) == rtype.name:
                         return True
+            if await self._changed_since(rtype, started_at):
+                self.log.info(
+                    "backfill.changed_while_walked",
+                    type=rtype.name,
+                    hint="a row that changed may have left a listing mid-walk (a deal made "
+                    "Private) and shifted later rows: running the missed-row pass",
+                )
+                return True
         except UpstreamError as exc:
             self.log.info("backfill.deletions_unreadable", type=rtype.name, error=str(exc))
             return True
+        return False
+
+    async def _changed_since(self, rtype: ResourceType, started_at: str) -> bool:
+        """Whether any row of a top-level type changed since the backfill started (one row of
+        `filter[updated_at][gte]` per scope). A row that changed can leave a listing mid-walk
+        (a deal made Private leaves the Public listing), which page-number paging turns into a
+        skipped row. Mall-scoped rows move between malls without a new stamp: no request can
+        show that, and the reconcile's listings catch it."""
+        if rtype.scope != "top" or not rtype.has_updated_at:
+            return False
+        for scope in scopes_of(rtype, []):
+            page = await self.client.list_page(
+                rtype,
+                1,
+                scope_params=scope.params,
+                params={"filter[updated_at][gte]": started_at},
+                fields=["updated_at"],
+                include=False,
+                size=1,
+            )
+            if page.resources:
+                return True
         return False
 
     async def _deletions_since(self, since: str) -> AsyncIterator[Page]:

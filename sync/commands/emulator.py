@@ -6,6 +6,7 @@ import click
 
 from sync.cli import fail_cleanly, run_async
 from sync.emulator import Emulator
+from sync.emulator.hard import PROFILES, Hard
 from sync.emulator.server import (
     BYTES_PER_RESOURCE,
     available_memory,
@@ -155,6 +156,20 @@ from sync.emulator.server import (
     is_flag=True,
     help="Accept JSON:API request bodies sent as application/json (strict by default: 415).",
 )
+@click.option(
+    "--profile",
+    type=click.Choice(PROFILES),
+    default=None,
+    help="strict: every hard reading of the spec on (see --hard and the README).",
+)
+@click.option(
+    "--hard",
+    "hard_switches",
+    multiple=True,
+    metavar="NAME[=VALUE]",
+    help=f"Turn one hard reading on (repeatable; NAME=false turns one of the profile off; "
+    f"page_bound=N sets the bound): {', '.join(Hard.names())}.",
+)
 @fail_cleanly
 def emulator_command(
     resources: int,
@@ -183,6 +198,8 @@ def emulator_command(
     silent_rate: float,
     null_first: bool,
     lenient_content_type: bool,
+    profile: str | None,
+    hard_switches: tuple[str, ...],
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     need = footprint(resources, encoding_cache_mb + page_cache_mb)
@@ -194,7 +211,14 @@ def emulator_command(
             f"{have / 1e9:.1f} GB available: serve at most "
             f"{max_resources(have, encoding_cache_mb + page_cache_mb):,} resources, or free memory."
         )
+    hard = Hard.profile(profile)
+    for spec in hard_switches:
+        try:
+            hard.switch_on(spec)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--hard") from None
     emu = Emulator(
+        hard=hard,
         resources=resources,
         seed=seed,
         email=email,
@@ -218,6 +242,8 @@ def emulator_command(
 
     def announce(e: Emulator) -> None:
         click.echo(f"emulator serving {resources:,} resources at {e.base_url}", err=False)
+        if e.hard.on():
+            click.echo(f"hard readings on: {', '.join(e.hard.on())}")
         click.echo(f"demo account: email={e.email} password={e.password}")
         click.echo(
             f"management API: bearer token {e.management.token}, product loyalty, club demo-club"

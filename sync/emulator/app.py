@@ -12,6 +12,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import date, timedelta
 from email.utils import formatdate
 from typing import Any
@@ -20,8 +21,16 @@ from urllib.parse import urlencode
 import orjson
 from aiohttp import web
 
+from sync.emulator import shifting
 from sync.emulator.auth import Account, Accounts, AuthFailure
-from sync.emulator.dataset import PER_MALL_ONLY, RELATIONSHIPS, TARGET, Dataset, iso_ms
+from sync.emulator.dataset import (
+    MALL_MEMBERS,
+    PER_MALL_ONLY,
+    RELATIONSHIPS,
+    TARGET,
+    Dataset,
+    iso_ms,
+)
 from sync.emulator.faults import Faults
 from sync.emulator.pagecache import PageCache
 from sync.emulator.query import (
@@ -35,6 +44,7 @@ from sync.emulator.query import (
     related,
     resource_obj,
     variant,
+    without_linkage,
 )
 from sync.emulator.records import Rec
 from sync.emulator.traffic import NO_ROUTE, Traffic
@@ -145,6 +155,7 @@ class EmulatorApp:
         self, data: Dataset, accounts: Accounts, dispatcher: Dispatcher, faults: Faults
     ) -> None:
         self.data = data
+        self.hard = data.hard  # the hard readings (`sync.emulator.hard`), shared with the data
         self.accounts = accounts
         self.dispatcher = dispatcher
         self.faults = faults
@@ -184,6 +195,7 @@ class EmulatorApp:
             return await handler(request)
         self.requests += 1
         self.traffic.count(route_of(request), time.time())
+        self.data.sync_hard()  # switches assigned since the last request take effect
         f = self.faults
         if not request.path.startswith("/accounts"):
             if f.latency > 0:
@@ -263,9 +275,14 @@ class EmulatorApp:
                 date_fields=DATE_FIELDS,
                 equal_filters=EQUAL_FILTERS.get(type_name, frozenset()),
                 default_equals=defaults,
+                page_bound=self.hard.page_bound,
+                refuse_above=self.hard.page_bound_refuse,
             )
         except QueryError as exc:
             raise _Reply(error(400, "Bad Request", str(exc), exc.parameter)) from None
+        hidden = self._links_only()
+        if hidden and q.include:  # served with links only, and nothing included for them
+            q = replace(q, include=without_linkage(type_name, q.include, hidden))
         members = [p for p in q.include if p.split(".")[0] in PER_MALL_ONLY]
         if type_name == "malls" and members and self._mall_includes:
             self.member_pages += 1
@@ -279,6 +296,14 @@ class EmulatorApp:
                 )
             )
         return q
+
+    def _links_only(self) -> frozenset[str]:
+        """A mall's relationships served without linkage whatever `include` asks."""
+        if self.hard.no_include_linkage:
+            return MALL_MEMBERS
+        if self.hard.route_memberships:
+            return frozenset({"contacts", "deals"})
+        return frozenset()
 
     def _included(self, recs: list[Rec], q: Query) -> list[bytes]:
         """The `included` members: the resources every include path reaches (`images`,
@@ -375,6 +400,10 @@ class EmulatorApp:
         defaults: dict[str, str] | None,
     ) -> web.Response:
         key = generation = None
+        if self.hard.shifting_listings:
+            shifting.before_page(
+                self.data, self.selector, type_name, mall, self._parse(type_name, request, defaults)
+            )
         if self.pages.enabled:
             key, generation = (request.path, self._public_query(request)), self.data.generation
             body = self.pages.get(key, generation)
@@ -598,8 +627,9 @@ class EmulatorApp:
 
     async def settings_route(self, request: web.Request) -> web.StreamResponse:
         """`PATCH /_emulator/settings`: switch faults and behaviour of a running emulator from
-        outside its process (`{"latency": 0.05, "mall_includes": true}`); answers them all.
-        The benchmarks backfill fast, then measure the daemon under latency."""
+        outside its process (`{"latency": 0.05, "mall_includes": true}`, the hard readings as
+        `{"hard": {"multi_mall": true, "page_bound": 30}}`); answers them all. The benchmarks
+        backfill fast, then measure the daemon under latency."""
         numbers = {
             "latency",
             "error_rate",
@@ -618,15 +648,28 @@ class EmulatorApp:
                 return error(400, "Bad Request", "the body is not JSON")
             if not isinstance(body, dict):
                 return error(400, "Bad Request", "the body must be a JSON object")
+            hard = body.get("hard", {})
+            if not isinstance(hard, dict):
+                return error(400, "Bad Request", "hard must be an object of switch: value")
+            try:
+                self.hard.update(hard)
+            except ValueError as exc:
+                return error(400, "Bad Request", str(exc))
+            if hard:
+                self.data.sync_hard()
+                self.pages.clear()  # cached pages were answered under the other setting
             for key, value in body.items():
+                if key == "hard":
+                    continue
                 if key == "mall_includes" and isinstance(value, bool):
                     self.mall_includes = value
                 elif key in numbers and isinstance(value, int | float) and value >= 0:
                     setattr(self.faults, key, float(value))
                 else:
                     return error(400, "Bad Request", f"unknown setting or bad value: {key}")
-        now = {k: getattr(self.faults, k) for k in sorted(numbers)}
+        now: dict[str, Any] = {k: getattr(self.faults, k) for k in sorted(numbers)}
         now["mall_includes"] = self.mall_includes
+        now["hard"] = self.hard.as_dict()
         return web.Response(body=orjson.dumps(now), headers={"Content-Type": JSON})
 
     async def control_route(self, request: web.Request) -> web.StreamResponse:
@@ -634,7 +677,8 @@ class EmulatorApp:
         outside its process, as the upstream's own editors would (notices, the deletions feed
         and `updated_at` follow as for any mutation): `POST` creates (body `{"attributes":
         {...}, "mall_id": 7}`, both optional), `PATCH` updates (`{"attributes": {...}}`, or
-        `{"silent": true, ...}` to keep `updated_at` and send no notice), `DELETE` deletes. For
+        `{"silent": true, ...}` to keep `updated_at` and send no notice, or `{"move": {"from": 3,
+        "to": 5}}` to move a mall-scoped row silently: `Dataset.move`), `DELETE` deletes. For
         users' own integration tests; the emulator binds loopback only."""
         type_name = request.match_info["type"].replace("-", "_")
         if type_name not in self.data.by_type or type_name == "deletions":
@@ -668,6 +712,18 @@ class EmulatorApp:
             except KeyError:
                 return error(422, "Unprocessable Entity", f"{type_name} cannot be created")
             status, rid = 201, rec.id
+        elif request.method == "PATCH" and rid is not None and "move" in body:
+            move = body["move"]
+            if not isinstance(move, dict) or not all(
+                isinstance(move.get(k), int) and not isinstance(move.get(k), bool)
+                for k in ("from", "to")
+            ):
+                return error(400, "Bad Request", 'move must be {"from": mall id, "to": mall id}')
+            try:
+                self.data.move(type_name, rid, move["from"], move["to"])
+            except ValueError as exc:
+                return error(422, "Unprocessable Entity", str(exc))
+            status = 200
         elif request.method == "PATCH" and rid is not None:
             if body.get("silent"):
                 self.data.silent_update(type_name, rid, attrs, None, None)

@@ -2,9 +2,10 @@
 
 `Dataset(resources=N, seed=S)` builds every resource type of the spec with realistic attributes,
 consistent relationships (a store's mall exists, a job listing's store exists) and one mall per
-mall-scoped resource. Mutations (create, update, delete) keep `updated_at` strictly increasing
-per resource (millisecond precision, several updates within one second possible), append to the
-deletions feed, and notify listeners (the webhooks). An edited or deleted image/tag/group leaves
+mall-scoped resource (several, and an explicit set for deals, under the hard readings of
+`sync.emulator.hard`; see `sync.emulator.memberships`). Mutations (create, update, delete) keep
+`updated_at` strictly increasing per resource (millisecond precision, several updates within one
+second possible), append to the deletions feed, and notify listeners (the webhooks). An edited or deleted image/tag/group leaves
 its owners' `updated_at` alone unless `touch_owners` is set (like Rails `touch: true`): the spec
 does not promise it, so the emulator serves the hard case by default. `silent_update` changes a
 resource's content (attributes, links, a mall-scoped row's mall) without touching its
@@ -28,7 +29,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sync.attributes import NULLABLE
+from sync.emulator import memberships
 from sync.emulator.encodings import Encodings, Templates
+from sync.emulator.hard import Hard
 from sync.emulator.records import Owners, Rec, next_revision
 
 #: Share of the data set per type (malls are sized separately).
@@ -241,6 +244,9 @@ def relative(ts: float) -> str:
 JOB_META: dict[str, Any] = {"deprecated_fields": list(DEPRECATED_FIELDS)}
 #: Malls whose deal lists (`Dataset.mall_deals`) are kept between requests.
 MALL_DEALS_KEPT = 64
+#: Share of `mutate_randomly`'s operations that `Hard.sideload_deletions` makes deletions of
+#: images, tags or groups, and of its updates that `Hard.silent_moves` makes moves.
+HARD_SHARE = 0.1
 
 
 Listener = Callable[[str, str, int, str | None], None]  # (kind, type, id, deletion id)
@@ -256,6 +262,7 @@ class Dataset:
         clock: Callable[[], float] = time.time,
         *,
         malls: int | None = None,
+        hard: Hard | None = None,
     ) -> None:
         self.seed = seed
         self.clock = clock
@@ -294,7 +301,21 @@ class Dataset:
         # Generated timestamps lie in 2025, deterministically (not tied to now) and always in
         # the past, so a client's cursor never starts ahead of the changes made while serving.
         self.epoch = 1_735_689_600.0 + seed % 1000  # 2025-01-01
+        # The hard readings (`sync.emulator.hard`), shared with the app. What they need held
+        # is held only while they are on: the malls of rows with more than `Rec.mall`
+        # (`memberships`), the deleted ids per type (`reuse_ids`).
+        self.hard = hard if hard is not None else Hard()
+        self.memberships: dict[tuple[str, int], tuple[int, ...]] = {}
+        self.freed: dict[str, list[int]] = {}
+        self.shifted = 0  # rows that left a listing being walked (`shifting_listings`)
+        self.shift_asks = 0  # requests for a page >= 2 seen under `shifting_listings`
+        # Draws of the hard readings at run time (a created deal's malls, the row that leaves
+        # a listing, ...), apart from `rng` so the generated data stay the same.
+        self.hard_rng = random.Random(f"{seed}:hard")
+        self._hard_seen = -1
+        self._built = {"multi_mall": False, "route_memberships": False}
         self._build(max(resources, 50), malls)
+        self.sync_hard()
 
     # -- generation ----------------------------------------------------------------------------
 
@@ -349,9 +370,12 @@ class Dataset:
             return []
         return sorted({self.rng.choice(pool) for _ in range(self.rng.randint(0, k))})
 
-    def _generate(self, t: str, mall: int | None, attrs: dict[str, Any] | None = None) -> Rec:
-        rid = self.next_id[t]
-        self.next_id[t] += 1
+    def _generate(
+        self, t: str, mall: int | None, attrs: dict[str, Any] | None = None, rid: int | None = None
+    ) -> Rec:
+        if rid is None:  # else an id reused (`Hard.reuse_ids`)
+            rid = self.next_id[t]
+            self.next_id[t] += 1
         r, w = self.rng, self._words
         created, updated = self._stamp_pair()
         base = self.epoch + r.uniform(0, 360 * 86400)
@@ -662,7 +686,9 @@ class Dataset:
         del self.by_type[rec.type][rec.id]
         lst = self.order[rec.type]
         del lst[bisect_left(lst, rec.id)]
-        if rec.mall is not None:
+        if self.memberships and (rec.type, rec.id) in self.memberships:
+            memberships.forget(self, rec)  # it leaves every mall it was in
+        elif rec.mall is not None:
             ml = self.by_mall[(rec.type, rec.mall)]
             del ml[bisect_left(ml, rec.id)]
         self._unindex(rec)
@@ -717,6 +743,11 @@ class Dataset:
                 national.append(did)
                 continue
             malls = {s.mall for sid in deal.link("stores") or () if (s := stores.get(sid))}
+            if self.memberships:  # `Hard.multi_mall`: a store's other malls list its deals too
+                held = self.memberships
+                malls.update(
+                    m for sid in deal.link("stores") or () for m in held.get(("stores", sid), ())
+                )
             for mall in malls:
                 if mall is not None:
                     local.setdefault(mall, []).append(did)
@@ -750,9 +781,67 @@ class Dataset:
         """Ids in order (a shared list: do not mutate)."""
         if mall is None:
             return self.order[type_name]
-        if type_name == "deals":
+        self.sync_hard()
+        if type_name == "deals" and not self.hard.route_memberships:
             return self.mall_deals(mall)
         return self.by_mall.get((type_name, mall), [])
+
+    # -- hard readings -------------------------------------------------------------------------
+
+    def sync_hard(self) -> None:
+        """Catch up with switches assigned since the last call: build or drop the memberships
+        of `multi_mall` and `route_memberships`; every type's version moves, so nothing
+        selected or cached under the other setting is served again."""
+        hard = self.hard
+        if hard.changes == self._hard_seen:
+            return
+        self._hard_seen = hard.changes
+        if hard.multi_mall != self._built["multi_mall"]:
+            self._built["multi_mall"] = hard.multi_mall
+            if hard.multi_mall:
+                memberships.build_multi_mall(self)
+            else:
+                memberships.drop_multi_mall(self)
+        if hard.route_memberships != self._built["route_memberships"]:
+            self._built["route_memberships"] = hard.route_memberships
+            if hard.route_memberships:
+                memberships.build_deal_malls(self)
+            else:
+                memberships.drop_deal_malls(self)
+        for type_name in self.version:
+            self.version[type_name] += 1
+
+    def malls_of(self, type_name: str, rid: int) -> list[int]:
+        """The sorted ids of the malls whose `/malls/{id}/<type>` route lists the row (several
+        under `multi_mall`; a deal's: by `route_memberships` or the national/local rule)."""
+        self.sync_hard()
+        return memberships.malls_of(self, type_name, rid)
+
+    def move(self, type_name: str, rid: int, from_mall: int, to_mall: int) -> Rec:
+        """Move a mall-scoped row (or, under `route_memberships`, a deal) from one of its malls
+        to another, keeping `updated_at`, with no notice and no feed entry (the spec shows no
+        rule; see `Hard.silent_moves`). ValueError when the move is not possible."""
+        self.sync_hard()
+        rec = self.by_type[type_name][rid]
+        memberships.move(self, rec, from_mall, to_mall)
+        self._untouched(rec)
+        self.version["malls"] += 1  # a mall's members change
+        return rec
+
+    def _random_move(self, rng: random.Random, type_name: str) -> tuple[str, int] | None:
+        """One silent move (`Hard.silent_moves`) of a row of `type_name` if it can be moved,
+        else of another movable type."""
+        movable = [*memberships.MOVABLE, *(["deals"] if self.hard.route_memberships else [])]
+        t = type_name if type_name in movable else rng.choice(movable)
+        if not self.order[t]:
+            return None
+        rid = rng.choice(self.order[t])
+        current = self.malls_of(t, rid)
+        others = [m for m in self.order["malls"] if m not in current]
+        if not current or not others:
+            return None
+        self.move(t, rid, rng.choice(current), rng.choice(others))
+        return t, rid
 
     # -- mutations -----------------------------------------------------------------------------
 
@@ -781,13 +870,20 @@ class Dataset:
             raise KeyError(type_name)
         if mall is None:
             mall = self._pick_mall(type_name)
-        rec = self._generate(type_name, mall, attrs)
+        self.sync_hard()
+        freed = self.freed.get(type_name) if self.hard.reuse_ids else None
+        rid = freed.pop() if freed else None
+        if rid is not None:
+            self.previous.pop((type_name, rid), None)  # the deleted row's copy is not this one's
+        rec = self._generate(type_name, mall, attrs, rid)
         current = rec.decoded()
         if "created_at" in current:
             stamp = self._fresh_stamp(None)
             rec.set_attrs({**current, "created_at": stamp, "updated_at": stamp})
         self._revise(rec)
         self._add(rec)
+        if type_name == "deals" and self.hard.route_memberships:
+            memberships.give_deal_malls(self, rec, self.hard_rng, 2)
         self._notify("update", type_name, rec.id)
         return rec
 
@@ -860,6 +956,12 @@ class Dataset:
             if "updated_at" in attrs or "created_at" in attrs:
                 raise ValueError("a silent update keeps the stamps")
             rec.attrs.update(attrs)
+        if mall is not None and self.memberships and (type_name, rid) in self.memberships:
+            if rec.mall is not None and mall != rec.mall:  # a multi-mall row: its first is replaced
+                others = [m for m in self.memberships[(type_name, rid)] if m != rec.mall]
+                memberships.set_malls(self, rec, [*others, mall])
+                self.version["malls"] += 1
+            mall = None
         self._unindex(rec)
         changed: dict[str, Any] = {}
         for name, value in (links or {}).items():
@@ -934,12 +1036,54 @@ class Dataset:
 
     def delete(self, type_name: str, rid: int) -> Rec:
         """Delete a resource (and a mall's resources); returns the deletions entry."""
+        self.sync_hard()
         rec = self.by_type[type_name][rid]
         if type_name == "malls":
-            for child_type in sorted(MALL_SCOPED):
-                for child in list(self.by_mall.get((child_type, rid), [])):
+            self._empty_mall(rid)
+        self._drop(rec)
+        stamp = self._fresh_stamp(None)
+        did = self.next_id["deletions"]
+        self.next_id["deletions"] += 1
+        entry = Rec(
+            "deletions",
+            did,
+            {
+                "resource_id": rid,
+                "resource_type": type_name,
+                "created_at": stamp,
+                "updated_at": stamp,
+            },
+        )
+        if self.feed_deletions:
+            self._add(entry)
+        self._notify("deletion", type_name, rid, str(did))
+        return entry
+
+    def _empty_mall(self, mall: int) -> None:
+        """Before `mall` is deleted: a row also in other malls leaves it; a row only in it is
+        deleted (with its feed entry and notice) or, under `Hard.mall_delete_alone`, vanishes
+        without either; a deal of `route_memberships` leaves it."""
+        alone = self.hard.mall_delete_alone
+        for child_type in sorted(MALL_SCOPED):
+            for child in list(self.by_mall.get((child_type, mall), [])):
+                rec = self.by_type[child_type][child]
+                if self.memberships and (child_type, child) in self.memberships:
+                    memberships.leave(self, rec, mall)
+                    self._untouched(rec)
+                elif alone:
+                    self._drop(rec)
+                else:
                     self.delete(child_type, child)
+        for deal in list(self.by_mall.get(("deals", mall), [])):
+            memberships.leave(self, self.by_type["deals"][deal], mall)
+            self._untouched(self.by_type["deals"][deal])
+
+    def _drop(self, rec: Rec) -> None:
+        """Take `rec` out of the data set and out of its owners' to-many linkage (no feed entry,
+        no notice of its own)."""
+        type_name, rid = rec.type, rec.id
         self._remove(rec)
+        self.freed.setdefault(type_name, []).append(rid)  # `Hard.reuse_ids` takes it back
         # Owners' to-many links drop the deleted resource (a join row deleted with it); their
         # `updated_at` moves only with `touch_owners` (the spec does not promise it).
         for owner_type, owner_id in sorted(self.owners.pop((type_name, rid), set())):
@@ -959,34 +1103,29 @@ class Dataset:
                 self._notify("update", owner_type, owner_id)
             else:
                 self._untouched(owner)
-        stamp = self._fresh_stamp(None)
-        did = self.next_id["deletions"]
-        self.next_id["deletions"] += 1
-        entry = Rec(
-            "deletions",
-            did,
-            {
-                "resource_id": rid,
-                "resource_type": type_name,
-                "created_at": stamp,
-                "updated_at": stamp,
-            },
-        )
-        if self.feed_deletions:
-            self._add(entry)
-        self._notify("deletion", type_name, rid, str(did))
-        return entry
 
     def mutate_randomly(self, n: int, rng_seed: int) -> list[tuple[str, str, str]]:
         rng = random.Random(rng_seed)
         done: list[tuple[str, str, str]] = []
         types = [t for t in WEIGHTS if t not in ("images", "tags", "groups")]
+        hard = self.hard
         for _ in range(n):
+            if hard.sideload_deletions and rng.random() < HARD_SHARE:
+                side = rng.choice(("images", "tags", "groups"))
+                if len(self.order[side]) >= 3:
+                    rid = rng.choice(self.order[side])
+                    self.delete(side, rid)
+                    done.append(("delete", side, str(rid)))
+                    continue
             t = rng.choice(types)
             op = rng.choices(("update", "create", "delete"), weights=(60, 25, 15))[0]
             ids = self.order[t]
             if op == "create" or len(ids) < 3:
                 done.append(("create", t, str(self.create(t).id)))
+            elif op == "update" and hard.silent_moves and rng.random() < HARD_SHARE:
+                moved = self._random_move(rng, t)
+                if moved is not None:
+                    done.append(("move", moved[0], str(moved[1])))
             elif op == "update" and self.silent_rate and rng.random() < self.silent_rate:
                 changed = self.silent_change(rng)
                 if changed is not None:

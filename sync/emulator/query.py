@@ -111,8 +111,12 @@ def parse(
     date_fields: frozenset[str],
     equal_filters: frozenset[str],
     default_equals: Mapping[str, str] | None = None,
+    page_bound: int = 0,
+    refuse_above: bool = False,
 ) -> Query:
-    """Parse a collection query for `type_name`; QueryError for anything off."""
+    """Parse a collection query for `type_name`; QueryError for anything off. `page_bound`
+    (`Hard.page_bound`; 0: the spec's 100) is the largest page served: a larger `page[size]` is
+    served that many rows, or refused when `refuse_above`."""
     ids: frozenset[int] | None = None
     dates: list[tuple[str, str, str]] = []
     equals: dict[str, frozenset[str]] = {
@@ -181,9 +185,36 @@ def parse(
         tuple(sort),
         include,
         tuple(sorted(fields)),
-        _int(params, "page[size]", 25, 1, 100),
+        _page_size(params, page_bound, refuse_above),
         _int(params, "page[number]", 1, 1, None),
     )
+
+
+def _page_size(params: Mapping[str, str], bound: int, refuse_above: bool) -> int:
+    if not bound:
+        return _int(params, "page[size]", 25, 1, 100)
+    if refuse_above:
+        return min(_int(params, "page[size]", 25, 1, bound), bound)  # the default 25 is clamped
+    return min(_int(params, "page[size]", 25, 1, None), bound)
+
+
+def without_linkage(
+    type_name: str, include: tuple[str, ...], hidden: frozenset[str]
+) -> tuple[str, ...]:
+    """`include` with every path cut where it reaches a mall's relationship in `hidden`
+    (served links only: `Hard.no_include_linkage`, `Hard.route_memberships`): `stores` and
+    `stores.images` of malls go, `malls.stores` of articles becomes `malls`."""
+    out: list[str] = []
+    for path in include:
+        owner, kept = type_name, []
+        for name in path.split("."):
+            if owner == "malls" and name in hidden:
+                break
+            kept.append(name)
+            owner = TARGET.get(name, name)
+        if kept:
+            out.append(".".join(kept))
+    return tuple(dict.fromkeys(out))
 
 
 class Selector:

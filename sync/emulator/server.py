@@ -20,6 +20,7 @@ from sync.emulator.app import EmulatorApp, make_app, resource_dict
 from sync.emulator.auth import ALL_CHANNELS, Accounts
 from sync.emulator.dataset import Dataset, iso_ms
 from sync.emulator.faults import Faults
+from sync.emulator.hard import Hard
 from sync.emulator.management import Management
 from sync.emulator.pagecache import PageCache
 from sync.emulator.traffic import Traffic
@@ -71,9 +72,20 @@ class Emulator:
         page_cache_mb: int = 0,
         malls: int | None = None,
         encoding_cache_mb: int | None = None,
+        profile: str | None = None,
+        hard: Hard | None = None,
     ) -> None:
+        """`profile="strict"` turns every hard reading on (`Hard.strict()`); `hard` gives the
+        switches one by one (the object is kept: `emu.hard`). Both: the profile, then `hard`'s
+        switches that are on."""
+        switches = Hard.profile(profile)
+        if hard is not None:
+            if profile is None:
+                switches = hard
+            else:
+                switches.update({k: v for k, v in hard.as_dict().items() if v})
         self.faults = Faults(seed=seed)
-        self.data = Dataset(resources, seed, clock=self.now, malls=malls)
+        self.data = Dataset(resources, seed, clock=self.now, malls=malls, hard=switches)
         if encoding_cache_mb is not None:
             self.data.encodings.budget = encoding_cache_mb * 2**20
         self.accounts = Accounts(self.now)
@@ -91,6 +103,11 @@ class Emulator:
 
     def now(self) -> float:
         return time.time() + self.faults.clock_offset
+
+    @property
+    def hard(self) -> Hard:
+        """The hard readings (`sync.emulator.hard`); assign a field to switch one at run time."""
+        return self.data.hard
 
     @property
     def requests(self) -> Traffic:
@@ -179,7 +196,15 @@ class Emulator:
 
     def mall_deals(self, mall: int | str) -> list[int]:
         """The ids `GET /malls/{mall}/deals` lists (every visibility)."""
-        return list(self.data.mall_deals(int(mall)))
+        return list(self.data.ids("deals", int(mall)))
+
+    def malls_of(self, type_name: str, id: int | str) -> list[int]:
+        """The malls whose routes list the row (`Dataset.malls_of`)."""
+        return self.data.malls_of(type_name, int(id))
+
+    def move(self, type_name: str, id: int | str, from_mall: int | str, to_mall: int | str) -> None:
+        """Move a mall-scoped row between malls silently (`Dataset.move`)."""
+        self.data.move(type_name, int(id), int(from_mall), int(to_mall))
 
     def mall_of(self, type_name: str, id: int | str) -> str | None:
         mall = self.data.by_type[type_name][int(id)].mall

@@ -1,0 +1,141 @@
+"""The hard readings of the spec, each switchable: `Hard`, all off by default, and its strict profile.
+
+By default the emulator serves the friendly reading wherever the spec leaves room. Each field of
+`Hard` turns on a reading the spec allows and a friendly fake never serves (README, "The
+emulator", hard readings); `Hard.strict()` turns every one on (`Emulator(profile="strict")`,
+`ccsync emulator --profile strict`). One object is shared by the emulator, its data set and its
+app (`emu.hard is emu.data.hard is emu.app.hard`). A field assigned at run time takes effect
+with the next request or data set call: the data set builds (or drops) the memberships that
+`multi_mall` and `route_memberships` add (`sync.emulator.memberships`) and bumps every type's
+version, so no cached selection or page of the other setting is served again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+#: The page bound of the strict profile (the spec's 100 is "subject to change").
+STRICT_PAGE_BOUND = 30
+PROFILES = ("strict",)
+
+
+@dataclass
+class Hard:
+    """The hard readings; every field off (False, 0) by default. See the module docstring."""
+
+    #: `Dataset.create` reuses the id most recently deleted of its type, when there is one (the
+    #: spec never says ids are not reused; MySQL and Rails reuse them). The new row has fresh
+    #: `created_at`/`updated_at`, later than the deletion's feed entry, and an update notice.
+    reuse_ids: bool = False
+    #: Stores, products, programs, social feeds, press releases and contacts may belong to
+    #: several malls: at build (or when switched on) about a third get 1-2 more; a mall's route
+    #: lists a row in each of its malls (`Dataset.malls_of`); a store's `mall` names its first
+    #: (lowest id) mall. Deleting a row removes it from all its malls.
+    multi_mall: bool = False
+    #: `mutate_randomly` moves a mall-scoped row to another mall for ~10 % of its updates,
+    #: keeping `updated_at`, with no notice and no feed entry (`Dataset.move`; the spec shows no
+    #: rule). An explicit `Dataset.move` or the control route's `move` works whatever this is.
+    silent_moves: bool = False
+    #: Deleting a mall writes one feed entry and one notice, the mall's: rows that were only in
+    #: that mall vanish from every listing and `filter[id]` with neither of their own; rows also
+    #: in other malls just lose that membership.
+    mall_delete_alone: bool = False
+    #: The upper bound of `page[size]` (0: the spec's 100): a larger ask is served this many
+    #: rows, and `links.first`/`links.last` carry the size served.
+    page_bound: int = 0
+    #: With `page_bound` set, a `page[size]` above it is a 400 naming `page[size]` instead.
+    page_bound_refuse: bool = False
+    #: Rows leave a listing while a client walks it: every 3rd request for a page number >= 2 of
+    #: a collection, one row of an earlier page leaves the listing (a deal made Private, a
+    #: mall-scoped row moved silently to another mall, a row updated so it no longer matches the
+    #: filter, else deleted), so later rows shift one place earlier (`Dataset.shifted`).
+    shifting_listings: bool = False
+    #: `mutate_randomly` also deletes images, tags and groups (~10 % of its operations): feed
+    #: entry and notice; owners drop them from their linkage, their `updated_at` untouched.
+    sideload_deletions: bool = False
+    #: Contacts and deals are tied to malls only by their mall routes: `/malls?include=contacts`
+    #: (or `deals`) serves links only; `/malls/{id}/deals` lists an explicit membership kept
+    #: per deal (1-3 malls at build, 1-2 for a created deal) instead of the national/local rule.
+    route_memberships: bool = False
+    #: `/malls?include=<members>` (stores, events, contacts, deals, ...) serves those
+    #: relationships with links only and includes nothing for them (valid include names are "not
+    #: shown"), instead of linkage or a 400; other includes keep their linkage.
+    no_include_linkage: bool = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "_changes", self.changes + 1)
+
+    @property
+    def changes(self) -> int:
+        """How many assignments the switches have seen (the data set's cue to catch up)."""
+        count: int = self.__dict__.get("_changes", 0)
+        return count
+
+    @classmethod
+    def strict(cls) -> Hard:
+        """Every hard reading on: a page bound of `STRICT_PAGE_BOUND`, clamped (not refused)."""
+        on = {
+            f.name: True for f in fields(cls) if f.name not in ("page_bound", "page_bound_refuse")
+        }
+        return cls(**on, page_bound=STRICT_PAGE_BOUND, page_bound_refuse=False)
+
+    @classmethod
+    def profile(cls, name: str | None) -> Hard:
+        """The switches of a named profile (None: all off)."""
+        if name is None:
+            return cls()
+        if name == "strict":
+            return cls.strict()
+        raise ValueError(f"unknown profile {name!r} (known: {', '.join(PROFILES)})")
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def checked(self, name: str, value: Any) -> bool | int:
+        """`value` for the switch `name`, or ValueError: a boolean, or an integer >= 0 for
+        `page_bound`."""
+        if name not in self.names():
+            raise ValueError(f"unknown hard switch {name!r} (known: {', '.join(self.names())})")
+        if name == "page_bound":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError("page_bound takes an integer >= 0 (0: the spec's 100)")
+            return value
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} takes true or false")
+        return value
+
+    def update(self, values: dict[str, Any]) -> None:
+        """Set several switches at once; nothing is set when any name or value is wrong."""
+        checked = {name: self.checked(name, value) for name, value in values.items()}
+        for name, value in checked.items():
+            setattr(self, name, value)
+
+    def switch_on(self, spec: str) -> None:
+        """Apply a command-line `NAME` (on; `page_bound` takes the strict bound) or
+        `NAME=VALUE` (true/false/on/off/1/0, or the bound)."""
+        name, _, raw = spec.partition("=")
+        name = name.strip().replace("-", "_")
+        if name == "page_bound":
+            value: Any = STRICT_PAGE_BOUND if not raw else _int(raw)
+        elif not raw or raw.lower() in ("true", "on", "yes", "1"):
+            value = True
+        elif raw.lower() in ("false", "off", "no", "0"):
+            value = False
+        else:
+            raise ValueError(f"{name} takes true or false, not {raw!r}")
+        self.update({name: value})
+
+    def as_dict(self) -> dict[str, bool | int]:
+        values: dict[str, bool | int] = asdict(self)
+        return values
+
+    def on(self) -> list[str]:
+        """The names of the switches that are on."""
+        return [name for name, value in self.as_dict().items() if value]
+
+
+def _int(raw: str) -> int | str:
+    return int(raw) if raw.strip().isdigit() else raw

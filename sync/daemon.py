@@ -31,6 +31,7 @@ from sync.backfill import Backfill, BackfillReport, bounded, mirror_management_p
 from sync.catalogue import ResourceType
 from sync.channel.budget import Priority, priority
 from sync.channel.client import ChannelClient
+from sync.channel.profile import Profiler, stale
 from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
 from sync.fetch import Scope
@@ -324,11 +325,26 @@ class Daemon:
         with contextlib.suppress(LookupError):
             await self.poll_deletions()
         await self.detect_members()
+        await self.probe_if_stale()
         result = await reconcile_every_type(self.reconciler, self.types, each=self._reconciled)
         if result.pruned:
             self.log.info("sideloads.pruned", **result.pruned)
         if result.refusals:
             raise MassDeleteRefused("; ".join(result.refusals))
+
+    async def probe_if_stale(self) -> None:
+        """Probe what the spec leaves open (`sync.channel.profile`) when no profile is kept or
+        it is a day old; a failure keeps the last profile (strategies fall back safely)."""
+        if not stale(self.client.profile, time.time()):
+            return
+        try:
+            self.client.profile = await Profiler(self.client).probe(self.types, self._malls())
+        except UpstreamError as exc:
+            self.log.warning("upstream.probe_failed", error=str(exc))
+            return
+        if self.client.save_profile is not None:
+            self.client.save_profile()
+        self.log.info("upstream.probed", routes=len(self.client.profile.routes))
 
     async def _reconciled(self, rtype: ResourceType, work: Awaitable[None]) -> None:
         await self._skip_forbidden(rtype, work)
@@ -527,6 +543,7 @@ class Daemon:
         tasks.append(asyncio.create_task(self.worker.run(self.stop), name="worker"))
         with priority(Priority.POLL):
             await self._unless_stopped(self.detect_members(), "detect_members")
+            await self._unless_stopped(self.probe_if_stale(), "probe")
         scheduler = self._scheduler()
         scheduler.start()
         try:

@@ -16,6 +16,8 @@ from typing import Any
 from sync import catalogue
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
+from sync.channel.profile import META_KEY as PROFILE_KEY
+from sync.channel.profile import UpstreamProfile
 from sync.errors import BadResponseError, NotFoundError
 from sync.stamps import iso_ms
 from sync.store import Mirror
@@ -57,8 +59,17 @@ class Fetcher:
     def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
-        # The page size the upstream proved it serves outlives the process (`Paging`).
+        # The page size the upstream proved it serves outlives the process (`Paging`), and so
+        # does what it answered where the spec is silent (`UpstreamProfile`).
         client.paging.keep(mirror.get_meta, mirror.set_meta)
+        if client.profile is None:
+            client.profile = UpstreamProfile.from_json(mirror.get_meta(PROFILE_KEY))
+
+        def save() -> None:
+            if client.profile is not None:
+                mirror.set_meta(PROFILE_KEY, client.profile.to_json())
+
+        client.save_profile = save
 
     async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""

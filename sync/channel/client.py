@@ -34,6 +34,7 @@ from sync.channel.auth import Credentials
 from sync.channel.budget import RequestBudget
 from sync.channel.pages import Page, decode, decode_listing, to_page
 from sync.channel.paging import Paging
+from sync.channel.profile import UpstreamProfile, route_key
 from sync.channel.transport import Response, Stats, Transport, scrub
 from sync.config import UpstreamSettings
 from sync.errors import (
@@ -105,6 +106,10 @@ class ChannelClient:
         self._etags: OrderedDict[str, str] = OrderedDict()
         #: The page size asked and the size the upstream proved it serves (`sync.channel.paging`).
         self.paging = Paging(settings.page_size)
+        #: What the upstream answered where the spec is silent (`sync.channel.profile`): None
+        #: until probed or loaded; `save_profile` keeps a change (set by whoever owns a mirror).
+        self.profile: UpstreamProfile | None = None
+        self.save_profile: Callable[[], None] | None = None
         rate = settings.max_requests_per_second
         #: The request budget every request of this client takes a slot from (None: off).
         self.budget = (
@@ -300,6 +305,48 @@ class ChannelClient:
 
     # -- collections ---------------------------------------------------------------------------
 
+    def include_for(self, rtype: ResourceType) -> str:
+        """`rtype`'s include paths less those the upstream refused (`UpstreamProfile`)."""
+        if self.profile is None:
+            return rtype.include
+        refused = self.profile.refused_includes(rtype)
+        if not refused:
+            return rtype.include
+        return ",".join(
+            p
+            for p in rtype.include.split(",")
+            if p and p not in refused and p.split(".")[0] not in refused
+        )
+
+    async def refused_include(self, rtype: ResourceType, mall_id: int | str | None) -> bool:
+        """A listing with `include=` was refused with a 400: ask each path alone (one row) and
+        mark the refused ones in the profile, so the request can go again without them. False
+        when no path was refused (the 400 was about something else)."""
+        from sync.channel.profile import Profiler, RouteProfile
+
+        if self.profile is None:
+            self.profile = UpstreamProfile()
+        key = route_key(rtype)
+        route = self.profile.routes.setdefault(key, RouteProfile(key))
+        prober = Profiler(self)
+        mall = int(mall_id) if mall_id is not None else None
+        found = False
+        for path in [p for p in self.include_for(rtype).split(",") if p]:
+            verdict = await prober._include(rtype, mall, path)
+            route.includes[path] = verdict
+            found = found or verdict == "refused"
+        if found:
+            self.log.warning(
+                "upstream.include_refused",
+                route=key,
+                refused=sorted(p for p, v in route.includes.items() if v == "refused"),
+                hint="the upstream refuses these include paths (400); the listing goes on "
+                "without them and their linkage is not mirrored through include=",
+            )
+            if self.save_profile is not None:
+                self.save_profile()
+        return found
+
     def page_size(self, size: int | None = None) -> int:
         """The `page[size]` to ask: `size` (default `[upstream] page_size`), never more than
         the upstream proved it serves or accepts (`Paging`)."""
@@ -353,8 +400,8 @@ class ChannelClient:
             "page[number]": str(number),
             "sort": "id",
         }
-        if include and rtype.include:
-            out["include"] = rtype.include
+        if include and (paths := self.include_for(rtype)):
+            out["include"] = paths
         if fields is not None:
             out[f"fields[{rtype.name}]"] = ",".join(fields)
         out.update(scope_params)
@@ -389,9 +436,25 @@ class ChannelClient:
         if conditional:
             key = path + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
             etag = self._etags.get(key)
-        resp = await self.get_listing(
-            path, query, headers={"If-None-Match": etag} if etag else None
-        )
+        try:
+            resp = await self.get_listing(
+                path, query, headers={"If-None-Match": etag} if etag else None
+            )
+        except UpstreamError as exc:
+            if not (
+                exc.status == 400 and "include" in query and "include" not in (params or {})
+            ) or not await self.refused_include(rtype, mall_id):
+                raise
+            return await self.list_page(
+                rtype,
+                number,
+                mall_id=mall_id,
+                scope_params=scope_params,
+                params=params,
+                fields=fields,
+                include=include,
+                size=size,
+            )
         if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True)
         doc = decode_listing(resp.body, resp.url, resp.status)
@@ -480,7 +543,17 @@ class ChannelClient:
         path, query = self._listing(
             rtype, number, mall_id, scope_params, params, fields, include, size
         )
-        return await self.get_listing(path, query, headers=headers)
+        try:
+            return await self.get_listing(path, query, headers=headers)
+        except UpstreamError as exc:
+            if not (
+                exc.status == 400 and "include" in query and "include" not in (params or {})
+            ) or not await self.refused_include(rtype, mall_id):
+                raise
+            path, query = self._listing(
+                rtype, number, mall_id, scope_params, params, fields, include, size
+            )
+            return await self.get_listing(path, query, headers=headers)
 
     async def iter_pages(
         self,
@@ -550,14 +623,21 @@ class ChannelClient:
         )
 
     async def list_deletions(
-        self, number: int, *, since: str | None = None, size: int | None = None
+        self,
+        number: int,
+        *,
+        since: str | None = None,
+        size: int | None = None,
+        sort: str | None = "created_at",
     ) -> Page:
-        """A page of the deletions feed, oldest first, from `since` (created_at, inclusive)."""
+        """A page of the deletions feed, oldest first, from `since` (created_at, inclusive);
+        `sort=None` asks for none (an upstream that does not honour it, `UpstreamProfile`)."""
         query = {
             "page[size]": str(self.page_size(size)),
             "page[number]": str(number),
-            "sort": "created_at",
         }
+        if sort:
+            query["sort"] = sort
         if since:
             query["filter[created_at][gte]"] = since
         resp = await self.get_listing("/deletions", query)

@@ -11,6 +11,7 @@ COMMANDS: dict[str, str] = {
     "backfill": "sync.commands.mirror:backfill_command",
     "status": "sync.commands.mirror:status_command",
     "changes": "sync.commands.mirror:changes_command",
+    "probe": "sync.commands.probe:probe_command",
     "datasette-metadata": "sync.commands.mirror:datasette_metadata_command",
     "run": "sync.commands.daemon:run_command",
     "reconcile": "sync.commands.daemon:reconcile_command",

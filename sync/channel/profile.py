@@ -1,0 +1,348 @@
+"""The upstream profile: what the spec leaves open, as this upstream answered it, per route.
+
+The spec says "not shown" for sortable attributes and valid include names, gives `page[size]` a
+bound "subject to change" and a signing window of "several seconds". Nothing of that is assumed:
+`probe` asks, cheaply (a few rows a request, ids and stamps only), per route:
+
+- **sort**: is `sort=updated_at` honoured, and `-updated_at` (page 1 of each, a few rows: the
+  first must ascend and the second descend, which id order never does both);
+- **filter**: does `filter[updated_at][gte]` filter (every row returned at or after a stamp
+  between the ones seen);
+- **includes**: each include path the mirror would ask: refused (4xx), served with linkage
+  (`relationships.<name>.data`), or served without it;
+- **etag**: is the ETag stable across two identical requests, and does `If-None-Match` answer 304;
+
+and, for the whole upstream, the page size it serves (`Paging`), its clock offset and API version.
+The profile is kept in the mirror (`_sync_meta`, `upstream_profile`), shown by `ccsync status`
+and printed by `ccsync probe` (which writes no rows). Strategies read it (`sync.poll`: a route
+whose sort is not honoured is walked without assuming order; the client drops refused include
+paths; polls make conditional requests only where the ETag proved reliable), and a contradiction
+seen at run time (rows out of order, a 400 on an include) updates it and is logged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from sync import catalogue
+from sync.catalogue import ResourceType
+from sync.errors import NotFoundError, UpstreamError
+from sync.logs import get_logger
+from sync.stamps import iso_ms, normalize_or_none
+
+Verdict = Literal["honoured", "ignored", "refused", "unknown"]
+IncludeVerdict = Literal["linkage", "no linkage", "refused", "unknown"]
+EtagVerdict = Literal["304", "stable", "unstable", "none", "unknown"]
+
+META_KEY = "upstream_profile"
+#: Rows a probe request asks for: enough to see an order, small enough to cost nothing.
+PROBE_ROWS = 10
+
+_log = get_logger("sync.profile")
+
+
+@dataclass
+class RouteProfile:
+    """What one listing route answered."""
+
+    route: str
+    sort: Verdict = "unknown"
+    sort_desc: Verdict = "unknown"
+    filter: Verdict = "unknown"
+    includes: dict[str, IncludeVerdict] = field(default_factory=dict)
+    etag: EtagVerdict = "unknown"
+    #: Set when a run saw the route contradict the probe (`contradicted`).
+    note: str = ""
+
+    @property
+    def sorted_walk(self) -> bool:
+        """Whether a poll may walk this route by key in `updated_at` order ("unknown": too few
+        rows to tell, so nothing contradicts it; each page is checked as it comes)."""
+        return self.sort in ("honoured", "unknown")
+
+    @property
+    def conditional(self) -> bool:
+        """Whether a poll may send `If-None-Match` here (the ETag proved stable and answered)."""
+        return self.etag == "304"
+
+
+@dataclass
+class UpstreamProfile:
+    """The profile of the whole upstream; see the module docstring."""
+
+    probed_at: str = ""
+    api_version: str | None = None
+    page_size_asked: int = 0
+    page_size_served: int | None = None
+    clock_offset: float = 0.0
+    routes: dict[str, RouteProfile] = field(default_factory=dict)
+
+    def route(self, key: str) -> RouteProfile | None:
+        return self.routes.get(key)
+
+    def refused_includes(self, rtype: ResourceType) -> set[str]:
+        r = self.routes.get(route_key(rtype))
+        return {p for p, v in (r.includes if r else {}).items() if v == "refused"}
+
+    def to_json(self) -> str:
+        return orjson.dumps(asdict(self)).decode()
+
+    @classmethod
+    def from_json(cls, text: str | None) -> UpstreamProfile | None:
+        """The stored profile, or None (never raises on a damaged value)."""
+        if not text:
+            return None
+        try:
+            raw = orjson.loads(text)
+            routes = {k: RouteProfile(**v) for k, v in raw.pop("routes", {}).items()}
+            return cls(**raw, routes=routes)
+        except (orjson.JSONDecodeError, TypeError, AttributeError):
+            return None
+
+    def rows(self) -> list[tuple[str, str, str, str, str, str]]:
+        """(route, sort, -sort, filter, etag, includes) per route, for a table."""
+        out: list[tuple[str, str, str, str, str, str]] = []
+        for key in sorted(self.routes):
+            r = self.routes[key]
+            inc = ", ".join(f"{p}: {v}" for p, v in sorted(r.includes.items())) or "-"
+            out.append((key, r.sort, r.sort_desc, r.filter, r.etag, inc))
+        return out
+
+
+def route_key(rtype: ResourceType) -> str:
+    """The route a type is listed at, as the profile names it (`/malls/{id}/stores`)."""
+    return f"/malls/{{id}}/{rtype.path}" if rtype.scope == "mall" else f"/{rtype.path}"
+
+
+DELETIONS_ROUTE = "/deletions"
+
+
+class Profiler:
+    """Runs the probes through a `ChannelClient` (imported late: the client imports this)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def probe(
+        self, types: Sequence[ResourceType], malls: Sequence[int], *, deletions: bool = True
+    ) -> UpstreamProfile:
+        """Probe every route of `types` (mall-scoped ones in the first of `malls` that lists
+        rows), and the deletions feed."""
+        c = self.client
+        profile = UpstreamProfile(probed_at=iso_ms(time.time()))
+        # The page size served: one page as large as is asked, of the first top-level type
+        # (a short page before `links.last` teaches the bound, `Paging.more`).
+        # The first type with more than a page tells (a small one proves nothing).
+        for rtype in [t for t in types if t.listable and t.scope == "top"]:
+            first = await c.list_page(rtype, 1, fields=["updated_at"], include=False)
+            c.paging.more(first)
+            if c.paging.served is not None or len(first.resources) >= c.paging.asked:
+                break
+        for rtype in types:
+            if not rtype.listable:
+                continue
+            mall = await self._mall_with_rows(rtype, malls) if rtype.scope == "mall" else None
+            if rtype.scope == "mall" and mall is None:
+                continue
+            profile.routes[route_key(rtype)] = await self._route(rtype, mall)
+        if deletions:
+            profile.routes[DELETIONS_ROUTE] = await self._deletions()
+        profile.api_version = c.api_version
+        profile.page_size_asked = c.paging.asked
+        profile.page_size_served = c.paging.served
+        profile.clock_offset = round(c.clock_offset, 3)
+        return profile
+
+    async def _mall_with_rows(self, rtype: ResourceType, malls: Sequence[int]) -> int | None:
+        for mall in list(malls)[:5]:
+            try:
+                page = await self.client.list_page(
+                    rtype, 1, mall_id=mall, fields=["updated_at"], include=False, size=1
+                )
+            except NotFoundError:
+                continue
+            if page.resources:
+                return mall
+        return malls[0] if malls else None
+
+    async def _page(
+        self, rtype: ResourceType, mall: int | None, params: dict[str, str], **kw: Any
+    ) -> Any:
+        return await self.client.list_page(
+            rtype,
+            1,
+            mall_id=mall,
+            scope_params=rtype.scope_params[0],
+            params=params,
+            size=PROBE_ROWS,
+            **kw,
+        )
+
+    async def _stamps(
+        self, rtype: ResourceType, mall: int | None, field_: str, params: dict[str, str]
+    ) -> list[str] | None:
+        """The normalised `field_` stamps of page 1 with `params`; None when refused."""
+        try:
+            page = await self._page(rtype, mall, params, fields=[field_], include=False)
+        except UpstreamError as exc:
+            if exc.status is not None and 400 <= exc.status < 500 and exc.status not in (401, 429):
+                return None
+            raise
+        return [
+            s
+            for r in page.resources
+            if (s := normalize_or_none((r.get("attributes") or {}).get(field_)))
+        ]
+
+    async def order(self, rtype: ResourceType, mall: int | None, field_: str) -> Verdict:
+        """Whether `sort=<field_>` (and `-<field_>`) is honoured on `rtype`'s route."""
+        up, down, _ = await self._order(rtype, mall, field_)
+        return "honoured" if up == down == "honoured" else up if up != "honoured" else down
+
+    async def deletions_order(self) -> Verdict:
+        r = await self._deletions()
+        return "honoured" if r.sort == r.sort_desc == "honoured" else r.sort
+
+    async def _order(
+        self, rtype: ResourceType, mall: int | None, field_: str
+    ) -> tuple[Verdict, Verdict, list[str]]:
+        up = await self._stamps(rtype, mall, field_, {"sort": field_})
+        down = await self._stamps(rtype, mall, field_, {"sort": f"-{field_}"})
+        seen = sorted(set((up or []) + (down or [])))
+        return _sorted(up, ascending=True), _sorted(down, ascending=False), seen
+
+    async def _route(self, rtype: ResourceType, mall: int | None) -> RouteProfile:
+        out = RouteProfile(route_key(rtype))
+        if rtype.has_updated_at:
+            out.sort, out.sort_desc, seen = await self._order(rtype, mall, "updated_at")
+            out.filter = await self._filter(rtype, mall, "updated_at", seen)
+        for path in catalogue.include_paths(rtype.relationships):
+            out.includes[path] = await self._include(rtype, mall, path)
+        out.etag = await self._etag(rtype, mall)
+        return out
+
+    async def _filter(
+        self, rtype: ResourceType, mall: int | None, field_: str, seen: list[str]
+    ) -> Verdict:
+        if len(seen) < 2:
+            return "unknown"
+        pivot = seen[len(seen) // 2]
+        got = await self._stamps(rtype, mall, field_, {f"filter[{field_}][gte]": pivot})
+        if got is None:
+            return "refused"
+        if not got:
+            return "unknown"
+        return "honoured" if all(s >= pivot for s in got) else "ignored"
+
+    async def _include(self, rtype: ResourceType, mall: int | None, path: str) -> IncludeVerdict:
+        name = path.split(".")[0]
+        try:
+            page = await self.client.list_page(
+                rtype,
+                1,
+                mall_id=mall,
+                scope_params=rtype.scope_params[0],
+                params={"include": path},
+                include=False,
+                size=PROBE_ROWS,
+            )
+        except UpstreamError as exc:
+            if exc.status is not None and 400 <= exc.status < 500 and exc.status not in (401, 429):
+                return "refused"
+            raise
+        if not page.resources:
+            return "unknown"
+        if "." in path:
+            return "linkage"  # served: a nested path's linkage is on the included rows
+        for r in page.resources:
+            rel = (r.get("relationships") or {}).get(name)
+            if isinstance(rel, dict) and "data" in rel:
+                return "linkage"
+        return "no linkage"
+
+    async def _etag(self, rtype: ResourceType, mall: int | None) -> EtagVerdict:
+        path = rtype.list_path(mall)
+        query = {
+            "page[size]": str(PROBE_ROWS),
+            "page[number]": "1",
+            "sort": "id",
+            **rtype.scope_params[0],
+        }
+        first = await self.client.request("GET", path, query)
+        again = await self.client.request("GET", path, query)
+        tag = first.headers.get("ETag")
+        if not tag:
+            return "none"
+        if again.headers.get("ETag") != tag:
+            return "unstable"
+        cond = await self.client.request("GET", path, query, headers={"If-None-Match": tag})
+        return "304" if cond.status == 304 else "stable"
+
+    async def _deletions(self) -> RouteProfile:
+        out = RouteProfile(DELETIONS_ROUTE)
+        pages: list[list[str] | None] = []
+        for sort in ("created_at", "-created_at"):
+            try:
+                page = await self.client.list_deletions(1, size=PROBE_ROWS, sort=sort)
+            except UpstreamError as exc:
+                if exc.status is not None and 400 <= exc.status < 500:
+                    pages.append(None)
+                    continue
+                raise
+            pages.append(
+                [
+                    s
+                    for r in page.resources
+                    if (s := normalize_or_none((r.get("attributes") or {}).get("created_at")))
+                ]
+            )
+        out.sort = _sorted(pages[0], ascending=True)
+        out.sort_desc = _sorted(pages[1], ascending=False)
+        return out
+
+
+def _sorted(stamps: list[str] | None, *, ascending: bool) -> Verdict:
+    if stamps is None:
+        return "refused"
+    if len(set(stamps)) < 2:
+        return "unknown"
+    ordered = sorted(stamps, reverse=not ascending)
+    return "honoured" if stamps == ordered else "ignored"
+
+
+def contradicted(
+    profile: UpstreamProfile | None, key: str, what: str, save: Callable[[], None] | None
+) -> None:
+    """A run saw route `key` answer against its profile (`what`: rows out of `updated_at` order):
+    the route is marked so strategies fall back, and it is logged once."""
+    if profile is None:
+        return
+    route = profile.routes.setdefault(key, RouteProfile(key))
+    if route.sort == "ignored" and route.note:
+        return
+    route.sort = "ignored"
+    route.note = f"{what} (seen {iso_ms(time.time())})"
+    _log.warning(
+        "upstream.profile_contradicted",
+        route=key,
+        seen=what,
+        hint="the route answered against its probe; it is now walked without assuming order",
+    )
+    if save is not None:
+        save()
+
+
+#: How old a stored profile may be before the daemon probes again (at start, before a reconcile).
+MAX_AGE_SECONDS = 86400.0
+
+
+def stale(profile: UpstreamProfile | None, now: float, max_age: float = MAX_AGE_SECONDS) -> bool:
+    """Whether `profile` is missing or older than `max_age`."""
+    if profile is None or not profile.probed_at:
+        return True
+    return profile.probed_at < iso_ms(now - max_age)

@@ -1,0 +1,128 @@
+"""Assume nothing the spec leaves open: the upstream profile, `ccsync probe`, and the fallbacks.
+
+Each test runs the client against the emulator's strict readings (`sync/emulator/hard.py`):
+`sort` ignored where the spec row documents none, include paths refused, a lower page bound.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from sync import catalogue
+from sync.channel.client import ChannelClient
+from sync.channel.profile import UpstreamProfile
+from sync.cli import main
+from sync.commands.probe import probe
+from sync.poll import Poller
+from sync.reconcile import scopes_of
+from sync.store import Mirror
+from tests.backfilled import backfill, settings_for
+from tests.mirror_compare import compare
+
+
+def _route(profile: UpstreamProfile, key: str) -> Any:
+    route = profile.route(key)
+    assert route is not None, key
+    return route
+
+
+async def test_probe_tells_the_default_emulator_from_the_strict_one(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Two different, correct profiles: each line checked."""
+    async with make_emulator(resources=800, seed=2) as emu:
+        default = await probe(settings_for(emu, tmp_path / "a.db"))
+    async with make_emulator(resources=800, seed=2, profile="strict") as emu:
+        strict = await probe(settings_for(emu, tmp_path / "b.db"))
+    assert default.page_size_served is None and strict.page_size_served == 30
+    for key in ("/articles", "/contacts", "/ifeatures", "/job-listings", "/mall-messages"):
+        assert _route(default, key).sort == "honoured"
+        assert _route(strict, key).sort == "ignored", key
+        assert _route(strict, key).filter == "honoured", key
+    for key in ("/deals", "/events", "/malls", "/malls/{id}/stores"):
+        assert _route(default, key).sort == _route(strict, key).sort == "honoured", key
+    assert _route(default, "/malls").includes["contacts"] == "linkage"
+    assert _route(strict, "/malls").includes["contacts"] == "no linkage"
+    assert _route(default, "/articles").etag == "304"
+    assert not (tmp_path / "a.db").exists()  # probing writes nothing
+
+
+async def test_the_probe_command_prints_a_table_and_json(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    async with make_emulator(resources=400, seed=2, profile="strict") as emu:
+        cfg = tmp_path / "sync.toml"
+        cfg.write_text(
+            f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\n'
+            f'password_env = "PROBE_PW"\n[mirror]\npath = "{tmp_path / "m.db"}"\n'
+        )
+        runner = CliRunner()
+        env = {"PROBE_PW": emu.password}
+        # The command runs its own event loop: serve from this one while it waits.
+        import asyncio
+
+        table = await asyncio.to_thread(
+            runner.invoke, main, ["probe", "--config", str(cfg)], env=env
+        )
+        as_json = await asyncio.to_thread(
+            runner.invoke, main, ["probe", "--config", str(cfg), "--json"], env=env
+        )
+    assert table.exit_code == 0, table.output
+    line = next(x for x in table.output.splitlines() if x.startswith("/articles "))
+    assert line.split()[1:4] == ["ignored", "ignored", "honoured"]
+    assert "served 30" in table.output
+    data = json.loads(as_json.output)
+    assert data["routes"]["/articles"]["sort"] == "ignored"
+
+
+async def test_a_route_that_ignores_sort_loses_no_change_to_the_poll(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`/articles` documents no `sort`; an upstream that ignores it serves id order. The walk
+    by key would jump its cursor to page 1's newest stamp and skip the rest: the poll sees the
+    rows out of order, re-probes, and walks the route unsorted. Every edit lands."""
+    async with make_emulator(resources=3000, seed=4) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"])
+        emu.hard.sort_undocumented_ignored = True
+        ids = emu.ids("articles")
+        assert len(ids) > 200
+        for rid in ids[::2][:150]:
+            emu.update("articles", rid)
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            poller = Poller(client, mirror, page_size=100, overlap=0.0)
+            (scope,) = scopes_of(catalogue.TYPES["articles"], [])
+            await poller.poll_scope(scope)
+            stored = client.profile
+        mirror.close()
+        c = compare(db, emu, ["articles"])
+        assert c.differences == 0, c.summary()
+        assert stored is not None and _route(stored, "/articles").sort == "ignored"
+
+
+async def test_a_backfill_against_refused_includes_exits_ok_and_says_what_is_not_mirrored(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """An upstream that refuses every include path except images and tags (JSON:API: 400 for
+    an unsupported include): the backfill drops the refused paths, mirrors every row, and the
+    mirror's profile says which paths were refused."""
+    async with make_emulator(resources=800, seed=6) as emu:
+        emu.hard.includes_allowed = ("images", "tags")
+        db = tmp_path / "m.db"
+        await backfill(emu, db)
+        c = compare(db, emu, [t for t in catalogue.LISTABLE])
+        assert not any(c.missing.values()) and not any(c.extra.values()), c.summary()
+        assert not any(c.stale.values()), c.summary()
+        conn = sqlite3.connect(db)
+        raw = conn.execute("select value from _sync_meta where key = 'upstream_profile'").fetchone()
+        conn.close()
+        profile = UpstreamProfile.from_json(raw[0])
+        assert profile is not None
+        assert _route(profile, "/deals").includes["stores"] == "refused"
+        assert _route(profile, "/malls").includes["contacts"] == "refused"

@@ -11,6 +11,8 @@
         ├── BadResponseError       the body is not the JSON:API document the spec promises
         ├── InvalidParametersError 422 from the management API, with every entry of `details`
         ├── RetriesExhaustedError  5xx/429/timeouts went on past the retry budget
+        ├── MaybeAppliedError      a request that must not be repeated blind (POST /webhooks)
+        │                          met a 5xx or a timeout: it may or may not have taken effect
         └── UnreachableError       no connection at all before any answer: refused, DNS, TLS
                                    (a one-shot command exits 3; the daemon logs and retries)
 
@@ -104,6 +106,12 @@ class InvalidParametersError(UpstreamError):
 
 class RetriesExhaustedError(UpstreamError):
     """Transient failures (5xx, 429, timeouts, dropped connections) outlasted the retry budget."""
+
+
+class MaybeAppliedError(UpstreamError):
+    """A request sent once (`Transport.send(once=True)`) met a 5xx, a timeout or a dropped
+    connection: the upstream may have applied it. The caller finds out (a subscription is
+    looked for in `GET /webhooks`) before it sends it again."""
 
 
 class UnreachableError(UpstreamError):

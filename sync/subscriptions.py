@@ -4,6 +4,11 @@ The upstream unsubscribes a receiver after 5 failed deliveries and says nothing,
 checks `GET /webhooks` periodically; a topic that has vanished is subscribed again and the caller
 runs an incremental catch-up for it at once. The callback URL carries the secret path segment, so
 it is never logged: log lines name topics only.
+
+Subscribing is not idempotent: `POST /webhooks` is sent once, never retried blind. After a 5xx
+or a timeout (it may have taken effect) the subscriptions are listed and a matching one adopted;
+only if none is there is it sent again. Duplicates for our callback (one topic subscribed twice,
+by an earlier run's retry or by hand) are removed, one kept per topic.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections.abc import Sequence
 from sync.catalogue import ResourceType
 from sync.channel.client import ChannelClient
 from sync.config import WebhookSettings
-from sync.errors import ConfigError
+from sync.errors import ConfigError, MaybeAppliedError
 from sync.logs import get_logger
 
 
@@ -50,34 +55,57 @@ class Subscriptions:
         return callback_url(self.settings, self.bound_port)
 
     async def current(self) -> dict[str, str]:
-        """Our subscriptions upstream: topic -> webhook id."""
-        mine: dict[str, str] = {}
+        """Our subscriptions upstream: topic -> webhook id (the lowest, if several)."""
+        return {topic: ids[0] for topic, ids in (await self._ours()).items()}
+
+    async def _ours(self) -> dict[str, list[str]]:
+        """topic -> the ids of every subscription of ours to it, lowest first."""
+        mine: dict[str, list[str]] = {}
         for hook in await self.client.list_webhooks():
             attrs = hook.get("attributes") or {}
             if attrs.get("callback_url") == self.url:
-                mine[str(attrs.get("topic"))] = str(hook.get("id"))
-        return mine
+                mine.setdefault(str(attrs.get("topic")), []).append(str(hook.get("id")))
+        return {t: sorted(ids, key=lambda i: (len(i), i)) for t, ids in mine.items()}
 
     async def ensure(self) -> list[str]:
-        """Subscribe every missing topic; return those that had been subscribed and vanished."""
-        mine = await self.current()
+        """Subscribe every missing topic, remove duplicates; return the topics that had been
+        subscribed and vanished."""
+        ours = await self._ours()
         vanished: list[str] = []
         for topic in self.topics:
-            if topic in mine:
+            if topic in ours:
                 self._had.add(topic)
                 continue
-            await self.client.subscribe(self.url, topic)
+            await self._subscribe(topic)
             if topic in self._had:
                 vanished.append(topic)
                 self.log.warning("subscriptions.resubscribed", topic=topic)
             else:
                 self.log.info("subscriptions.subscribed", topic=topic)
             self._had.add(topic)
+        for topic, ids in ours.items():
+            for extra in ids[1:]:
+                await self.client.unsubscribe(extra)
+                self.log.warning("subscriptions.duplicate_removed", topic=topic, id=extra)
         return vanished
+
+    async def _subscribe(self, topic: str, tries: int = 3) -> None:
+        """`POST /webhooks` once; after an answer that may follow its effect, look before
+        sending again."""
+        for attempt in range(1, tries + 1):
+            try:
+                await self.client.subscribe(self.url, topic)
+                return
+            except MaybeAppliedError as exc:
+                if topic in await self.current():
+                    self.log.info("subscriptions.adopted", topic=topic, after=exc.message)
+                    return
+                if attempt == tries:
+                    raise
 
     async def unsubscribe_all(self) -> int:
         """Remove our subscriptions (all topics); returns how many were removed."""
-        mine = await self.current()
-        for webhook_id in mine.values():
+        ids = [i for found in (await self._ours()).values() for i in found]
+        for webhook_id in ids:
             await self.client.unsubscribe(webhook_id)
-        return len(mine)
+        return len(ids)

@@ -126,3 +126,59 @@ async def test_a_backfill_against_refused_includes_exits_ok_and_says_what_is_not
         assert profile is not None
         assert _route(profile, "/deals").includes["stores"] == "refused"
         assert _route(profile, "/malls").includes["contacts"] == "refused"
+
+
+async def test_a_subscription_that_timed_out_is_adopted_not_made_twice(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`POST /webhooks` is not idempotent: the upstream made the subscription and the answer
+    was a 502. The client looks before sending again, adopts it, and a duplicate left by an
+    earlier run is removed: one subscription per topic."""
+    import re
+
+    from aioresponses import CallbackResult, aioresponses
+
+    from sync.config import parse_config
+    from sync.subscriptions import Subscriptions
+
+    async with make_emulator(resources=300, seed=1) as emu:
+        settings = parse_config(
+            {
+                "upstream": {
+                    "base_url": emu.base_url,
+                    "email": emu.email,
+                    "password": emu.password,
+                    "types": ["articles", "deals"],
+                    "max_backoff": 0.01,
+                },
+                "mirror": {"path": str(tmp_path / "m.db")},
+                "webhooks": {
+                    "enabled": True,
+                    "public_url": "http://127.0.0.1:9",
+                    "secret": "s" * 20,
+                    "topics": ["articles", "deals"],
+                },
+            }
+        )
+        account = emu.accounts.login(emu.email, emu.password)
+        assert account is not None
+        callback = "http://127.0.0.1:9/webhooks/" + "s" * 20
+        emu.dispatcher.subscribe(account.id, callback, "deals")  # an earlier run's duplicate
+        emu.dispatcher.subscribe(account.id, callback, "deals")
+        posts = 0
+
+        def made_then_failed(url: Any, **kwargs: Any) -> CallbackResult:
+            nonlocal posts
+            posts += 1
+            attrs = kwargs["json"]["data"]["attributes"]
+            emu.dispatcher.subscribe(account.id, attrs["callback_url"], attrs["topic"])
+            return CallbackResult(status=502, body="bad gateway")
+
+        with aioresponses(passthrough_unmatched=True) as m:
+            m.post(re.compile(r".*/webhooks\?.*"), callback=made_then_failed, repeat=True)
+            async with ChannelClient(settings.upstream) as client:
+                subs = Subscriptions(client, settings.webhooks, [])
+                await subs.ensure()
+        assert posts == 1
+        topics = sorted(h["attributes"]["topic"] for h in emu.webhooks())
+        assert topics == ["articles", "deals"], topics

@@ -235,8 +235,10 @@ class ChannelClient:
         *,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
+        once: bool = False,
     ) -> Response:
-        """A signed request; re-login once on 401; 4xx mapped to exceptions."""
+        """A signed request; re-login once on 401; 4xx mapped to exceptions. `once`: never
+        repeated blind after a 5xx or timeout (`Transport.send`, `MaybeAppliedError`)."""
         if not self.credentials.has_token:
             await self._ensure_login(self.credentials.generation, relogin=False)
         # Set once this request has re-logged in after a 401: another 401 then is final. The
@@ -264,6 +266,7 @@ class ChannelClient:
                 params=signed,
                 json=json,
                 headers={**(ACCEPT if json is None else JSONAPI_BODY), **(headers or {})},
+                once=once,
             )
             if resp.status != 401:
                 break
@@ -689,7 +692,9 @@ class ChannelClient:
                 "attributes": {"callback_url": callback_url, "topic": topic},
             }
         }
-        resp = await self.request("POST", "/webhooks", json=body)
+        # Not idempotent: a timeout or a 5xx may follow a subscription that was made, and a
+        # blind retry would make a second one (`Subscriptions.ensure` looks first).
+        resp = await self.request("POST", "/webhooks", json=body, once=True)
         doc = decode(resp.body, resp.url, resp.status)
         data = doc.get("data") if isinstance(doc, dict) else None
         return data if isinstance(data, dict) else {}

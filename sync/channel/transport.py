@@ -40,7 +40,7 @@ from typing import Any
 import aiohttp
 
 from sync.channel.budget import RequestBudget
-from sync.errors import RetriesExhaustedError, UnreachableError, redact_url
+from sync.errors import MaybeAppliedError, RetriesExhaustedError, UnreachableError, redact_url
 from sync.logs import get_logger
 
 BASE_BACKOFF = 0.25  # seconds; the first retry waits up to 0.5 s, doubling from there
@@ -180,8 +180,13 @@ class Transport:
         params: Callable[[], Mapping[str, str]] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
+        once: bool = False,
     ) -> Response:
-        """One logical request; `params` is called per attempt because signatures expire."""
+        """One logical request; `params` is called per attempt because signatures expire.
+
+        `once`: a request that is not idempotent (a subscription) is not repeated after a 5xx,
+        a timeout or a dropped connection, which may follow its effect: `MaybeAppliedError`.
+        A 429 (not processed) and a connection never made are retried as usual."""
         spent = 0.0  # seconds of this request's budget used: attempts plus waits
         attempt = 0
         while True:
@@ -234,6 +239,12 @@ class Transport:
             backoff = self.backoff(attempt)
             # A Retry-After is a floor: the upstream asked for at least that long.
             delay = max(wait, backoff) if wait is not None else backoff
+            if once and cause != "HTTP 429" and not never_reached:
+                raise MaybeAppliedError(
+                    f"{method} answered {cause}; it may have taken effect",
+                    url=url,
+                    hint="look the result up before sending it again",
+                )
             if never_reached and self._will_not_heal(method, url, cause, spent + delay):
                 self.stats.retries += 1
                 await self.sleep(delay)  # a daemon: retry outside the budget until it answers

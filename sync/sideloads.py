@@ -46,12 +46,15 @@ def params(rtype: ResourceType) -> tuple[list[str], dict[str, str]]:
     and to-many linkage, the sideloaded types whole (with their own linkage, `images.tags`),
     listed types trimmed to their stamp (the listing of their own type reconciles them)."""
     rels = relationships(rtype)
+    # To-one relationships too (an event's mall, a job listing's store): their linkage can
+    # change under an unchanged stamp as well (an event moved to another mall).
+    one = tuple(r for r in rtype.relationships if r.to_one)
     fields = ["updated_at"] if rtype.has_updated_at else []
-    if not rels:
+    if not rels and not one:
         return fields, {}
-    fields += [r.name for r in rels]
-    extra = {"include": ",".join(catalogue.include_paths(rels))}
-    listed = {r.target for r in rels if r.target not in SIDELOADED}
+    fields += [r.name for r in (*rels, *one)]
+    extra = {"include": ",".join(catalogue.include_paths((*rels, *one)))}
+    listed = {r.target for r in (*rels, *one) if r.target not in SIDELOADED}
     extra.update(catalogue.trim_params(catalogue.sideload_trim(rtype, listed)))
     return fields, extra
 
@@ -65,7 +68,8 @@ def apply_page(
     """Write one reconcile page's sideloads and the unchanged owners' links; see the module
     docstring. Returns how many owners' links were compared."""
     rels = relationships(rtype)
-    if not rels or not resources:
+    one = [r for r in rtype.relationships if r.to_one]
+    if (not rels and not one) or not resources:
         return 0
     batches = stage_resources(rtype, resources, included)
     owner = batches[0]
@@ -73,6 +77,12 @@ def apply_page(
     if "updated_at" in owner.columns:
         pos = owner.columns.index("updated_at") + 1
         stamps = {row[0]: row[pos] for row in owner.rows}
+    for rel in one:
+        if rel.column in owner.columns:
+            at = owner.columns.index(rel.column) + 1
+            mirror.write_to_one(
+                rtype, rel.column, [(row[0], row[at]) for row in owner.rows], stamps
+            )
     links = {
         name: pairs for name, pairs in owner.links.items() if any(r.name == name for r in rels)
     }

@@ -111,9 +111,12 @@ def lost_rows(mirror_path: Path, emu: Emulator, deleted: set[tuple[str, int]]) -
     finally:
         conn.close()
     out = []
+    referenced = referenced_sideloads(emu)
     for name, rid in sorted(gone):
         if (name, int(rid)) in deleted:
             continue
+        if not catalogue.TYPES[name].listable and str(rid) not in referenced[name]:
+            continue  # a sideload no owner links to any more is not the mirror's to hold
         if name in emu.data.by_type and int(rid) in emu.data.by_type[name]:
             out.append(f"{name}.{rid}")
     return out
@@ -188,11 +191,9 @@ def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) ->
     return out
 
 
-def _compare_sideloads(
-    conn: sqlite3.Connection, tables: set[str], emu: Emulator, out: Comparison
-) -> None:
-    """Images, tags and groups: the mirror holds exactly those some served owner links to,
-    with the values the upstream serves now (they have no listing of their own)."""
+def referenced_sideloads(emu: Emulator) -> dict[str, set[str]]:
+    """Per sideloaded type, the ids some served owner links to (one level further too, as the
+    include paths go: `images.tags`, `tags.tags`): what the mirror should hold."""
     sideloaded = [n for n, t in catalogue.TYPES.items() if not t.listable]
     direct: dict[str, set[str]] = {n: set() for n in sideloaded}
     for name in catalogue.LISTABLE:
@@ -216,6 +217,16 @@ def _compare_sideloads(
             for rel in rels:
                 for d in served.get(rel.name, {}).get("data") or []:
                     referenced[rel.target].add(str(d["id"]))
+    return referenced
+
+
+def _compare_sideloads(
+    conn: sqlite3.Connection, tables: set[str], emu: Emulator, out: Comparison
+) -> None:
+    """Images, tags and groups: the mirror holds exactly those some served owner links to,
+    with the values the upstream serves now (they have no listing of their own)."""
+    sideloaded = [n for n, t in catalogue.TYPES.items() if not t.listable]
+    referenced = referenced_sideloads(emu)
     for name in sideloaded:
         upstream = emu.snapshot(name)
         want = {i for i in referenced[name] if i in upstream}

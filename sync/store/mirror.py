@@ -776,6 +776,30 @@ class Mirror(BookkeepingMixin):
             self._included_seen.forget(b.type, b.ids)
         return len(same)
 
+    def write_to_one(
+        self,
+        rtype: ResourceType,
+        column: str,
+        values: Sequence[tuple[int, Any]],
+        stamps: dict[int, Any],
+    ) -> int:
+        """A reconcile page's to-one linkage (`sync.sideloads`): `column` of the listed owners
+        whose mirrored `updated_at` equals the listed one (the linkage changed under an unchanged
+        stamp); others are left to the reconcile's refetch. Returns the rows changed."""
+        table = rtype.table
+        cols = self.schema.columns(table)
+        if column not in cols or "updated_at" not in cols:
+            return 0
+        with write_transaction(self.conn):
+            return sum(
+                self.conn.execute(
+                    f"UPDATE [{table}] SET [{column}] = ? WHERE id = ? AND updated_at IS ? "
+                    f"AND [{column}] IS NOT ?",
+                    (value, rid, stamps.get(rid), value),
+                ).rowcount
+                for rid, value in values
+            )
+
     def prune_unreferenced(self, types: Sequence[str]) -> dict[str, int]:
         """Delete rows of `types` that no link table or to-one column references, then the
         links those rows owned. In `types` order: an image pruned first frees its tags."""

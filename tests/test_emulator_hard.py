@@ -84,7 +84,7 @@ def test_every_switch_is_off_by_default_and_strict_turns_them_all_on() -> None:
     off = Hard()
     assert not off.on()
     strict = Hard.strict()
-    assert set(strict.on()) == set(Hard.names()) - {"page_bound_refuse"}
+    assert set(strict.on()) == set(Hard.names()) - {"page_bound_refuse", "includes_allowed"}
     assert strict.page_bound == STRICT_PAGE_BOUND == 30 and strict.page_bound_refuse is False
     with pytest.raises(ValueError, match="unknown hard switch"):
         off.update({"spaceships": True})

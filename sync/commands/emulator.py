@@ -168,7 +168,8 @@ from sync.emulator.server import (
     multiple=True,
     metavar="NAME[=VALUE]",
     help=f"Turn one hard reading on (repeatable; NAME=false turns one of the profile off; "
-    f"page_bound=N sets the bound): {', '.join(Hard.names())}.",
+    f"page_bound=N sets the bound, signing_window=S the seconds, includes_allowed=images,tags "
+    f"the include names accepted): {', '.join(Hard.names())}.",
 )
 @fail_cleanly
 def emulator_command(

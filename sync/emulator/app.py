@@ -22,7 +22,7 @@ import orjson
 from aiohttp import web
 
 from sync.emulator import shifting
-from sync.emulator.auth import Account, Accounts, AuthFailure
+from sync.emulator.auth import SKEW, Account, Accounts, AuthFailure
 from sync.emulator.dataset import (
     MALL_MEMBERS,
     PER_MALL_ONLY,
@@ -101,6 +101,11 @@ MALL_CHANNEL: dict[str, tuple[str, ...]] = {
     "social_feeds": ("mall", "store"),
     "stores": ("deal", "store"),
 }
+#: The listings whose spec row documents `sort`: top-level, and under `/malls/{id}/` (all but
+#: programs). Under `Hard.sort_undocumented_ignored` the others ignore it (rows in id order);
+#: related routes (`RELATED_ROUTES`) serve their linkage's order whatever the switch.
+SORTED = frozenset({"deals", "events", "malls"})
+SORTED_IN_MALL = frozenset(MALL_CHANNEL) - {"programs"}
 RELATED_ROUTES: dict[str, dict[str, str]] = {
     "articles": {
         "images": "editorial",
@@ -197,7 +202,7 @@ class EmulatorApp:
         self.traffic.count(route_of(request), time.time())
         self.data.sync_hard()  # switches assigned since the last request take effect
         f = self.faults
-        if not request.path.startswith("/accounts"):
+        if self.hard.account_faults or not request.path.startswith("/accounts"):
             if f.latency > 0:
                 await asyncio.sleep(f.latency)
             if f.roll(f.stall_rate, "stalled"):
@@ -238,7 +243,7 @@ class EmulatorApp:
     def _auth(self, request: web.Request, channels: tuple[str, ...] = ("ALL",)) -> Account:
         self.accounts.clock = self.now
         try:
-            account = self.accounts.check(request.query)
+            account = self.accounts.check(request.query, self.hard.signing_window or SKEW)
         except AuthFailure as exc:
             raise _Reply(error(401, "Unauthorized", str(exc))) from None
         if "ALL" not in channels and not (account.channels & set(channels)):
@@ -266,8 +271,15 @@ class EmulatorApp:
         return rec
 
     def _parse(
-        self, type_name: str, request: web.Request, defaults: dict[str, str] | None = None
+        self,
+        type_name: str,
+        request: web.Request,
+        defaults: dict[str, str] | None = None,
+        *,
+        sortable: bool = True,
     ) -> Query:
+        """The query of `request` for `type_name`, or a 400 (`sortable`: whether the route's
+        spec row documents `sort`)."""
         try:
             q = parse(
                 type_name,
@@ -280,6 +292,20 @@ class EmulatorApp:
             )
         except QueryError as exc:
             raise _Reply(error(400, "Bad Request", str(exc), exc.parameter)) from None
+        allowed = self.hard.includes_allowed
+        if allowed is not None and q.include:
+            for path in q.include:
+                if path.split(".")[0] not in allowed:
+                    raise _Reply(
+                        error(
+                            400,
+                            "Bad Request",
+                            f"{path}: including {path.split('.')[0]} is not supported",
+                            "include",
+                        )
+                    )
+        if not sortable and self.hard.sort_undocumented_ignored:
+            q = replace(q, sort=(("id", False),))
         hidden = self._links_only()
         if hidden and q.include:  # served with links only, and nothing included for them
             q = replace(q, include=without_linkage(type_name, q.include, hidden))
@@ -400,16 +426,21 @@ class EmulatorApp:
         defaults: dict[str, str] | None,
     ) -> web.Response:
         key = generation = None
+        sortable = type_name in (SORTED if mall is None else SORTED_IN_MALL)
         if self.hard.shifting_listings:
             shifting.before_page(
-                self.data, self.selector, type_name, mall, self._parse(type_name, request, defaults)
+                self.data,
+                self.selector,
+                type_name,
+                mall,
+                self._parse(type_name, request, defaults, sortable=sortable),
             )
         if self.pages.enabled:
             key, generation = (request.path, self._public_query(request)), self.data.generation
             body = self.pages.get(key, generation)
             if body is not None:
                 return self._etagged(request, body, type_name)
-        q = self._parse(type_name, request, defaults)
+        q = self._parse(type_name, request, defaults, sortable=sortable)
         ids = self.selector.select(type_name, mall, q)
         start = (q.number - 1) * q.size
         recs = self.data.by_type[type_name]
@@ -600,7 +631,8 @@ class EmulatorApp:
         self.accounts.clock = self.now
         try:
             account = self.accounts.check(
-                {k: str(body[k]) for k in ("auth_id", "auth_token", "auth_timestamp")}
+                {k: str(body[k]) for k in ("auth_id", "auth_token", "auth_timestamp")},
+                self.hard.signing_window or SKEW,
             )
         except AuthFailure as exc:
             return error(401, "Unauthorized", str(exc))

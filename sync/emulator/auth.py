@@ -3,7 +3,8 @@
 Every login of an account returns the same token; a logout (or a forced logout) replaces the
 token, so every session sharing it ends and the next login gets a new one. A request is signed
 with `auth_id` (id or e-mail), `auth_timestamp` (10 digits, within `SKEW` seconds of the
-emulator's clock) and `auth_token` = md5(`<timestamp>:<token>`).
+emulator's clock, or the window `Hard.signing_window` sets) and `auth_token` =
+md5(`<timestamp>:<token>`).
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ class Accounts:
         for account in self.by_id.values():
             self.logout(account)
 
-    def check(self, params: Mapping[str, str]) -> Account:
-        """The account a signed request belongs to, or AuthFailure."""
+    def check(self, params: Mapping[str, str], window: float = SKEW) -> Account:
+        """The account a signed request belongs to, or AuthFailure (`window`: the largest
+        skew accepted, in seconds)."""
         auth_id, ts, token = (
             params.get("auth_id"),
             params.get("auth_timestamp"),
@@ -91,7 +93,7 @@ class Accounts:
             raise AuthFailure("auth_id, auth_timestamp and auth_token are required")
         if len(ts) != 10 or not ts.isdigit():
             raise AuthFailure("auth_timestamp must be a 10-digit Unix time")
-        if abs(int(ts) - self.clock()) > SKEW:
+        if abs(int(ts) - self.clock()) > window:
             raise AuthFailure("auth_timestamp is too far from the server's time")
         if len(token) != 32 or any(c not in "0123456789abcdef" for c in token):
             raise AuthFailure("auth_token is malformed")

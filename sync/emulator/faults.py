@@ -1,11 +1,12 @@
 """Faults the emulator can inject, switchable per run and at runtime from tests.
 
-Request faults apply to data routes (not to account creation or login): added latency, stalls
-(an answer held back for `stall_seconds`, past a client's timeout), dropped connections, 500/502/503 answers, 429 with `Retry-After`, and listing pages served
-by a lagging replica (older copies of changed rows). Webhook faults (lost, duplicated,
-reordered deliveries) are applied by the webhook dispatcher. A clock offset shifts the
-emulator's clock for signature checks, timestamps and the `Date` header. Random draws come from
-one seeded generator so a run can be replayed.
+Request faults apply to data routes (not to `/accounts`: creation, login, logout, unless
+`Hard.account_faults`): added latency, stalls (an answer held back for `stall_seconds`, past a
+client's timeout), dropped connections, 500/502/503 answers, 429 with `Retry-After`, and
+listing pages served by a lagging replica (older copies of changed rows). Webhook faults (lost,
+duplicated, reordered deliveries) are applied by the webhook dispatcher. A clock offset shifts
+the emulator's clock for signature checks, timestamps and the `Date` header. Random draws come
+from one seeded generator so a run can be replayed.
 """
 
 from __future__ import annotations

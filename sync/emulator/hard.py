@@ -13,16 +13,21 @@ version, so no cached selection or page of the other setting is served again.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypeAlias
 
 #: The page bound of the strict profile (the spec's 100 is "subject to change").
 STRICT_PAGE_BOUND = 30
+#: The signing window of the strict profile, in seconds (the spec: "within several seconds").
+STRICT_SIGNING_WINDOW = 5.0
 PROFILES = ("strict",)
+#: The value of one switch: a boolean, `page_bound`'s integer, `signing_window`'s seconds,
+#: `includes_allowed`'s names (or None).
+Switch: TypeAlias = bool | int | float | tuple[str, ...] | None
 
 
 @dataclass
 class Hard:
-    """The hard readings; every field off (False, 0) by default. See the module docstring."""
+    """The hard readings; every field off (False, 0, None) by default. See the module docstring."""
 
     #: `Dataset.create` reuses the id most recently deleted of its type, when there is one (the
     #: spec never says ids are not reused; MySQL and Rails reuse them). The new row has fresh
@@ -63,6 +68,25 @@ class Hard:
     #: shown"), instead of linkage or a 400; other includes keep their linkage.
     no_include_linkage: bool = False
 
+    # -- the spec's sort rows, include refusals, the signing window, faults on /accounts (#30) --
+
+    #: `sort` is ignored (rows in id order, no error) on the listings whose spec row does not
+    #: document it (`app.SORTED`, `app.SORTED_IN_MALL`): `/articles`, `/contacts`,
+    #: `/ifeatures`, `/job-listings`, `/mall-messages`, `/deletions`, `/malls/{id}/programs`;
+    #: related routes (`/articles/{id}/images`, ...) never sort. Filters still apply.
+    sort_undocumented_ignored: bool = False
+    #: The first segments of the `include` paths the upstream accepts (None: every path it
+    #: models); another path is a 400 naming `include`, as JSON:API 1.0 requires for an
+    #: include a server does not support. Off (None) in the strict profile, which must stay
+    #: mirrorable through include linkage.
+    includes_allowed: tuple[str, ...] | None = None
+    #: The largest `auth_timestamp` skew accepted, in seconds (0: `auth.SKEW`, 30 s); the spec
+    #: says "within several seconds". Outside it, a 401 whose `Date` carries the emulator's clock.
+    signing_window: float = 0.0
+    #: The switchable faults (`sync.emulator.faults`: 5xx, 429, stalls, drops, latency) also
+    #: apply to `/accounts` (creation, login, logout), exempt otherwise.
+    account_faults: bool = False
+
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         object.__setattr__(self, "_changes", self.changes + 1)
@@ -75,11 +99,11 @@ class Hard:
 
     @classmethod
     def strict(cls) -> Hard:
-        """Every hard reading on: a page bound of `STRICT_PAGE_BOUND`, clamped (not refused)."""
-        on = {
-            f.name: True for f in fields(cls) if f.name not in ("page_bound", "page_bound_refuse")
-        }
-        return cls(**on, page_bound=STRICT_PAGE_BOUND, page_bound_refuse=False)
+        """Every hard reading on: a page bound of `STRICT_PAGE_BOUND`, clamped (not refused), a
+        signing window of `STRICT_SIGNING_WINDOW`; `includes_allowed` stays None."""
+        on: dict[str, Any] = {f.name: True for f in fields(cls) if f.default is False}
+        on.update(page_bound_refuse=False, signing_window=STRICT_SIGNING_WINDOW)
+        return cls(**on, page_bound=STRICT_PAGE_BOUND)
 
     @classmethod
     def profile(cls, name: str | None) -> Hard:
@@ -94,15 +118,28 @@ class Hard:
     def names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
 
-    def checked(self, name: str, value: Any) -> bool | int:
-        """`value` for the switch `name`, or ValueError: a boolean, or an integer >= 0 for
-        `page_bound`."""
+    def checked(self, name: str, value: Any) -> Switch:
+        """`value` for the switch `name`, or ValueError: a boolean, an integer >= 0 for
+        `page_bound`, seconds >= 0 for `signing_window`, a list of relationship names or None
+        for `includes_allowed`."""
         if name not in self.names():
             raise ValueError(f"unknown hard switch {name!r} (known: {', '.join(self.names())})")
         if name == "page_bound":
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError("page_bound takes an integer >= 0 (0: the spec's 100)")
             return value
+        if name == "signing_window":
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError("signing_window takes seconds >= 0 (0: the default 30)")
+            return float(value)
+        if name == "includes_allowed":
+            if value is None:
+                return None
+            if not isinstance(value, list | tuple) or not all(
+                isinstance(v, str) and v for v in value
+            ):
+                raise ValueError("includes_allowed takes a list of relationship names, or null")
+            return tuple(value)
         if not isinstance(value, bool):
             raise ValueError(f"{name} takes true or false")
         return value
@@ -114,12 +151,17 @@ class Hard:
             setattr(self, name, value)
 
     def switch_on(self, spec: str) -> None:
-        """Apply a command-line `NAME` (on; `page_bound` takes the strict bound) or
-        `NAME=VALUE` (true/false/on/off/1/0, or the bound)."""
+        """Apply a command-line `NAME` (on; `page_bound` and `signing_window` take the strict
+        values, `includes_allowed` refuses every include) or `NAME=VALUE` (true/false/on/off/1/0,
+        the bound, the seconds, or the include names comma-separated, `off` for None)."""
         name, _, raw = spec.partition("=")
         name = name.strip().replace("-", "_")
         if name == "page_bound":
             value: Any = STRICT_PAGE_BOUND if not raw else _int(raw)
+        elif name == "signing_window":
+            value = STRICT_SIGNING_WINDOW if not raw else _float(raw)
+        elif name == "includes_allowed":
+            value = _names(raw)
         elif not raw or raw.lower() in ("true", "on", "yes", "1"):
             value = True
         elif raw.lower() in ("false", "off", "no", "0"):
@@ -128,14 +170,29 @@ class Hard:
             raise ValueError(f"{name} takes true or false, not {raw!r}")
         self.update({name: value})
 
-    def as_dict(self) -> dict[str, bool | int]:
-        values: dict[str, bool | int] = asdict(self)
+    def as_dict(self) -> dict[str, Switch]:
+        values: dict[str, Switch] = asdict(self)
         return values
 
     def on(self) -> list[str]:
-        """The names of the switches that are on."""
-        return [name for name, value in self.as_dict().items() if value]
+        """The names of the switches that are on (set to other than their default)."""
+        return [f.name for f in fields(self) if getattr(self, f.name) != f.default]
 
 
 def _int(raw: str) -> int | str:
     return int(raw) if raw.strip().isdigit() else raw
+
+
+def _float(raw: str) -> float | str:
+    try:
+        return float(raw)
+    except ValueError:
+        return raw
+
+
+def _names(raw: str) -> tuple[str, ...] | None:
+    """`includes_allowed`'s command-line value: names comma-separated; `off` (false, no, none)
+    is None, nothing at all is no name (every include refused)."""
+    if raw.strip().lower() in ("off", "false", "no", "none"):
+        return None
+    return tuple(n.strip() for n in raw.split(",") if n.strip())

@@ -83,7 +83,7 @@ class Emulator:
             if profile is None:
                 switches = hard
             else:
-                switches.update({k: v for k, v in hard.as_dict().items() if v})
+                switches.update({k: getattr(hard, k) for k in hard.on()})
         self.faults = Faults(seed=seed)
         self.data = Dataset(resources, seed, clock=self.now, malls=malls, hard=switches)
         if encoding_cache_mb is not None:

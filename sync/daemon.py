@@ -332,6 +332,10 @@ class Daemon:
         if result.refusals:
             raise MassDeleteRefused("; ".join(result.refusals))
 
+    async def _probe_quietly(self) -> None:
+        with priority(Priority.POLL):
+            await self.probe_if_stale()
+
     async def probe_if_stale(self) -> None:
         """Probe what the spec leaves open (`sync.channel.profile`) when no profile is kept or
         it is a day old; a failure keeps the last profile (strategies fall back safely)."""
@@ -543,7 +547,6 @@ class Daemon:
         tasks.append(asyncio.create_task(self.worker.run(self.stop), name="worker"))
         with priority(Priority.POLL):
             await self._unless_stopped(self.detect_members(), "detect_members")
-            await self._unless_stopped(self.probe_if_stale(), "probe")
         scheduler = self._scheduler()
         scheduler.start()
         try:
@@ -555,6 +558,9 @@ class Daemon:
                 except UpstreamError as exc:
                     self.log.error("subscriptions.failed", error=str(exc))
             if not self.stop.is_set():
+                # The upstream profile (`sync.channel.profile`) is probed beside the jobs, not
+                # before them: each strategy falls back safely until it is known.
+                tasks.append(asyncio.create_task(self._probe_quietly(), name="probe"))
                 self.notifier.status("following the upstream")
                 self.is_ready = True
                 self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)

@@ -37,6 +37,7 @@ from sync.channel.profile import (
     DELETIONS_ROUTE,
     Profiler,
     RouteProfile,
+    UpstreamProfile,
     Verdict,
     contradicted,
     route_key,
@@ -250,6 +251,8 @@ class Poller:
                 verdict = await reprobe()
                 self.log.warning("poll.out_of_order", route=key, seen=str(exc), probe=verdict)
                 if verdict != "honoured":
+                    if self.client.profile is None:
+                        self.client.profile = UpstreamProfile()
                     contradicted(self.client.profile, key, str(exc), self.client.save_profile)
         return await walk_unsorted(
             lambda n: fetch(since, n, "id"), since, stamp_field, more, on_page

@@ -6,17 +6,17 @@ Each test runs the client against the emulator's strict readings (`sync/emulator
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
-
-from click.testing import CliRunner
 
 from sync import catalogue
 from sync.channel.client import ChannelClient
 from sync.channel.profile import UpstreamProfile
-from sync.cli import main
 from sync.commands.probe import probe
 from sync.poll import Poller
 from sync.reconcile import scopes_of
@@ -61,22 +61,30 @@ async def test_the_probe_command_prints_a_table_and_json(
             f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\n'
             f'password_env = "PROBE_PW"\n[mirror]\npath = "{tmp_path / "m.db"}"\n'
         )
-        runner = CliRunner()
-        env = {"PROBE_PW": emu.password}
-        # The command runs its own event loop: serve from this one while it waits.
-        import asyncio
+        env = {**os.environ, "PROBE_PW": emu.password}
 
-        table = await asyncio.to_thread(
-            runner.invoke, main, ["probe", "--config", str(cfg)], env=env
-        )
-        as_json = await asyncio.to_thread(
-            runner.invoke, main, ["probe", "--config", str(cfg), "--json"], env=env
-        )
-    assert table.exit_code == 0, table.output
-    line = next(x for x in table.output.splitlines() if x.startswith("/articles "))
+        async def ccsync(*args: str) -> tuple[int, str]:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "sync",
+                *args,
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+            assert proc.returncode == 0, err.decode()[-2000:]
+            return int(proc.returncode or 0), out.decode()
+
+        table = await ccsync("probe", "--config", str(cfg))
+        as_json = await ccsync("probe", "--config", str(cfg), "--json")
+    assert table[0] == 0, table[1]
+    line = next(x for x in table[1].splitlines() if x.startswith("/articles "))
     assert line.split()[1:4] == ["ignored", "ignored", "honoured"]
-    assert "served 30" in table.output
-    data = json.loads(as_json.output)
+    assert "served 30" in table[1]
+    assert as_json[0] == 0, as_json[1]
+    data = json.loads(as_json[1])
     assert data["routes"]["/articles"]["sort"] == "ignored"
 
 
@@ -86,13 +94,13 @@ async def test_a_route_that_ignores_sort_loses_no_change_to_the_poll(
     """`/articles` documents no `sort`; an upstream that ignores it serves id order. The walk
     by key would jump its cursor to page 1's newest stamp and skip the rest: the poll sees the
     rows out of order, re-probes, and walks the route unsorted. Every edit lands."""
-    async with make_emulator(resources=3000, seed=4) as emu:
+    async with make_emulator(resources=6000, seed=4) as emu:
         db = tmp_path / "m.db"
         settings = await backfill(emu, db, types=["articles"])
         emu.hard.sort_undocumented_ignored = True
         ids = emu.ids("articles")
-        assert len(ids) > 200
-        for rid in ids[::2][:150]:
+        assert len(ids) > 300
+        for rid in reversed(ids[::2][:150]):  # the newest stamps on the lowest ids
             emu.update("articles", rid)
         mirror = Mirror.open(db)
         async with ChannelClient(settings.upstream) as client:

@@ -445,7 +445,10 @@ class ChannelClient:
             )
         except UpstreamError as exc:
             if not (
-                exc.status == 400 and "include" in query and "include" not in (params or {})
+                exc.status == 400
+                and "include" in query
+                and "include" not in (params or {})
+                and "includ" in str(exc).lower()
             ) or not await self.refused_include(rtype, mall_id):
                 raise
             return await self.list_page(
@@ -550,7 +553,10 @@ class ChannelClient:
             return await self.get_listing(path, query, headers=headers)
         except UpstreamError as exc:
             if not (
-                exc.status == 400 and "include" in query and "include" not in (params or {})
+                exc.status == 400
+                and "include" in query
+                and "include" not in (params or {})
+                and "includ" in str(exc).lower()
             ) or not await self.refused_include(rtype, mall_id):
                 raise
             path, query = self._listing(

@@ -6,6 +6,9 @@ instance each) run the incremental polls and the deletions feed (`poll`), the re
 (`reconcile`), the rolling verify (`verify`), the hours window and the subscription check. The daemon backfills first when the
 mirror has never been filled.
 
+Faults are isolated: a type whose route answers badly fails and backs off alone while the other
+types' notices and polls go on (`isolation`).
+
 Shutdown (SIGTERM/SIGINT): stop accepting notices, stop the scheduler, cancel the jobs. Every
 SQLite write is a synchronous call between two awaits, so cancellation never splits a page's
 transaction: the current page is committed or not started, and the process exits 0 within seconds.
@@ -35,6 +38,7 @@ from sync.channel.client import ChannelClient
 from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
 from sync.fetch import Scope
+from sync.isolation import TypeFaults
 from sync.logs import get_logger
 from sync.members import PER_MALL, Members, refused
 from sync.metrics import Metrics
@@ -134,6 +138,8 @@ class Daemon:
         self._running_jobs: set[asyncio.Task[Any]] = set()
         self._verify_credit = 0.0  # requests the rolling verify may spend (`verify_step`)
         self._members_detected = False  # `detect_members` has decided (`sync.members`)
+        # A type whose route answers badly backs off alone (module docstring).
+        self.type_faults = TypeFaults(metrics=self.metrics)
 
     # -- health --------------------------------------------------------------------------------
 
@@ -153,6 +159,7 @@ class Daemon:
         client: ChannelClient | None = getattr(self, "client", None)
         if client is not None and client.unreachable:
             problems.insert(0, client.unreachable)  # logged as upstream.unreachable too
+        problems.extend(self.type_faults.problems())
         if status == "ok" and problems:
             status = "degraded"  # alive and following, but a repair failed or is overdue
         return {
@@ -183,6 +190,15 @@ class Daemon:
         """
 
         async def run() -> None:
+            try:
+                await attempt()
+            except asyncio.CancelledError:
+                if not self.stop.is_set():
+                    raise
+                # Stopping (`_cancel_jobs`): the run ends as `interrupted`, quietly; raised on,
+                # APScheduler would log the cancellation as a job failure with a traceback.
+
+        async def attempt() -> None:
             t0 = time.monotonic()
             started = time.time()
             # Every line logged during the run carries job=<name> (structlog contextvars).
@@ -226,13 +242,45 @@ class Daemon:
 
     async def poll_all(self) -> None:
         """Incremental poll of every type and scope: the mall-scoped types on the fast path
-        in one walk of `/malls?include=` (`sync.members`), the others by listing."""
+        in one walk of `/malls?include=` (`sync.members`), the others by listing, side by
+        side (the walk beside `concurrency` listed types at a time), so a slow or failing
+        route holds up only its own types. A type that fails is recorded and backs off
+        (`sync.isolation`) while the others are polled; the run then fails naming it."""
         if not self._members_detected:
             await self.detect_members()
-        fast = await self._poll_members()
-        for rtype in poll_types(self.types):
-            if rtype.name not in fast:
-                await self._skip_forbidden(rtype, self.poll_type(rtype))
+        fast = {t.name for t in self.members.fast()}
+        limit = self.settings.upstream.concurrency
+
+        def listed(names: set[str]) -> Awaitable[None]:
+            due = [t for t in poll_types(self.types) if t.name in names]
+            due = [t for t in due if self.type_faults.due(t.name)]
+            return bounded(due, limit, lambda rtype: self._isolated(rtype, self.poll_type(rtype)))
+
+        async def walk() -> None:
+            if not any(self.type_faults.due(name) for name in fast):
+                return
+            try:
+                covered = await self._poll_members()
+            except UpstreamError as exc:
+                for name in sorted(fast):  # one walk serves them all: it failed for each
+                    self._type_failed(name, exc)
+                return
+            await listed(fast - covered)  # it fell back to per-mall listings mid-walk
+
+        others = {t.name for t in poll_types(self.types)} - fast
+        parts: list[Callable[[], Awaitable[None]]] = [walk, lambda: listed(others)]
+        await bounded(parts, len(parts), lambda part: part())
+        self._raise_failing({t.name for t in poll_types(self.types)})
+
+    def _raise_failing(self, names: set[str]) -> None:
+        """End a job run that went on past failing types by naming them (its outcome is then
+        `error`, in `ccsync status` and `/healthz`)."""
+        failing = sorted(n for n in names if n in self.type_faults.failing)
+        if failing:
+            raise SyncError(
+                f"{', '.join(failing)} failing; the other types went on: "
+                + "; ".join(f"{n}: {self.type_faults.failing[n].error}" for n in failing)
+            )
 
     async def detect_members(self) -> None:
         """Decide again how each mall-scoped type is polled (at start, before each reconcile).
@@ -276,9 +324,11 @@ class Daemon:
         if len(found) < len(set(ids)) and self.members.mode(rtype) == PER_MALL:
             await self.poll_type(rtype)
 
-    async def _skip_forbidden(self, rtype: ResourceType, work: Awaitable[object]) -> None:
-        """One type's part of a job. A type the account may not read (403) is reported in
-        `ccsync status` and skipped, so that it cannot starve the types after it."""
+    async def _isolated(self, rtype: ResourceType, work: Awaitable[object]) -> None:
+        """One type's part of a job, whose failure cannot stop the types after it. A type
+        the account may not read (403) is reported in `ccsync status` and skipped; any other
+        upstream failure (a bad answer, retries spent) is recorded against the type and backs
+        it off (`_type_failed`)."""
         try:
             await work
         except ForbiddenError as exc:
@@ -288,6 +338,18 @@ class Daemon:
             )
             self.last_ok.pop(rtype.name, None)  # skipped, not stale: health ignores it
             self.log.warning("job.type_forbidden", type=rtype.name, hint=exc.hint)
+        except UpstreamError as exc:
+            self._type_failed(rtype.name, exc)
+
+    def _type_failed(self, name: str, exc: UpstreamError) -> None:
+        """Type `name` failed (a job's part or the worker's lane): its backoff grows, and
+        `ccsync status` shows the error as its last."""
+        delay = self.type_faults.failed(name, str(exc))
+        self.log.warning("type.failed", type=name, error=str(exc), retry_in=round(delay, 2))
+        self._record_type_error(name, exc)
+
+    def _record_type_error(self, name: str, exc: UpstreamError) -> None:
+        self.mirror.record_type_status(name, ok=False, error=str(exc), at=iso_ms(time.time()))
 
     async def poll_type(self, rtype: ResourceType) -> None:
         """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
@@ -326,12 +388,13 @@ class Daemon:
         await self.detect_members()
         refusals: list[str] = []
         for rtype in self.types:
-            await self._skip_forbidden(rtype, self._reconcile_type(rtype, refusals))
+            await self._isolated(rtype, self._reconcile_type(rtype, refusals))
         pruned = sideloads.prune(self.mirror)
         if pruned:
             self.log.info("sideloads.pruned", **pruned)
         if refusals:
             raise MassDeleteRefused("; ".join(refusals))
+        self._raise_failing({t.name for t in self.types})
 
     async def _reconcile_type(self, rtype: ResourceType, refusals: list[str]) -> None:
         for group in group_by_mall(scopes_of(rtype, self._malls())):
@@ -429,6 +492,7 @@ class Daemon:
 
     def _ok(self, name: str) -> None:
         self.last_ok[name] = time.monotonic()
+        self.type_faults.succeeded(name)
         self.mirror.record_type_status(name, ok=True, at=iso_ms(time.time()))
 
     def _malls(self) -> list[int]:
@@ -506,6 +570,8 @@ class Daemon:
             locate=self.locate,
             touch=self.members.touch,
             batch_delay=s.schedule.queue_batch_delay,
+            faults=self.type_faults,
+            on_type_failed=self._record_type_error,
         )
         runner: web.AppRunner | None = None
         if s.webhooks.enabled:

@@ -7,7 +7,9 @@ instance each) run the incremental polls and the deletions feed (`poll`), the re
 mirror has never been filled.
 
 Faults are isolated: a type whose route answers badly fails and backs off alone while the other
-types' notices and polls go on (`isolation`).
+types' notices and polls go on (`isolation`), and a mirror that cannot take writes (disk full,
+read-only, locked) degrades the daemon, pauses its writing work and is probed until it can
+(`storage`): the daemon keeps running, reports it, and catches up by itself.
 
 Shutdown (SIGTERM/SIGINT): stop accepting notices, stop the scheduler, cancel the jobs. Every
 SQLite write is a synchronous call between two awaits, so cancellation never splits a page's
@@ -24,6 +26,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -47,7 +50,9 @@ from sync.progress import Progress, for_terminal
 from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
 from sync.stamps import iso_ms
 from sync.status import job_problems
+from sync.storage import StorageWatch
 from sync.store import Mirror
+from sync.store.faults import probe
 from sync.store.queue import ChangeQueue
 from sync.subscriptions import Subscriptions
 from sync.verify import Verifier
@@ -138,13 +143,18 @@ class Daemon:
         self._running_jobs: set[asyncio.Task[Any]] = set()
         self._verify_credit = 0.0  # requests the rolling verify may spend (`verify_step`)
         self._members_detected = False  # `detect_members` has decided (`sync.members`)
-        # A type whose route answers badly backs off alone (module docstring).
+        self._sched: AsyncIOScheduler | None = None
+        # A mirror that cannot take writes degrades the daemon until a probe write succeeds;
+        # a type whose route answers badly backs off alone (module docstring).
+        self.storage = StorageWatch(Path(settings.mirror.path), metrics=self.metrics)
+        self.storage.on_resumed = self._resumed
         self.type_faults = TypeFaults(metrics=self.metrics)
 
     # -- health --------------------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        """Liveness plus the age of the last successful sync per type (GET /healthz)."""
+        """Liveness plus the age of the last successful sync per type (GET /healthz); while the
+        mirror cannot take writes, `degraded` with the fault's `reason` and `storage`."""
         now = time.monotonic()
         limit = max(3 * self.settings.schedule.poll_interval, 300.0)
         ages = {name: round(now - t, 1) for name, t in self.last_ok.items()}
@@ -160,10 +170,19 @@ class Daemon:
         if client is not None and client.unreachable:
             problems.insert(0, client.unreachable)  # logged as upstream.unreachable too
         problems.extend(self.type_faults.problems())
+        storage = self.storage.problem()
+        if storage is not None:
+            problems.insert(0, storage)
         if status == "ok" and problems:
             status = "degraded"  # alive and following, but a repair failed or is overdue
+        if not self.is_ready:
+            status = "starting"
+        if storage is not None:
+            status = "degraded"  # whatever else: nothing it fetches can be written
         return {
-            "status": status if self.is_ready else "starting",
+            "status": status,
+            "reason": self.storage.fault.reason if self.storage.fault is not None else None,
+            "storage": self.storage.snapshot(),
             "problems": problems,
             "ready": self.is_ready,
             "uptime_s": round(now - self.started, 1),
@@ -186,10 +205,15 @@ class Daemon:
 
         Each run's start, end, outcome and the next run (start + `every`) are kept in
         `_sync_jobs`, so a restart resumes the schedule instead of resetting it, and
-        `ccsync status` shows them.
+        `ccsync status` shows them. While the mirror cannot take writes the job does not run
+        (outcome `paused` in the metrics); a storage fault met during a run degrades the
+        daemon (`sync.storage`) and ends the run with one line, never a traceback.
         """
 
         async def run() -> None:
+            if self.storage.degraded:
+                self.metrics.job_runs.labels(job=name, outcome="paused").inc()
+                return  # resumes when the probe sees a write succeed (`_resumed`)
             try:
                 await attempt()
             except asyncio.CancelledError:
@@ -197,6 +221,10 @@ class Daemon:
                     raise
                 # Stopping (`_cancel_jobs`): the run ends as `interrupted`, quietly; raised on,
                 # APScheduler would log the cancellation as a job failure with a traceback.
+            except Exception as exc:
+                if self.storage.report(exc) is None:
+                    raise
+                self.metrics.job_runs.labels(job=name, outcome="paused").inc()
 
         async def attempt() -> None:
             t0 = time.monotonic()
@@ -206,15 +234,26 @@ class Daemon:
             task = asyncio.current_task()
             if task is not None:
                 self._running_jobs.add(task)
-            self.mirror.job_started(name, iso_ms(started))
-            if every:
-                self.mirror.job_scheduled(name, iso_ms(started + every))
+            try:
+                self.mirror.job_started(name, iso_ms(started))
+                if every:
+                    self.mirror.job_scheduled(name, iso_ms(started + every))
+            except BaseException:
+                if task is not None:
+                    self._running_jobs.discard(task)
+                raise
             outcome, error = "interrupted", None
             try:
                 with priority(JOB_PRIORITY.get(name, Priority.POLL)):
                     await fn()
                 outcome = "ok"
-            except (SyncError, LookupError, MassDeleteRefused) as exc:
+            except Exception as exc:
+                fault = self.storage.report(exc)
+                if fault is not None:  # the daemon's, not this job's: `run` ends it quietly
+                    outcome, error = "paused", str(fault)
+                    raise
+                if not isinstance(exc, SyncError | LookupError | MassDeleteRefused):
+                    raise
                 outcome = "refused" if isinstance(exc, MassDeleteRefused) else "error"
                 error = str(exc)
                 self.metrics.job_runs.labels(job=name, outcome="error").inc()
@@ -571,6 +610,7 @@ class Daemon:
             touch=self.members.touch,
             batch_delay=s.schedule.queue_batch_delay,
             faults=self.type_faults,
+            storage=self.storage,
             on_type_failed=self._record_type_error,
         )
         runner: web.AppRunner | None = None
@@ -581,13 +621,16 @@ class Daemon:
         # Ready for systemd as soon as notices are accepted: a first backfill of a large
         # upstream takes longer than any start timeout, and the watchdog covers it meanwhile.
         self.notifier.ready()
-        tasks = [asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog")]
+        tasks = [
+            asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog"),
+            asyncio.create_task(self.storage.run(self._probe, self.stop), name="storage"),
+        ]
         if self.mirror.get_cursor("deletions", "") is None or self.mirror.get_meta(
             "backfill_started_at"
         ):
             self.log.info("daemon.backfill_first")
             self.notifier.status("backfilling")
-            if not await self._unless_stopped(self.backfill.run(), "backfill"):
+            if not await self._first_backfill():
                 for task in tasks:  # the watchdog loop never ends by itself: waiting on it hung
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -600,7 +643,7 @@ class Daemon:
         tasks.append(asyncio.create_task(self.worker.run(self.stop), name="worker"))
         with priority(Priority.POLL):
             await self._unless_stopped(self.detect_members(), "detect_members")
-        scheduler = self._scheduler()
+        scheduler = self._sched = self._scheduler()
         scheduler.start()
         try:
             if s.webhooks.enabled:
@@ -623,6 +666,46 @@ class Daemon:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._cancel_jobs()
+
+    async def _first_backfill(self) -> bool:
+        """The first backfill. A storage fault pauses it, the daemon degraded meanwhile
+        (`sync.storage`), and once a write succeeds again it resumes from its checkpoints.
+        False when stopped first."""
+        while True:
+            try:
+                return await self._unless_stopped(self.backfill.run(), "backfill")
+            except Exception as exc:
+                if self.storage.report(exc) is None:
+                    raise
+            if not await self._unless_stopped(self.storage.writable.wait(), "degraded"):
+                return False
+            progress = self.progress or for_terminal(quiet=True)
+            self.backfill = Backfill(self.client, self.mirror, self.settings, progress=progress)
+
+    def _probe(self, degraded: bool) -> None:
+        """The storage watch's write probe; while degraded it waits 0.2 s at most for another
+        writer's lock (it runs every few seconds, on the event loop), and a full disk must
+        have room again on its file system too."""
+        fault = self.storage.fault
+        probe(
+            self.mirror.conn,
+            self.mirror.path,
+            busy_ms=200 if degraded else None,
+            room=fault is not None and fault.reason == "disk_full",
+        )
+
+    async def _resumed(self) -> None:
+        """Writes succeed again: drain the queue, check the webhook subscriptions (the upstream
+        drops one after 5 deliveries answered 503) and poll at once, catching up on what the
+        refused deliveries and the paused jobs missed."""
+        self.worker.wake()
+        if self._sched is None:
+            return  # still starting: the first polls run once it is up
+        now = datetime.now(UTC)
+        for name in ("subscriptions", "poll", "deletions"):
+            job = self._sched.get_job(name)
+            if job is not None:
+                job.modify(next_run_time=now)
 
     async def _unless_stopped(self, work: Awaitable[object], name: str) -> bool:
         """Await `work` unless `stop` is set first, which cancels it at its next await (a
@@ -743,6 +826,7 @@ class Daemon:
             on_enqueued=self.worker.wake,
             metrics=self.metrics,
             health=self.health,
+            storage=self.storage,
         )
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()

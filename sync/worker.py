@@ -13,7 +13,9 @@ are dropped with a warning rather than retried: they would block the queue behin
 
 Each type drains in a lane of its own (one task per type with notices waiting), so a route that
 answers badly holds up only its own type's notices: the failing type keeps them, backs off
-(`sync.isolation`: exponential, bounded) and is reported, while the other lanes go on.
+(`sync.isolation`: exponential, bounded) and is reported, while the other lanes go on. While
+the mirror cannot take writes (`sync.storage`) no lane starts; one that meets the fault ends
+with its notices kept, and the worker waits until a write succeeds again.
 Fetching by id is `sync.fetch`'s. Mall-scoped types need a mall for `filter[id]`; the rows a
 notice names that the mirror does not hold yet (creations) are handed, all of a batch together,
 to `locate` (`Daemon.locate`: the malls' linkage, recently active malls first; see
@@ -34,6 +36,7 @@ from sync.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.fetch import Fetcher, scopes_of
 from sync.isolation import TypeFaults
 from sync.logs import get_logger
+from sync.storage import StorageWatch
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue, QueueItem
 
@@ -55,6 +58,7 @@ class QueueWorker:
         touch: Callable[[int], None] | None = None,
         batch_delay: float = 0.05,
         faults: TypeFaults | None = None,
+        storage: StorageWatch | None = None,
         on_type_failed: Callable[[str, UpstreamError], None] | None = None,
     ) -> None:
         self.mirror = mirror
@@ -65,6 +69,7 @@ class QueueWorker:
         self.touch = touch
         self.batch_delay = batch_delay
         self.faults = faults or TypeFaults()
+        self.storage = storage
         self.on_type_failed = on_type_failed
         self._wake = asyncio.Event()
         self._lanes: dict[str, asyncio.Task[None]] = {}
@@ -90,6 +95,9 @@ class QueueWorker:
                 self._wake.clear()
                 if stop.is_set():
                     return
+                if self.storage is not None and self.storage.degraded:
+                    await self._writable(stop)
+                    continue
                 if self.batch_delay:
                     await asyncio.sleep(self.batch_delay)  # let close notices join one batch
                 self._start_lanes()
@@ -98,6 +106,20 @@ class QueueWorker:
             for lane in lanes:
                 lane.cancel()
             await asyncio.gather(*lanes, return_exceptions=True)
+
+    async def _writable(self, stop: asyncio.Event) -> None:
+        """Wait until the mirror takes writes again (`sync.storage`) or `stop`."""
+        assert self.storage is not None
+        waits = [
+            asyncio.ensure_future(self.storage.writable.wait()),
+            asyncio.ensure_future(stop.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        self._wake.set()  # look at the queue at once
 
     def _start_lanes(self) -> None:
         pending = {*self.queue.types_pending("update"), *self.queue.types_pending("deletion")}
@@ -116,8 +138,10 @@ class QueueWorker:
                 "worker.type_failed", type=type_name, error=str(exc), retry_in=round(delay, 2)
             )
             if self.on_type_failed is not None:
-                self.on_type_failed(type_name, exc)
+                self._report(type_name, exc)
         except Exception as exc:
+            if self.storage is not None and self.storage.report(exc) is not None:
+                return  # its notices stay queued; `run` waits until writes succeed again
             # A bug, not a fault of the upstream or the disk: shown whole, and the type backs
             # off like a failing one instead of being retried at every look.
             self.faults.failed(type_name, f"{type(exc).__name__}: {exc}")
@@ -127,6 +151,14 @@ class QueueWorker:
         finally:
             self._lanes.pop(type_name, None)
             self._wake.set()  # notices that came while this lane ran, or another lane's turn
+
+    def _report(self, type_name: str, exc: UpstreamError) -> None:
+        assert self.on_type_failed is not None
+        try:
+            self.on_type_failed(type_name, exc)
+        except Exception as err:  # recording it is a write: the mirror may not take it
+            if self.storage is None or self.storage.report(err) is None:
+                raise
 
     async def drain_type(self, type_name: str) -> int:
         """Process every queued notice of one type (updates, then deletions); returns how many

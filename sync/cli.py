@@ -2,8 +2,10 @@
 
 All behaviour lives in the library modules; each command here only wires options to them. Every
 `SyncError` becomes one line on stderr, never a traceback, and an exit code: 2 for configuration
-problems, 3 for an upstream that cannot be reached at all, 1 otherwise; a command stopped by
-SIGINT or SIGTERM exits 130 or 143 (128 + the signal) once its current page is committed or not.
+problems, 3 for an upstream that cannot be reached at all, 4 for a mirror that cannot take
+writes (disk full, read-only, locked too long: `ccsync: <file>: <cause>; <fix>`, whichever
+layer met it), 1 otherwise; a command stopped by SIGINT or SIGTERM exits 130 or 143 (128 + the
+signal) once its current page is committed or not.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 import importlib
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -22,9 +25,15 @@ import click
 
 from sync import __version__, logs
 from sync.config import Settings, load_config
-from sync.errors import ConfigError, Interrupted, SyncError, UnreachableError
+from sync.errors import ConfigError, Interrupted, StorageFault, SyncError, UnreachableError
+from sync.store.faults import storage_fault
 
 T = TypeVar("T")
+
+#: Exit code of a mirror that cannot take writes (`StorageFault`): the README's table has them all.
+EXIT_STORAGE = 4
+#: How a storage fault's fix ends for a one-shot command.
+AGAIN = "then run the command again (nothing committed is lost)"
 
 config_option = click.option(
     "--config",
@@ -37,7 +46,7 @@ config_option = click.option(
 
 def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
     """Turn SyncError into one stderr line and an exit code; Ctrl-C into exit 130, SIGTERM
-    into 143."""
+    into 143; a storage fault SQLite or the OS raised anywhere below into exit 4."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
@@ -49,6 +58,9 @@ def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
         except UnreachableError as exc:
             click.echo(f"ccsync: error: {exc}", err=True)
             sys.exit(3)
+        except StorageFault as exc:
+            click.echo(f"ccsync: {exc}", err=True)
+            sys.exit(EXIT_STORAGE)
         except Interrupted as exc:
             click.echo(f"ccsync: {exc}", err=True)
             sys.exit(128 + exc.signum)
@@ -64,8 +76,23 @@ def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(141)
+        except (sqlite3.Error, OSError) as exc:
+            # Met mid-run by a layer that only sees a connection (a page write, an index
+            # build): named here, with the mirror the command was given.
+            fault = storage_fault(exc, _mirror_path(), then=AGAIN)
+            if fault is None:
+                raise
+            click.echo(f"ccsync: {fault}", err=True)
+            sys.exit(EXIT_STORAGE)
 
     return wrapper
+
+
+def _mirror_path() -> str:
+    """The mirror of the running command (`settings_from` notes it), or a stand-in."""
+    ctx = click.get_current_context(silent=True)
+    path = ctx.find_root().meta.get("sync.mirror") if ctx is not None else None
+    return str(path) if path else "the mirror"
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -112,6 +139,9 @@ def settings_from(config_path: Path | None) -> Settings:
             config_path = ctx.find_root().params.get("config_path")
     settings = load_config(config_path)
     logs.configure(settings.logging.level, settings.logging.format)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.find_root().meta["sync.mirror"] = settings.mirror.path  # for `fail_cleanly`
     return settings
 
 

@@ -6,6 +6,11 @@ instance each) run the incremental polls and the deletions feed (`poll`), the re
 (`reconcile`), the rolling verify (`verify`), the hours window and the subscription check. The daemon backfills first when the
 mirror has never been filled.
 
+Faults are isolated: a type whose route answers badly fails and backs off alone while the other
+types' notices and polls go on (`isolation`), and a mirror that cannot take writes (disk full,
+read-only, locked) degrades the daemon, pauses its writing work and is probed until it can
+(`storage`): the daemon keeps running, reports it, and catches up by itself.
+
 Shutdown (SIGTERM/SIGINT): stop accepting notices, stop the scheduler, cancel the jobs. Every
 SQLite write is a synchronous call between two awaits, so cancellation never splits a page's
 transaction: the current page is committed or not started, and the process exits 0 within seconds.
@@ -21,6 +26,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -35,6 +41,7 @@ from sync.channel.profile import Profiler, stale
 from sync.config import Settings
 from sync.errors import ForbiddenError, SyncError, UpstreamError
 from sync.fetch import Scope
+from sync.isolation import TypeFaults
 from sync.logs import get_logger
 from sync.members import PER_MALL, Members, refused
 from sync.metrics import Metrics
@@ -43,7 +50,9 @@ from sync.progress import Progress, for_terminal
 from sync.reconcile import MassDeleteRefused, Reconciler, reconcile_every_type, scopes_of
 from sync.stamps import iso_ms
 from sync.status import job_problems
+from sync.storage import StorageWatch
 from sync.store import Mirror
+from sync.store.faults import probe
 from sync.store.queue import ChangeQueue
 from sync.subscriptions import Subscriptions
 from sync.verify import Verifier
@@ -134,11 +143,18 @@ class Daemon:
         self._running_jobs: set[asyncio.Task[Any]] = set()
         self._verify_credit = 0.0  # requests the rolling verify may spend (`verify_step`)
         self._members_detected = False  # `detect_members` has decided (`sync.members`)
+        self._sched: AsyncIOScheduler | None = None
+        # A mirror that cannot take writes degrades the daemon until a probe write succeeds;
+        # a type whose route answers badly backs off alone (module docstring).
+        self.storage = StorageWatch(Path(settings.mirror.path), metrics=self.metrics)
+        self.storage.on_resumed = self._resumed
+        self.type_faults = TypeFaults(metrics=self.metrics)
 
     # -- health --------------------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        """Liveness plus the age of the last successful sync per type (GET /healthz)."""
+        """Liveness plus the age of the last successful sync per type (GET /healthz); while the
+        mirror cannot take writes, `degraded` with the fault's `reason` and `storage`."""
         now = time.monotonic()
         limit = max(3 * self.settings.schedule.poll_interval, 300.0)
         ages = {name: round(now - t, 1) for name, t in self.last_ok.items()}
@@ -153,10 +169,20 @@ class Daemon:
         client: ChannelClient | None = getattr(self, "client", None)
         if client is not None and client.unreachable:
             problems.insert(0, client.unreachable)  # logged as upstream.unreachable too
+        problems.extend(self.type_faults.problems())
+        storage = self.storage.problem()
+        if storage is not None:
+            problems.insert(0, storage)
         if status == "ok" and problems:
             status = "degraded"  # alive and following, but a repair failed or is overdue
+        if not self.is_ready:
+            status = "starting"
+        if storage is not None:
+            status = "degraded"  # whatever else: nothing it fetches can be written
         return {
-            "status": status if self.is_ready else "starting",
+            "status": status,
+            "reason": self.storage.fault.reason if self.storage.fault is not None else None,
+            "storage": self.storage.snapshot(),
             "problems": problems,
             "ready": self.is_ready,
             "uptime_s": round(now - self.started, 1),
@@ -179,10 +205,28 @@ class Daemon:
 
         Each run's start, end, outcome and the next run (start + `every`) are kept in
         `_sync_jobs`, so a restart resumes the schedule instead of resetting it, and
-        `ccsync status` shows them.
+        `ccsync status` shows them. While the mirror cannot take writes the job does not run
+        (outcome `paused` in the metrics); a storage fault met during a run degrades the
+        daemon (`sync.storage`) and ends the run with one line, never a traceback.
         """
 
         async def run() -> None:
+            if self.storage.degraded:
+                self.metrics.job_runs.labels(job=name, outcome="paused").inc()
+                return  # resumes when the probe sees a write succeed (`_resumed`)
+            try:
+                await attempt()
+            except asyncio.CancelledError:
+                if not self.stop.is_set():
+                    raise
+                # Stopping (`_cancel_jobs`): the run ends as `interrupted`, quietly; raised on,
+                # APScheduler would log the cancellation as a job failure with a traceback.
+            except Exception as exc:
+                if self.storage.report(exc) is None:
+                    raise
+                self.metrics.job_runs.labels(job=name, outcome="paused").inc()
+
+        async def attempt() -> None:
             t0 = time.monotonic()
             started = time.time()
             # Every line logged during the run carries job=<name> (structlog contextvars).
@@ -190,15 +234,26 @@ class Daemon:
             task = asyncio.current_task()
             if task is not None:
                 self._running_jobs.add(task)
-            self.mirror.job_started(name, iso_ms(started))
-            if every:
-                self.mirror.job_scheduled(name, iso_ms(started + every))
+            try:
+                self.mirror.job_started(name, iso_ms(started))
+                if every:
+                    self.mirror.job_scheduled(name, iso_ms(started + every))
+            except BaseException:
+                if task is not None:
+                    self._running_jobs.discard(task)
+                raise
             outcome, error = "interrupted", None
             try:
                 with priority(JOB_PRIORITY.get(name, Priority.POLL)):
                     await fn()
                 outcome = "ok"
-            except (SyncError, LookupError, MassDeleteRefused) as exc:
+            except Exception as exc:
+                fault = self.storage.report(exc)
+                if fault is not None:  # the daemon's, not this job's: `run` ends it quietly
+                    outcome, error = "paused", str(fault)
+                    raise
+                if not isinstance(exc, SyncError | LookupError | MassDeleteRefused):
+                    raise
                 outcome = "refused" if isinstance(exc, MassDeleteRefused) else "error"
                 error = str(exc)
                 self.metrics.job_runs.labels(job=name, outcome="error").inc()
@@ -226,13 +281,45 @@ class Daemon:
 
     async def poll_all(self) -> None:
         """Incremental poll of every type and scope: the mall-scoped types on the fast path
-        in one walk of `/malls?include=` (`sync.members`), the others by listing."""
+        in one walk of `/malls?include=` (`sync.members`), the others by listing, side by
+        side (the walk beside `concurrency` listed types at a time), so a slow or failing
+        route holds up only its own types. A type that fails is recorded and backs off
+        (`sync.isolation`) while the others are polled; the run then fails naming it."""
         if not self._members_detected:
             await self.detect_members()
-        fast = await self._poll_members()
-        for rtype in poll_types(self.types):
-            if rtype.name not in fast:
-                await self._skip_forbidden(rtype, self.poll_type(rtype))
+        fast = {t.name for t in self.members.fast()}
+        limit = self.settings.upstream.concurrency
+
+        def listed(names: set[str]) -> Awaitable[None]:
+            due = [t for t in poll_types(self.types) if t.name in names]
+            due = [t for t in due if self.type_faults.due(t.name)]
+            return bounded(due, limit, lambda rtype: self._isolated(rtype, self.poll_type(rtype)))
+
+        async def walk() -> None:
+            if not any(self.type_faults.due(name) for name in fast):
+                return
+            try:
+                covered = await self._poll_members()
+            except UpstreamError as exc:
+                for name in sorted(fast):  # one walk serves them all: it failed for each
+                    self._type_failed(name, exc)
+                return
+            await listed(fast - covered)  # it fell back to per-mall listings mid-walk
+
+        others = {t.name for t in poll_types(self.types)} - fast
+        parts: list[Callable[[], Awaitable[None]]] = [walk, lambda: listed(others)]
+        await bounded(parts, len(parts), lambda part: part())
+        self._raise_failing({t.name for t in poll_types(self.types)})
+
+    def _raise_failing(self, names: set[str]) -> None:
+        """End a job run that went on past failing types by naming them (its outcome is then
+        `error`, in `ccsync status` and `/healthz`)."""
+        failing = sorted(n for n in names if n in self.type_faults.failing)
+        if failing:
+            raise SyncError(
+                f"{', '.join(failing)} failing; the other types went on: "
+                + "; ".join(f"{n}: {self.type_faults.failing[n].error}" for n in failing)
+            )
 
     async def detect_members(self) -> None:
         """Decide again how each mall-scoped type is polled (at start, before each reconcile).
@@ -276,9 +363,11 @@ class Daemon:
         if len(found) < len(set(ids)) and self.members.mode(rtype) == PER_MALL:
             await self.poll_type(rtype)
 
-    async def _skip_forbidden(self, rtype: ResourceType, work: Awaitable[object]) -> None:
-        """One type's part of a job. A type the account may not read (403) is reported in
-        `ccsync status` and skipped, so that it cannot starve the types after it."""
+    async def _isolated(self, rtype: ResourceType, work: Awaitable[object]) -> None:
+        """One type's part of a job, whose failure cannot stop the types after it. A type
+        the account may not read (403) is reported in `ccsync status` and skipped; any other
+        upstream failure (a bad answer, retries spent) is recorded against the type and backs
+        it off (`_type_failed`)."""
         try:
             await work
         except ForbiddenError as exc:
@@ -288,6 +377,18 @@ class Daemon:
             )
             self.last_ok.pop(rtype.name, None)  # skipped, not stale: health ignores it
             self.log.warning("job.type_forbidden", type=rtype.name, hint=exc.hint)
+        except UpstreamError as exc:
+            self._type_failed(rtype.name, exc)
+
+    def _type_failed(self, name: str, exc: UpstreamError) -> None:
+        """Type `name` failed (a job's part or the worker's lane): its backoff grows, and
+        `ccsync status` shows the error as its last."""
+        delay = self.type_faults.failed(name, str(exc))
+        self.log.warning("type.failed", type=name, error=str(exc), retry_in=round(delay, 2))
+        self._record_type_error(name, exc)
+
+    def _record_type_error(self, name: str, exc: UpstreamError) -> None:
+        self.mirror.record_type_status(name, ok=False, error=str(exc), at=iso_ms(time.time()))
 
     async def poll_type(self, rtype: ResourceType) -> None:
         """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
@@ -331,6 +432,7 @@ class Daemon:
             self.log.info("sideloads.pruned", **result.pruned)
         if result.refusals:
             raise MassDeleteRefused("; ".join(result.refusals))
+        self._raise_failing({t.name for t in self.types})
 
     async def _probe_quietly(self) -> None:
         with priority(Priority.POLL):
@@ -351,8 +453,13 @@ class Daemon:
         self.log.info("upstream.probed", routes=len(self.client.profile.routes))
 
     async def _reconciled(self, rtype: ResourceType, work: Awaitable[None]) -> None:
-        await self._skip_forbidden(rtype, work)
-        self._ok(rtype.name)
+        """One type's part of the reconcile, isolated (`_isolated`); healthy once it is done."""
+
+        async def then_ok() -> None:
+            await work
+            self._ok(rtype.name)
+
+        await self._isolated(rtype, then_ok())
 
     async def verify_step(self) -> None:
         """The next share of the rolling verify (`sync.verify`); repairs are counted."""
@@ -442,6 +549,7 @@ class Daemon:
 
     def _ok(self, name: str) -> None:
         self.last_ok[name] = time.monotonic()
+        self.type_faults.succeeded(name)
         self.mirror.record_type_status(name, ok=True, at=iso_ms(time.time()))
 
     def _malls(self) -> list[int]:
@@ -519,6 +627,9 @@ class Daemon:
             locate=self.locate,
             touch=self.members.touch,
             batch_delay=s.schedule.queue_batch_delay,
+            faults=self.type_faults,
+            storage=self.storage,
+            on_type_failed=self._record_type_error,
         )
         runner: web.AppRunner | None = None
         if s.webhooks.enabled:
@@ -528,13 +639,16 @@ class Daemon:
         # Ready for systemd as soon as notices are accepted: a first backfill of a large
         # upstream takes longer than any start timeout, and the watchdog covers it meanwhile.
         self.notifier.ready()
-        tasks = [asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog")]
+        tasks = [
+            asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog"),
+            asyncio.create_task(self.storage.run(self._probe, self.stop), name="storage"),
+        ]
         if self.mirror.get_cursor("deletions", "") is None or self.mirror.get_meta(
             "backfill_started_at"
         ):
             self.log.info("daemon.backfill_first")
             self.notifier.status("backfilling")
-            if not await self._unless_stopped(self.backfill.run(), "backfill"):
+            if not await self._first_backfill():
                 for task in tasks:  # the watchdog loop never ends by itself: waiting on it hung
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -547,7 +661,7 @@ class Daemon:
         tasks.append(asyncio.create_task(self.worker.run(self.stop), name="worker"))
         with priority(Priority.POLL):
             await self._unless_stopped(self.detect_members(), "detect_members")
-        scheduler = self._scheduler()
+        scheduler = self._sched = self._scheduler()
         scheduler.start()
         try:
             if s.webhooks.enabled:
@@ -573,6 +687,46 @@ class Daemon:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._cancel_jobs()
+
+    async def _first_backfill(self) -> bool:
+        """The first backfill. A storage fault pauses it, the daemon degraded meanwhile
+        (`sync.storage`), and once a write succeeds again it resumes from its checkpoints.
+        False when stopped first."""
+        while True:
+            try:
+                return await self._unless_stopped(self.backfill.run(), "backfill")
+            except Exception as exc:
+                if self.storage.report(exc) is None:
+                    raise
+            if not await self._unless_stopped(self.storage.writable.wait(), "degraded"):
+                return False
+            progress = self.progress or for_terminal(quiet=True)
+            self.backfill = Backfill(self.client, self.mirror, self.settings, progress=progress)
+
+    def _probe(self, degraded: bool) -> None:
+        """The storage watch's write probe; while degraded it waits 0.2 s at most for another
+        writer's lock (it runs every few seconds, on the event loop), and a full disk must
+        have room again on its file system too."""
+        fault = self.storage.fault
+        probe(
+            self.mirror.conn,
+            self.mirror.path,
+            busy_ms=200 if degraded else None,
+            room=fault is not None and fault.reason == "disk_full",
+        )
+
+    async def _resumed(self) -> None:
+        """Writes succeed again: drain the queue, check the webhook subscriptions (the upstream
+        drops one after 5 deliveries answered 503) and poll at once, catching up on what the
+        refused deliveries and the paused jobs missed."""
+        self.worker.wake()
+        if self._sched is None:
+            return  # still starting: the first polls run once it is up
+        now = datetime.now(UTC)
+        for name in ("subscriptions", "poll", "deletions"):
+            job = self._sched.get_job(name)
+            if job is not None:
+                job.modify(next_run_time=now)
 
     async def _unless_stopped(self, work: Awaitable[object], name: str) -> bool:
         """Await `work` unless `stop` is set first, which cancels it at its next await (a
@@ -693,6 +847,7 @@ class Daemon:
             on_enqueued=self.worker.wake,
             metrics=self.metrics,
             health=self.health,
+            storage=self.storage,
         )
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()

@@ -3,6 +3,8 @@
     SyncError                      base; `str(err)` is one line naming the problem and the fix
     ├── ConfigError                a setting is missing or wrong (CLI exit code 2)
     ├── MirrorError                the SQLite mirror cannot be opened, is corrupt, locked or read-only
+    │   └── StorageFault           it cannot take writes now: disk full, read-only, locked too long
+    │                              (a one-shot command exits 4; the daemon degrades and resumes)
     ├── Interrupted                SIGTERM/SIGINT stopped a one-shot command (exit 128 + signal)
     └── UpstreamError              talking to the Channel Content API failed; carries url, status, hint
         ├── AuthError              login refused, or 401 again right after a fresh login
@@ -60,6 +62,27 @@ class ConfigError(SyncError):
 
 class MirrorError(SyncError):
     """The mirror database cannot be used as it is (corrupt, locked, read-only, wrong schema)."""
+
+
+class StorageFault(MirrorError):
+    """The mirror cannot take writes now, for a reason outside sync that someone can fix: its
+    file system is full (`disk_full`), the file, its directory or its file system does not
+    take writes (`read_only`), or another program held its write lock for too long (`locked`).
+
+    `str(fault)` is `<file>: <cause>; <fix>`. Nothing committed is lost: a one-shot command
+    exits 4 and its next run goes on; the daemon reports itself degraded and resumes by itself
+    once a write succeeds again (`sync.storage`).
+    """
+
+    def __init__(self, reason: str, path: str, cause: str, fix: str) -> None:
+        self.reason = reason
+        self.path = path
+        self.cause = cause
+        self.fix = fix
+        super().__init__(f"{path}: {cause}", hint=fix)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.cause}; {self.fix}"
 
 
 class UpstreamError(SyncError):

@@ -16,6 +16,7 @@ from typing import Protocol
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     PlatformCollector,
     ProcessCollector,
@@ -98,8 +99,9 @@ class _LiveCollector(Collector):
 
 
 class Metrics:
-    """Notices, job runs, errors, verify repairs (counters); lag, rows, queue depth and
-    upstream answers read at scrape time from `live`; process, platform and GC metrics."""
+    """Notices, job runs, errors, verify repairs, per-type errors (counters); storage and
+    per-type fault states (gauges set on change); lag, rows, queue depth and upstream answers
+    read at scrape time from `live`; process, platform and GC metrics."""
 
     def __init__(self, live: Live | None = None) -> None:
         self.registry = CollectorRegistry()
@@ -126,6 +128,25 @@ class Metrics:
         )
         self.job_runs = Counter(
             "sync_job_runs", "Scheduled job runs by job and outcome", ["job", "outcome"], registry=r
+        )
+        # Set where states change (`sync.storage`, `sync.isolation`): a transition is an event.
+        self.degraded = Gauge(
+            "sync_degraded",
+            "1 while the mirror cannot take writes, by reason (disk_full, read_only, locked)",
+            ["reason"],
+            registry=r,
+        )
+        self.type_errors = Counter(
+            "sync_type_errors",
+            "Failed attempts per type (bad answers, retries spent); other types go on",
+            ["type"],
+            registry=r,
+        )
+        self.type_failures = Gauge(
+            "sync_type_failures",
+            "Failures in a row per type, backing it off (0 once it succeeds again)",
+            ["type"],
+            registry=r,
         )
 
     def render(self) -> tuple[bytes, str]:

@@ -1,7 +1,10 @@
 """What `ccsync status` reports: per type rows, last sync, lag, cursor and error; queue; subscriptions;
-each daemon job's last run, outcome and next run.
+each daemon job's last run, outcome and next run; whether the running daemon's mirror takes
+writes.
 
-Read-only: it opens the mirror without the writer lock, so it works while the daemon runs.
+Read-only: it opens the mirror without the writer lock, so it works while the daemon runs. A
+daemon whose mirror cannot take writes cannot record that in it: it says so in
+`<mirror>.health` (`sync.storage`), read here.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 
 from sync.config import Settings
 from sync.members import recorded
+from sync.storage import read_health
 from sync.store import Mirror
 
 
@@ -56,6 +60,15 @@ def status_data(settings: Settings) -> dict[str, Any]:
             types.append(row)
         topics = mirror.get_meta("webhook_topics")
         jobs = mirror.jobs()
+        problems = job_problems(jobs, now)
+        health = read_health(settings.mirror.path)
+        storage = health if health is not None and health.get("status") == "degraded" else None
+        if storage is not None:
+            problems.insert(
+                0,
+                f"storage {storage.get('reason')} since {storage.get('since')}: "
+                f"{storage.get('file')}: {storage.get('error')}; {storage.get('fix')}",
+            )
         return {
             "mirror": str(settings.mirror.path),
             "queue_depth": mirror.queue_depth(),
@@ -63,7 +76,9 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "subscriptions_checked_at": mirror.get_meta("webhook_topics_checked_at"),
             "types": types,
             "jobs": list(jobs.values()),
-            "problems": job_problems(jobs, now),
+            "problems": problems,
+            # The running daemon's storage state (None when no daemon runs, or it is healthy).
+            "storage": storage,
             # The rolling verify's place in its cycle (`sync.verify`), and its last whole cycle.
             "verify_position": mirror.get_meta("verify_position"),
             "verify_cycle_finished_at": mirror.get_meta("verify_cycle_finished_at"),

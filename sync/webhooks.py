@@ -5,7 +5,9 @@ does not sign notices), compared in constant time and never logged. A valid body
 the durable queue and answered 202 at once, before any fetching, so the upstream never
 unsubscribes us for being slow. Everything else is rejected with the status that names the
 problem (404 path, 405 method, 408 body too slow, 413 too large, 415 content type, 400
-off-spec), and logged.
+off-spec), and logged. While the mirror cannot take writes (disk full, read-only, locked too
+long: `sync.storage`), or when the queue write itself fails so, a delivery is answered 503 with
+the reason: it was not committed, so the upstream must retry it rather than count it done.
 The same app serves `GET /healthz` and `GET /metrics`.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -20,18 +23,23 @@ import orjson
 from aiohttp import web
 
 from sync.config import WebhookSettings
+from sync.errors import StorageFault
 from sync.logs import get_logger
 from sync.metrics import Metrics
 from sync.notices import NoticeError, parse_batch
+from sync.storage import StorageWatch
+from sync.store.faults import storage_fault
 from sync.store.queue import ChangeQueue
 
 CONTENT_TYPES = frozenset({"application/json", "application/vnd.api+json"})
 MASKED_PATH = "/webhooks/***"
 
 
-def _reply(status: int, reason: str) -> web.Response:
+def _reply(status: int, reason: str, extra: dict[str, str] | None = None) -> web.Response:
     return web.Response(
-        status=status, body=orjson.dumps({"error": reason}), content_type="application/json"
+        status=status,
+        body=orjson.dumps({"error": reason, **(extra or {})}),
+        content_type="application/json",
     )
 
 
@@ -42,20 +50,27 @@ def make_receiver_app(
     on_enqueued: Callable[[], None] | None = None,
     metrics: Metrics | None = None,
     health: Callable[[], dict[str, Any]] | None = None,
+    storage: StorageWatch | None = None,
 ) -> web.Application:
     """The receiver application; see the module docstring."""
     log = get_logger("sync.webhooks")
     secret = settings.secret.get_secret_value().encode() if settings.secret else None
     limit = settings.max_body_bytes
 
-    def reject(status: int, reason: str, request: web.Request) -> web.Response:
+    def reject(
+        status: int, reason: str, request: web.Request, extra: dict[str, str] | None = None
+    ) -> web.Response:
         path = MASKED_PATH if request.path.startswith("/webhooks/") else request.path
         log.warning(
             "webhook.rejected", status=status, reason=reason, path=path, peer=request.remote
         )
         if metrics is not None:
             metrics.notices.labels(outcome=f"rejected_{status}").inc()
-        return _reply(status, reason)
+        return _reply(status, reason, extra)
+
+    def unwritable(fault: StorageFault, request: web.Request) -> web.Response:
+        reason = f"the mirror cannot take writes now: {fault}"
+        return reject(503, reason, request, {"reason": fault.reason})
 
     async def receive(request: web.Request) -> web.StreamResponse:
         given = request.match_info.get("secret", "").encode()
@@ -92,7 +107,19 @@ def make_receiver_app(
             log.warning("webhook.item_invalid", problem=problem)
         if metrics is not None and problems:
             metrics.notice_items_invalid.inc(len(problems))
-        queued = queue.enqueue(notices)
+        if storage is not None and storage.fault is not None:
+            return unwritable(storage.fault, request)  # not committed: the upstream retries
+        try:
+            queued = queue.enqueue(notices)
+        except (sqlite3.Error, OSError) as exc:
+            fault = (
+                storage.report(exc)
+                if storage is not None
+                else storage_fault(exc, "the mirror", then="then the upstream's retry lands")
+            )
+            if fault is None:
+                raise
+            return unwritable(fault, request)
         if on_enqueued is not None and queued:
             on_enqueued()
         if metrics is not None:

@@ -40,6 +40,7 @@ from sync.staging import Staged, dumps, encode, stage_resources
 from sync.stamps import iso_ms, now_iso
 from sync.store import memberships
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
+from sync.store.faults import storage_fault
 from sync.store.fresh import FreshIds
 from sync.store.ftsbuild import SideBuild
 from sync.store.listing import Listing
@@ -162,17 +163,10 @@ class Mirror(BookkeepingMixin):
             conn.close()
             _release(lock)
             text = str(exc)
-            if "locked" in text or "busy" in text:
-                raise MirrorError(
-                    f"mirror {p} is locked by another program ({text}); nothing was changed",
-                    hint="close whatever holds it open for writing (a sqlite3 shell, a backup "
-                    "tool), then retry",
-                ) from None
-            if "readonly" in text or "read-only" in text:
-                raise MirrorError(
-                    f"mirror {p} is read-only ({text})",
-                    hint="give the sync user write access to the file and its directory",
-                ) from None
+            # Locked past the wait, read-only, full: named with the fix (exit 4), not damage.
+            fault = storage_fault(exc, p, then="then retry; nothing was changed")
+            if fault is not None:
+                raise fault from None
             raise MirrorError(
                 f"mirror {p} is damaged ({text}); nothing was changed",
                 hint="restore it from a backup, or move it away and run `ccsync backfill`",

@@ -1,0 +1,143 @@
+"""Storage faults named: what SQLite (or the OS) says when the mirror cannot take writes.
+
+Three failures are nobody's bug and pass once someone acts, so they are named rather than shown
+as a traceback:
+
+- `disk_full`: SQLITE_FULL, "database or disk is full" (also what `PRAGMA max_page_count` makes
+  SQLite say when the file may not grow), or ENOSPC/EDQUOT from a file beside the mirror;
+- `read_only`: SQLITE_READONLY, "attempt to write a readonly database" (the file, its directory
+  or its file system does not take writes; also `PRAGMA query_only`), or EROFS;
+- `locked`: SQLITE_BUSY/SQLITE_LOCKED, "database is locked": another program held the write lock
+  past the connection's `busy_timeout` (10 s).
+
+`storage_fault` turns such an exception into a `StorageFault` naming the file, the cause and the
+fix; any other exception is left alone (a damaged file or a bug must still be seen as one).
+`probe` is the daemon's cheap write check (`sync.storage`).
+"""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import sqlite3
+from pathlib import Path
+
+from sync.errors import StorageFault
+from sync.store.transaction import write_transaction
+
+DISK_FULL, READ_ONLY, LOCKED = "disk_full", "read_only", "locked"
+#: Every reason, in the order `sync_degraded{reason}` lists them.
+REASONS = (DISK_FULL, READ_ONLY, LOCKED)
+
+#: SQLite's primary result codes (the low byte of an extended code).
+_CODES = {13: DISK_FULL, 8: READ_ONLY, 5: LOCKED, 6: LOCKED}
+#: The same, by message, for an error raised without a code.
+_TEXTS = (
+    ("database or disk is full", DISK_FULL),
+    ("readonly database", READ_ONLY),
+    ("database is locked", LOCKED),
+    ("database table is locked", LOCKED),
+)
+_ERRNOS = {errno.ENOSPC: DISK_FULL, errno.EDQUOT: DISK_FULL, errno.EROFS: READ_ONLY}
+
+_CAUSES = {
+    DISK_FULL: "the file may not grow ({free} free on its file system)",
+    READ_ONLY: "the file, its directory or its file system does not take writes",
+    LOCKED: "another program held its write lock past the 10 s wait",
+}
+_FIXES = {
+    DISK_FULL: "free space there, or move [mirror] path to a larger file system",
+    READ_ONLY: "give the sync user write access to the file and its directory (or remount the "
+    "file system read-write)",
+    LOCKED: "close whatever holds it open for writing (a sqlite3 shell, a backup tool)",
+}
+
+#: Bytes the write probe allocates and frees again in the same transaction: the pages of a
+#: file that cannot grow by that much (a few pages' writes, not a page of listings) fail it.
+#: Cheap: SQLite writes no page freed in the transaction that allocated it, and the file keeps
+#: them as free pages, which the next writes reuse.
+PROBE_BYTES = 1024 * 1024
+#: A full disk is over only when at least this much is free again: the probe's pages fit in
+#: a file system that the next page write would fill at once.
+MIN_FREE = 4 * 1024 * 1024
+
+
+def classify(exc: BaseException) -> str | None:
+    """The storage fault `exc` is (`disk_full`, `read_only`, `locked`), or None."""
+    if isinstance(exc, StorageFault):
+        return exc.reason
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int) and (code & 0xFF) in _CODES:
+            return _CODES[code & 0xFF]
+        text = str(exc).lower()
+        return next((reason for needle, reason in _TEXTS if needle in text), None)
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return _ERRNOS.get(exc.errno)
+    return None
+
+
+def storage_fault(exc: BaseException, path: Path | str, *, then: str) -> StorageFault | None:
+    """`exc` as a `StorageFault` on `path` whose fix ends with `then` ("then run the command
+    again"); None when `exc` is no storage fault."""
+    if isinstance(exc, StorageFault):
+        return exc
+    reason = classify(exc)
+    if reason is None:
+        return None
+    if isinstance(exc, OSError):
+        detail = exc.strerror or str(exc)
+        path = exc.filename or path  # a file beside the mirror (the lock, the FTS scratch)
+    else:
+        detail = str(exc)
+    return fault(reason, Path(path), detail, then=then)
+
+
+def fault(reason: str, path: Path, detail: str, *, then: str) -> StorageFault:
+    """A `StorageFault` of `reason` on `path`: `detail` (what SQLite said) and why, and the fix."""
+    why = _CAUSES[reason].format(free=_size(free_bytes(path)))
+    return StorageFault(reason, str(path), f"{detail}: {why}", f"{_FIXES[reason]}, {then}")
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes free (for this user) on the file system holding `path`; None when unknown."""
+    try:
+        return shutil.disk_usage(path.parent if not path.is_dir() else path).free
+    except OSError:
+        return None
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def probe(
+    conn: sqlite3.Connection, path: Path, *, busy_ms: int | None = None, room: bool = False
+) -> None:
+    """Commit a write that needs new pages (`PROBE_BYTES` in `_sync_meta`, removed again in
+    the same transaction), or raise what the mirror raises. With `room` (a full disk is to be
+    over), also a `disk_full` fault while under `MIN_FREE` is free. `busy_ms` waits that long
+    for another writer's lock instead of the connection's `busy_timeout` (a degraded daemon
+    probes often, on its event loop: it must not stall)."""
+    free = free_bytes(path) if room else None
+    if free is not None and free < MIN_FREE:
+        raise fault(DISK_FULL, path, f"under {_size(MIN_FREE)} free", then="retrying")
+    before = None
+    if busy_ms is not None:
+        before = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+    try:
+        with write_transaction(conn):
+            conn.execute(
+                "INSERT OR REPLACE INTO _sync_meta (key, value) VALUES ('write_probe', zeroblob(?))",
+                (PROBE_BYTES,),
+            )
+            conn.execute("DELETE FROM _sync_meta WHERE key = 'write_probe'")
+    finally:
+        if before is not None:
+            conn.execute(f"PRAGMA busy_timeout={before}")

@@ -1,0 +1,163 @@
+"""Faults stay in their type (#31): one route answering badly delays only that route's work.
+
+The daemon follows the emulator while aioresponses answers `/articles` (its listings and its
+`filter[id]` fetches) with a hostile body; every other request passes through to the emulator.
+Changes to contacts, deals, events and job listings must land meanwhile, through webhook
+notices (the queue worker) and through polls, while articles retry, back off and are reported
+per type; once the fault is lifted, articles converge too.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aioresponses import aioresponses
+from yarl import URL
+
+from sync.config import Settings, parse_config
+from sync.emulator import Emulator
+from sync.status import status_data
+from tests.mirror_compare import compare
+from tests.test_daemon import SECRET, eventually, row, running
+
+TYPES = ["malls", "articles", "contacts", "deals", "events", "job_listings"]
+OTHERS = ["contacts", "deals", "events", "job_listings"]
+
+_LISTING = orjson.dumps(
+    {
+        "data": [
+            {"type": "articles", "id": str(i), "attributes": {"title": f"article {i}"}}
+            for i in range(1, 30)
+        ],
+        "meta": {"total": 29},
+        "links": {"last": "?page[number]=1"},
+    }
+)
+#: The hostile answers of `/articles`, all with status 200: (body, content type).
+HOSTILE: dict[str, tuple[bytes, str]] = {
+    "html_error_page": (
+        b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+        b"<body><h1>Bad Gateway</h1><p>The proxy got no answer.</p></body></html>",
+        "text/html",
+    ),
+    "body_cut_in_half": (_LISTING[: len(_LISTING) // 2], "application/vnd.api+json"),
+    "data_object_not_list": (
+        orjson.dumps({"data": {"type": "articles", "id": "1", "attributes": {}}}),
+        "application/vnd.api+json",
+    ),
+    "invalid_utf8": (
+        b'{"data": [{"type": "articles", "id": "1", "attributes": {"title": "\xff\xfe\xc3"}}]}',
+        "application/vnd.api+json",
+    ),
+}
+
+
+def settings_for(emu: Emulator, db: Path, *, webhooks: bool) -> Settings:
+    return parse_config(
+        {
+            "upstream": {
+                "base_url": emu.base_url,
+                "email": emu.email,
+                "password": emu.password,
+                "types": TYPES,
+                "max_backoff": 0.05,
+                "retry_budget": 2.0,
+            },
+            "mirror": {"path": str(db)},
+            "webhooks": {"enabled": webhooks, "listen": "127.0.0.1:0", "secret": SECRET},
+            "schedule": {
+                # With webhooks the notices carry the changes; without, a poll every 0.3 s.
+                "poll_interval": 3600.0 if webhooks else 0.3,
+                "deletions_interval": 3600.0,
+                "reconcile_interval": 3600.0,
+                "hours_interval": 3600.0,
+                "subscriptions_interval": 3600.0,
+                "poll_overlap": 2.0,
+                "queue_batch_delay": 0.01,
+            },
+            "logging": {"level": "warning", "format": "json"},
+        }
+    )
+
+
+@contextmanager
+def hostile_articles(emu: Emulator, fault: str) -> Iterator[aioresponses]:
+    """`/articles` (listings and fetches by id) answers the `fault` body with status 200;
+    everything else, the emulator's webhook deliveries included, passes through."""
+    body, content_type = HOSTILE[fault]
+    route = re.compile(re.escape(emu.base_url) + r"/articles(\?.*)?$")
+    with aioresponses(passthrough_unmatched=True) as mocked:
+        mocked.get(route, status=200, body=body, content_type=content_type, repeat=True)
+        yield mocked
+
+
+def calls(mocked: aioresponses, path: str) -> int:
+    return sum(len(v) for (_, url), v in mocked.requests.items() if URL(str(url)).path == path)
+
+
+def type_errors(db: Path) -> dict[str, str | None]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return dict(conn.execute("select type, last_error from _sync_types").fetchall())
+    finally:
+        conn.close()
+
+
+def change_every_type(emu: Emulator, stamp: str) -> dict[str, str]:
+    """Update one row of articles and of each other type upstream; type -> id."""
+    changed = {}
+    for name in ["articles", *OTHERS]:
+        rid = emu.ids(name)[0]
+        field = "name" if name == "contacts" else "title"
+        emu.update(name, rid, {field: f"{stamp} {name}"})
+        changed[name] = rid
+    return changed
+
+
+def landed(db: Path, name: str, rid: str, stamp: str) -> bool:
+    r: dict[str, Any] = row(db, name, rid) or {}
+    return f"{stamp} {name}" in (r.get("name"), r.get("title"))
+
+
+@pytest.mark.parametrize("fault", sorted(HOSTILE))
+@pytest.mark.parametrize("path", ["webhooks", "polls"])
+async def test_a_bad_route_delays_only_its_own_type(
+    emulator: Emulator, tmp_path: Path, fault: str, path: str
+) -> None:
+    """Other types' changes land while `/articles` answers a hostile body; articles retry with
+    backoff, are reported per type (status, metric), and converge once the fault is lifted."""
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=path == "webhooks")
+    async with running(settings) as daemon:
+        daemon.type_faults.base, daemon.type_faults.cap = 0.05, 0.4  # short waits, same rule
+        with hostile_articles(emulator, fault) as mocked:
+            changed = change_every_type(emulator, "during the fault")
+            # Bounded wait for a condition; with head-of-line blocking it is never reached.
+            for name in OTHERS:
+                await eventually(lambda n=name: landed(db, n, changed[n], "during the fault"))
+            await eventually(lambda: calls(mocked, "/articles") >= 3)  # it retried
+            assert not landed(db, "articles", changed["articles"], "during the fault")
+            # Reported per type: `ccsync status` (last_error), /healthz and the metrics.
+            await eventually(lambda: bool(type_errors(db).get("articles")))
+            status = {t["type"]: t for t in status_data(settings)["types"]}
+            assert "articles" in (status["articles"]["last_error"] or "")
+            assert all(not status[n]["last_error"] for n in OTHERS)
+            health = daemon.health()
+            assert any(p.startswith("articles failing") for p in health["problems"])
+            metrics = daemon.metrics.render()[0].decode()
+            assert re.search(r'sync_type_errors_total\{type="articles"\} [1-9]', metrics)
+            assert re.search(r'sync_type_failures\{type="articles"\} [1-9]', metrics)
+            assert 'sync_type_errors_total{type="deals"}' not in metrics
+        # The fault lifted: articles converge too, and the report clears.
+        await eventually(lambda: landed(db, "articles", changed["articles"], "during the fault"))
+        await eventually(lambda: compare(db, emulator, TYPES).differences == 0)
+        await eventually(lambda: "articles" not in daemon.type_faults.failing)
+        metrics = daemon.metrics.render()[0].decode()
+        assert 'sync_type_failures{type="articles"} 0.0' in metrics

@@ -96,6 +96,8 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "mall_routes": json.loads(mirror.get_meta("mall_routes") or "{}") or None,
             # The page size the upstream was found to serve ("asked:served", `Paging`).
             "page_size": mirror.get_meta("upstream_paging"),
+            # What the upstream answered where the spec is silent (`sync.channel.profile`).
+            "upstream_profile": json.loads(mirror.get_meta("upstream_profile") or "null"),
         }
     finally:
         mirror.close()

@@ -95,6 +95,23 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
             "route": "listed from GET /malls/{id}/" + name,
         }.get(source, source)
         click.echo(f"malls_{name}: {how}")
+    profile = data.get("upstream_profile") or {}
+    if profile.get("routes"):
+        click.echo(f"upstream profile (probed {profile.get('probed_at') or 'at run time'}):")
+        for key, r in sorted(profile["routes"].items()):
+            refused = sorted(p for p, v in (r.get("includes") or {}).items() if v == "refused")
+            bare = sorted(p for p, v in (r.get("includes") or {}).items() if v == "no linkage")
+            how = (
+                "walked by updated_at"
+                if r.get("sort") in ("honoured", "unknown")
+                else ("polled unsorted (sort not honoured)")
+            )
+            line = f"  {key:<28} {how}; etag {r.get('etag', 'unknown')}"
+            if refused:
+                line += f"; include refused, not mirrored through include=: {', '.join(refused)}"
+            if bare:
+                line += f"; include serves no linkage: {', '.join(bare)}"
+            click.echo(line)
     if data.get("page_size"):
         asked, _, served = str(data["page_size"]).partition(":")
         click.echo(f"page size: asked {asked}, upstream serves {served or 'what is asked'}")

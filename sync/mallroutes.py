@@ -19,6 +19,7 @@ The decision is kept in `_sync_meta` (`mall_routes`), shown by `ccsync status`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
@@ -27,6 +28,7 @@ import orjson
 
 from sync import catalogue
 from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
 from sync.errors import NotFoundError, UpstreamError
 from sync.fetch import parse_id
 from sync.logs import get_logger
@@ -95,18 +97,35 @@ class MallRoutes:
         return True  # no mall: nothing to decide
 
     async def _route_ids(self, name: str, mall: int) -> list[int] | None:
-        """Every id `/malls/{mall}/<name>` lists (its default filters), or None if gone."""
+        """Every id `/malls/{mall}/<name>` lists (its default filters), or None if gone. The
+        pages `links.last` names are asked side by side (a mall's deals route holds every
+        national deal: tens of pages on a large upstream), then any past it one by one."""
         # The type as its mall route lists it: `/malls/{id}/<type>`, its default filters.
         rtype = replace(catalogue.TYPES[name], scope="mall", relationships=(), scope_params=({},))
-        ids: list[int] = []
+
+        async def page(number: int) -> Page:
+            return await self.client.list_page(
+                rtype, number, mall_id=mall, fields=["updated_at"], include=False
+            )
+
         try:
-            async for page in self.client.iter_pages(
-                rtype, mall_id=mall, fields=["updated_at"], include=False
-            ):
-                ids += [parse_id(r["id"]) for r in page.resources]
+            first = await page(1)
+            pages = [first]
+            if self.client.paging.more(first) and first.last > 1:
+                limit = asyncio.Semaphore(self.client.settings.concurrency)
+
+                async def bounded(number: int) -> Page:
+                    async with limit:
+                        return await page(number)
+
+                pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))
+            tail = pages[-1]
+            while self.client.paging.more(tail) and tail.number >= first.last:
+                tail = await page(tail.number + 1)
+                pages.append(tail)
         except NotFoundError:
             return None
-        return sorted(set(ids))
+        return sorted({parse_id(r["id"]) for p in pages for r in p.resources})
 
     async def _deals_disagree(self, malls: Sequence[int]) -> str | None:
         if self.mirror.schema.mall_deals_is_table():

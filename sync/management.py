@@ -7,6 +7,10 @@ The update models validate a user's file *before* anything is sent: read-only fi
 by name, enums and types are checked, `tag_ids` items must be >= 1. A 404 becomes
 `NotFoundError` with the API's record-not-found message, a 422 `InvalidParametersError` carrying
 every entry of `details`.
+
+The press release list is asked for in ascending id order, a guess (the spec leaves the values of
+`sort_by[]` open): an upstream refusing it is walked in its own order instead, and the outcome is
+remembered for the process (`sort_outcome`).
 """
 
 from __future__ import annotations
@@ -52,9 +56,58 @@ Localized = dict[str, str | None]
 ARTICLE_NOT_NULLABLE = ("status", "visible_in_list", "external_master", "category_ids")
 ARTICLE_DATE_TIMES = ("visible_since", "visible_until", "topic_relevant_until", "published_at")
 # The spec leaves the values of sort_by[] / sort_directions[] open; ascending id is the order
-# the emulator documents and the one a walk can check (see `Walk`).
+# the emulator documents and the one a walk can check (see `Walk`). Sent as a probe: see
+# `ManagementClient.press_releases` for the fallback.
 PRESS_ORDER = {"sort_by[]": "id", "sort_directions[]": "asc"}
+PRESS_PATH = "/v1/content/press_releases"
 log = get_logger("sync.management")
+
+# base_url -> whether that upstream took PRESS_ORDER; learned on a walk's first page, kept for
+# the life of the process (a restart asks again).
+_sort_outcomes: dict[str, bool] = {}
+
+
+def sort_outcome(base_url: str) -> bool | None:
+    """Whether the upstream at `base_url` honoured `sort_by[]` in this process (None: not asked yet)."""
+    return _sort_outcomes.get(base_url)
+
+
+def forget_sort_outcomes() -> None:
+    """Forget every remembered outcome (tests; the next walk asks again)."""
+    _sort_outcomes.clear()
+
+
+def _remember_sort(base_url: str, honoured: bool, refused_status: int | None) -> None:
+    if _sort_outcomes.get(base_url) == honoured:
+        return
+    _sort_outcomes[base_url] = honoured
+    if honoured:
+        log.info("press_releases_sort_honoured", order="sort_by[]=id&sort_directions[]=asc")
+    else:
+        log.warning(
+            "press_releases_sort_refused",
+            status=refused_status,
+            fallback="listed in the upstream's own order; rows it does not return are removed "
+            "only when the whole list fits on one page",
+        )
+
+
+def _refuses_sort(resp: Response, *, first_page: bool) -> bool:
+    """Whether an answer to a request carrying PRESS_ORDER refuses it: a 4xx whose body names
+    `sort_by` or `sort_directions`, or any 400/422 to a walk's first page (whatever its body
+    says: the retry without them tells whether the order was the problem)."""
+    if not 400 <= resp.status < 500:
+        return False
+    text = resp.body.decode("utf-8", "replace")
+    if "sort_by" in text or "sort_directions" in text:
+        return True
+    return first_page and resp.status in (400, 422)
+
+
+class _SortRefused(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 @dataclass
@@ -67,18 +120,38 @@ class Walk:
     between the last item of one page and the first of the next proves nothing: rows removed
     before the second request shift the list left and that id may have been skipped. A page out
     of ascending order, or a page bringing ids below ones already seen, means the upstream did
-    not honour the order: then nothing is proven (`ordered` is False).
+    not honour the order: then nothing is proven (`ordered` is False). A walk that could not ask
+    for the order at all (`by_id` False, see `unsorted`) proves only what a single page holding
+    the whole list proves.
     """
 
+    by_id: bool = True  # False: the walk could not ask for an order (`unsorted`)
     ordered: bool = True
     gaps: list[tuple[int | None, int | None]] = field(default_factory=list)
     boundaries: list[tuple[int, int, int]] = field(default_factory=list)
     _seen: set[int] = field(default_factory=set)
     _top: int | None = None  # the highest id the walk has seen
 
+    def unsorted(self) -> None:
+        """Forget the pages so far: the walk starts again in the upstream's own order.
+
+        That order is unknown (the spec shows none), so neighbours on a page say nothing about
+        the ids between them, and a row whose place changes mid-walk can be skipped by every
+        page: only a list served whole on one page (first and last at once) proves absence.
+        """
+        self.by_id, self.ordered = False, True
+        self.gaps.clear()
+        self.boundaries.clear()
+        self._seen.clear()
+        self._top = None
+
     def add(
         self, ids: list[int], *, offset: int, first: bool, last: bool, part_of_walk: bool = True
     ) -> None:
+        if not self.by_id:
+            if first and last:
+                self.gaps.append((None, None))  # the whole list at one instant
+            return
         if any(a >= b for a, b in itertools.pairwise(ids)):
             if part_of_walk:
                 self.ordered = False
@@ -110,6 +183,17 @@ class Walk:
             if lo < id_ < hi:
                 return offset
         return None
+
+    def why_unproven(self) -> str:
+        """Why rows the walk did not return may still exist (for the deferral warning)."""
+        if not self.by_id:
+            return (
+                "the upstream refused sort_by[]: in its own order only a list served on one "
+                "page proves rows gone"
+            )
+        if not self.ordered:
+            return "listing not in the requested order"
+        return "the listing shifted between pages: no page proves these rows gone"
 
 
 class _Update(BaseModel):
@@ -318,6 +402,23 @@ class ManagementClient:
             h["X-Locale"] = locale
         return h
 
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        locale: str | None = None,
+    ) -> tuple[Response, str]:
+        """One request, answered (after the transport's retries)."""
+        assert self._transport is not None, "use `async with ManagementClient(...)`"
+        url = f"{self.settings.base_url}{path}"
+        resp: Response = await self._transport.send(
+            method, url, params=(lambda: params or {}), json=body, headers=self.headers(locale)
+        )
+        return resp, url
+
     async def _send(
         self,
         method: str,
@@ -327,11 +428,11 @@ class ManagementClient:
         body: Any = None,
         locale: str | None = None,
     ) -> Any:
-        assert self._transport is not None, "use `async with ManagementClient(...)`"
-        url = f"{self.settings.base_url}{path}"
-        resp: Response = await self._transport.send(
-            method, url, params=(lambda: params or {}), json=body, headers=self.headers(locale)
-        )
+        resp, url = await self._exchange(method, path, params=params, body=body, locale=locale)
+        return self._answer(resp, url)
+
+    def _answer(self, resp: Response, url: str) -> Any:
+        """The JSON body of a success, or the error its status means."""
         try:
             doc = orjson.loads(resp.body) if resp.body else {}
         except orjson.JSONDecodeError:
@@ -362,15 +463,20 @@ class ManagementClient:
         return doc
 
     async def press_release_page(
-        self, locale: str, page_no: int, per_page: int
+        self, locale: str, page_no: int, per_page: int, *, sort: bool = True
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """One page of the press release list in ascending id order, and its pagination_info."""
-        doc = await self._send(
-            "GET",
-            "/v1/content/press_releases",
-            params={"page_no": str(page_no), "per_page": str(per_page), **PRESS_ORDER},
-            locale=locale,
-        )
+        """One page of the press release list, and its pagination_info: in ascending id order,
+        or with `sort=False` in the upstream's own. `_SortRefused` when the upstream refuses
+        the order (see `_refuses_sort`)."""
+        params = {"page_no": str(page_no), "per_page": str(per_page)}
+        if sort:
+            params.update(PRESS_ORDER)
+        resp, url = await self._exchange("GET", PRESS_PATH, params=params, locale=locale)
+        if sort and _refuses_sort(resp, first_page=page_no == 1):
+            raise _SortRefused(resp.status)
+        doc = self._answer(resp, url)
+        if not isinstance(doc, dict):
+            raise BadResponseError("press release list that is not a JSON object", url=url)
         items, info = doc.get("press_releases"), doc.get("pagination_info")
         if not isinstance(items, list) or not isinstance(info, dict):
             raise BadResponseError("press release list without press_releases/pagination_info")
@@ -380,11 +486,29 @@ class ManagementClient:
         self, locale: str, walk: Walk | None = None
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """Every page of the loyalty club's press releases in `locale`, following pagination_info;
-        what the pages prove about absent ids is recorded in `walk`."""
+        what the pages prove about absent ids is recorded in `walk`.
+
+        The pages are asked for in ascending id order, unless this process already learned the
+        upstream refuses it. A refusal (`_refuses_sort`) starts the walk again from page 1
+        without the order, `walk` forgetting what the sorted pages proved (`Walk.unsorted`);
+        the first page answered tells whether the order is honoured, remembered per base URL
+        and logged once.
+        """
         walk = walk if walk is not None else Walk()
+        sort = sort_outcome(self.settings.base_url) is not False
+        if not sort:
+            walk.unsorted()
+        refused: int | None = None
         page_no, per_page = 1, self.settings.per_page
         while True:
-            items, info = await self.press_release_page(locale, page_no, per_page)
+            try:
+                items, info = await self.press_release_page(locale, page_no, per_page, sort=sort)
+            except _SortRefused as refusal:
+                sort, refused, page_no = False, refusal.status, 1
+                walk.unsorted()
+                continue
+            if page_no == 1:
+                _remember_sort(self.settings.base_url, sort, refused)
             last = bool(info.get("is_last_page")) or info.get("next_page") is None
             walk.add(
                 [i["id"] for i in items],
@@ -407,6 +531,8 @@ class ManagementClient:
         does not divide the boundary's offset), so a row really gone shows up as a gap inside
         one page; a listing that shifted again just leaves the id unproven until the next run.
         """
+        if not walk.by_id:
+            return  # no boundaries: in an unknown order a straddling page proves nothing
         offsets = sorted({o for i in ids if (o := walk.boundary_of(i)) is not None})
         for offset in offsets:
             size = next(q for q in range(2, offset + 2) if offset % q)
@@ -445,7 +571,10 @@ class ManagementClient:
     ) -> dict[str, Any]:
         params = {"archived": archived} if archived is not None else {}
         doc = await self._send(
-            "PUT", f"/v1/messages/{service}/{message_id}", params=params, body={"message": message}
+            "PUT",
+            f"/v1/messages/{service}/{message_id}",
+            params=params,
+            body={"message": message},
         )
         return dict(doc.get("message") or {})
 
@@ -457,7 +586,8 @@ async def mirror_press_releases(
 
     `store` is a `sync.store.press.PressReleases`. A row the listing did not return is removed
     only when some page proves it absent (see `Walk`); one the listing may have skipped while it
-    shifted is kept, and so is everything when the upstream did not honour the requested order.
+    shifted is kept, and so is everything when the upstream did not honour the requested order,
+    or refused it and serves more than one page.
     """
     from sync.stamps import now_iso
 
@@ -469,7 +599,7 @@ async def mirror_press_releases(
         async for page in client.press_releases(locale, walk):
             rows += store.write(locale, run, page)
         unseen = store.unseen(locale, run)
-        if unseen and walk.ordered:
+        if unseen and walk.ordered and walk.by_id:
             unproven = [i for i in unseen if not walk.proves_absent(i)]
             async for page in client.confirm_absent(locale, walk, unproven):
                 store.write(locale, run, page)  # a row skipped by a shift, found again
@@ -480,9 +610,7 @@ async def mirror_press_releases(
                 "press_releases_prune_deferred",
                 locale=locale,
                 kept=len(unseen) - len(proven),
-                reason="listing not in the requested order"
-                if not walk.ordered
-                else "the listing shifted between pages: no page proves these rows gone",
+                reason=walk.why_unproven(),
             )
         out[locale] = (rows, store.prune(locale, run, rows, proven))
     return out

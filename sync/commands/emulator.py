@@ -155,6 +155,12 @@ from sync.emulator.server import (
     is_flag=True,
     help="Accept JSON:API request bodies sent as application/json (strict by default: 415).",
 )
+@click.option(
+    "--management-refuse-sort",
+    is_flag=True,
+    help="Answer 400 to a press release list carrying sort_by[] or sort_directions[] (the "
+    "management spec does not show their values; sync then lists in the upstream's order).",
+)
 @fail_cleanly
 def emulator_command(
     resources: int,
@@ -183,6 +189,7 @@ def emulator_command(
     silent_rate: float,
     null_first: bool,
     lenient_content_type: bool,
+    management_refuse_sort: bool,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     need = footprint(resources, encoding_cache_mb + page_cache_mb)
@@ -208,6 +215,7 @@ def emulator_command(
     emu.data.silent_rate = silent_rate
     emu.app.strict_content_type = not lenient_content_type
     emu.app.mall_includes = mall_includes
+    emu.management.refuse_sort = management_refuse_sort
     if null_first:
         emu.data.null_first()
     f = emu.faults

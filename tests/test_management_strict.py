@@ -1,0 +1,243 @@
+"""The management API where its spec leaves room (issue #30 item 4): the sort parameters probed
+with a fallback."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aioresponses import CallbackResult, aioresponses
+from structlog.testing import capture_logs
+from yarl import URL
+
+from sync.config import ManagementSettings, parse_config
+from sync.emulator import Emulator
+from sync.errors import InvalidParametersError, UpstreamError
+from sync.management import (
+    ManagementClient,
+    Walk,
+    forget_sort_outcomes,
+    mirror_press_releases,
+    sort_outcome,
+)
+from sync.store import Mirror
+from sync.store.press import PressReleases
+
+FAKE = "http://mgmt.test"
+PRESS = re.compile(r"^http://mgmt\.test/v1/content/press_releases.*$")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_sort_outcomes() -> Iterator[None]:
+    """Each test learns the sort outcome anew, and leaves none behind for a later emulator on
+    the same port."""
+    forget_sort_outcomes()
+    yield
+    forget_sort_outcomes()
+
+
+def settings(base_url: str, **extra: Any) -> ManagementSettings:
+    s = parse_config(
+        {
+            "upstream": {"base_url": base_url, "email": "a@b.c", "password": "x"},
+            "management": {
+                "base_url": base_url,
+                "product": "loyalty",
+                "loyalty_club": "demo-club",
+                "bearer_token": "mgmt-demo-token",
+                "locales": ["en"],
+                "per_page": 25,
+                **extra,
+            },
+        }
+    ).management
+    assert s is not None
+    return s
+
+
+async def run(s: ManagementSettings, mirror: Mirror) -> tuple[int, int]:
+    async with ManagementClient(s) as client:
+        return (await mirror_press_releases(client, PressReleases(mirror.conn), ["en"]))["en"]
+
+
+def ids(mirror: Mirror) -> set[int]:
+    return {r[0] for r in mirror.conn.execute("select id from mgmt_press_releases")}
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Iterator[Mirror]:
+    m = Mirror.open(tmp_path / "m.db")
+    yield m
+    m.close()
+
+
+def headers(emu: Emulator, *, user: bool = True, client: bool = False) -> dict[str, str]:
+    h = {"X-User-Agent": "t", "X-Product-Name": "loyalty", "X-Loyalty-Club-Slug": "demo-club"}
+    if user:
+        h["Authorization"] = f"Bearer {emu.management.token}"
+    if client:
+        h["X-Client-Authorization"] = emu.management.client_token
+    return h
+
+
+async def call(
+    emu: Emulator,
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    params: dict[str, str] | None = None,
+    **who: bool,
+) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(
+            method,
+            f"{emu.base_url}{path}",
+            json=body,
+            params=params,
+            headers=headers(emu, **who),
+        ) as r,
+    ):
+        return r.status, await r.json()
+
+
+# -- 1. sort parameters probed, with a fallback ---------------------------------------------------
+
+
+async def test_the_emulator_refuses_sort_parameters_on_the_switch(emulator: Emulator) -> None:
+    emulator.management.refuse_sort = True
+    path = "/v1/content/press_releases"
+    for params in ({"sort_by[]": "id"}, {"sort_directions[]": "asc"}):
+        status, doc = await call(emulator, "GET", path, params=params)
+        assert status == 400 and "sort_by" in doc["error"]
+    status, doc = await call(emulator, "GET", path)
+    assert status == 200 and doc["pagination_info"]["total_count"] == len(emulator.management.press)
+    assert emulator.management.sort_refusals == 2
+
+
+async def test_a_refused_sort_is_walked_without_it_and_remembered(
+    emulator: Emulator, mirror: Mirror
+) -> None:
+    emulator.management.refuse_sort = True
+    s = settings(emulator.base_url)
+    total = len(emulator.management.press)
+    with capture_logs() as logs:
+        assert await run(s, mirror) == (total, 0)
+        assert await run(s, mirror) == (total, 0)
+    assert ids(mirror) == set(emulator.management.press)
+    assert sort_outcome(emulator.base_url) is False
+    assert emulator.management.sort_refusals == 1  # asked once in the process, then remembered
+    refused = [e for e in logs if e["event"] == "press_releases_sort_refused"]
+    assert len(refused) == 1 and refused[0]["status"] == 400
+
+
+async def test_an_honoured_sort_is_remembered_and_logged_once(
+    emulator: Emulator, mirror: Mirror
+) -> None:
+    s = settings(emulator.base_url)
+    with capture_logs() as logs:
+        await run(s, mirror)
+        await run(s, mirror)
+    assert sort_outcome(emulator.base_url) is True
+    assert [e["event"] for e in logs].count("press_releases_sort_honoured") == 1
+
+
+async def test_an_unsorted_walk_over_several_pages_prunes_nothing(
+    emulator: Emulator, mirror: Mirror
+) -> None:
+    """In an unknown order a row can be skipped by every page, and neighbours on a page say
+    nothing about the ids between them: a row gone upstream is kept, and the warning says why."""
+    s = settings(emulator.base_url)
+    await run(s, mirror)
+    emulator.management.refuse_sort = True
+    del emulator.management.press[5]
+    emulator.management.shift_at_page = 2  # and a row moves mid-walk
+    with capture_logs() as logs:
+        rows, removed = await run(s, mirror)
+    assert removed == 0 and 5 in ids(mirror)
+    assert ids(mirror) >= set(emulator.management.press)
+    (deferred,) = [e for e in logs if e["event"] == "press_releases_prune_deferred"]
+    assert "sort_by[]" in deferred["reason"]
+
+
+async def test_an_unsorted_list_on_one_page_proves_rows_gone(
+    emulator: Emulator, mirror: Mirror
+) -> None:
+    s = settings(emulator.base_url, per_page=100)
+    await run(s, mirror)
+    emulator.management.refuse_sort = True
+    for i in range(1, 31):
+        del emulator.management.press[i]
+    rows, removed = await run(s, mirror)
+    assert (rows, removed) == (len(emulator.management.press), 30)
+    assert ids(mirror) == set(emulator.management.press)
+
+
+def _page(ids_: list[int], page_no: int, last: bool) -> dict[str, Any]:
+    return {
+        "press_releases": [{"id": i, "title": f"t{i}"} for i in ids_],
+        "pagination_info": {
+            "current_page": page_no,
+            "next_page": None if last else page_no + 1,
+            "is_last_page": last,
+        },
+    }
+
+
+async def test_any_400_or_422_to_the_first_page_is_asked_again_without_the_order() -> None:
+    asked: list[URL] = []
+
+    def answer(url: URL, **_: Any) -> CallbackResult:
+        asked.append(url)
+        if "sort_by[]" in url.query:
+            return CallbackResult(status=422, payload={"error": "Invalid parameters"})
+        return CallbackResult(payload=_page([3, 1, 2], 1, last=True))
+
+    walk = Walk()
+    with aioresponses() as m:
+        m.get(PRESS, callback=answer, repeat=True)
+        async with ManagementClient(settings(FAKE)) as client:
+            seen = [p["id"] async for page in client.press_releases("en", walk) for p in page]
+    assert seen == [3, 1, 2] and len(asked) == 2
+    assert not walk.by_id and walk.proves_absent(9)  # one page: the whole list at once
+    assert sort_outcome(FAKE) is False
+
+
+async def test_a_later_page_refusing_the_order_restarts_the_walk_without_it() -> None:
+    def answer(url: URL, **_: Any) -> CallbackResult:
+        page_no = int(url.query["page_no"])
+        if "sort_by[]" in url.query and page_no == 2:
+            return CallbackResult(status=400, payload={"error": "sort_by[] is not permitted"})
+        return CallbackResult(
+            payload=_page([page_no * 10, page_no * 10 + 1], page_no, page_no == 2)
+        )
+
+    walk = Walk()
+    with aioresponses() as m:
+        m.get(PRESS, callback=answer, repeat=True)
+        async with ManagementClient(settings(FAKE)) as client:
+            pages = [[p["id"] for p in page] async for page in client.press_releases("en", walk)]
+    assert pages == [[10, 11], [10, 11], [20, 21]]  # page 1 sorted, then the unsorted walk
+    assert not walk.by_id and not walk.proves_absent(15) and not walk.boundaries
+
+
+async def test_a_refusal_that_is_not_about_the_order_is_raised() -> None:
+    answers = iter([401, 422, 422])
+
+    def answer(url: URL, **_: Any) -> CallbackResult:
+        return CallbackResult(status=next(answers), payload={"error": "Invalid parameters"})
+
+    with aioresponses() as m:
+        m.get(PRESS, callback=answer, repeat=True)
+        async with ManagementClient(settings(FAKE)) as client:
+            with pytest.raises(UpstreamError) as first:
+                [p async for p in client.press_releases("en")]  # 401: not retried unsorted
+            assert first.value.status == 401
+            with pytest.raises(InvalidParametersError):  # 422 twice: sorted, then unsorted
+                [p async for p in client.press_releases("en")]
+    assert sort_outcome(FAKE) is None  # nothing learned

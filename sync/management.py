@@ -3,10 +3,11 @@
 `ManagementClient` sends the context headers the spec lists (X-User-Agent, X-Product-Name,
 X-Loyalty-Club-Slug, X-Customer, X-Locale) and the credentials (Authorization: Bearer and/or
 X-Client-Authorization), through the same retrying transport as the Channel Content API client.
-The update models validate a user's file *before* anything is sent: read-only fields are refused
-by name, enums and types are checked, `tag_ids` items must be >= 1. A 404 becomes
-`NotFoundError` with the API's record-not-found message, a 422 `InvalidParametersError` carrying
-every entry of `details`.
+The two operations the spec labels "user token" (the press release list, the message update)
+refuse to start without one (`ManagementSettings.require_user_token`). The update models validate
+a user's file *before* anything is sent: read-only fields are refused by name, enums and types
+are checked, `tag_ids` items must be >= 1. A 404 becomes `NotFoundError` with the API's
+record-not-found message, a 422 `InvalidParametersError` carrying every entry of `details`.
 
 The press release list is asked for in ascending id order, a guess (the spec leaves the values of
 `sort_by[]` open): an upstream refusing it is walked in its own order instead, and the outcome is
@@ -494,6 +495,7 @@ class ManagementClient:
         the first page answered tells whether the order is honoured, remembered per base URL
         and logged once.
         """
+        self.settings.require_user_token("the press release list")
         walk = walk if walk is not None else Walk()
         sort = sort_outcome(self.settings.base_url) is not False
         if not sort:
@@ -569,6 +571,8 @@ class ManagementClient:
     async def update_message(
         self, service: str, message_id: int, message: dict[str, Any], *, archived: str | None = None
     ) -> dict[str, Any]:
+        """PUT the message's changes (a user token is required: spec, Authentication)."""
+        self.settings.require_user_token("the message update")
         params = {"archived": archived} if archived is not None else {}
         doc = await self._send(
             "PUT",

@@ -1,8 +1,9 @@
 """The management API where its spec leaves room (issue #30 item 4): the sort parameters probed
-with a fallback."""
+with a fallback, and a user token where the spec says "user token"."""
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from yarl import URL
 
 from sync.config import ManagementSettings, parse_config
 from sync.emulator import Emulator
-from sync.errors import InvalidParametersError, UpstreamError
+from sync.errors import ConfigError, InvalidParametersError, UpstreamError
 from sync.management import (
     ManagementClient,
     Walk,
@@ -26,6 +27,8 @@ from sync.management import (
 )
 from sync.store import Mirror
 from sync.store.press import PressReleases
+from tests.test_management import sync as ccsync
+from tests.test_management import write
 
 FAKE = "http://mgmt.test"
 PRESS = re.compile(r"^http://mgmt\.test/v1/content/press_releases.*$")
@@ -241,3 +244,74 @@ async def test_a_refusal_that_is_not_about_the_order_is_raised() -> None:
             with pytest.raises(InvalidParametersError):  # 422 twice: sorted, then unsorted
                 [p async for p in client.press_releases("en")]
     assert sort_outcome(FAKE) is None  # nothing learned
+
+
+# -- 4. a user token where the spec says "user token" ---------------------------------------------
+
+
+def client_only(emu: Emulator, tmp_path: Path) -> str:
+    p = tmp_path / "client-only.toml"
+    p.write_text(
+        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\n'
+        f'password = "{emu.password}"\n[mirror]\npath = "{tmp_path / "m.db"}"\n'
+        f'[management]\nbase_url = "{emu.base_url}"\nproduct = "loyalty"\n'
+        f'loyalty_club = "demo-club"\nclient_token = "{emu.management.client_token}"\n'
+    )
+    return str(p)
+
+
+async def test_a_client_token_alone_stops_the_commands_that_need_a_user_token(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    c = client_only(emulator, tmp_path)
+    before = copy.deepcopy(emulator.management.messages[("sms", 2)])
+    f = str(write(tmp_path, "m.json", {"name": "Never sent"}))
+    rc, _, err = await ccsync(
+        emulator, "messages", "update", "sms", "2", "--file", f, "--config", c
+    )
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "[management] bearer_token is required for the message update" in err
+    assert "bearer_token_env" in err and "bearer_token_credential" in err
+    assert emulator.management.messages[("sms", 2)] == before
+    rc, _, err = await ccsync(emulator, "backfill", "--quiet", "--config", c)
+    assert rc == 2 and "[management] bearer_token is required for the press release list" in err
+    assert not (tmp_path / "m.db").exists()  # refused up front, before any listing
+    # The article update declares no security scheme: the client token serves it.
+    a = str(write(tmp_path, "a.json", {"status": "draft"}))
+    rc, _, err = await ccsync(emulator, "articles", "update", "2", "--file", a, "--config", c)
+    assert rc == 0, err
+    assert emulator.management.articles[2]["status"] == "draft"
+
+
+async def test_the_library_refuses_too_before_sending(emulator: Emulator) -> None:
+    s = settings(
+        emulator.base_url, bearer_token=None, client_token=emulator.management.client_token
+    )
+    async with ManagementClient(s) as client:
+        with pytest.raises(ConfigError, match=r"\[management\] bearer_token is required"):
+            [p async for p in client.press_releases("en")]
+        with pytest.raises(ConfigError, match="the message update"):
+            await client.update_message("sms", 1, {"name": "x"})
+
+
+async def test_the_emulator_requires_a_user_token_where_the_spec_says_so(
+    emulator: Emulator,
+) -> None:
+    message = {"message": {"name": "x"}}
+    for method, path, body in (
+        ("GET", "/v1/content/press_releases", None),
+        ("PUT", "/v1/messages/sms/1", message),
+    ):
+        status, doc = await call(emulator, method, path, body=body, user=False, client=True)
+        assert status == 401 and "user token" in doc["error"], path
+        status, _ = await call(emulator, method, path, body=body, user=True, client=True)
+        assert status == 200, path
+    status, _ = await call(
+        emulator,
+        "PUT",
+        "/v1/content/management/articles/1",
+        body={"article": {"status": "draft"}},
+        user=False,
+        client=True,
+    )
+    assert status == 200

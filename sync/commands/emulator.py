@@ -228,7 +228,8 @@ def emulator_command(
         click.echo(f"emulator serving {resources:,} resources at {e.base_url}", err=False)
         click.echo(f"demo account: email={e.email} password={e.password}")
         click.echo(
-            f"management API: bearer token {e.management.token}, product loyalty, club demo-club"
+            f"management API: bearer (user) token {e.management.token}, client token "
+            f"{e.management.client_token}, product loyalty, club demo-club"
         )
         click.echo("Ctrl-C or SIGTERM stops it.", err=False)
 

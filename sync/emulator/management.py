@@ -1,9 +1,10 @@
 """The emulator's management API v1: press release list, article update, message update.
 
 Served beside the Channel Content API routes, as `../shared/spec/management-api-v1.md`
-describes them: context headers checked, pagination info computed, localized fields resolved for
-`X-Locale`, 404 and 422 with the spec's bodies, and `dry_run=true` persisting nothing.
-Choices where the spec is silent are in the README's emulator section.
+describes them: context headers checked, a user token (`Authorization: Bearer`) required where
+the spec labels the operation "user token", pagination info computed, localized fields resolved
+for `X-Locale`, 404 and 422 with the spec's bodies, and `dry_run=true` persisting nothing.
+Choices where the spec is silent are in the README's management section.
 """
 
 from __future__ import annotations
@@ -168,13 +169,21 @@ def _file(url: str, stamp: str, identifier: str | None = None) -> dict[str, Any]
 
 
 class Management:
-    """Management data and handlers; `tokens` are the bearer/client tokens it accepts."""
+    """Management data and handlers; `token` is the user token it accepts (Authorization:
+    Bearer), `client_token` the client token (X-Client-Authorization)."""
 
     def __init__(
-        self, seed: int, clock: Any, *, press_releases: int = 120, token: str = "mgmt-demo-token"
+        self,
+        seed: int,
+        clock: Any,
+        *,
+        press_releases: int = 120,
+        token: str = "mgmt-demo-token",
+        client_token: str = "mgmt-demo-client-token",
     ) -> None:
         self.clock = clock
         self.token = token
+        self.client_token = client_token
         rng = random.Random(seed * 7 + 1)
         stamp = iso_ms(1_735_689_600.0)
         self.press: dict[int, dict[str, Any]] = {}
@@ -290,14 +299,26 @@ class Management:
 
     # -- checks --------------------------------------------------------------------------------
 
-    def _authorized(self, request: web.Request) -> bool:
-        bearer = request.headers.get("Authorization", "")
-        client = request.headers.get("X-Client-Authorization", "")
-        return bearer == f"Bearer {self.token}" or client == self.token
-
-    def _context(self, request: web.Request, *, club: bool) -> web.Response | None:
-        if not self._authorized(request):
+    def _credentials(self, request: web.Request, *, user: bool) -> web.Response | None:
+        """A 401 unless the request carries a credential the operation accepts: the user token
+        where the spec says "Authorization: user token", else either token."""
+        bearer = request.headers.get("Authorization", "") == f"Bearer {self.token}"
+        client = request.headers.get("X-Client-Authorization", "") == self.client_token
+        if user and not bearer:
+            return _json(
+                401,
+                {
+                    "error": "Unauthorized: this operation requires a user token "
+                    "(Authorization: Bearer)"
+                },
+            )
+        if not (bearer or client):
             return _json(401, {"error": "Unauthorized"})
+        return None
+
+    def _context(self, request: web.Request, *, club: bool, user: bool) -> web.Response | None:
+        if (refused := self._credentials(request, user=user)) is not None:
+            return refused
         missing = [h for h in ("X-User-Agent", "X-Product-Name") if not request.headers.get(h)]
         if club and not request.headers.get("X-Loyalty-Club-Slug"):
             missing.append("X-Loyalty-Club-Slug")
@@ -317,7 +338,7 @@ class Management:
     # -- press releases ------------------------------------------------------------------------
 
     async def press_releases(self, request: web.Request) -> web.StreamResponse:
-        if (bad := self._context(request, club=True)) is not None:
+        if (bad := self._context(request, club=True, user=True)) is not None:
             return bad
         locale = request.headers.get("X-Locale", LOCALES[0])
         if locale not in LOCALES:
@@ -422,7 +443,7 @@ class Management:
     # -- article update ------------------------------------------------------------------------
 
     async def update_article(self, request: web.Request) -> web.StreamResponse:
-        if (bad := self._context(request, club=False)) is not None:
+        if (bad := self._context(request, club=False, user=False)) is not None:
             return bad
         if request.content_type != "application/json":
             return _json(
@@ -468,7 +489,7 @@ class Management:
     # -- message update ------------------------------------------------------------------------
 
     async def update_message(self, request: web.Request) -> web.StreamResponse:
-        if (bad := self._context(request, club=True)) is not None:
+        if (bad := self._context(request, club=True, user=True)) is not None:
             return bad
         raw = request.match_info["id"]
         message = (

@@ -24,11 +24,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from sync.channel.transport import Response, Transport
 from sync.config import ManagementSettings
@@ -257,24 +257,43 @@ class ArticleUpdate(_Update):
         return value
 
 
-class Sender(_Update):
-    from_email: str
-    from_name: str
+class _PartialUpdate(_Update):
+    """Every field optional (the spec marks none of the message request required), none
+    nullable except those in `NULLABLE` (the spec says "null or value" of `marketing` only)."""
+
+    NULLABLE: ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        # Only fields present in the file reach this: leaving one out is fine, null is not.
+        if value is None and info.field_name not in cls.NULLABLE:
+            raise ValueError("may not be null (not nullable in the spec); leave it out instead")
+        return value
 
 
-class Channel(_Update):
-    type: str
-    include_footer: bool
-    sender: Sender
+class Sender(_PartialUpdate):
+    from_email: str | None = None
+    from_name: str | None = None
 
 
-class MessageUpdate(_Update):
-    """The writable part of a Message."""
+class Channel(_PartialUpdate):
+    type: str | None = None
+    include_footer: bool | None = None
+    sender: Sender | None = None
+
+
+class MessageUpdate(_PartialUpdate):
+    """The writable part of a Message (spec: Message, Channel (request)): any subset of the
+    fields, with the spec's types; `marketing` is "null or value", and since the value's shape
+    is not shown, any JSON value (an object, a string, ...) is passed through as given."""
+
+    NULLABLE = frozenset({"marketing"})
 
     name: str | None = None
     shorten_urls: bool | None = None
     track_in_shortener: bool | None = None
-    marketing: None = None
+    marketing: Any = None
     campaign_id: int | None = None
     channels: list[Channel] | None = None
 
@@ -324,11 +343,24 @@ def article_problems(article: dict[str, Any]) -> dict[str, object]:
     problems: dict[str, list[str]] = {
         k: ["is read-only"] for k in ARTICLE_READ_ONLY if k in article
     }
+    return _problems(
+        ArticleUpdate, {k: v for k, v in article.items() if k not in problems}, problems, "article"
+    )
+
+
+def message_problems(message: dict[str, Any]) -> dict[str, object]:
+    """What the spec forbids in a message update body, by field (empty when it may be sent)."""
+    return _problems(MessageUpdate, message, {}, "message")
+
+
+def _problems(
+    model: type[_Update], doc: dict[str, Any], problems: dict[str, list[str]], kind: str
+) -> dict[str, object]:
     try:
-        ArticleUpdate.model_validate({k: v for k, v in article.items() if k not in problems})
+        model.model_validate(doc)
     except ValidationError as exc:
         for err in exc.errors():
-            loc = [str(p) for p in err["loc"]] or ["article"]
+            loc = [str(p) for p in err["loc"]] or [kind]
             what = (
                 "not a writable field"
                 if err["type"] == "extra_forbidden"
@@ -571,8 +603,15 @@ class ManagementClient:
     async def update_message(
         self, service: str, message_id: int, message: dict[str, Any], *, archived: str | None = None
     ) -> dict[str, Any]:
-        """PUT the message's changes (a user token is required: spec, Authentication)."""
+        """PUT the message's changes (a user token is required: spec, Authentication); what
+        the spec forbids is refused before anything is sent (`InvalidParametersError` without a
+        URL)."""
         self.settings.require_user_token("the message update")
+        problems = message_problems(message)
+        if problems:
+            raise InvalidParametersError(
+                "Invalid parameters (refused before sending)", details=problems
+            )
         params = {"archived": archived} if archived is not None else {}
         doc = await self._send(
             "PUT",

@@ -1,9 +1,11 @@
 """The management API where its spec leaves room (issue #30 item 4): the sort parameters probed
-with a fallback, and a user token where the spec says "user token"."""
+with a fallback, the message request's optional and nullable fields, a user token where the spec
+says "user token", and an emulator refusing wrongly typed messages."""
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from sync.management import (
     ManagementClient,
     Walk,
     forget_sort_outcomes,
+    load_update,
     mirror_press_releases,
     sort_outcome,
 )
@@ -246,6 +249,68 @@ async def test_a_refusal_that_is_not_about_the_order_is_raised() -> None:
     assert sort_outcome(FAKE) is None  # nothing learned
 
 
+# -- 2. the message request's optional and nullable fields ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"marketing": {"opt_in": True, "category": "newsletter"}},
+        {"marketing": "transactional"},
+        {"marketing": None},
+        {"channels": [{"type": "sms", "include_footer": False}]},
+        {"channels": [{"type": "email", "sender": {"from_name": "Club"}}]},
+        {"channels": [{}]},
+        {"channels": []},
+        {"name": "Hi", "shorten_urls": True, "track_in_shortener": False, "campaign_id": 3},
+    ],
+)
+def test_what_the_message_schema_allows_is_accepted(tmp_path: Path, message: Any) -> None:
+    assert load_update(write(tmp_path, "m.json", {"message": message}), "message") == message
+
+
+@pytest.mark.parametrize(
+    ("message", "needle"),
+    [
+        ({"name": None}, "name: may not be null"),
+        ({"shorten_urls": None}, "shorten_urls: may not be null"),
+        ({"campaign_id": None}, "campaign_id: may not be null"),
+        ({"channels": None}, "channels: may not be null"),
+        ({"campaign_id": "3"}, "campaign_id: Input should be a valid integer"),
+        ({"campaign_id": True}, "campaign_id: Input should be a valid integer"),
+        ({"shorten_urls": "yes"}, "shorten_urls: Input should be a valid boolean"),
+        ({"channels": [{"sender": None}]}, "channels.0.sender: may not be null"),
+        ({"channels": [{"type": None}]}, "channels.0.type: may not be null"),
+        ({"channels": [{"sender": {"from_email": 5}}]}, "channels.0.sender.from_email: Input"),
+        ({"channels": [{"template": {"id": 1}}]}, "channels.0.template: not a writable field"),
+        ({"channels": ["sms"]}, "channels.0: Input should be"),
+    ],
+)
+def test_what_the_message_schema_forbids_is_refused_by_name(
+    tmp_path: Path, message: Any, needle: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_update(write(tmp_path, "m.json", {"message": message}), "message")
+    assert needle in str(info.value)
+
+
+async def test_optional_and_nullable_message_fields_reach_the_emulator(emulator: Emulator) -> None:
+    old = copy.deepcopy(emulator.management.messages[("sms", 3)]["channels"][0])
+    async with ManagementClient(settings(emulator.base_url)) as client:
+        out = await client.update_message(
+            "sms",
+            3,
+            {"marketing": {"opt_in": True}, "channels": [{"type": "sms", "include_footer": False}]},
+        )
+        assert out["marketing"] == {"opt_in": True}
+        (channel,) = out["channels"]
+        assert channel["include_footer"] is False
+        assert channel["sender"] == old["sender"] and channel["template"] == old["template"]
+        with pytest.raises(InvalidParametersError) as info:
+            await client.update_message("sms", 3, {"name": None, "campaign_id": "x"})
+    assert info.value.url is None and set(info.value.details) == {"name", "campaign_id"}
+
+
 # -- 4. a user token where the spec says "user token" ---------------------------------------------
 
 
@@ -315,3 +380,58 @@ async def test_the_emulator_requires_a_user_token_where_the_spec_says_so(
         client=True,
     )
     assert status == 200
+
+
+# -- 5. the emulator refuses wrongly typed message fields -----------------------------------------
+
+SENDER = {"from_email": "a@b.c", "from_name": "Club"}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"name": 5}, "name"),
+        ({"name": None}, "name"),
+        ({"shorten_urls": "yes"}, "shorten_urls"),
+        ({"track_in_shortener": 1}, "track_in_shortener"),
+        ({"campaign_id": "3"}, "campaign_id"),
+        ({"campaign_id": True}, "campaign_id"),
+        ({"channels": {"type": "sms"}}, "channels"),
+        ({"channels": None}, "channels"),
+        ({"channels": ["sms"]}, "channels"),
+        ({"channels": [{"type": 7}]}, "channels[0].type"),
+        ({"channels": [{"include_footer": "no"}]}, "channels[0].include_footer"),
+        ({"channels": [{"sender": "club"}]}, "channels[0].sender"),
+        ({"channels": [{"sender": None}]}, "channels[0].sender"),
+        ({"channels": [{"sender": {**SENDER, "from_email": 1}}]}, "channels[0].sender.from_email"),
+        ({"channels": [{"sender": {**SENDER, "reply_to": "x"}}]}, "channels[0].sender.reply_to"),
+    ],
+)
+async def test_the_emulator_answers_422_to_wrongly_typed_message_fields(
+    emulator: Emulator, change: dict[str, Any], field: str
+) -> None:
+    before = copy.deepcopy(emulator.management.messages[("sms", 5)])
+    status, doc = await call(emulator, "PUT", "/v1/messages/sms/5", body={"message": change})
+    assert status == 422 and doc["error"] == "Invalid parameters"
+    assert list(doc["details"]) == [field] and isinstance(doc["details"][field], list)
+    assert emulator.management.messages[("sms", 5)] == before
+
+
+async def test_the_emulator_takes_any_marketing_value_and_partial_channels(
+    emulator: Emulator,
+) -> None:
+    for marketing in ({"opt_in": True}, "transactional", None):
+        status, doc = await call(
+            emulator, "PUT", "/v1/messages/sms/6", body={"message": {"marketing": marketing}}
+        )
+        assert status == 200 and doc["message"]["marketing"] == marketing
+    status, doc = await call(
+        emulator,
+        "PUT",
+        "/v1/messages/sms/6",
+        body={"message": {"channels": [{"type": "sms", "sender": {"from_name": "New"}}]}},
+    )
+    assert status == 200
+    (channel,) = doc["message"]["channels"]
+    assert channel["sender"] == {"from_email": "club@example.com", "from_name": "New"}
+    assert json.dumps(channel["template"])  # kept

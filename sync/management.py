@@ -4,10 +4,11 @@
 X-Loyalty-Club-Slug, X-Customer, X-Locale) and the credentials (Authorization: Bearer and/or
 X-Client-Authorization), through the same retrying transport as the Channel Content API client.
 The two operations the spec labels "user token" (the press release list, the message update)
-refuse to start without one (`ManagementSettings.require_user_token`). The update models validate
-a user's file *before* anything is sent: read-only fields are refused by name, enums and types
-are checked, `tag_ids` items must be >= 1. A 404 becomes `NotFoundError` with the API's
-record-not-found message, a 422 `InvalidParametersError` carrying every entry of `details`.
+refuse to start without one (`ManagementSettings.require_user_token`). Every value that lands in
+a path is percent-encoded as one segment. The update models validate a user's file *before*
+anything is sent: read-only fields are refused by name, enums and types are checked, `tag_ids`
+items must be >= 1. A 404 becomes `NotFoundError` with the API's record-not-found message, a 422
+`InvalidParametersError` carrying every entry of `details`.
 
 The press release list is asked for in ascending id order, a guess (the spec leaves the values of
 `sort_by[]` open): an upstream refusing it is walked in its own order instead, and the outcome is
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Literal
+from urllib.parse import quote
 
 import aiohttp
 import orjson
@@ -109,6 +111,11 @@ class _SortRefused(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(status)
         self.status = status
+
+
+def segment(value: object) -> str:
+    """`value` as one path segment: every reserved character percent-encoded, `/` included."""
+    return quote(str(value), safe="")
 
 
 @dataclass
@@ -444,7 +451,8 @@ class ManagementClient:
         body: Any = None,
         locale: str | None = None,
     ) -> tuple[Response, str]:
-        """One request, answered (after the transport's retries)."""
+        """One request, answered (after the transport's retries); `path` has its user-given
+        segments encoded already (`segment`)."""
         assert self._transport is not None, "use `async with ManagementClient(...)`"
         url = f"{self.settings.base_url}{path}"
         resp: Response = await self._transport.send(
@@ -594,7 +602,7 @@ class ManagementClient:
         params = {"dry_run": "true"} if dry_run else {}
         doc = await self._send(
             "PUT",
-            f"/v1/content/management/articles/{article_id}",
+            f"/v1/content/management/articles/{segment(article_id)}",
             params=params,
             body={"article": article},
         )
@@ -605,7 +613,7 @@ class ManagementClient:
     ) -> dict[str, Any]:
         """PUT the message's changes (a user token is required: spec, Authentication); what
         the spec forbids is refused before anything is sent (`InvalidParametersError` without a
-        URL)."""
+        URL). `service` may hold any character: it is sent as one encoded path segment."""
         self.settings.require_user_token("the message update")
         problems = message_problems(message)
         if problems:
@@ -615,7 +623,7 @@ class ManagementClient:
         params = {"archived": archived} if archived is not None else {}
         doc = await self._send(
             "PUT",
-            f"/v1/messages/{service}/{message_id}",
+            f"/v1/messages/{segment(service)}/{segment(message_id)}",
             params=params,
             body={"message": message},
         )

@@ -1,6 +1,6 @@
 """The management API where its spec leaves room (issue #30 item 4): the sort parameters probed
-with a fallback, the message request's optional and nullable fields, a user token where the spec
-says "user token", and an emulator refusing wrongly typed messages."""
+with a fallback, the message request's optional and nullable fields, path segments encoded, a
+user token where the spec says "user token", and an emulator refusing wrongly typed messages."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from sync.management import (
     forget_sort_outcomes,
     load_update,
     mirror_press_releases,
+    segment,
     sort_outcome,
 )
 from sync.store import Mirror
@@ -309,6 +310,26 @@ async def test_optional_and_nullable_message_fields_reach_the_emulator(emulator:
         with pytest.raises(InvalidParametersError) as info:
             await client.update_message("sms", 3, {"name": None, "campaign_id": "x"})
     assert info.value.url is None and set(info.value.details) == {"name", "campaign_id"}
+
+
+# -- 3. path segments encoded ---------------------------------------------------------------------
+
+
+def test_a_segment_encodes_every_reserved_character() -> None:
+    assert segment("a/b c?d#e%f&g") == "a%2Fb%20c%3Fd%23e%25f%26g"
+    assert segment(42) == "42"
+
+
+async def test_the_service_lands_in_one_encoded_path_segment(emulator: Emulator) -> None:
+    service = "news/letter ?x=1#top%"
+    emulator.management.messages[(service, 1)] = copy.deepcopy(
+        emulator.management.messages[("sms", 1)]
+    )
+    async with ManagementClient(settings(emulator.base_url)) as client:
+        out = await client.update_message(service, 1, {"name": "Encoded"})
+    assert out["name"] == "Encoded"
+    assert emulator.management.messages[(service, 1)]["name"] == "Encoded"
+    assert emulator.management.messages[("sms", 1)]["name"] != "Encoded"
 
 
 # -- 4. a user token where the spec says "user token" ---------------------------------------------

@@ -323,7 +323,9 @@ class ManagementSettings(_Section):
     customer: str | None = Field(default=None, description="Customer, sent as X-Customer")
     client_id: str = Field(default="sync", description="Client identifier, sent as X-User-Agent")
     bearer_token: SecretStr | None = Field(
-        default=None, description="User token (Authorization: Bearer)"
+        default=None,
+        description="User token (Authorization: Bearer); the press release list and the message "
+        "update need it",
     )
     bearer_token_env: str | None = Field(
         default=None, description="Environment variable holding the bearer token"
@@ -391,6 +393,18 @@ class ManagementSettings(_Section):
         object.__setattr__(self, "bearer_token", bearer)
         object.__setattr__(self, "client_token", client)
         return self
+
+    def require_user_token(self, operation: str) -> SecretStr:
+        """The user token, or a ConfigError naming the key to set: the spec labels the press
+        release list and the message update "Authorization: user token", while the article
+        update takes either credential (a client token alone is enough there)."""
+        if self.bearer_token is None:
+            raise ConfigError(
+                f"[management] bearer_token is required for {operation}: the spec labels it "
+                '"user token" (Authorization: Bearer) and a client_token alone is not enough; '
+                "set bearer_token, bearer_token_env, bearer_token_file or bearer_token_credential"
+            )
+        return self.bearer_token
 
 
 class Settings(_Section):

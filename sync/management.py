@@ -3,10 +3,16 @@
 `ManagementClient` sends the context headers the spec lists (X-User-Agent, X-Product-Name,
 X-Loyalty-Club-Slug, X-Customer, X-Locale) and the credentials (Authorization: Bearer and/or
 X-Client-Authorization), through the same retrying transport as the Channel Content API client.
-The update models validate a user's file *before* anything is sent: read-only fields are refused
-by name, enums and types are checked, `tag_ids` items must be >= 1. A 404 becomes
-`NotFoundError` with the API's record-not-found message, a 422 `InvalidParametersError` carrying
-every entry of `details`.
+The two operations the spec labels "user token" (the press release list, the message update)
+refuse to start without one (`ManagementSettings.require_user_token`). Every value that lands in
+a path is percent-encoded as one segment. The update models validate a user's file *before*
+anything is sent: read-only fields are refused by name, enums and types are checked, `tag_ids`
+items must be >= 1. A 404 becomes `NotFoundError` with the API's record-not-found message, a 422
+`InvalidParametersError` carrying every entry of `details`.
+
+The press release list is asked for in ascending id order, a guess (the spec leaves the values of
+`sort_by[]` open): an upstream refusing it is walked in its own order instead, and the outcome is
+remembered for the process (`sort_outcome`).
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+from urllib.parse import quote
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from sync.channel.transport import Response, Transport
 from sync.config import ManagementSettings
@@ -52,9 +59,63 @@ Localized = dict[str, str | None]
 ARTICLE_NOT_NULLABLE = ("status", "visible_in_list", "external_master", "category_ids")
 ARTICLE_DATE_TIMES = ("visible_since", "visible_until", "topic_relevant_until", "published_at")
 # The spec leaves the values of sort_by[] / sort_directions[] open; ascending id is the order
-# the emulator documents and the one a walk can check (see `Walk`).
+# the emulator documents and the one a walk can check (see `Walk`). Sent as a probe: see
+# `ManagementClient.press_releases` for the fallback.
 PRESS_ORDER = {"sort_by[]": "id", "sort_directions[]": "asc"}
+PRESS_PATH = "/v1/content/press_releases"
 log = get_logger("sync.management")
+
+# base_url -> whether that upstream took PRESS_ORDER; learned on a walk's first page, kept for
+# the life of the process (a restart asks again).
+_sort_outcomes: dict[str, bool] = {}
+
+
+def sort_outcome(base_url: str) -> bool | None:
+    """Whether the upstream at `base_url` honoured `sort_by[]` in this process (None: not asked yet)."""
+    return _sort_outcomes.get(base_url)
+
+
+def forget_sort_outcomes() -> None:
+    """Forget every remembered outcome (tests; the next walk asks again)."""
+    _sort_outcomes.clear()
+
+
+def _remember_sort(base_url: str, honoured: bool, refused_status: int | None) -> None:
+    if _sort_outcomes.get(base_url) == honoured:
+        return
+    _sort_outcomes[base_url] = honoured
+    if honoured:
+        log.info("press_releases_sort_honoured", order="sort_by[]=id&sort_directions[]=asc")
+    else:
+        log.warning(
+            "press_releases_sort_refused",
+            status=refused_status,
+            fallback="listed in the upstream's own order; rows it does not return are removed "
+            "only when the whole list fits on one page",
+        )
+
+
+def _refuses_sort(resp: Response, *, first_page: bool) -> bool:
+    """Whether an answer to a request carrying PRESS_ORDER refuses it: a 4xx whose body names
+    `sort_by` or `sort_directions`, or any 400/422 to a walk's first page (whatever its body
+    says: the retry without them tells whether the order was the problem)."""
+    if not 400 <= resp.status < 500:
+        return False
+    text = resp.body.decode("utf-8", "replace")
+    if "sort_by" in text or "sort_directions" in text:
+        return True
+    return first_page and resp.status in (400, 422)
+
+
+class _SortRefused(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def segment(value: object) -> str:
+    """`value` as one path segment: every reserved character percent-encoded, `/` included."""
+    return quote(str(value), safe="")
 
 
 @dataclass
@@ -67,18 +128,38 @@ class Walk:
     between the last item of one page and the first of the next proves nothing: rows removed
     before the second request shift the list left and that id may have been skipped. A page out
     of ascending order, or a page bringing ids below ones already seen, means the upstream did
-    not honour the order: then nothing is proven (`ordered` is False).
+    not honour the order: then nothing is proven (`ordered` is False). A walk that could not ask
+    for the order at all (`by_id` False, see `unsorted`) proves only what a single page holding
+    the whole list proves.
     """
 
+    by_id: bool = True  # False: the walk could not ask for an order (`unsorted`)
     ordered: bool = True
     gaps: list[tuple[int | None, int | None]] = field(default_factory=list)
     boundaries: list[tuple[int, int, int]] = field(default_factory=list)
     _seen: set[int] = field(default_factory=set)
     _top: int | None = None  # the highest id the walk has seen
 
+    def unsorted(self) -> None:
+        """Forget the pages so far: the walk starts again in the upstream's own order.
+
+        That order is unknown (the spec shows none), so neighbours on a page say nothing about
+        the ids between them, and a row whose place changes mid-walk can be skipped by every
+        page: only a list served whole on one page (first and last at once) proves absence.
+        """
+        self.by_id, self.ordered = False, True
+        self.gaps.clear()
+        self.boundaries.clear()
+        self._seen.clear()
+        self._top = None
+
     def add(
         self, ids: list[int], *, offset: int, first: bool, last: bool, part_of_walk: bool = True
     ) -> None:
+        if not self.by_id:
+            if first and last:
+                self.gaps.append((None, None))  # the whole list at one instant
+            return
         if any(a >= b for a, b in itertools.pairwise(ids)):
             if part_of_walk:
                 self.ordered = False
@@ -110,6 +191,17 @@ class Walk:
             if lo < id_ < hi:
                 return offset
         return None
+
+    def why_unproven(self) -> str:
+        """Why rows the walk did not return may still exist (for the deferral warning)."""
+        if not self.by_id:
+            return (
+                "the upstream refused sort_by[]: in its own order only a list served on one "
+                "page proves rows gone"
+            )
+        if not self.ordered:
+            return "listing not in the requested order"
+        return "the listing shifted between pages: no page proves these rows gone"
 
 
 class _Update(BaseModel):
@@ -172,24 +264,43 @@ class ArticleUpdate(_Update):
         return value
 
 
-class Sender(_Update):
-    from_email: str
-    from_name: str
+class _PartialUpdate(_Update):
+    """Every field optional (the spec marks none of the message request required), none
+    nullable except those in `NULLABLE` (the spec says "null or value" of `marketing` only)."""
+
+    NULLABLE: ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        # Only fields present in the file reach this: leaving one out is fine, null is not.
+        if value is None and info.field_name not in cls.NULLABLE:
+            raise ValueError("may not be null (not nullable in the spec); leave it out instead")
+        return value
 
 
-class Channel(_Update):
-    type: str
-    include_footer: bool
-    sender: Sender
+class Sender(_PartialUpdate):
+    from_email: str | None = None
+    from_name: str | None = None
 
 
-class MessageUpdate(_Update):
-    """The writable part of a Message."""
+class Channel(_PartialUpdate):
+    type: str | None = None
+    include_footer: bool | None = None
+    sender: Sender | None = None
+
+
+class MessageUpdate(_PartialUpdate):
+    """The writable part of a Message (spec: Message, Channel (request)): any subset of the
+    fields, with the spec's types; `marketing` is "null or value", and since the value's shape
+    is not shown, any JSON value (an object, a string, ...) is passed through as given."""
+
+    NULLABLE = frozenset({"marketing"})
 
     name: str | None = None
     shorten_urls: bool | None = None
     track_in_shortener: bool | None = None
-    marketing: None = None
+    marketing: Any = None
     campaign_id: int | None = None
     channels: list[Channel] | None = None
 
@@ -239,11 +350,24 @@ def article_problems(article: dict[str, Any]) -> dict[str, object]:
     problems: dict[str, list[str]] = {
         k: ["is read-only"] for k in ARTICLE_READ_ONLY if k in article
     }
+    return _problems(
+        ArticleUpdate, {k: v for k, v in article.items() if k not in problems}, problems, "article"
+    )
+
+
+def message_problems(message: dict[str, Any]) -> dict[str, object]:
+    """What the spec forbids in a message update body, by field (empty when it may be sent)."""
+    return _problems(MessageUpdate, message, {}, "message")
+
+
+def _problems(
+    model: type[_Update], doc: dict[str, Any], problems: dict[str, list[str]], kind: str
+) -> dict[str, object]:
     try:
-        ArticleUpdate.model_validate({k: v for k, v in article.items() if k not in problems})
+        model.model_validate(doc)
     except ValidationError as exc:
         for err in exc.errors():
-            loc = [str(p) for p in err["loc"]] or ["article"]
+            loc = [str(p) for p in err["loc"]] or [kind]
             what = (
                 "not a writable field"
                 if err["type"] == "extra_forbidden"
@@ -318,6 +442,24 @@ class ManagementClient:
             h["X-Locale"] = locale
         return h
 
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        locale: str | None = None,
+    ) -> tuple[Response, str]:
+        """One request, answered (after the transport's retries); `path` has its user-given
+        segments encoded already (`segment`)."""
+        assert self._transport is not None, "use `async with ManagementClient(...)`"
+        url = f"{self.settings.base_url}{path}"
+        resp: Response = await self._transport.send(
+            method, url, params=(lambda: params or {}), json=body, headers=self.headers(locale)
+        )
+        return resp, url
+
     async def _send(
         self,
         method: str,
@@ -327,11 +469,11 @@ class ManagementClient:
         body: Any = None,
         locale: str | None = None,
     ) -> Any:
-        assert self._transport is not None, "use `async with ManagementClient(...)`"
-        url = f"{self.settings.base_url}{path}"
-        resp: Response = await self._transport.send(
-            method, url, params=(lambda: params or {}), json=body, headers=self.headers(locale)
-        )
+        resp, url = await self._exchange(method, path, params=params, body=body, locale=locale)
+        return self._answer(resp, url)
+
+    def _answer(self, resp: Response, url: str) -> Any:
+        """The JSON body of a success, or the error its status means."""
         try:
             doc = orjson.loads(resp.body) if resp.body else {}
         except orjson.JSONDecodeError:
@@ -362,15 +504,20 @@ class ManagementClient:
         return doc
 
     async def press_release_page(
-        self, locale: str, page_no: int, per_page: int
+        self, locale: str, page_no: int, per_page: int, *, sort: bool = True
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """One page of the press release list in ascending id order, and its pagination_info."""
-        doc = await self._send(
-            "GET",
-            "/v1/content/press_releases",
-            params={"page_no": str(page_no), "per_page": str(per_page), **PRESS_ORDER},
-            locale=locale,
-        )
+        """One page of the press release list, and its pagination_info: in ascending id order,
+        or with `sort=False` in the upstream's own. `_SortRefused` when the upstream refuses
+        the order (see `_refuses_sort`)."""
+        params = {"page_no": str(page_no), "per_page": str(per_page)}
+        if sort:
+            params.update(PRESS_ORDER)
+        resp, url = await self._exchange("GET", PRESS_PATH, params=params, locale=locale)
+        if sort and _refuses_sort(resp, first_page=page_no == 1):
+            raise _SortRefused(resp.status)
+        doc = self._answer(resp, url)
+        if not isinstance(doc, dict):
+            raise BadResponseError("press release list that is not a JSON object", url=url)
         items, info = doc.get("press_releases"), doc.get("pagination_info")
         if not isinstance(items, list) or not isinstance(info, dict):
             raise BadResponseError("press release list without press_releases/pagination_info")
@@ -380,11 +527,30 @@ class ManagementClient:
         self, locale: str, walk: Walk | None = None
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """Every page of the loyalty club's press releases in `locale`, following pagination_info;
-        what the pages prove about absent ids is recorded in `walk`."""
+        what the pages prove about absent ids is recorded in `walk`.
+
+        The pages are asked for in ascending id order, unless this process already learned the
+        upstream refuses it. A refusal (`_refuses_sort`) starts the walk again from page 1
+        without the order, `walk` forgetting what the sorted pages proved (`Walk.unsorted`);
+        the first page answered tells whether the order is honoured, remembered per base URL
+        and logged once.
+        """
+        self.settings.require_user_token("the press release list")
         walk = walk if walk is not None else Walk()
+        sort = sort_outcome(self.settings.base_url) is not False
+        if not sort:
+            walk.unsorted()
+        refused: int | None = None
         page_no, per_page = 1, self.settings.per_page
         while True:
-            items, info = await self.press_release_page(locale, page_no, per_page)
+            try:
+                items, info = await self.press_release_page(locale, page_no, per_page, sort=sort)
+            except _SortRefused as refusal:
+                sort, refused, page_no = False, refusal.status, 1
+                walk.unsorted()
+                continue
+            if page_no == 1:
+                _remember_sort(self.settings.base_url, sort, refused)
             last = bool(info.get("is_last_page")) or info.get("next_page") is None
             walk.add(
                 [i["id"] for i in items],
@@ -407,6 +573,8 @@ class ManagementClient:
         does not divide the boundary's offset), so a row really gone shows up as a gap inside
         one page; a listing that shifted again just leaves the id unproven until the next run.
         """
+        if not walk.by_id:
+            return  # no boundaries: in an unknown order a straddling page proves nothing
         offsets = sorted({o for i in ids if (o := walk.boundary_of(i)) is not None})
         for offset in offsets:
             size = next(q for q in range(2, offset + 2) if offset % q)
@@ -434,7 +602,7 @@ class ManagementClient:
         params = {"dry_run": "true"} if dry_run else {}
         doc = await self._send(
             "PUT",
-            f"/v1/content/management/articles/{article_id}",
+            f"/v1/content/management/articles/{segment(article_id)}",
             params=params,
             body={"article": article},
         )
@@ -443,9 +611,21 @@ class ManagementClient:
     async def update_message(
         self, service: str, message_id: int, message: dict[str, Any], *, archived: str | None = None
     ) -> dict[str, Any]:
+        """PUT the message's changes (a user token is required: spec, Authentication); what
+        the spec forbids is refused before anything is sent (`InvalidParametersError` without a
+        URL). `service` may hold any character: it is sent as one encoded path segment."""
+        self.settings.require_user_token("the message update")
+        problems = message_problems(message)
+        if problems:
+            raise InvalidParametersError(
+                "Invalid parameters (refused before sending)", details=problems
+            )
         params = {"archived": archived} if archived is not None else {}
         doc = await self._send(
-            "PUT", f"/v1/messages/{service}/{message_id}", params=params, body={"message": message}
+            "PUT",
+            f"/v1/messages/{segment(service)}/{segment(message_id)}",
+            params=params,
+            body={"message": message},
         )
         return dict(doc.get("message") or {})
 
@@ -457,7 +637,8 @@ async def mirror_press_releases(
 
     `store` is a `sync.store.press.PressReleases`. A row the listing did not return is removed
     only when some page proves it absent (see `Walk`); one the listing may have skipped while it
-    shifted is kept, and so is everything when the upstream did not honour the requested order.
+    shifted is kept, and so is everything when the upstream did not honour the requested order,
+    or refused it and serves more than one page.
     """
     from sync.stamps import now_iso
 
@@ -469,7 +650,7 @@ async def mirror_press_releases(
         async for page in client.press_releases(locale, walk):
             rows += store.write(locale, run, page)
         unseen = store.unseen(locale, run)
-        if unseen and walk.ordered:
+        if unseen and walk.ordered and walk.by_id:
             unproven = [i for i in unseen if not walk.proves_absent(i)]
             async for page in client.confirm_absent(locale, walk, unproven):
                 store.write(locale, run, page)  # a row skipped by a shift, found again
@@ -480,9 +661,7 @@ async def mirror_press_releases(
                 "press_releases_prune_deferred",
                 locale=locale,
                 kept=len(unseen) - len(proven),
-                reason="listing not in the requested order"
-                if not walk.ordered
-                else "the listing shifted between pages: no page proves these rows gone",
+                reason=walk.why_unproven(),
             )
         out[locale] = (rows, store.prune(locale, run, rows, proven))
     return out

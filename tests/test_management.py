@@ -127,9 +127,9 @@ def test_message_files_are_validated(tmp_path: Path) -> None:
     assert load_update(write(tmp_path, "m.json", ok), "message")["name"] == "Hi"
     with pytest.raises(ConfigError, match="sending: not a writable field"):
         load_update(write(tmp_path, "m2.json", {"sending": {}}), "message")
-    with pytest.raises(ConfigError, match=r"channels\.0\.sender"):
+    with pytest.raises(ConfigError, match=r"channels\.0\.sender: may not be null"):
         load_update(
-            write(tmp_path, "m3.json", {"channels": [{"type": "sms", "include_footer": True}]}),
+            write(tmp_path, "m3.json", {"channels": [{"type": "sms", "sender": None}]}),
             "message",
         )
 

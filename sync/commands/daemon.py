@@ -29,6 +29,8 @@ def run_command(config_path: Path | None) -> None:
     settings = settings_from(config_path)
     if settings.webhooks.enabled:
         callback_url(settings.webhooks)  # a missing secret is a configuration error, up front
+    if settings.management is not None:  # the press release job needs a user token: up front
+        settings.management.require_user_token("the press release list the daemon mirrors")
     run_async(Daemon(settings).run())
 
 

@@ -171,6 +171,12 @@ from sync.emulator.server import (
     f"page_bound=N sets the bound, signing_window=S the seconds, includes_allowed=images,tags "
     f"the include names accepted): {', '.join(Hard.names())}.",
 )
+@click.option(
+    "--management-refuse-sort",
+    is_flag=True,
+    help="Answer 400 to a press release list carrying sort_by[] or sort_directions[] (the "
+    "management spec does not show their values; sync then lists in the upstream's order).",
+)
 @fail_cleanly
 def emulator_command(
     resources: int,
@@ -201,6 +207,7 @@ def emulator_command(
     lenient_content_type: bool,
     profile: str | None,
     hard_switches: tuple[str, ...],
+    management_refuse_sort: bool,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     need = footprint(resources, encoding_cache_mb + page_cache_mb)
@@ -233,6 +240,7 @@ def emulator_command(
     emu.data.silent_rate = silent_rate
     emu.app.strict_content_type = not lenient_content_type
     emu.app.mall_includes = mall_includes
+    emu.management.refuse_sort = management_refuse_sort
     if null_first:
         emu.data.null_first()
     f = emu.faults
@@ -247,7 +255,8 @@ def emulator_command(
             click.echo(f"hard readings on: {', '.join(e.hard.on())}")
         click.echo(f"demo account: email={e.email} password={e.password}")
         click.echo(
-            f"management API: bearer token {e.management.token}, product loyalty, club demo-club"
+            f"management API: bearer (user) token {e.management.token}, client token "
+            f"{e.management.client_token}, product loyalty, club demo-club"
         )
         click.echo("Ctrl-C or SIGTERM stops it.", err=False)
 

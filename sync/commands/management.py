@@ -106,6 +106,7 @@ def messages_update(
     """Update message MESSAGE_ID of SERVICE from a JSON file (PUT /v1/messages/SERVICE/ID)."""
     settings = settings_from(config_path)
     management = _management(settings)
+    management.require_user_token("the message update")
     message = load_update(file, "message")
 
     async def go() -> dict[str, Any]:

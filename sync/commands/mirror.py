@@ -43,6 +43,8 @@ async def backfill(
 def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> None:
     """Copy every configured type into the mirror; resumes where an interrupted run stopped."""
     settings = settings_from(config_path)
+    if settings.management is not None:  # it mirrors the press release list: up front
+        settings.management.require_user_token("the press release list backfill mirrors")
     report = run_async(backfill(settings, restart=restart, quiet=quiet))
     for name, t in report.types.items():
         line = f"{name:<15} {t.rows:>9,} rows  {t.pages:>6,} pages"

@@ -1,9 +1,11 @@
 """The emulator's management API v1: press release list, article update, message update.
 
 Served beside the Channel Content API routes, as `../shared/spec/management-api-v1.md`
-describes them: context headers checked, pagination info computed, localized fields resolved for
-`X-Locale`, 404 and 422 with the spec's bodies, and `dry_run=true` persisting nothing.
-Choices where the spec is silent are in the README's emulator section.
+describes them: context headers checked, a user token (`Authorization: Bearer`) required where
+the spec labels the operation "user token", pagination info computed, localized fields resolved
+for `X-Locale`, 404 and 422 with the spec's bodies (the message update's fields type-checked),
+and `dry_run=true` persisting nothing. Choices where the spec is silent are in the README's
+management section.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ MESSAGE_WRITABLE = frozenset(
     {"name", "shorten_urls", "track_in_shortener", "marketing", "campaign_id", "channels"}
 )
 CHANNEL_WRITABLE = frozenset({"type", "include_footer", "sender"})
+SENDER_WRITABLE = frozenset({"from_email", "from_name"})
 NOT_FOUND = {"error": "Record not found"}
 # The spec leaves sort_by[] values open: these are the emulator's (README, emulator section);
 # without sort_by[] the list is newest first.
@@ -120,6 +123,68 @@ KIND_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+def _integer(v: Any) -> bool:
+    return _is_int(v)
+
+
+# The message request's fields as the spec lists them (Message, Channel (request)): none is
+# marked required, none nullable but `marketing` ("null or value", the value's shape not shown:
+# any JSON value is taken, so it has no check here).
+MESSAGE_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "name": (_string, "must be a string"),
+    "shorten_urls": (_boolean, "must be a boolean"),
+    "track_in_shortener": (_boolean, "must be a boolean"),
+    "campaign_id": (_integer, "must be an integer"),
+}
+CHANNEL_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "type": (_string, "must be a string"),
+    "include_footer": (_boolean, "must be a boolean"),
+}
+
+
+def message_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
+    """Every problem of a message update body, by field (`channels[0].sender.from_name`)."""
+    details: dict[str, list[str]] = {
+        k: ["is not writable"] for k in sorted(set(changes) - MESSAGE_WRITABLE)
+    }
+
+    def check(where: str, value: Any, rule: tuple[Callable[[Any], bool], str]) -> None:
+        if value is None:
+            details[where] = ["can't be null"]
+        elif not rule[0](value):
+            details[where] = [rule[1]]
+
+    for key, rule in MESSAGE_CHECKS.items():
+        if key in changes:
+            check(key, changes[key], rule)
+    if "channels" not in changes:
+        return details
+    channels = changes["channels"]
+    if not (isinstance(channels, list) and all(isinstance(c, dict) for c in channels)):
+        details["channels"] = [
+            "can't be null" if channels is None else "must be an array of channels"
+        ]
+        return details
+    for i, channel in enumerate(channels):
+        at = f"channels[{i}]"
+        for k in sorted(set(channel) - CHANNEL_WRITABLE):
+            details[f"{at}.{k}"] = ["is not writable"]
+        for key, rule in CHANNEL_CHECKS.items():
+            if key in channel:
+                check(f"{at}.{key}", channel[key], rule)
+        if "sender" not in channel:
+            continue
+        sender = channel["sender"]
+        if not isinstance(sender, dict):
+            details[f"{at}.sender"] = ["can't be null" if sender is None else "must be an object"]
+            continue
+        for k in sorted(set(sender) - SENDER_WRITABLE):
+            details[f"{at}.sender.{k}"] = ["is not writable"]
+        for k in sorted(SENDER_WRITABLE & set(sender)):
+            check(f"{at}.sender.{k}", sender[k], (_string, "must be a string"))
+    return details
+
+
 def article_field_error(key: str, value: Any) -> str | None:
     """Why `value` is not allowed for the writable Article field `key`, or None."""
     kind, nullable = ARTICLE_WRITABLE[key]
@@ -168,20 +233,31 @@ def _file(url: str, stamp: str, identifier: str | None = None) -> dict[str, Any]
 
 
 class Management:
-    """Management data and handlers; `tokens` are the bearer/client tokens it accepts."""
+    """Management data and handlers; `token` is the user token it accepts (Authorization:
+    Bearer), `client_token` the client token (X-Client-Authorization)."""
 
     def __init__(
-        self, seed: int, clock: Any, *, press_releases: int = 120, token: str = "mgmt-demo-token"
+        self,
+        seed: int,
+        clock: Any,
+        *,
+        press_releases: int = 120,
+        token: str = "mgmt-demo-token",
+        client_token: str = "mgmt-demo-client-token",
     ) -> None:
         self.clock = clock
         self.token = token
+        self.client_token = client_token
         rng = random.Random(seed * 7 + 1)
         stamp = iso_ms(1_735_689_600.0)
         self.press: dict[int, dict[str, Any]] = {}
         # hard cases of the press release list, off by default: see `_shift_press`; a server
-        # serving its default order whatever sort_by[] asks
+        # serving its default order whatever sort_by[] asks; a server refusing sort_by[] and
+        # sort_directions[] with a 400 (the spec does not show their values), counted
         self.shift_at_page: int | None = None
         self.ignore_sort = False
+        self.refuse_sort = False
+        self.sort_refusals = 0
         for i in range(1, press_releases + 1):
             self.press[i] = self._press_release(i, rng)
         self.articles: dict[int, dict[str, Any]] = {}
@@ -287,14 +363,26 @@ class Management:
 
     # -- checks --------------------------------------------------------------------------------
 
-    def _authorized(self, request: web.Request) -> bool:
-        bearer = request.headers.get("Authorization", "")
-        client = request.headers.get("X-Client-Authorization", "")
-        return bearer == f"Bearer {self.token}" or client == self.token
-
-    def _context(self, request: web.Request, *, club: bool) -> web.Response | None:
-        if not self._authorized(request):
+    def _credentials(self, request: web.Request, *, user: bool) -> web.Response | None:
+        """A 401 unless the request carries a credential the operation accepts: the user token
+        where the spec says "Authorization: user token", else either token."""
+        bearer = request.headers.get("Authorization", "") == f"Bearer {self.token}"
+        client = request.headers.get("X-Client-Authorization", "") == self.client_token
+        if user and not bearer:
+            return _json(
+                401,
+                {
+                    "error": "Unauthorized: this operation requires a user token "
+                    "(Authorization: Bearer)"
+                },
+            )
+        if not (bearer or client):
             return _json(401, {"error": "Unauthorized"})
+        return None
+
+    def _context(self, request: web.Request, *, club: bool, user: bool) -> web.Response | None:
+        if (refused := self._credentials(request, user=user)) is not None:
+            return refused
         missing = [h for h in ("X-User-Agent", "X-Product-Name") if not request.headers.get(h)]
         if club and not request.headers.get("X-Loyalty-Club-Slug"):
             missing.append("X-Loyalty-Club-Slug")
@@ -314,7 +402,7 @@ class Management:
     # -- press releases ------------------------------------------------------------------------
 
     async def press_releases(self, request: web.Request) -> web.StreamResponse:
-        if (bad := self._context(request, club=True)) is not None:
+        if (bad := self._context(request, club=True, user=True)) is not None:
             return bad
         locale = request.headers.get("X-Locale", LOCALES[0])
         if locale not in LOCALES:
@@ -340,6 +428,12 @@ class Management:
                     "error": "Invalid parameters",
                     "details": {"per_page": ["must be 1..100"], "page_no": [">= 1"]},
                 },
+            )
+        if self.refuse_sort and {"sort_by[]", "sort_directions[]"} & set(request.query):
+            self.sort_refusals += 1
+            return _json(
+                400,
+                {"error": "unpermitted parameters: sort_by, sort_directions"},
             )
         order = self._press_order(request)
         if isinstance(order, web.Response):
@@ -413,7 +507,7 @@ class Management:
     # -- article update ------------------------------------------------------------------------
 
     async def update_article(self, request: web.Request) -> web.StreamResponse:
-        if (bad := self._context(request, club=False)) is not None:
+        if (bad := self._context(request, club=False, user=False)) is not None:
             return bad
         if request.content_type != "application/json":
             return _json(
@@ -459,7 +553,7 @@ class Management:
     # -- message update ------------------------------------------------------------------------
 
     async def update_message(self, request: web.Request) -> web.StreamResponse:
-        if (bad := self._context(request, club=True)) is not None:
+        if (bad := self._context(request, club=True, user=True)) is not None:
             return bad
         raw = request.match_info["id"]
         message = (
@@ -475,19 +569,11 @@ class Management:
             return _json(
                 422, {"error": "Invalid parameters", "details": {"message": ["is required"]}}
             )
-        details = {k: ["is not writable"] for k in sorted(set(changes) - MESSAGE_WRITABLE)}
-        channels = changes.get("channels")
-        if "channels" in changes and not (
-            isinstance(channels, list) and all(isinstance(c, dict) for c in channels)
-        ):
-            details["channels"] = ["must be an array of channels"]
-        elif isinstance(channels, list):
-            for i, channel in enumerate(channels):
-                for k in sorted(set(channel) - CHANNEL_WRITABLE):
-                    details[f"channels[{i}].{k}"] = ["is not writable"]
+        details = message_errors(changes)
         if details:
             return _json(422, {"error": "Invalid parameters", "details": details})
         updated = {**message, **changes, "updated_at": iso_ms(self.clock())}
+        channels = changes.get("channels")
         if isinstance(channels, list):
             updated["channels"] = self._keep_templates(message["channels"], channels)
         archived = request.query.get("archived")
@@ -499,27 +585,32 @@ class Management:
     def _keep_templates(
         self, old: list[dict[str, Any]], new: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
-        """The request's channels, each with its template kept (a response field the request
-        cannot set): the template of the old channel of the same type, else of the channel at
-        the same place, else a new empty one."""
-        by_type = {c["type"]: c["template"] for c in old}
+        """The request's channels, each over the old channel it replaces (the one of the same
+        type, else the one at the same place): the template is kept (a response field the
+        request cannot set), and so is any field the request leaves out (the spec marks none
+        required; `sender` and its fields merged one level down). A channel replacing none gets
+        a new empty template."""
+        by_type = {c.get("type"): c for c in old}
         out = []
         for i, channel in enumerate(new):
-            template = by_type.get(channel.get("type")) or (
-                old[i]["template"] if i < len(old) else None
-            )
-            if template is None:
+            base = by_type.get(channel.get("type")) or (old[i] if i < len(old) else None)
+            if base is None:
                 self._templates += 1
-                template = {
-                    "id": self._templates,
-                    "type": "plain",
-                    "content": {"language": LOCALES[0], "body": "", "footer": ""},
-                    "translations": [],
-                    "wrapper_id": 1,
-                    "merge_properties": [],
-                    "thumbnail_url": "https://files.example/t.png",
+                base = {
+                    "template": {
+                        "id": self._templates,
+                        "type": "plain",
+                        "content": {"language": LOCALES[0], "body": "", "footer": ""},
+                        "translations": [],
+                        "wrapper_id": 1,
+                        "merge_properties": [],
+                        "thumbnail_url": "https://files.example/t.png",
+                    }
                 }
-            out.append({**channel, "template": template})
+            merged = {**base, **channel, "template": base["template"]}
+            if "sender" in channel and isinstance(base.get("sender"), dict):
+                merged["sender"] = {**base["sender"], **channel["sender"]}
+            out.append(merged)
         return out
 
     def routes(self, app: web.Application) -> None:

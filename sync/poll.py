@@ -113,7 +113,7 @@ class Poller:
         since = shift(cursor, -self.overlap)
 
         async def fetch(anchor: str, number: int) -> Page:
-            return await self.client.list_page(
+            page = await self.client.list_page(
                 rtype,
                 number,
                 mall_id=scope.mall_id,
@@ -123,6 +123,9 @@ class Poller:
                 # Nothing changed since the same query last answered: 304, no body to move.
                 conditional=True,
             )
+            if not page.resources:  # no row to write, but the type's scripts may have changed
+                self.mirror.write_scripts(rtype, page.meta.get("scripts"))
+            return page
 
         def write(page: Page) -> None:
             self.mirror.write_page(

@@ -91,6 +91,8 @@ class Fetcher:
                     scripts=page.meta.get("scripts"),
                 )
                 found.update(parse_id(r["id"]) for r in page.resources)
+            else:  # none of them served, but the type's scripts may have changed
+                self.mirror.write_scripts(scope.rtype, page.meta.get("scripts"))
         return found
 
     async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:

@@ -177,7 +177,7 @@ class Poller:
         route = self._route(route_key(rtype))
 
         async def fetch(anchor: str, number: int, sort: str = "updated_at") -> Page:
-            return await self.client.list_page(
+            page = await self.client.list_page(
                 rtype,
                 number,
                 mall_id=scope.mall_id,
@@ -188,6 +188,9 @@ class Poller:
                 # (only where the ETag proved reliable, when a profile is known).
                 conditional=route is None or route.conditional,
             )
+            if not page.resources:  # no row to write, but the type's scripts may have changed
+                self.mirror.write_scripts(rtype, page.meta.get("scripts"))
+            return page
 
         def write(page: Page) -> None:
             self.mirror.write_page(

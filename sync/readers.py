@@ -41,7 +41,10 @@ _VIEW_TEXT = {
 _OTHER_TEXT = {
     catalogue.HOURS_TABLE: "Opening hours per mall and date (GET /malls/{id}/hours), a rolling window.",
     catalogue.CURRENT_HOURS_TABLE: "GET /malls/{id}/current-hours, the body as served (JSON).",
-    "meta_scripts": "Scripts every page showing the content must load (meta.scripts).",
+    "meta_scripts": (
+        "meta.scripts as last served per resource type (type), in order (position): "
+        "select script_type, content from meta_scripts where type = 'deals' order by position."
+    ),
     press.TABLE: "Management API v1: press releases per locale.",
     press.CATEGORIES: "Management API v1: the categories of each press release.",
 }

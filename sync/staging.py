@@ -136,7 +136,8 @@ class StagedPage:
     resources: int  # resources in `data`, before any was skipped
     number: int
     last: int
-    scripts: list[Any] | None = None
+    #: `meta.scripts` as served (None: no such key); the mirror checks it (`sync.store.scripts`).
+    scripts: Any = None
     ticket: int = 0  # the worker's number for this page (`Sent`); 0 when staged in-process
 
 
@@ -302,7 +303,6 @@ def stage_listing(
     client's `list_page` does.
     """
     page = to_page(decode_listing(body, url, status), number, url, status, None)
-    scripts = page.meta.get("scripts")
     rtype = catalogue.TYPES[type_name]
     return StagedPage(
         batches=stage_resources(
@@ -311,7 +311,7 @@ def stage_listing(
         resources=len(page.resources),
         number=number,
         last=page.last,
-        scripts=scripts if isinstance(scripts, list) else None,
+        scripts=page.meta.get("scripts"),
     )
 
 

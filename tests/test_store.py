@@ -154,9 +154,9 @@ def test_to_one_column_meta_columns_and_scripts(mirror: Mirror) -> None:
     job["meta"] = {"deprecated_fields": ["salary"]}
     mirror.write_page(JOBS, [job])
     assert mirror.get("job_listings", 8)["meta_deprecated_fields"] == '["salary"]'  # type: ignore[index]
-    assert mirror.conn.execute("select type, content from meta_scripts").fetchall() == [
-        ("text/javascript", "x()")
-    ]
+    assert mirror.conn.execute(
+        "select type, channel, position, script_type, content from meta_scripts"
+    ).fetchall() == [("events", "mall", 0, "text/javascript", "x()")]
 
 
 def test_checkpoint_commits_with_its_page_or_not_at_all(

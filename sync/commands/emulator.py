@@ -152,6 +152,12 @@ from sync.emulator.server import (
     help="Serve null for every nullable attribute on the first 100 rows of each type.",
 )
 @click.option(
+    "--changing-scripts",
+    is_flag=True,
+    help="Serve meta.scripts that differ per type (each its own list and order), changed at "
+    "run time through PUT /_emulator/scripts/{type} (off: one list for every response).",
+)
+@click.option(
     "--lenient-content-type",
     is_flag=True,
     help="Accept JSON:API request bodies sent as application/json (strict by default: 415).",
@@ -208,6 +214,7 @@ def emulator_command(
     profile: str | None,
     hard_switches: tuple[str, ...],
     management_refuse_sort: bool,
+    changing_scripts: bool,
 ) -> None:
     """Serve the bundled emulator of the Channel Content API until Ctrl-C or SIGTERM."""
     need = footprint(resources, encoding_cache_mb + page_cache_mb)
@@ -241,6 +248,7 @@ def emulator_command(
     emu.app.strict_content_type = not lenient_content_type
     emu.app.mall_includes = mall_includes
     emu.management.refuse_sort = management_refuse_sort
+    emu.app.changing_scripts = changing_scripts
     if null_first:
         emu.data.null_first()
     f = emu.faults

@@ -58,6 +58,24 @@ SCRIPTS = [
     {"type": "text/javascript", "content": "window.contentTracking = {channel: 'emulator'};"},
     {"type": "application/ld+json", "content": '{"@context": "https://schema.org"}'},
 ]
+
+
+def own_scripts(type_name: str) -> list[dict[str, str]]:
+    """What `changing_scripts` serves for a type: the shared tracking script plus two of its
+    own, in an order of its own (a type whose name has an odd length lists them backwards)."""
+    own = [
+        SCRIPTS[0],
+        {"type": "text/javascript", "content": f"window.contentType = '{type_name}';"},
+        {
+            "type": "application/ld+json",
+            "content": orjson.dumps(
+                {"@context": "https://schema.org", "@type": type_name}
+            ).decode(),
+        },
+    ]
+    return own[::-1] if len(type_name) % 2 else own
+
+
 DATE_FIELDS = frozenset(
     {
         "created_at",
@@ -166,7 +184,11 @@ class EmulatorApp:
         self.faults = faults
         self.selector = Selector(data)
         self.base = ""
-        self.scripts_blob = orjson.dumps(SCRIPTS)
+        self.scripts_blob = orjson.dumps(SCRIPTS)  # every type's, unless `type_scripts` says
+        #: A type's own `meta.scripts` bytes (`set_scripts`, `changing_scripts`); empty by
+        #: default, so every response serves `scripts_blob` at the cost of one dict lookup.
+        self.type_scripts: dict[str, bytes] = {}
+        self._changing_scripts = False
         self.requests = 0  # requests served in all (`traffic` has them per route and second)
         self.traffic = Traffic()  # requests served per route and per second
         self.strict_content_type = True  # 415 for a JSON:API body of another type
@@ -185,6 +207,29 @@ class EmulatorApp:
     def mall_includes(self, value: bool) -> None:
         self._mall_includes = value
         self.pages.clear()  # cached pages were answered under the other setting
+
+    @property
+    def changing_scripts(self) -> bool:
+        """Whether each type serves its own `meta.scripts` (`own_scripts`), which
+        `set_scripts` changes at run time; off by default (one list for every response).
+        Switching clears what `set_scripts` set."""
+        return self._changing_scripts
+
+    @changing_scripts.setter
+    def changing_scripts(self, value: bool) -> None:
+        self._changing_scripts = value
+        types = BY_PATH.values() if value else ()
+        self.type_scripts = {t: orjson.dumps(own_scripts(t)) for t in types}
+        self.pages.clear()  # cached pages carry the other scripts
+
+    def scripts_of(self, type_name: str) -> bytes:
+        """The `meta.scripts` bytes a response whose primary data is `type_name` carries."""
+        return self.type_scripts.get(type_name, self.scripts_blob)
+
+    def set_scripts(self, type_name: str, scripts: list[Any]) -> None:
+        """Serve `scripts` (as given, valid or not) as `type_name`'s `meta.scripts` from now on."""
+        self.type_scripts[type_name] = orjson.dumps(scripts)
+        self.pages.clear()
 
     def now(self) -> float:
         return time.time() + self.faults.clock_offset
@@ -393,7 +438,7 @@ class EmulatorApp:
             b',"links":',
             orjson.dumps(links),
             b',"meta":{"scripts":',
-            self.scripts_blob,
+            self.type_scripts.get(type_name, self.scripts_blob),
             b"}}",
         ]
         return self._etagged(request, b"".join(parts), type_name)
@@ -468,7 +513,7 @@ class EmulatorApp:
         if q.include:
             body += b',"included":[' + b",".join(self._included([rec], q)) + b"]"
         body += b',"links":' + orjson.dumps({"self": self._url(request)})
-        body += b',"meta":{"scripts":' + self.scripts_blob + b"}}"
+        body += b',"meta":{"scripts":' + self.scripts_of(type_name) + b"}}"
         return self._etagged(request, body, type_name)
 
     async def related_route(self, request: web.Request) -> web.StreamResponse:
@@ -492,7 +537,7 @@ class EmulatorApp:
                 if others
                 else b"null"
             )
-            body += b',"meta":{"scripts":' + self.scripts_blob + b"}}"
+            body += b',"meta":{"scripts":' + self.scripts_of(target) + b"}}"
             return self._etagged(request, body, target)
         start = (q.number - 1) * q.size
         return self._document(
@@ -690,11 +735,15 @@ class EmulatorApp:
             if hard:
                 self.data.sync_hard()
                 self.pages.clear()  # cached pages were answered under the other setting
+                if self.hard.changing_scripts != self.changing_scripts:
+                    self.changing_scripts = self.hard.changing_scripts
             for key, value in body.items():
                 if key == "hard":
                     continue
                 if key == "mall_includes" and isinstance(value, bool):
                     self.mall_includes = value
+                elif key == "changing_scripts" and isinstance(value, bool):
+                    self.changing_scripts = value
                 elif key in numbers and isinstance(value, int | float) and value >= 0:
                     setattr(self.faults, key, float(value))
                 else:
@@ -702,7 +751,24 @@ class EmulatorApp:
         now: dict[str, Any] = {k: getattr(self.faults, k) for k in sorted(numbers)}
         now["mall_includes"] = self.mall_includes
         now["hard"] = self.hard.as_dict()
+        now["changing_scripts"] = self.changing_scripts
         return web.Response(body=orjson.dumps(now), headers={"Content-Type": JSON})
+
+    async def scripts_route(self, request: web.Request) -> web.StreamResponse:
+        """`/_emulator/scripts/{type}`: `GET` the `meta.scripts` the type's responses carry,
+        `PUT` a JSON array to serve instead from now on (`set_scripts`)."""
+        type_name = request.match_info["type"].replace("-", "_")
+        if type_name not in self.data.by_type:
+            return error(404, "Not Found", f"no resource type {type_name!r}")
+        if request.method == "PUT":
+            try:
+                body = orjson.loads(await request.read())
+            except orjson.JSONDecodeError:
+                return error(400, "Bad Request", "the body is not JSON")
+            if not isinstance(body, list):
+                return error(400, "Bad Request", "the body must be a JSON array")
+            self.set_scripts(type_name, body)
+        return web.Response(body=self.scripts_of(type_name), headers={"Content-Type": JSON})
 
     async def control_route(self, request: web.Request) -> web.StreamResponse:
         """`/_emulator/resources/{type}[/{id}]`: change the data set of a running emulator from
@@ -849,6 +915,8 @@ def make_app(emu: EmulatorApp, management: Any = None) -> web.Application:
     r.add_delete(f"{OWN_PREFIX}requests", emu.traffic_route)
     r.add_get(f"{OWN_PREFIX}settings", emu.settings_route)
     r.add_patch(f"{OWN_PREFIX}settings", emu.settings_route)
+    r.add_get(f"{OWN_PREFIX}scripts/{{type}}", emu.scripts_route)
+    r.add_put(f"{OWN_PREFIX}scripts/{{type}}", emu.scripts_route)
     r.add_post(f"{OWN_PREFIX}resources/{{type}}", emu.control_route)
     r.add_patch(f"{OWN_PREFIX}resources/{{type}}/{{id}}", emu.control_route)
     r.add_delete(f"{OWN_PREFIX}resources/{{type}}/{{id}}", emu.control_route)

@@ -87,6 +87,11 @@ class Hard:
     #: apply to `/accounts` (creation, login, logout), exempt otherwise.
     account_faults: bool = False
 
+    # -- meta.scripts (#30) ----------------------------------------------------------------------
+    #: Each type serves its own `meta.scripts` list, which `set_scripts` changes at run time
+    #: (`EmulatorApp.changing_scripts`, `--changing-scripts`).
+    changing_scripts: bool = False
+
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         object.__setattr__(self, "_changes", self.changes + 1)

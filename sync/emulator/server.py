@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from sync.emulator.app import EmulatorApp, make_app, resource_dict
@@ -97,6 +98,8 @@ class Emulator:
         )
         self.data.listeners.append(self.dispatcher.notice)
         self.app = EmulatorApp(self.data, self.accounts, self.dispatcher, self.faults)
+        if switches.changing_scripts:
+            self.app.changing_scripts = True
         self.app.pages = PageCache(page_cache_mb * 2**20)  # `sync.emulator.pagecache`
         self.management = Management(seed, self.now)
         self.base_url = ""
@@ -209,6 +212,14 @@ class Emulator:
     def mall_of(self, type_name: str, id: int | str) -> str | None:
         mall = self.data.by_type[type_name][int(id)].mall
         return None if mall is None else str(mall)
+
+    def scripts(self, type_name: str) -> list[Any]:
+        """The `meta.scripts` responses of `type_name` carry now."""
+        return list(orjson.loads(self.app.scripts_of(type_name)))
+
+    def set_scripts(self, type_name: str, scripts: list[Any]) -> None:
+        """Serve `scripts` as `type_name`'s `meta.scripts` from now on (`EmulatorApp.set_scripts`)."""
+        self.app.set_scripts(type_name, scripts)
 
     def webhooks(self) -> list[dict[str, Any]]:
         return [

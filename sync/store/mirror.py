@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import sqlite3
 import time
@@ -36,7 +35,7 @@ from sync.catalogue import ResourceType
 from sync.errors import MirrorError
 from sync.logs import get_logger
 from sync.seen import Seen
-from sync.staging import Staged, dumps, encode, stage_resources
+from sync.staging import Staged, encode, stage_resources
 from sync.stamps import iso_ms, now_iso
 from sync.store import memberships
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
@@ -45,6 +44,7 @@ from sync.store.fresh import FreshIds
 from sync.store.ftsbuild import SideBuild
 from sync.store.listing import Listing
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
+from sync.store.scripts import Scripts, migrate_scripts
 from sync.store.tombstones import tombstone_holds
 from sync.store.transaction import write_transaction
 
@@ -99,7 +99,7 @@ class Mirror(BookkeepingMixin):
         self._autocheckpoint, self._bulk_autocheckpoint = AUTOCHECKPOINT[checkpoints]
         self.schema = Schema(conn)
         self._sql: dict[tuple[str, tuple[str, ...], bool], str] = {}
-        self._scripts_seen: tuple[bytes, float] | None = None
+        self._scripts = Scripts(conn)
         self._listings = 0
         self._group_size = 0  # pages per transaction in group-commit mode (0: off)
         self._group_pending = 0
@@ -213,6 +213,7 @@ class Mirror(BookkeepingMixin):
             self.schema.repair_types([t for t in catalogue.TYPES if self.has_table(t)])
             self.schema.repair_foreign_keys(self._link_tables())
             memberships.migrate(self.conn, self._ensure_memberships)
+            migrate_scripts(self.conn)
             self.create_indexes()  # a bulk load interrupted before its indexes were built
 
     def _ensure_memberships(self, type_name: str) -> None:
@@ -363,8 +364,12 @@ class Mirror(BookkeepingMixin):
         checkpoints, the next run fetches them again, and the run stops on the error anyway.
         """
         if not self._group_size:
-            with write_transaction(self.conn):
-                yield
+            try:
+                with write_transaction(self.conn):
+                    yield
+            except BaseException:
+                self._scripts.forget()  # the scripts it wrote are not stored
+                raise
             return
         if not self.conn.in_transaction:
             self.conn.execute("BEGIN IMMEDIATE")  # see sync.store.transaction
@@ -375,6 +380,7 @@ class Mirror(BookkeepingMixin):
                 self.conn.execute("ROLLBACK")
             self._group_pending = 0
             self._included_seen.clear()  # it described rows of the rolled-back group too
+            self._scripts.forget()
             raise
 
     def close(self) -> None:
@@ -482,10 +488,13 @@ class Mirror(BookkeepingMixin):
         included: Sequence[dict[str, Any]] = (),
         *,
         mall_id: int | None = None,
-        scripts: Sequence[dict[str, Any]] | None = None,
+        scripts: Any = None,
         checkpoint: PageCheckpoint | None = None,
     ) -> WriteResult:
-        """Upsert one page (rows, links, included, scripts, checkpoint) in one transaction."""
+        """Upsert one page (rows, links, included, scripts, checkpoint) in one transaction.
+
+        `scripts` is the response's `meta.scripts` as served (None: no such key): `rtype`'s
+        scripts become that list (`sync.store.scripts`)."""
         return self.write_staged(
             stage_resources(rtype, resources, included, mall_id),
             scripts=scripts,
@@ -496,7 +505,7 @@ class Mirror(BookkeepingMixin):
         self,
         batches: list[Staged],
         *,
-        scripts: Sequence[dict[str, Any]] | None = None,
+        scripts: Any = None,
         checkpoint: PageCheckpoint | None = None,
     ) -> WriteResult:
         """Write a staged page (`sync.staging`): the listed type's batch, then the included ones.
@@ -527,8 +536,7 @@ class Mirror(BookkeepingMixin):
                 self._upsert(b)
                 self._write_links(b.rtype, links, new)
             self._write_memberships(main)
-            if scripts:
-                self._write_scripts(scripts)
+            self._scripts.write(main.rtype, scripts)  # the listed type's, as served
             if checkpoint is not None:
                 self._record_checkpoint(checkpoint)
         self._grouped()
@@ -536,6 +544,15 @@ class Mirror(BookkeepingMixin):
             if b.versions is not None:
                 seen.add(b.type, b.ids, b.versions)
         return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
+
+    def write_scripts(self, rtype: ResourceType, scripts: Any) -> None:
+        """`rtype`'s scripts from a response that brought no rows to write (a poll finding no
+        change): the scripts may have changed all the same (`sync.store.scripts`)."""
+        if not self._scripts.due(rtype, scripts):
+            return  # no transaction for the same list as a moment ago
+        with self._page_transaction():
+            self._scripts.write(rtype, scripts)
+        self._grouped()
 
     def _write_memberships(self, b: Staged) -> None:
         """The mall that listed a page's rows lists them: one (mall, row) pair each."""
@@ -956,30 +973,6 @@ class Mirror(BookkeepingMixin):
                     for rid, related in pairs
                     for pos, rel_id in enumerate(related)
                 ],
-            )
-
-    def _write_scripts(self, scripts: Sequence[dict[str, Any]]) -> None:
-        # `meta.scripts` comes as the upstream sent it: only a list of objects is used.
-        scripts = [i for i in scripts if isinstance(i, dict)] if isinstance(scripts, list) else []
-        if not scripts:
-            return
-        blob = dumps(scripts)
-        now = time.monotonic()
-        if (
-            self._scripts_seen
-            and self._scripts_seen[0] == blob
-            and now - self._scripts_seen[1] < 60
-        ):
-            return  # the same scripts as a moment ago: one write a minute is enough
-        self._scripts_seen = (blob, now)
-        stamp = now_iso()
-        for item in scripts:  # items are {type, content} per the spec
-            kind, content = str(item.get("type", "")), str(item.get("content", ""))
-            sid = hashlib.sha1(f"{kind}\0{content}".encode()).hexdigest()
-            self.conn.execute(
-                "INSERT INTO meta_scripts (id, type, content, first_seen_at, last_seen_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET last_seen_at = excluded.last_seen_at",
-                (sid, kind, content, stamp, stamp),
             )
 
     # -- deletions and hours -------------------------------------------------------------------

@@ -20,9 +20,17 @@ from sync.logs import get_logger
 _log = get_logger("sync.store")
 PYTYPE_NAME = {int: "INTEGER", float: "REAL", str: "TEXT"}
 
-SCHEMA_VERSION = 1
+#: 2: `meta_scripts` per resource type and position (`sync.store.scripts`); a sync of schema 1
+#: would write it in the old shape, so it refuses the file instead.
+SCHEMA_VERSION = 2
 
-BOOKKEEPING = """
+#: `meta.scripts` as the last response of each type served them (`sync.store.scripts`): `type`
+#: is the resource type, `script_type` the script's own `type`.
+META_SCRIPTS = """CREATE TABLE IF NOT EXISTS meta_scripts (
+    type TEXT NOT NULL, channel TEXT, position INTEGER NOT NULL, script_type TEXT, content TEXT,
+    first_seen_at TEXT, last_seen_at TEXT, PRIMARY KEY (type, position))"""
+
+BOOKKEEPING = f"""
 CREATE TABLE IF NOT EXISTS _sync_meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS _sync_cursors (
     type TEXT NOT NULL, scope TEXT NOT NULL, cursor TEXT NOT NULL, updated_at TEXT,
@@ -47,8 +55,7 @@ CREATE TABLE IF NOT EXISTS _sync_jobs (
 CREATE TABLE IF NOT EXISTS _sync_changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, id INTEGER, op TEXT NOT NULL,
     updated_at TEXT, at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS meta_scripts (
-    id TEXT PRIMARY KEY, type TEXT, content TEXT, first_seen_at TEXT, last_seen_at TEXT);
+{META_SCRIPTS};
 CREATE TABLE IF NOT EXISTS current_hours (
     mall_id INTEGER PRIMARY KEY REFERENCES malls(id), body TEXT, fetched_at TEXT);
 """

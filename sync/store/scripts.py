@@ -1,0 +1,156 @@
+"""`meta.scripts`, mirrored exactly: per resource type, in order, what is no longer served gone.
+
+Every response of the Channel Content API carries in `meta.scripts` the scripts each page showing
+its content must load. `meta_scripts` holds, for each resource type (the type of the listing or
+fetch whose response carried them, and its channel from the catalogue), the list the last such
+response served, one row per position. A response with another list replaces the type's rows
+(a script the upstream dropped is removed); one without the key leaves them; an empty list
+removes them all. Items that are not objects are skipped with a log line, never a failed page.
+
+A website reads a type's scripts as `SELECT script_type, content FROM meta_scripts WHERE type =
+'deals' ORDER BY position`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from sync import catalogue
+from sync.catalogue import ResourceType
+from sync.logs import get_logger
+from sync.staging import dumps
+from sync.stamps import now_iso
+from sync.store.schema import META_SCRIPTS
+from sync.store.transaction import write_transaction
+
+_log = get_logger("sync.store")
+
+#: Seconds a type's list, once written, is taken as still stored when the same bytes come again:
+#: every page of a listing carries the same list, and one write a minute (which refreshes
+#: `last_seen_at`) is enough for them.
+SAME_FOR = 60.0
+
+
+def _text(value: Any) -> str | None:
+    """A field of an item as stored: a string as served, null as NULL, anything else as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    return dumps(value).decode()
+
+
+class Scripts:
+    """The writer of `meta_scripts`, remembering the bytes each type's list last came as."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._seen: dict[str, tuple[bytes, float]] = {}
+
+    def forget(self) -> None:
+        """Writes were rolled back: what `_seen` remembers may no longer be stored."""
+        self._seen.clear()
+
+    def due(self, rtype: ResourceType, scripts: Any) -> bool:
+        """Whether `write` would write: `scripts` is not None (the key was there), and not the
+        bytes that came for the type a moment ago."""
+        if scripts is None:
+            return False
+        seen = self._seen.get(rtype.name)
+        return seen is None or seen[0] != dumps(scripts) or time.monotonic() - seen[1] >= SAME_FOR
+
+    def write(self, rtype: ResourceType, scripts: Any) -> None:
+        """Store `scripts` (a response's `meta.scripts` as served; None: the key was absent) as
+        `rtype`'s list. Runs inside the caller's transaction."""
+        if scripts is None:
+            return
+        blob = dumps(scripts)
+        now = time.monotonic()
+        seen = self._seen.get(rtype.name)
+        if seen is not None and seen[0] == blob and now - seen[1] < SAME_FOR:
+            return  # the same list as a moment ago (every page of a listing carries it)
+        self._seen[rtype.name] = (blob, now)
+        if not isinstance(scripts, list):
+            _log.warning(
+                "scripts.refused",
+                type=rtype.name,
+                problem=f"meta.scripts is not a list: {blob[:100].decode(errors='replace')}",
+                fix="the mirror keeps the type's scripts as they were; report it to the upstream",
+            )
+            return
+        items: list[tuple[str | None, str | None]] = []
+        for pos, item in enumerate(scripts):
+            if isinstance(item, dict):
+                items.append((_text(item.get("type")), _text(item.get("content"))))
+                continue
+            _log.warning(
+                "scripts.item_skipped",
+                type=rtype.name,
+                position=pos,
+                problem=f"not an object: {dumps(item)[:100].decode(errors='replace')}",
+                fix="the other scripts are kept; report the item to the upstream",
+            )
+        self._store(rtype, items)
+
+    def _store(self, rtype: ResourceType, items: list[tuple[str | None, str | None]]) -> None:
+        stamp = now_iso()
+        held = self.conn.execute(
+            "SELECT script_type, content, first_seen_at FROM meta_scripts WHERE type = ? "
+            "ORDER BY position",
+            (rtype.name,),
+        ).fetchall()
+        if [(k, c) for k, c, _ in held] == items:
+            self.conn.execute(
+                "UPDATE meta_scripts SET last_seen_at = ? WHERE type = ?", (stamp, rtype.name)
+            )
+            return
+        # A script still served keeps the moment it was first seen, wherever it moved.
+        first = {(k, c): f for k, c, f in held}
+        self.conn.execute("DELETE FROM meta_scripts WHERE type = ?", (rtype.name,))
+        self.conn.executemany(
+            "INSERT INTO meta_scripts (type, channel, position, script_type, content, "
+            "first_seen_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (rtype.name, rtype.channel, pos, k, c, first.get((k, c), stamp), stamp)
+                for pos, (k, c) in enumerate(items)
+            ],
+        )
+        if held:
+            _log.info(
+                "scripts.changed",
+                type=rtype.name,
+                scripts=len(items),
+                removed=len({(k, c) for k, c, _ in held} - set(items)),
+            )
+
+
+def migrate_scripts(conn: sqlite3.Connection) -> None:
+    """A mirror written before scripts were kept per type: its `meta_scripts` (id, type (the
+    script's), content, first_seen_at, last_seen_at) had every type's scripts merged, in no
+    order. Rebuilt in today's shape, each old script given to every type the mirror lists (a
+    backfill or a poll cursor recorded) in the order first stored, so a site keeps loading them
+    until the next response of each type replaces that type's list with what it serves."""
+    cols = {row[1] for row in conn.execute("PRAGMA table_info(meta_scripts)")}
+    if "id" not in cols or "position" in cols:
+        return
+    names = {
+        row[0]
+        for row in conn.execute(
+            "SELECT type FROM _sync_backfill UNION SELECT type FROM _sync_cursors"
+        )
+    }
+    listed = [t for name, t in catalogue.TYPES.items() if name in names and t.listable]
+    with write_transaction(conn):
+        conn.execute("ALTER TABLE meta_scripts RENAME TO _sync_old_meta_scripts")
+        conn.execute(META_SCRIPTS)
+        old = conn.execute(
+            "SELECT type, content, first_seen_at, last_seen_at FROM _sync_old_meta_scripts "
+            "ORDER BY rowid"
+        ).fetchall()
+        conn.executemany(
+            "INSERT INTO meta_scripts (type, channel, position, script_type, content, "
+            "first_seen_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(t.name, t.channel, pos, *row) for t in listed for pos, row in enumerate(old)],
+        )
+        conn.execute("DROP TABLE _sync_old_meta_scripts")
+    _log.info("scripts.migrated", scripts=len(old), types=[t.name for t in listed])

@@ -42,6 +42,7 @@ from sync.mallroutes import MallRoutes
 from sync.pagepool import PagePool
 from sync.progress import NullProgress, Progress
 from sync.reconcile import MassDeleteRefused, Reconciler, Scope, group_by_mall, scopes_of
+from sync.relroutes import RelatedRoutes
 from sync.staging import StagedPage, bulk_gc
 from sync.stamps import iso_ms
 from sync.store import Mirror, PageCheckpoint
@@ -251,6 +252,9 @@ class Backfill:
     async def _mall_routes(self) -> None:
         """Contacts' and deals' malls, from the mall routes unless a cheaper source is proven
         (`sync.mallroutes`; after the end phase, which makes the view it checks)."""
+        # The linkage of include paths the upstream refused, from the relationships' own
+        # routes (`sync.relroutes`); none refused, nothing asked.
+        await RelatedRoutes(self.client, self.mirror).fill(self.settings.upstream.mirrored_types())
         names = [t.name for t in self.settings.upstream.mirrored_types()]
         if not {"contacts", "deals"} & set(names):
             return

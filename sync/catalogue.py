@@ -208,6 +208,17 @@ TYPES: dict[str, ResourceType] = {
     )
 }
 
+#: Relationships the spec gives a route of their own (`GET /<type>/{id}/<relationship>`): the
+#: way to their linkage when the upstream refuses them in `include=` (`sync.relroutes`).
+RELATED_ROUTES: dict[str, frozenset[str]] = {
+    "articles": frozenset({"images", "malls", "products", "tags"}),
+    "deals": frozenset({"stores", "images", "tags"}),
+    "events": frozenset({"groups", "images"}),
+    "ifeatures": frozenset({"mall"}),
+    "job_listings": frozenset({"images", "store"}),
+    "mall_messages": frozenset({"mall"}),
+}
+
 #: Types with a collection route, in the order a backfill lists them (malls first: the
 #: mall-scoped types need the mall ids).
 LISTABLE: tuple[str, ...] = tuple(name for name, t in TYPES.items() if t.listable)

@@ -34,6 +34,7 @@ from sync.errors import NotFoundError
 from sync.fetch import Fetcher, Scope, parse_id, scopes_of
 from sync.logs import get_logger
 from sync.mallroutes import MallRoutes
+from sync.relroutes import RelatedRoutes
 from sync.store import Mirror
 
 __all__ = [
@@ -318,6 +319,7 @@ async def reconcile_every_type(
 
         await run(rtype, work)
     live = [m for m in upstream if m not in out.malls_gone]
+    await RelatedRoutes(reconciler.client, mirror).fill(types)
     routes = MallRoutes(reconciler.client, mirror)
     for rtype in types:
         if rtype.name in ("contacts", "deals"):

@@ -20,6 +20,7 @@ from sync.channel.profile import UpstreamProfile
 from sync.commands.probe import probe
 from sync.poll import Poller
 from sync.reconcile import scopes_of
+from sync.status import status_data
 from sync.store import Mirror
 from tests.backfilled import backfill, settings_for
 from tests.mirror_compare import compare
@@ -118,22 +119,38 @@ async def test_a_backfill_against_refused_includes_exits_ok_and_says_what_is_not
     make_emulator: Any, tmp_path: Path
 ) -> None:
     """An upstream that refuses every include path except images and tags (JSON:API: 400 for
-    an unsupported include): the backfill drops the refused paths, mirrors every row, and the
-    mirror's profile says which paths were refused."""
+    an unsupported include): the backfill drops the refused paths, mirrors every row, takes the
+    linkage of relationships the spec gives a route of their own from it (`/deals/{id}/stores`,
+    `/articles/{id}/malls`, a mall's contacts from `/malls/{id}/contacts`), and the mirror's
+    profile and `ccsync status` say which relationships are not mirrored."""
     async with make_emulator(resources=800, seed=6) as emu:
         emu.hard.includes_allowed = ("images", "tags")
         db = tmp_path / "m.db"
-        await backfill(emu, db)
-        c = compare(db, emu, [t for t in catalogue.LISTABLE])
+        settings = await backfill(emu, db)
+        c = compare(db, emu)
         assert not any(c.missing.values()) and not any(c.extra.values()), c.summary()
         assert not any(c.stale.values()), c.summary()
+        not_mirrored = {
+            ("events", "mall"),
+            ("products", "stores"),
+            ("stores", "contacts"),
+            ("stores", "groups"),
+            ("stores", "social_feeds"),
+        }
+        stale = {(t, i.split(".")[1]) for t, ids in c.stale_links.items() for i in ids}
+        assert stale <= not_mirrored, stale
         conn = sqlite3.connect(db)
         raw = conn.execute("select value from _sync_meta where key = 'upstream_profile'").fetchone()
         conn.close()
         profile = UpstreamProfile.from_json(raw[0])
         assert profile is not None
         assert _route(profile, "/deals").includes["stores"] == "refused"
-        assert _route(profile, "/malls").includes["contacts"] == "refused"
+        assert _route(profile, "/deals").linkage_from["stores"] == "/deals/{id}/stores"
+        assert _route(profile, "/malls").linkage_from["contacts"] == "/malls/{id}/contacts"
+        assert _route(profile, "/malls/{id}/stores").linkage_from["groups"] == "not mirrored"
+        status = await asyncio.to_thread(status_data, settings)
+    routes = status["upstream_profile"]["routes"]
+    assert routes["/articles"]["linkage_from"]["malls"] == "/articles/{id}/malls"
 
 
 async def test_a_subscription_that_timed_out_is_adopted_not_made_twice(

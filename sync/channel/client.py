@@ -308,23 +308,25 @@ class ChannelClient:
 
     # -- collections ---------------------------------------------------------------------------
 
-    def include_for(self, rtype: ResourceType) -> str:
-        """`rtype`'s include paths less those the upstream refused (`UpstreamProfile`)."""
+    def include_for(self, rtype: ResourceType, paths: str | None = None) -> str:
+        """`paths` (default: `rtype`'s include paths) less those the upstream refused on
+        `rtype`'s route (`UpstreamProfile`)."""
+        paths = rtype.include if paths is None else paths
         if self.profile is None:
-            return rtype.include
+            return paths
         refused = self.profile.refused_includes(rtype)
         if not refused:
-            return rtype.include
+            return paths
         return ",".join(
-            p
-            for p in rtype.include.split(",")
-            if p and p not in refused and p.split(".")[0] not in refused
+            p for p in paths.split(",") if p and p not in refused and p.split(".")[0] not in refused
         )
 
-    async def refused_include(self, rtype: ResourceType, mall_id: int | str | None) -> bool:
-        """A listing with `include=` was refused with a 400: ask each path alone (one row) and
-        mark the refused ones in the profile, so the request can go again without them. False
-        when no path was refused (the 400 was about something else)."""
+    async def refused_include(
+        self, rtype: ResourceType, mall_id: int | str | None, paths: str
+    ) -> bool:
+        """A listing with `include=<paths>` was refused with a 400: ask each path alone (one
+        row) and mark the refused ones in the profile, so the request can go again without
+        them. False when no path was refused (the 400 was about something else)."""
         from sync.channel.profile import Profiler, RouteProfile
 
         if self.profile is None:
@@ -334,7 +336,7 @@ class ChannelClient:
         prober = Profiler(self)
         mall = int(mall_id) if mall_id is not None else None
         found = False
-        for path in [p for p in self.include_for(rtype).split(",") if p]:
+        for path in [p for p in paths.split(",") if p]:
             verdict = await prober._include(rtype, mall, path)
             route.includes[path] = verdict
             found = found or verdict == "refused"
@@ -423,6 +425,7 @@ class ChannelClient:
         include: bool = True,
         size: int | None = None,
         conditional: bool = False,
+        refusals: bool = True,
     ) -> Page:
         """One page of a type's collection (per mall for mall-scoped types).
 
@@ -444,12 +447,13 @@ class ChannelClient:
                 path, query, headers={"If-None-Match": etag} if etag else None
             )
         except UpstreamError as exc:
-            if not (
-                exc.status == 400
-                and "include" in query
-                and "include" not in (params or {})
-                and "includ" in str(exc).lower()
-            ) or not await self.refused_include(rtype, mall_id):
+            # `refusals=False`: a probe's own request (no fallback inside the fallback), and
+            # the one retry after it (a path refused again is not asked about twice).
+            if (
+                not refusals
+                or not (exc.status == 400 and "include" in query and "includ" in str(exc).lower())
+                or not await self.refused_include(rtype, mall_id, query["include"])
+            ):
                 raise
             return await self.list_page(
                 rtype,
@@ -460,6 +464,7 @@ class ChannelClient:
                 fields=fields,
                 include=include,
                 size=size,
+                refusals=False,
             )
         if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True)
@@ -529,6 +534,12 @@ class ChannelClient:
             include=include,
             size=size,
         )
+        if "include" in query and self.profile is not None:
+            kept = self.include_for(rtype, query["include"])
+            if kept:
+                query["include"] = kept
+            else:
+                del query["include"]
         return rtype.list_path(mall_id), query
 
     async def list_response(
@@ -553,11 +564,8 @@ class ChannelClient:
             return await self.get_listing(path, query, headers=headers)
         except UpstreamError as exc:
             if not (
-                exc.status == 400
-                and "include" in query
-                and "include" not in (params or {})
-                and "includ" in str(exc).lower()
-            ) or not await self.refused_include(rtype, mall_id):
+                exc.status == 400 and "include" in query and "includ" in str(exc).lower()
+            ) or not await self.refused_include(rtype, mall_id, query["include"]):
                 raise
             path, query = self._listing(
                 rtype, number, mall_id, scope_params, params, fields, include, size

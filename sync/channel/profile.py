@@ -58,6 +58,9 @@ class RouteProfile:
     etag: EtagVerdict = "unknown"
     #: Set when a run saw the route contradict the probe (`contradicted`).
     note: str = ""
+    #: Per refused include path: where its linkage comes from instead (the relationship's own
+    #: route, `sync.relroutes`), or "not mirrored".
+    linkage_from: dict[str, str] = field(default_factory=dict)
 
     @property
     def sorted_walk(self) -> bool:
@@ -250,6 +253,7 @@ class Profiler:
                 params={"include": path},
                 include=False,
                 size=PROBE_ROWS,
+                refusals=False,
             )
         except UpstreamError as exc:
             if exc.status is not None and 400 <= exc.status < 500 and exc.status not in (401, 429):

@@ -110,7 +110,10 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
             )
             line = f"  {key:<28} {how}; etag {r.get('etag', 'unknown')}"
             if refused:
-                line += f"; include refused, not mirrored through include=: {', '.join(refused)}"
+                sources = r.get("linkage_from") or {}
+                line += "; include refused: " + ", ".join(
+                    f"{p} (linkage {_source(sources.get(p.split('.')[0]))})" for p in refused
+                )
             if bare:
                 line += f"; include serves no linkage: {', '.join(bare)}"
             click.echo(line)
@@ -213,3 +216,8 @@ def changes_command(
         return
     finally:
         mirror.close()
+
+
+def _source(route: str | None) -> str:
+    """Where a refused include path's linkage comes from, for `ccsync status`."""
+    return "not mirrored" if route in (None, "not mirrored") else f"from {route}"

@@ -787,6 +787,25 @@ class Mirror(BookkeepingMixin):
             self._included_seen.forget(b.type, b.ids)
         return len(same)
 
+    def replace_links(
+        self, rtype: ResourceType, rel: catalogue.Relationship, owner: int, targets: Sequence[int]
+    ) -> None:
+        """One owner's links of one to-many relationship become `targets`, in order (its own
+        route's answer, `sync.relroutes`)."""
+        table = rel.link_table(rtype.name)
+        self.schema.ensure_link(table, *rel.link_columns(rtype.name), rtype.name, rel.target)
+        with write_transaction(self.conn):
+            self._write_links(rtype, {rel.name: [(owner, list(targets))]})
+
+    def set_to_one(self, rtype: ResourceType, column: str, rid: int, target: int | None) -> None:
+        """One owner's to-one column (its relationship's own route, `sync.relroutes`)."""
+        if column not in self.schema.columns(rtype.table):
+            self.schema.ensure_content(rtype.table, {"id": rid, column: target or 0})
+        with write_transaction(self.conn):
+            self.conn.execute(
+                f"UPDATE [{rtype.table}] SET [{column}] = ? WHERE id = ?", (target, rid)
+            )
+
     def write_to_one(
         self,
         rtype: ResourceType,

@@ -43,6 +43,7 @@ from sync.errors import ForbiddenError, SyncError, UpstreamError
 from sync.fetch import Scope
 from sync.isolation import TypeFaults
 from sync.logs import get_logger
+from sync.mallroutes import ROUTED_BY_MALL, MallRoutes
 from sync.members import PER_MALL, Members, refused
 from sync.metrics import Metrics
 from sync.poll import Poller, poll_types
@@ -409,6 +410,12 @@ class Daemon:
             changed += rows  # after the await: scopes run side by side
 
         await bounded(scopes_of(rtype, self._malls()), self.settings.upstream.concurrency, one)
+        if changed and rtype.name in ROUTED_BY_MALL:
+            # Where the malls' contacts or deals come from their routes (`sync.mallroutes`), a
+            # row created or changed may have joined a mall: the routes are listed again.
+            routes = MallRoutes(self.client, self.mirror)
+            if routes.decisions().get(rtype.name) == "route":
+                await routes.from_routes(rtype.name, self._malls())
         self._ok(rtype.name)
         if changed:
             self.log.info("poll.changed", type=rtype.name, rows=changed)

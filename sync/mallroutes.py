@@ -36,6 +36,8 @@ from sync.store import Mirror
 
 Source = Literal["include", "derived", "route"]
 META_KEY = "mall_routes"
+#: The top-level types whose malls may come from `/malls/{id}/<type>`.
+ROUTED_BY_MALL = frozenset({"contacts", "deals"})
 #: Malls whose deals route is compared with the derivation.
 SAMPLE = 3
 
@@ -73,7 +75,7 @@ class MallRoutes:
                 self._decide("contacts", "include", "GET /malls?include=contacts serves linkage")
             else:
                 self._decide("contacts", "route", "GET /malls?include=contacts serves no linkage")
-                out["contacts"] = await self._from_routes("contacts", malls)
+                out["contacts"] = await self.from_routes("contacts", malls)
         if "deals" in types and malls:
             why = await self._deals_disagree(malls)
             if why is None:
@@ -81,7 +83,7 @@ class MallRoutes:
             else:
                 self._decide("deals", "route", why)
                 self.mirror.schema.materialize_mall_deals()
-                out["deals"] = await self._from_routes("deals", malls)
+                out["deals"] = await self.from_routes("deals", malls)
         return out
 
     async def _contacts_linked(self) -> bool:
@@ -149,7 +151,8 @@ class MallRoutes:
                 )
         return None
 
-    async def _from_routes(self, name: str, malls: Sequence[int]) -> int:
+    async def from_routes(self, name: str, malls: Sequence[int]) -> int:
+        """`malls_<name>` of every mall in `malls` from its route; memberships written."""
         written = 0
         for mall in malls:
             ids = await self._route_ids(name, mall)

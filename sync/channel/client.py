@@ -321,6 +321,19 @@ class ChannelClient:
             p for p in paths.split(",") if p and p not in refused and p.split(".")[0] not in refused
         )
 
+    async def _include_refused(
+        self,
+        exc: UpstreamError,
+        rtype: ResourceType,
+        mall_id: int | str | None,
+        query: Mapping[str, str],
+    ) -> bool:
+        """Whether `exc` was a 400 refusing the request's include paths, now marked refused
+        (`refused_include`), so the request can go again without them."""
+        if exc.status != 400 or "include" not in query or "includ" not in str(exc).lower():
+            return False
+        return await self.refused_include(rtype, mall_id, query["include"])
+
     async def refused_include(
         self, rtype: ResourceType, mall_id: int | str | None, paths: str
     ) -> bool:
@@ -449,11 +462,7 @@ class ChannelClient:
         except UpstreamError as exc:
             # `refusals=False`: a probe's own request (no fallback inside the fallback), and
             # the one retry after it (a path refused again is not asked about twice).
-            if (
-                not refusals
-                or not (exc.status == 400 and "include" in query and "includ" in str(exc).lower())
-                or not await self.refused_include(rtype, mall_id, query["include"])
-            ):
+            if not refusals or not await self._include_refused(exc, rtype, mall_id, query):
                 raise
             return await self.list_page(
                 rtype,
@@ -563,9 +572,7 @@ class ChannelClient:
         try:
             return await self.get_listing(path, query, headers=headers)
         except UpstreamError as exc:
-            if not (
-                exc.status == 400 and "include" in query and "includ" in str(exc).lower()
-            ) or not await self.refused_include(rtype, mall_id, query["include"]):
+            if not await self._include_refused(exc, rtype, mall_id, query):
                 raise
             path, query = self._listing(
                 rtype, number, mall_id, scope_params, params, fields, include, size

@@ -402,7 +402,9 @@ class Backfill:
                 if page.resources:
                     self.progress.add_pages(name, 1)
                     self._write(scope, page, report, last)
-            if number > last:
+            if page.resources and number > last:
+                # Rows past `links.last`: it named fewer pages than the listing holds (an empty
+                # page there is the ordinary end of a listing whose last page was full).
                 self.shifted.add(name)
                 self.log.warning(
                     "backfill.pages_past_last",

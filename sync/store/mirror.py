@@ -15,7 +15,6 @@ after it cannot bring the row back (upstream ids are never reused).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import sqlite3
@@ -24,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -39,6 +38,7 @@ from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.fresh import FreshIds
 from sync.store.ftsbuild import SideBuild
 from sync.store.listing import Listing
+from sync.store.lock import WriterLock, open_database, take
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 from sync.store.transaction import write_transaction
 
@@ -84,7 +84,7 @@ class Mirror(BookkeepingMixin):
         self,
         conn: sqlite3.Connection,
         path: Path,
-        lock: IO[bytes] | None,
+        lock: WriterLock | None,
         checkpoints: CheckpointMode = "sqlite",
     ) -> None:
         self.conn = conn
@@ -123,7 +123,7 @@ class Mirror(BookkeepingMixin):
                 f"mirror {p} is a directory",
                 hint=f"[mirror] path names the database file, e.g. {p / 'mirror.db'}",
             )
-        if p.exists():
+        if readonly and p.exists():
             _check_header(p)
         elif readonly:
             raise MirrorError(
@@ -935,29 +935,23 @@ def _check_header(p: Path) -> None:
         )
 
 
-def _take_lock(p: Path) -> IO[bytes]:
-    """One writer per mirror: an exclusive flock on `<mirror>.lock`, held while open."""
-    lock_path = p.with_name(p.name + ".lock")
+def _take_lock(p: Path) -> WriterLock:
+    """One writer per mirror file, whatever path names it (`sync.store.lock`): the header is
+    checked through the locked descriptor, so the file is opened once."""
+    fd = open_database(p)
     try:
-        handle = lock_path.open("ab")
-    except OSError as exc:
-        raise MirrorError(
-            f"cannot write beside mirror {p} ({exc.strerror}): the directory is read-only",
-            hint="give the sync user write access to the directory, or move [mirror] path",
-        ) from None
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise MirrorError(
-            f"mirror {p} is in use by another sync process (a daemon or a backfill)",
-            hint="stop the other process, or point [mirror] path at another file",
-        ) from None
-    return handle
+        head = os.pread(fd, 16, 0)
+        if head and head != _SQLITE_HEADER:
+            raise MirrorError(
+                f"{p} is not a SQLite database; nothing was changed",
+                hint="point [mirror] path at another file, or move this one away",
+            )
+        return take(p, fd)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
-def _release(lock: IO[bytes] | None) -> None:
+def _release(lock: WriterLock | None) -> None:
     if lock is not None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-            lock.close()
+        lock.release()

@@ -36,7 +36,7 @@ from sync.staging import Staged, dumps, encode, stage_resources
 from sync.stamps import iso_ms, now_iso
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.fresh import FreshIds
-from sync.store.ftsbuild import SideBuild
+from sync.store.ftsbuild import SideBuild, remove_scratch
 from sync.store.listing import Listing
 from sync.store.lock import WriterLock, open_database, take
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
@@ -66,6 +66,11 @@ BULK_CACHE_KIB = 16384
 #: worker's own memo (`staging.Sent`) leaves out most copies before they get here; this one
 #: catches the rest, and those of pages staged in this process. ~5 MB when full.
 INCLUDED_SEEN = 50_000
+
+#: `_sync_meta` key set while `create_indexes` runs (the end phase of a bulk load, or an open
+#: completing one): a process killed in between leaves it, and the next open then checks every
+#: full-text index against its table (`_prepare`), which is too slow to do on every open.
+END_PHASE = "end_phase_started_at"
 
 #: `PRAGMA wal_autocheckpoint` (WAL frames after which a commit runs a PASSIVE checkpoint) per
 #: `[mirror] checkpoints` mode: (normally, during a bulk load). SQLite's default, and ~64 MiB
@@ -211,8 +216,14 @@ class Mirror(BookkeepingMixin):
         self.conn.executescript(BOOKKEEPING)
         self.set_meta("schema_version", str(SCHEMA_VERSION))
         if not fresh:
-            self.schema.repair_types([t for t in catalogue.TYPES if self.has_table(t)])
+            tables = [t for t in catalogue.TYPES if self.has_table(t)]
+            self.schema.repair_types(tables)
             self.schema.repair_foreign_keys(self._link_tables())
+            # An end phase killed part way: whatever it left half made is made whole here.
+            unfinished = self.get_meta(END_PHASE) is not None
+            if unfinished:
+                remove_scratch(self.path)
+            self.schema.repair_fts(tables, check=unfinished)
             self.create_indexes()  # a bulk load interrupted before its indexes were built
 
     def _link_tables(self) -> list[tuple[str, str, str, str, str]]:
@@ -227,7 +238,9 @@ class Mirror(BookkeepingMixin):
     def create_indexes(self) -> None:
         """Build any missing index of the content and link tables, the full-text indexes and
         the views (cheap when they all exist). Missing full-text indexes are built beside the
-        mirror while the B-tree indexes are built in it (`sync.store.ftsbuild`)."""
+        mirror while the B-tree indexes are built in it (`sync.store.ftsbuild`). Marked
+        unfinished in `_sync_meta` until it returns (`END_PHASE`)."""
+        self.set_meta(END_PHASE, now_iso())
         tables = [t for t in catalogue.TYPES if self.has_table(t)]
         plan = self.schema.fts_missing(tables)
         side = None
@@ -257,6 +270,7 @@ class Mirror(BookkeepingMixin):
         self.schema.ensure_fts(tables)  # what the side build did not make (or all, without it)
         self.schema.ensure_change_triggers(tables)
         self.schema.ensure_views()
+        self.set_meta(END_PHASE, None)
 
     def defer_indexes(self, defer: bool) -> None:
         """During a bulk load into empty tables, build secondary indexes, full-text indexes and

@@ -1,7 +1,10 @@
 """Structured logging: structlog, human-readable on a terminal, JSON lines otherwise (journald).
 
 Secrets never reach a log line: the `redact` processor masks any value under a key that names a
-credential, and URLs are logged through `errors.redact_url`.
+credential, logs URLs through `errors.redact_url`, and runs every other text, exceptions
+included, through `sync.redact`. Lines logged through the standard library (aiohttp's server,
+asyncio, APScheduler) are bridged into the same pipeline, one line each: aiohttp's HTTP parser
+quotes a malformed request's first line, callback secret and all, in its error.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 import structlog
 
 from sync.errors import redact_url
+from sync.redact import redact_text
 
 _SECRET_KEYS = frozenset(
     {"password", "auth_token", "authentication_token", "token", "secret", "authorization"}
@@ -21,13 +25,47 @@ _SECRET_KEYS = frozenset(
 
 
 def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """structlog processor: mask credential-named keys and auth query parameters in URLs."""
+    """structlog processor: mask credential-named keys, auth query parameters in URLs, and
+    secrets anywhere in any text (`sync.redact`)."""
     for key in list(event):
+        value = event[key]
         if key.lower() in _SECRET_KEYS:
             event[key] = "***"
-        elif key in ("url", "path") and isinstance(event[key], str):
-            event[key] = redact_url(event[key])
+        elif key in ("url", "path") and isinstance(value, str):
+            event[key] = redact_url(value)
+        else:
+            event[key] = _redacted(value)
     return event
+
+
+def _redacted(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if depth > 3:
+        return value
+    if isinstance(value, dict):
+        return {k: _redacted(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v, depth + 1) for v in value]
+    if isinstance(value, BaseException):
+        return redact_text(str(value))
+    return value
+
+
+class _Bridge(logging.Handler):
+    """The standard library's log records as structlog events: one line each (an exception
+    as `error`, its type and message folded onto that line), redacted like any other."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields: dict[str, Any] = {}
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                fields["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())
+            event = " ".join(record.getMessage().split())
+            structlog.get_logger(logger_name=record.name).log(record.levelno, event, **fields)
+        except Exception:  # a log line must never take the process down
+            self.handleError(record)
 
 
 def configure(level: str = "info", fmt: str = "auto") -> None:
@@ -43,8 +81,8 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,  # before `redact`: a traceback is text too
             redact,
-            structlog.processors.format_exc_info,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
@@ -53,6 +91,11 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _Bridge)]:
+        root.removeHandler(handler)
+    root.addHandler(_Bridge())
+    root.setLevel(logging.getLevelNamesMapping()[level.upper()])
 
 
 def get_logger(name: str) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sync.config import Settings
 from sync.members import recorded
+from sync.redact import redact_text
 from sync.store import Mirror
 
 
@@ -35,7 +36,8 @@ def job_problems(jobs: dict[str, dict[str, Any]], now: datetime) -> list[str]:
     problems = []
     for name, job in sorted(jobs.items()):
         if job.get("outcome") in ("error", "refused"):
-            problems.append(f"{name} {job['outcome']}: {job.get('error') or 'no detail'}")
+            error = redact_text(job.get("error") or "no detail")  # stored by an older sync?
+            problems.append(f"{name} {job['outcome']}: {error}")
         started, finished = job.get("started_at"), job.get("finished_at")
         running = started is not None and (finished is None or started > finished)
         due = _lag(job.get("next_run_at"), now)
@@ -53,9 +55,12 @@ def status_data(settings: Settings) -> dict[str, Any]:
         for s in mirror.status():
             row = s.as_dict()
             row["lag_s"] = _lag(s.last_sync_at, now)
+            row["last_error"] = s.last_error and redact_text(s.last_error)
             types.append(row)
         topics = mirror.get_meta("webhook_topics")
         jobs = mirror.jobs()
+        for job in jobs.values():  # errors stored by an older sync may hold a secret
+            job["error"] = job.get("error") and redact_text(job["error"])
         return {
             "mirror": str(settings.mirror.path),
             "queue_depth": mirror.queue_depth(),

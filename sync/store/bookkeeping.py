@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from sync.redact import redact_text
 from sync.stamps import now_iso
 from sync.store.transaction import write_transaction
 
@@ -54,6 +55,11 @@ class TypeStatus:
         }
 
 
+def _redacted(error: str | None) -> str | None:
+    """An error as stored: `ccsync status` and `/healthz` show it (`sync.redact`)."""
+    return None if error is None else redact_text(error)
+
+
 class BookkeepingMixin:
     """Cursors, checkpoints, runs, status and meta; every statement is a short transaction."""
 
@@ -95,7 +101,7 @@ class BookkeepingMixin:
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
             "finished_at = excluded.finished_at, outcome = excluded.outcome, "
             "error = excluded.error, seconds = excluded.seconds",
-            (name, at, outcome, error, seconds),
+            (name, at, outcome, _redacted(error), seconds),
         )
 
     def job_scheduled(self, name: str, next_run_at: str) -> None:
@@ -199,7 +205,7 @@ class BookkeepingMixin:
     def finish_run(self, run_id: int, *, status: str, rows: int, error: str | None) -> None:
         self._exec(
             "UPDATE _sync_runs SET finished_at = ?, status = ?, rows = ?, error = ? WHERE id = ?",
-            (now_iso(), status, rows, error, run_id),
+            (now_iso(), status, rows, _redacted(error), run_id),
         )
 
     def record_type_status(
@@ -217,7 +223,7 @@ class BookkeepingMixin:
                 "INSERT INTO _sync_types (type, last_error, error_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(type) DO UPDATE SET last_error = excluded.last_error, "
                 "error_at = excluded.error_at",
-                (type_name, error, at),
+                (type_name, _redacted(error), at),
             )
 
     def queue_depth(self) -> int:

@@ -98,7 +98,7 @@ class _LiveCollector(Collector):
 
 
 class Metrics:
-    """Notices, job runs, errors, verify repairs (counters); lag, rows, queue depth and
+    """Notices, job runs, errors, verify repairs, misfit values (counters); lag, rows, queue depth and
     upstream answers read at scrape time from `live`; process, platform and GC metrics."""
 
     def __init__(self, live: Live | None = None) -> None:
@@ -122,6 +122,13 @@ class Metrics:
             "sync_verify_repairs",
             "Rows the verify repaired (content changed upstream without a new updated_at)",
             ["type"],
+            registry=r,
+        )
+        self.values = Counter(
+            "sync_values",
+            "Values that did not fit their declared column type, by type and outcome (refused: "
+            "the row kept its last good copy; coerced: converted losslessly)",
+            ["type", "outcome"],
             registry=r,
         )
         self.job_runs = Counter(

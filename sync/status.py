@@ -1,5 +1,5 @@
 """What `ccsync status` reports: per type rows, last sync, lag, cursor and error; queue; subscriptions;
-each daemon job's last run, outcome and next run.
+each daemon job's last run, outcome and next run; values refused or coerced per type.
 
 Read-only: it opens the mirror without the writer lock, so it works while the daemon runs.
 """
@@ -81,6 +81,9 @@ def status_data(settings: Settings) -> dict[str, Any]:
             # How the mall-scoped types are polled: through `GET /malls?include=` or per mall,
             # as the daemon last detected (`sync.members`), with why.
             "mall_members": recorded(mirror),
+            # Values that did not fit their declared type, per type: refused (the row kept
+            # its last good copy; the last one shown) and coerced losslessly.
+            "values": mirror.value_faults(),
         }
     finally:
         mirror.close()

@@ -6,6 +6,7 @@ A mixin of `Mirror` (it needs only `self.conn`), so callers keep one object per 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,6 +226,77 @@ class BookkeepingMixin:
                 "error_at = excluded.error_at",
                 (type_name, _redacted(error), at),
             )
+
+    # values that did not fit their declared type (`sync.staging.coerce`)
+    def record_values(
+        self,
+        type_name: str,
+        refused: Sequence[tuple[int, str, str, str]],
+        coerced: Sequence[tuple[int, str, str]],
+    ) -> None:
+        """Keep each refused value (one row per type, id and attribute, until a copy of the
+        row is written: `forget_refusals`) and count the coerced ones per attribute."""
+        now = now_iso()
+        self.conn.executemany(
+            "INSERT INTO _sync_refusals (type, id, attribute, value, problem, first_at, last_at, "
+            "times) VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT(type, id, attribute) DO UPDATE "
+            "SET value = excluded.value, problem = excluded.problem, last_at = excluded.last_at, "
+            "times = times + 1",
+            [(type_name, rid, a, redact_text(v), p, now, now) for rid, a, v, p in refused],
+        )
+        per: dict[str, list[tuple[int, str]]] = {}
+        for rid, attribute, value in coerced:
+            per.setdefault(attribute, []).append((rid, value))
+        self.conn.executemany(
+            "INSERT INTO _sync_coercions (type, attribute, count, last_id, last_value, last_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(type, attribute) DO UPDATE SET "
+            "count = count + excluded.count, last_id = excluded.last_id, "
+            "last_value = excluded.last_value, last_at = excluded.last_at",
+            [
+                (type_name, a, len(items), items[-1][0], redact_text(items[-1][1]), now)
+                for a, items in per.items()
+            ],
+        )
+
+    def holds_refusals(self) -> bool:
+        return bool(self._exec("SELECT 1 FROM _sync_refusals LIMIT 1").fetchone())
+
+    def forget_refusals(self, type_name: str, ids: Sequence[int]) -> None:
+        """Rows of `ids` are being written: their earlier refusals are history."""
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            self._exec(
+                f"DELETE FROM _sync_refusals WHERE type = ? AND id IN ({','.join('?' * len(chunk))})",
+                (type_name, *chunk),
+            )
+
+    def value_faults(self) -> dict[str, dict[str, Any]]:
+        """Per type: values refused (rows held at their last good copy) and the last one, and
+        values coerced; for `ccsync status`. Empty for a mirror written before these existed."""
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            refused = self._exec(
+                "SELECT type, count(*), max(last_at) FROM _sync_refusals GROUP BY type"
+            ).fetchall()
+            coerced = self._exec(
+                "SELECT type, sum(count) FROM _sync_coercions GROUP BY type"
+            ).fetchall()
+        except sqlite3.OperationalError:  # read-only open of a mirror without the tables
+            return out
+        for t, n, last_at in refused:
+            last = self._exec(
+                "SELECT id, attribute, value, problem FROM _sync_refusals WHERE type = ? "
+                "ORDER BY last_at DESC, id DESC LIMIT 1",
+                (t,),
+            ).fetchone()
+            out.setdefault(t, {"refused": 0, "coerced": 0})
+            out[t]["refused"] = int(n)
+            out[t]["last_refused"] = dict(
+                zip(("id", "attribute", "value", "problem"), last, strict=True), at=last_at
+            )
+        for t, n in coerced:
+            out.setdefault(t, {"refused": 0, "coerced": 0})["coerced"] = int(n)
+        return out
 
     def queue_depth(self) -> int:
         """Webhook notices waiting in `_sync_queue` (0 before the daemon ever ran)."""

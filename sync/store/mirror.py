@@ -19,7 +19,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -111,6 +111,13 @@ class Mirror(BookkeepingMixin):
         # Ids written to the tables this mirror created: an owner never written has no row and
         # no links yet, so its page write needs neither the guard's SELECT nor link DELETEs.
         self._fresh = FreshIds()
+        #: Whether `_sync_refusals` holds any row (None until looked up), and the (type,
+        #: attribute) pairs whose coercions this process has logged at info level.
+        self._refusals: bool | None = None
+        self._coercions_logged: set[tuple[str, str]] = set()
+        #: Told (type, "refused" or "coerced", how many) of each page's misfit values: the
+        #: daemon counts them in its metrics.
+        self.on_values: Callable[[str, str, int], None] | None = None
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -516,16 +523,8 @@ class Mirror(BookkeepingMixin):
                     b.keep(seen.unwritten(b.type, b.ids, b.versions))
         self._ensure_schema(batches)
         main = batches[0]
-        for b in batches:
-            for rid, why in b.refused:
-                _log.error(
-                    "resource refused: unreadable timestamp",
-                    type=b.type,
-                    id=rid,
-                    problem=why,
-                    fix="the mirror keeps its copy; report the stamp to the upstream",
-                )
         with self._page_transaction():
+            self._note_values(batches)
             for b in batches:
                 self._drop_tombstoned(b)
                 links, new = self._link_guard(b)
@@ -552,6 +551,49 @@ class Mirror(BookkeepingMixin):
             yield self._included_seen
         finally:
             self._included_seen = Seen(INCLUDED_SEEN)
+
+    def _note_values(self, batches: Sequence[Staged]) -> None:
+        """Inside the page's transaction: log, record and count the values `stage` refused
+        (their rows are not written: the mirror keeps its last good copy) or converted, and
+        forget the refusals of rows written now."""
+        for b in batches:
+            for rid, attribute, value, problem in b.refused:
+                _log.error(
+                    "mirror.value_refused",
+                    type=b.type,
+                    id=rid,
+                    attribute=attribute,
+                    value=value,
+                    problem=problem,
+                    fix="the row keeps its last good copy; report the value to the upstream",
+                )
+            per: dict[str, list[tuple[int, str, str]]] = {}
+            for item in b.coerced:
+                per.setdefault(item[1], []).append(item)
+            for attribute, items in sorted(per.items()):
+                first = (b.type, attribute) not in self._coercions_logged
+                self._coercions_logged.add((b.type, attribute))
+                (_log.info if first else _log.debug)(  # each page of a systematic misfit
+                    "mirror.values_coerced",
+                    type=b.type,
+                    attribute=attribute,
+                    count=len(items),
+                    id=items[0][0],
+                    value=items[0][2],
+                    hint="converted losslessly to the declared type; counted in ccsync status",
+                )
+            if b.refused or b.coerced:
+                self.record_values(b.type, b.refused, b.coerced)
+                self._refusals = self._refusals or bool(b.refused)
+                if self.on_values is not None:
+                    for outcome, n in (("refused", len(b.refused)), ("coerced", len(b.coerced))):
+                        if n:
+                            self.on_values(b.type, outcome, n)
+            if b.ids:
+                if self._refusals is None:
+                    self._refusals = self.holds_refusals()
+                if self._refusals:
+                    self.forget_refusals(b.type, b.ids)
 
     def _drop_tombstoned(self, b: Staged) -> None:
         if not b.ids:
@@ -634,6 +676,7 @@ class Mirror(BookkeepingMixin):
                         rel.target,
                     )
         with self._page_transaction():
+            self._note_values(included)
             for b in included:
                 self._drop_tombstoned(b)
                 own, new = self._link_guard(b)

@@ -48,6 +48,13 @@ CREATE TABLE IF NOT EXISTS _sync_jobs (
 CREATE TABLE IF NOT EXISTS _sync_changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, id INTEGER, op TEXT NOT NULL,
     updated_at TEXT, at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS _sync_refusals (
+    type TEXT NOT NULL, id INTEGER NOT NULL, attribute TEXT NOT NULL, value TEXT, problem TEXT,
+    first_at TEXT, last_at TEXT, times INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY (type, id, attribute)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _sync_coercions (
+    type TEXT NOT NULL, attribute TEXT NOT NULL, count INTEGER NOT NULL, last_id INTEGER,
+    last_value TEXT, last_at TEXT, PRIMARY KEY (type, attribute)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta_scripts (
     id TEXT PRIMARY KEY, type TEXT, content TEXT, first_seen_at TEXT, last_seen_at TEXT);
 CREATE TABLE IF NOT EXISTS current_hours (

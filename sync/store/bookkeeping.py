@@ -258,8 +258,12 @@ class BookkeepingMixin:
             ],
         )
 
-    def holds_refusals(self) -> bool:
-        return bool(self._exec("SELECT 1 FROM _sync_refusals LIMIT 1").fetchone())
+    def refused_ids(self) -> dict[str, set[int]]:
+        """The ids of rows `_sync_refusals` holds, per type (few: rows with a misfit value)."""
+        out: dict[str, set[int]] = {}
+        for t, rid in self._exec("SELECT DISTINCT type, id FROM _sync_refusals"):
+            out.setdefault(t, set()).add(int(rid))
+        return out
 
     def forget_refusals(self, type_name: str, ids: Sequence[int]) -> None:
         """Rows of `ids` are being written: their earlier refusals are history."""

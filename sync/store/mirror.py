@@ -111,9 +111,10 @@ class Mirror(BookkeepingMixin):
         # Ids written to the tables this mirror created: an owner never written has no row and
         # no links yet, so its page write needs neither the guard's SELECT nor link DELETEs.
         self._fresh = FreshIds()
-        #: Whether `_sync_refusals` holds any row (None until looked up), and the (type,
-        #: attribute) pairs whose coercions this process has logged at info level.
-        self._refusals: bool | None = None
+        #: Ids per type that `_sync_refusals` holds or held (None until looked up; never
+        #: shrunk, so a rolled-back page cannot make it forget one), and the (type, attribute)
+        #: pairs whose coercions this process has logged at info level.
+        self._refused_ids: dict[str, set[int]] | None = None
         self._coercions_logged: set[tuple[str, str]] = set()
         #: Told (type, "refused" or "coerced", how many) of each page's misfit values: the
         #: daemon counts them in its metrics.
@@ -582,18 +583,20 @@ class Mirror(BookkeepingMixin):
                     value=items[0][2],
                     hint="converted losslessly to the declared type; counted in ccsync status",
                 )
+            if self._refused_ids is None:
+                self._refused_ids = self.refused_ids()
             if b.refused or b.coerced:
                 self.record_values(b.type, b.refused, b.coerced)
-                self._refusals = self._refusals or bool(b.refused)
+                self._refused_ids.setdefault(b.type, set()).update(r[0] for r in b.refused)
                 if self.on_values is not None:
                     for outcome, n in (("refused", len(b.refused)), ("coerced", len(b.coerced))):
                         if n:
                             self.on_values(b.type, outcome, n)
-            if b.ids:
-                if self._refusals is None:
-                    self._refusals = self.holds_refusals()
-                if self._refusals:
-                    self.forget_refusals(b.type, b.ids)
+            held = self._refused_ids.get(b.type)
+            if held and b.ids:  # a set intersection a page: nothing to do on a clean mirror
+                again = held.intersection(b.ids)
+                if again:
+                    self.forget_refusals(b.type, sorted(again))
 
     def _drop_tombstoned(self, b: Staged) -> None:
         if not b.ids:
@@ -1003,10 +1006,21 @@ def _take_lock(p: Path) -> WriterLock:
                 f"{p} is not a SQLite database; nothing was changed",
                 hint="point [mirror] path at another file, or move this one away",
             )
-        return take(p, fd)
+        lock = take(p, fd)
     except BaseException:
         os.close(fd)
         raise
+    links = os.fstat(fd).st_nlink
+    if links > 1:
+        # The lock keeps out a second writer by any name, but SQLite names the WAL after the
+        # path: a reader through another name would not see this writer's pages.
+        _log.warning(
+            "mirror.hard_links",
+            path=str(p),
+            links=links,
+            hint="open the mirror by one name only (SQLite keys its WAL on the path)",
+        )
+    return lock
 
 
 def _release(lock: WriterLock | None) -> None:

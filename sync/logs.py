@@ -4,14 +4,17 @@ Secrets never reach a log line: the `redact` processor masks any value under a k
 credential, logs URLs through `errors.redact_url`, and runs every other text, exceptions
 included, through `sync.redact`. Lines logged through the standard library (aiohttp's server,
 asyncio, APScheduler) are bridged into the same pipeline, one line each: aiohttp's HTTP parser
-quotes a malformed request's first line, callback secret and all, in its error.
+quotes a malformed request's first line, callback secret and all, in its error. A crash's
+traceback is printed redacted too.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import traceback
 from collections.abc import MutableMapping
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -96,6 +99,13 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
     root = logging.getLogger()
     root.addHandler(_Bridge())
     root.setLevel(logging.getLevelNamesMapping()[level.upper()])
+    sys.excepthook = _excepthook
+
+
+def _excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """A crash's traceback as Python prints it, redacted: an exception's message may quote a
+    URL with its signature, or a request line with the callback secret."""
+    sys.stderr.write(redact_text("".join(traceback.format_exception(kind, exc, tb))))
 
 
 def reset() -> None:
@@ -105,6 +115,7 @@ def reset() -> None:
     for handler in [h for h in root.handlers if isinstance(h, _Bridge)]:
         root.removeHandler(handler)
     root.setLevel(logging.WARNING)
+    sys.excepthook = sys.__excepthook__
 
 
 def get_logger(name: str) -> Any:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from sync import logs
 from sync.emulator import Emulator
@@ -224,3 +225,18 @@ def test_every_sink_runs_the_redaction() -> None:
         event = structlog.processors.format_exc_info(None, "error", event)  # type: ignore[arg-type]
         out = logs.redact(None, "error", event)
     assert "sekrit" not in json.dumps(out) and "another-one" not in json.dumps(out)
+
+
+def test_a_crash_traceback_is_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    """An exception nothing caught is printed as Python prints it, the secret masked."""
+    logs.configure("info", "json")
+    try:
+        try:
+            raise RuntimeError("while posting b'POST /webhooks/crash-secret-0123 HTTP/1.1'")
+        except RuntimeError as exc:
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+    finally:
+        logs.reset()
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError" in err and "/webhooks/*** HTTP/1.1" in err
+    assert "crash-secret" not in err

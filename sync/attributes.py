@@ -237,3 +237,39 @@ def declared(type_name: str, column: str) -> Affinity | None:
     if rtype is not None and any(r.to_one and r.column == column for r in rtype.relationships):
         return "INTEGER"
     return None
+
+
+#: Attributes the spec types boolean: INTEGER columns holding 0/1.
+BOOLEANS = frozenset(
+    {
+        "exclude_national_deals",
+        "is_active",
+        "is_apply_online",
+        "is_events_page",
+        "is_featured",
+        "is_full_time",
+        "is_headline",
+        "is_local",
+        "is_new_window",
+        "is_static",
+        "is_verified",
+    }
+)
+
+#: What the value of a declared number or boolean attribute must be (`sync.staging` checks it).
+ValueKind = Literal["boolean", "integer", "number"]
+
+
+def _kinds(columns: dict[str, Affinity]) -> dict[str, ValueKind]:
+    out: dict[str, ValueKind] = {}
+    for column, affinity in columns.items():
+        if affinity == "INTEGER":
+            out[column] = "boolean" if column in BOOLEANS else "integer"
+        elif affinity == "REAL":
+            out[column] = "number"
+    return out
+
+
+#: Per type, its declared number and boolean attributes and what their values must be. Text
+#: columns are not listed: they hold strings, objects and arrays alike (as JSON text).
+VALUE_KINDS: dict[str, dict[str, ValueKind]] = {t: _kinds(c) for t, c in DECLARED.items()}

@@ -26,6 +26,7 @@ from pydantic import (
 
 from sync import catalogue
 from sync.errors import ConfigError
+from sync.redact import register
 
 DEFAULT_PATH = Path("sync.toml")
 
@@ -44,7 +45,21 @@ def _read_secret(
     """Resolve a secret given inline, by environment variable name, by file path, or by the
     name of a systemd credential (`LoadCredential=NAME:...`), read from
     `$CREDENTIALS_DIRECTORY/NAME`: each unit gets its credentials under its own directory, so
-    naming the credential lets one config file serve every unit."""
+    naming the credential lets one config file serve every unit. The value is registered
+    with `sync.redact`: no log line, error or status output of this process shows it."""
+    secret = _find_secret(value, env, path, key, credential)
+    if secret is not None:
+        register(secret.get_secret_value())
+    return secret
+
+
+def _find_secret(
+    value: SecretStr | None,
+    env: str | None,
+    path: Path | None,
+    key: str,
+    credential: str | None,
+) -> SecretStr | None:
     given = [
         n
         for n, v in (

@@ -599,6 +599,9 @@ class Daemon:
 
     async def _serve(self) -> None:
         s = self.settings
+        self.mirror.on_values = lambda t, outcome, n: self.metrics.values.labels(
+            type=t, outcome=outcome
+        ).inc(n)
         self._queue = ChangeQueue(self.mirror.conn)
         self.poller = Poller(
             self.client,

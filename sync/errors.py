@@ -19,7 +19,7 @@
                                    (a one-shot command exits 3; the daemon logs and retries)
 
 Errors never carry secrets: URLs are stripped of the `auth_*` query parameters before they are
-stored here (see `redact_url`).
+stored here (see `redact_url`), and every message and hint goes through `sync.redact`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ from __future__ import annotations
 import signal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from sync.redact import redact_text
+
 _SECRET_PARAMS = frozenset({"auth_token", "auth_id", "auth_timestamp", "password", "token"})
 
 
 def redact_url(url: str) -> str:
     """Return `url` with every authentication query parameter (and a password in the
     authority, `https://user:secret@host`) replaced by `***`."""
+    url = redact_text(url)
     parts = urlsplit(url)
     if parts.password is not None:
         host = parts.netloc.rpartition("@")[2]
@@ -51,6 +54,9 @@ class SyncError(Exception):
     """Base class: a failure `sync` understands and can explain in one line."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        # An upstream's error detail, an aiohttp message: they may quote what carries a secret.
+        message = redact_text(message)
+        hint = None if hint is None else redact_text(hint)
         self.message = message
         self.hint = hint
         super().__init__(message if hint is None else f"{message} ({hint})")

@@ -99,9 +99,9 @@ class _LiveCollector(Collector):
 
 
 class Metrics:
-    """Notices, job runs, errors, verify repairs, per-type errors (counters); storage and
-    per-type fault states (gauges set on change); lag, rows, queue depth and upstream answers
-    read at scrape time from `live`; process, platform and GC metrics."""
+    """Notices, job runs, errors, verify repairs, per-type errors, misfit values (counters);
+    storage and per-type fault states (gauges set on change); lag, rows, queue depth and upstream
+    answers read at scrape time from `live`; process, platform and GC metrics."""
 
     def __init__(self, live: Live | None = None) -> None:
         self.registry = CollectorRegistry()
@@ -124,6 +124,13 @@ class Metrics:
             "sync_verify_repairs",
             "Rows the verify repaired (content changed upstream without a new updated_at)",
             ["type"],
+            registry=r,
+        )
+        self.values = Counter(
+            "sync_values",
+            "Values that did not fit their declared column type, by type and outcome (refused: "
+            "the row kept its last good copy; coerced: converted losslessly)",
+            ["type", "outcome"],
             registry=r,
         )
         self.job_runs = Counter(

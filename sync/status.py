@@ -1,6 +1,6 @@
 """What `ccsync status` reports: per type rows, last sync, lag, cursor and error; queue; subscriptions;
 each daemon job's last run, outcome and next run; whether the running daemon's mirror takes
-writes.
+writes; values refused or coerced per type.
 
 Read-only: it opens the mirror without the writer lock, so it works while the daemon runs. A
 daemon whose mirror cannot take writes cannot record that in it: it says so in
@@ -15,6 +15,7 @@ from typing import Any
 
 from sync.config import Settings
 from sync.members import recorded
+from sync.redact import redact_text
 from sync.storage import read_health
 from sync.store import Mirror
 
@@ -39,7 +40,8 @@ def job_problems(jobs: dict[str, dict[str, Any]], now: datetime) -> list[str]:
     problems = []
     for name, job in sorted(jobs.items()):
         if job.get("outcome") in ("error", "refused"):
-            problems.append(f"{name} {job['outcome']}: {job.get('error') or 'no detail'}")
+            error = redact_text(job.get("error") or "no detail")  # stored by an older sync?
+            problems.append(f"{name} {job['outcome']}: {error}")
         started, finished = job.get("started_at"), job.get("finished_at")
         running = started is not None and (finished is None or started > finished)
         due = _lag(job.get("next_run_at"), now)
@@ -57,9 +59,12 @@ def status_data(settings: Settings) -> dict[str, Any]:
         for s in mirror.status():
             row = s.as_dict()
             row["lag_s"] = _lag(s.last_sync_at, now)
+            row["last_error"] = s.last_error and redact_text(s.last_error)
             types.append(row)
         topics = mirror.get_meta("webhook_topics")
         jobs = mirror.jobs()
+        for job in jobs.values():  # errors stored by an older sync may hold a secret
+            job["error"] = job.get("error") and redact_text(job["error"])
         problems = job_problems(jobs, now)
         health = read_health(settings.mirror.path)
         storage = health if health is not None and health.get("status") == "degraded" else None
@@ -98,6 +103,9 @@ def status_data(settings: Settings) -> dict[str, Any]:
             "page_size": mirror.get_meta("upstream_paging"),
             # What the upstream answered where the spec is silent (`sync.channel.profile`).
             "upstream_profile": json.loads(mirror.get_meta("upstream_profile") or "null"),
+            # Values that did not fit their declared type, per type: refused (the row kept
+            # its last good copy; the last one shown) and coerced losslessly.
+            "values": mirror.value_faults(),
         }
     finally:
         mirror.close()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
+from sync import logs
 from sync.emulator import Emulator
 
 
@@ -16,6 +17,7 @@ from sync.emulator import Emulator
 def _quiet_logs() -> None:
     """Tests capture logs explicitly; keep the default output small."""
     structlog.reset_defaults()
+    logs.reset()  # a command run in this process bridged the standard library's logging
 
 
 @pytest.fixture

@@ -218,7 +218,8 @@ def test_answers_cross_the_pipe_whole() -> None:
     )
     page.ticket = 9
     back = staging.from_wire(staging.to_wire(page))
-    assert back == page and back.batches[0].refused == [(1, page.batches[0].refused[0][1])]
+    problem = page.batches[0].refused[0][3]
+    assert back == page and back.batches[0].refused == [(1, "updated_at", '"bad"', problem)]
     assert isinstance(back.batches[1].rows[0], tuple) and back.batches[0].versions is None
     assert any(isinstance(v, bytes) for b in back.batches for v in b.versions or ())
     refused = staging.Refused("not JSON", "check the upstream")
@@ -408,7 +409,7 @@ def test_rows_written_already_are_left_out_before_staging_as_after(memo: type[Se
     batches = staging.stage_resources(
         catalogue.TYPES["deals"], [], [image, tag, renamed, bad], written=written
     )
-    staged = {b.type: (b.ids, [r for r, _ in b.refused]) for b in batches[1:]}
+    staged = {b.type: (b.ids, [r[0] for r in b.refused]) for b in batches[1:]}
     assert staged == {"images": ([], [10]), "tags": ([7], [])}  # the refusal still reported
 
 

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 
+from sync.redact import register
+
 
 def sign(token: str, timestamp: int) -> str:
     """Lowercase md5 hex of `<timestamp>:<token>`."""
@@ -34,6 +36,7 @@ class Credentials:
         return self._token is not None
 
     def set_token(self, token: str) -> None:
+        register(token)  # masked in any text from now on (`sync.redact`)
         self._token = token
         self.generation += 1
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -42,6 +41,7 @@ import aiohttp
 from sync.channel.budget import RequestBudget
 from sync.errors import MaybeAppliedError, RetriesExhaustedError, UnreachableError, redact_url
 from sync.logs import get_logger
+from sync.redact import redact_text
 
 BASE_BACKOFF = 0.25  # seconds; the first retry waits up to 0.5 s, doubling from there
 #: Seconds of "cannot connect" before the upstream is called unreachable (see module docstring).
@@ -72,7 +72,6 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 #: Failures to open a connection at all: refused, DNS, TLS (subclasses of ClientConnectorError).
 #: Connect timeouts are not among them: a slow upstream may heal.
 UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientConnectorError,)
-_SECRET_IN_TEXT = re.compile(r"(auth_token|auth_id|auth_timestamp|password)=[^&\s'\"]*")
 
 
 def is_retryable(status: int) -> bool:
@@ -81,8 +80,9 @@ def is_retryable(status: int) -> bool:
 
 
 def scrub(text: str) -> str:
-    """Mask auth parameters inside free text (aiohttp messages may quote the request URL)."""
-    return _SECRET_IN_TEXT.sub(r"\1=***", text)
+    """Mask auth parameters and secrets inside free text (aiohttp messages may quote the
+    request URL; see `sync.redact`)."""
+    return redact_text(text)
 
 
 @dataclass

@@ -65,7 +65,9 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
     the webhook subscriptions, the request budget, how the mall-scoped types are polled
     (`GET /malls?include=` or per mall, and why), `degraded:` problems, each daemon job's last
     run, outcome and next run, the rolling verify's position, and per type: rows, last sync,
-    lag (seconds), poll cursor and the last error. --json prints all of it for scripts."""
+    lag (seconds), poll cursor and the last error, and the values refused (their rows keep their
+    last good copy) or coerced because they did not fit their declared type. --json prints all
+    of it for scripts."""
     settings = settings_from(config_path)
     data = status_data(settings)
     if as_json:
@@ -122,6 +124,15 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
         click.echo(f"page size: asked {asked}, upstream serves {served or 'what is asked'}")
     for problem in data["problems"]:
         click.echo(f"degraded: {problem}")
+    for name, v in sorted(data["values"].items()):
+        line = f"values of {name}: {v['refused']} refused, {v['coerced']} coerced"
+        last = v.get("last_refused")
+        if last:
+            line += (
+                f" (rows kept at their last good copy; last: id {last['id']} "
+                f"{last['attribute']} = {last['value']}: {last['problem']})"
+            )
+        click.echo(line)
     if data["jobs"]:
         click.echo(f"{'job':<15} {'last run':<24} {'outcome':<11} {'next run':<24}  error")
         for j in data["jobs"]:

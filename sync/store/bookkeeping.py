@@ -6,9 +6,11 @@ A mixin of `Mirror` (it needs only `self.conn`), so callers keep one object per 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sync.redact import redact_text
 from sync.stamps import now_iso
 from sync.store.transaction import write_transaction
 
@@ -54,6 +56,11 @@ class TypeStatus:
         }
 
 
+def _redacted(error: str | None) -> str | None:
+    """An error as stored: `ccsync status` and `/healthz` show it (`sync.redact`)."""
+    return None if error is None else redact_text(error)
+
+
 class BookkeepingMixin:
     """Cursors, checkpoints, runs, status and meta; every statement is a short transaction."""
 
@@ -95,7 +102,7 @@ class BookkeepingMixin:
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
             "finished_at = excluded.finished_at, outcome = excluded.outcome, "
             "error = excluded.error, seconds = excluded.seconds",
-            (name, at, outcome, error, seconds),
+            (name, at, outcome, _redacted(error), seconds),
         )
 
     def job_scheduled(self, name: str, next_run_at: str) -> None:
@@ -199,7 +206,7 @@ class BookkeepingMixin:
     def finish_run(self, run_id: int, *, status: str, rows: int, error: str | None) -> None:
         self._exec(
             "UPDATE _sync_runs SET finished_at = ?, status = ?, rows = ?, error = ? WHERE id = ?",
-            (now_iso(), status, rows, error, run_id),
+            (now_iso(), status, rows, _redacted(error), run_id),
         )
 
     def record_type_status(
@@ -217,8 +224,83 @@ class BookkeepingMixin:
                 "INSERT INTO _sync_types (type, last_error, error_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(type) DO UPDATE SET last_error = excluded.last_error, "
                 "error_at = excluded.error_at",
-                (type_name, error, at),
+                (type_name, _redacted(error), at),
             )
+
+    # values that did not fit their declared type (`sync.staging.coerce`)
+    def record_values(
+        self,
+        type_name: str,
+        refused: Sequence[tuple[int, str, str, str]],
+        coerced: Sequence[tuple[int, str, str]],
+    ) -> None:
+        """Keep each refused value (one row per type, id and attribute, until a copy of the
+        row is written: `forget_refusals`) and count the coerced ones per attribute."""
+        now = now_iso()
+        self.conn.executemany(
+            "INSERT INTO _sync_refusals (type, id, attribute, value, problem, first_at, last_at, "
+            "times) VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT(type, id, attribute) DO UPDATE "
+            "SET value = excluded.value, problem = excluded.problem, last_at = excluded.last_at, "
+            "times = times + 1",
+            [(type_name, rid, a, redact_text(v), p, now, now) for rid, a, v, p in refused],
+        )
+        per: dict[str, list[tuple[int, str]]] = {}
+        for rid, attribute, value in coerced:
+            per.setdefault(attribute, []).append((rid, value))
+        self.conn.executemany(
+            "INSERT INTO _sync_coercions (type, attribute, count, last_id, last_value, last_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(type, attribute) DO UPDATE SET "
+            "count = count + excluded.count, last_id = excluded.last_id, "
+            "last_value = excluded.last_value, last_at = excluded.last_at",
+            [
+                (type_name, a, len(items), items[-1][0], redact_text(items[-1][1]), now)
+                for a, items in per.items()
+            ],
+        )
+
+    def refused_ids(self) -> dict[str, set[int]]:
+        """The ids of rows `_sync_refusals` holds, per type (few: rows with a misfit value)."""
+        out: dict[str, set[int]] = {}
+        for t, rid in self._exec("SELECT DISTINCT type, id FROM _sync_refusals"):
+            out.setdefault(t, set()).add(int(rid))
+        return out
+
+    def forget_refusals(self, type_name: str, ids: Sequence[int]) -> None:
+        """Rows of `ids` are being written: their earlier refusals are history."""
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            self._exec(
+                f"DELETE FROM _sync_refusals WHERE type = ? AND id IN ({','.join('?' * len(chunk))})",
+                (type_name, *chunk),
+            )
+
+    def value_faults(self) -> dict[str, dict[str, Any]]:
+        """Per type: values refused (rows held at their last good copy) and the last one, and
+        values coerced; for `ccsync status`. Empty for a mirror written before these existed."""
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            refused = self._exec(
+                "SELECT type, count(*), max(last_at) FROM _sync_refusals GROUP BY type"
+            ).fetchall()
+            coerced = self._exec(
+                "SELECT type, sum(count) FROM _sync_coercions GROUP BY type"
+            ).fetchall()
+        except sqlite3.OperationalError:  # read-only open of a mirror without the tables
+            return out
+        for t, n, last_at in refused:
+            last = self._exec(
+                "SELECT id, attribute, value, problem FROM _sync_refusals WHERE type = ? "
+                "ORDER BY last_at DESC, id DESC LIMIT 1",
+                (t,),
+            ).fetchone()
+            out.setdefault(t, {"refused": 0, "coerced": 0})
+            out[t]["refused"] = int(n)
+            out[t]["last_refused"] = dict(
+                zip(("id", "attribute", "value", "problem"), last, strict=True), at=last_at
+            )
+        for t, n in coerced:
+            out.setdefault(t, {"refused": 0, "coerced": 0})["coerced"] = int(n)
+        return out
 
     def queue_depth(self) -> int:
         """Webhook notices waiting in `_sync_queue` (0 before the daemon ever ran)."""

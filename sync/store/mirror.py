@@ -18,15 +18,14 @@ says ids are not reused (`tombstone_holds`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -41,8 +40,9 @@ from sync.store import memberships
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.faults import storage_fault
 from sync.store.fresh import FreshIds
-from sync.store.ftsbuild import SideBuild
+from sync.store.ftsbuild import SideBuild, remove_scratch
 from sync.store.listing import Listing
+from sync.store.lock import WriterLock, open_database, take
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 from sync.store.scripts import Scripts, migrate_scripts
 from sync.store.tombstones import tombstone_holds
@@ -73,6 +73,11 @@ BULK_CACHE_KIB = 16384
 #: catches the rest, and those of pages staged in this process. ~5 MB when full.
 INCLUDED_SEEN = 50_000
 
+#: `_sync_meta` key set while `create_indexes` runs (the end phase of a bulk load, or an open
+#: completing one): a process killed in between leaves it, and the next open then checks every
+#: full-text index against its table (`_prepare`), which is too slow to do on every open.
+END_PHASE = "end_phase_started_at"
+
 #: `PRAGMA wal_autocheckpoint` (WAL frames after which a commit runs a PASSIVE checkpoint) per
 #: `[mirror] checkpoints` mode: (normally, during a bulk load). SQLite's default, and ~64 MiB
 #: during a bulk load, which rewrites the same B-tree pages over and over (each checkpoint
@@ -90,7 +95,7 @@ class Mirror(BookkeepingMixin):
         self,
         conn: sqlite3.Connection,
         path: Path,
-        lock: IO[bytes] | None,
+        lock: WriterLock | None,
         checkpoints: CheckpointMode = "sqlite",
     ) -> None:
         self.conn = conn
@@ -112,6 +117,14 @@ class Mirror(BookkeepingMixin):
         # Ids written to the tables this mirror created: an owner never written has no row and
         # no links yet, so its page write needs neither the guard's SELECT nor link DELETEs.
         self._fresh = FreshIds()
+        #: Ids per type that `_sync_refusals` holds or held (None until looked up; never
+        #: shrunk, so a rolled-back page cannot make it forget one), and the (type, attribute)
+        #: pairs whose coercions this process has logged at info level.
+        self._refused_ids: dict[str, set[int]] | None = None
+        self._coercions_logged: set[tuple[str, str]] = set()
+        #: Told (type, "refused" or "coerced", how many) of each page's misfit values: the
+        #: daemon counts them in its metrics.
+        self.on_values: Callable[[str, str, int], None] | None = None
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -129,7 +142,7 @@ class Mirror(BookkeepingMixin):
                 f"mirror {p} is a directory",
                 hint=f"[mirror] path names the database file, e.g. {p / 'mirror.db'}",
             )
-        if p.exists():
+        if readonly and p.exists():
             _check_header(p)
         elif readonly:
             raise MirrorError(
@@ -210,10 +223,16 @@ class Mirror(BookkeepingMixin):
         self.conn.executescript(BOOKKEEPING)
         self.set_meta("schema_version", str(SCHEMA_VERSION))
         if not fresh:
-            self.schema.repair_types([t for t in catalogue.TYPES if self.has_table(t)])
+            tables = [t for t in catalogue.TYPES if self.has_table(t)]
+            self.schema.repair_types(tables)
             self.schema.repair_foreign_keys(self._link_tables())
             memberships.migrate(self.conn, self._ensure_memberships)
             migrate_scripts(self.conn)
+            # An end phase killed part way: whatever it left half made is made whole here.
+            unfinished = self.get_meta(END_PHASE) is not None
+            if unfinished:
+                remove_scratch(self.path)
+            self.schema.repair_fts(tables, check=unfinished)
             self.create_indexes()  # a bulk load interrupted before its indexes were built
 
     def _ensure_memberships(self, type_name: str) -> None:
@@ -234,7 +253,9 @@ class Mirror(BookkeepingMixin):
     def create_indexes(self) -> None:
         """Build any missing index of the content and link tables, the full-text indexes and
         the views (cheap when they all exist). Missing full-text indexes are built beside the
-        mirror while the B-tree indexes are built in it (`sync.store.ftsbuild`)."""
+        mirror while the B-tree indexes are built in it (`sync.store.ftsbuild`). Marked
+        unfinished in `_sync_meta` until it returns (`END_PHASE`)."""
+        self.set_meta(END_PHASE, now_iso())
         tables = [t for t in catalogue.TYPES if self.has_table(t)]
         plan = self.schema.fts_missing(tables)
         side = None
@@ -269,6 +290,7 @@ class Mirror(BookkeepingMixin):
         self.schema.ensure_fts(tables)  # what the side build did not make (or all, without it)
         self.schema.ensure_change_triggers(tables)
         self.schema.ensure_views()
+        self.set_meta(END_PHASE, None)
 
     def defer_indexes(self, defer: bool) -> None:
         """During a bulk load into empty tables, build secondary indexes, full-text indexes and
@@ -520,16 +542,8 @@ class Mirror(BookkeepingMixin):
                     b.keep(seen.unwritten(b.type, b.ids, b.versions))
         self._ensure_schema(batches)
         main = batches[0]
-        for b in batches:
-            for rid, why in b.refused:
-                _log.error(
-                    "resource refused: unreadable timestamp",
-                    type=b.type,
-                    id=rid,
-                    problem=why,
-                    fix="the mirror keeps its copy; report the stamp to the upstream",
-                )
         with self._page_transaction():
+            self._note_values(batches)
             for b in batches:
                 self._drop_tombstoned(b)
                 links, new = self._link_guard(b)
@@ -646,6 +660,51 @@ class Mirror(BookkeepingMixin):
         finally:
             self._included_seen = Seen(INCLUDED_SEEN)
 
+    def _note_values(self, batches: Sequence[Staged]) -> None:
+        """Inside the page's transaction: log, record and count the values `stage` refused
+        (their rows are not written: the mirror keeps its last good copy) or converted, and
+        forget the refusals of rows written now."""
+        for b in batches:
+            for rid, attribute, value, problem in b.refused:
+                _log.error(
+                    "mirror.value_refused",
+                    type=b.type,
+                    id=rid,
+                    attribute=attribute,
+                    value=value,
+                    problem=problem,
+                    fix="the row keeps its last good copy; report the value to the upstream",
+                )
+            per: dict[str, list[tuple[int, str, str]]] = {}
+            for item in b.coerced:
+                per.setdefault(item[1], []).append(item)
+            for attribute, items in sorted(per.items()):
+                first = (b.type, attribute) not in self._coercions_logged
+                self._coercions_logged.add((b.type, attribute))
+                (_log.info if first else _log.debug)(  # each page of a systematic misfit
+                    "mirror.values_coerced",
+                    type=b.type,
+                    attribute=attribute,
+                    count=len(items),
+                    id=items[0][0],
+                    value=items[0][2],
+                    hint="converted losslessly to the declared type; counted in ccsync status",
+                )
+            if self._refused_ids is None:
+                self._refused_ids = self.refused_ids()
+            if b.refused or b.coerced:
+                self.record_values(b.type, b.refused, b.coerced)
+                self._refused_ids.setdefault(b.type, set()).update(r[0] for r in b.refused)
+                if self.on_values is not None:
+                    for outcome, n in (("refused", len(b.refused)), ("coerced", len(b.coerced))):
+                        if n:
+                            self.on_values(b.type, outcome, n)
+            held = self._refused_ids.get(b.type)
+            if held and b.ids:  # a set intersection a page: nothing to do on a clean mirror
+                again = held.intersection(b.ids)
+                if again:
+                    self.forget_refusals(b.type, sorted(again))
+
     def tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
         """The tombstones of those of `ids` that have one: id -> deleted_at."""
         if self._tombstones is None:
@@ -761,6 +820,7 @@ class Mirror(BookkeepingMixin):
                         rel.target,
                     )
         with self._page_transaction():
+            self._note_values(included)
             for b in included:
                 self._drop_tombstoned(b)
                 own, new = self._link_guard(b)
@@ -1122,29 +1182,34 @@ def _check_header(p: Path) -> None:
         )
 
 
-def _take_lock(p: Path) -> IO[bytes]:
-    """One writer per mirror: an exclusive flock on `<mirror>.lock`, held while open."""
-    lock_path = p.with_name(p.name + ".lock")
+def _take_lock(p: Path) -> WriterLock:
+    """One writer per mirror file, whatever path names it (`sync.store.lock`): the header is
+    checked through the locked descriptor, so the file is opened once."""
+    fd = open_database(p)
     try:
-        handle = lock_path.open("ab")
-    except OSError as exc:
-        raise MirrorError(
-            f"cannot write beside mirror {p} ({exc.strerror}): the directory is read-only",
-            hint="give the sync user write access to the directory, or move [mirror] path",
-        ) from None
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise MirrorError(
-            f"mirror {p} is in use by another sync process (a daemon or a backfill)",
-            hint="stop the other process, or point [mirror] path at another file",
-        ) from None
-    return handle
+        head = os.pread(fd, 16, 0)
+        if head and head != _SQLITE_HEADER:
+            raise MirrorError(
+                f"{p} is not a SQLite database; nothing was changed",
+                hint="point [mirror] path at another file, or move this one away",
+            )
+        lock = take(p, fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    links = os.fstat(fd).st_nlink
+    if links > 1:
+        # The lock keeps out a second writer by any name, but SQLite names the WAL after the
+        # path: a reader through another name would not see this writer's pages.
+        _log.warning(
+            "mirror.hard_links",
+            path=str(p),
+            links=links,
+            hint="open the mirror by one name only (SQLite keys its WAL on the path)",
+        )
+    return lock
 
 
-def _release(lock: IO[bytes] | None) -> None:
+def _release(lock: WriterLock | None) -> None:
     if lock is not None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-            lock.close()
+        lock.release()

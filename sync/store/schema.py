@@ -16,6 +16,7 @@ import sqlite_utils
 from sync import catalogue
 from sync.attributes import declared
 from sync.logs import get_logger
+from sync.store.ftsbuild import fts_sql
 
 _log = get_logger("sync.store")
 PYTYPE_NAME = {int: "INTEGER", float: "REAL", str: "TEXT"}
@@ -56,6 +57,13 @@ CREATE TABLE IF NOT EXISTS _sync_changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, id INTEGER, op TEXT NOT NULL,
     updated_at TEXT, at TEXT NOT NULL);
 {META_SCRIPTS};
+CREATE TABLE IF NOT EXISTS _sync_refusals (
+    type TEXT NOT NULL, id INTEGER NOT NULL, attribute TEXT NOT NULL, value TEXT, problem TEXT,
+    first_at TEXT, last_at TEXT, times INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY (type, id, attribute)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _sync_coercions (
+    type TEXT NOT NULL, attribute TEXT NOT NULL, count INTEGER NOT NULL, last_id INTEGER,
+    last_value TEXT, last_at TEXT, PRIMARY KEY (type, attribute)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS current_hours (
     mall_id INTEGER PRIMARY KEY REFERENCES malls(id), body TEXT, fetched_at TEXT);
 """
@@ -126,6 +134,9 @@ FTS_COLUMNS: dict[str, tuple[str, ...]] = {
     "tags": ("name",),
     "groups": ("name",),
 }
+
+#: The triggers sqlite-utils' `enable_fts` names `<table><suffix>` to keep an index in step.
+FTS_TRIGGERS = ("_ai", "_ad", "_au")
 
 
 def foreign_keys(table: str) -> list[tuple[str, str, str]]:
@@ -476,9 +487,71 @@ class Schema:
         """FTS5 over the `FTS_COLUMNS` of each table, kept in step by triggers (built once,
         at the end of a bulk load like the deferred indexes)."""
         for table, wanted in self.fts_missing(tables, replace=replace).items():
-            self.db.table(table).enable_fts(
-                wanted, fts_version="FTS5", create_triggers=True, replace=True
+            self.build_fts(table, wanted)
+
+    def build_fts(self, table: str, columns: list[str]) -> None:
+        """(Re)build the FTS5 index of `table` over `columns`, with its triggers, in one
+        savepoint. sqlite-utils' `enable_fts` (whose SQL this runs, `fts_sql`) commits its
+        steps one by one: a process killed between them left an index without triggers
+        (stale from then on, and never rebuilt: the index exists) or, replacing one, triggers
+        without their index (every write to the table failing)."""
+        create, *triggers = fts_sql(table, columns)
+        cols = ", ".join(f"[{c}]" for c in columns)
+        self.conn.execute("SAVEPOINT sync_fts")
+        try:
+            self.conn.execute(f"DROP TABLE IF EXISTS [{table}_fts]")
+            for suffix in FTS_TRIGGERS:
+                self.conn.execute(f"DROP TRIGGER IF EXISTS [{table}{suffix}]")
+            self.conn.execute(create)
+            self.conn.execute(
+                f"INSERT INTO [{table}_fts] (rowid, {cols}) SELECT rowid, {cols} FROM [{table}]"
             )
+            for trigger in triggers:
+                self.conn.execute(trigger)
+            self.conn.execute("RELEASE sync_fts")
+        except BaseException:
+            self.conn.execute("ROLLBACK TO sync_fts")
+            self.conn.execute("RELEASE sync_fts")
+            raise
+
+    def repair_fts(self, tables: list[str], *, check: bool) -> list[str]:
+        """Rebuild the full-text indexes an interrupted process left incomplete: an index
+        lacking any of its triggers, triggers without their index, and, with `check` (the end
+        phase of a bulk load did not finish), an index that fails FTS5's integrity-check
+        against its table (rank 1: the index must match the rows, not only itself). Each is
+        logged; returns their tables."""
+        names = {
+            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type != 'index'")
+        }
+        rebuilt = []
+        for table in tables:
+            wanted = [c for c in FTS_COLUMNS.get(table, ()) if c in self.columns(table)]
+            fts = f"{table}_fts"
+            triggers = [f"{table}{suffix}" in names for suffix in FTS_TRIGGERS]
+            if not wanted or (fts not in names and not any(triggers)):
+                continue  # no index to repair (`ensure_fts` builds a missing one)
+            why = None
+            if fts not in names:
+                why = "its triggers were left without their index"
+            elif not all(triggers):
+                why = "its triggers are missing"
+            elif check:
+                try:
+                    self.conn.execute(
+                        f"INSERT INTO [{fts}]([{fts}], rank) VALUES ('integrity-check', 1)"
+                    )
+                except sqlite3.DatabaseError as exc:
+                    why = f"its integrity-check failed ({exc})"
+            if why is not None:
+                self.build_fts(table, wanted)
+                rebuilt.append(table)
+                _log.warning(
+                    "mirror.fts_rebuilt",
+                    table=fts,
+                    why=why,
+                    hint="an interrupted run left it incomplete; rebuilt from the table",
+                )
+        return rebuilt
 
     def ensure_change_triggers(self, tables: list[str]) -> None:
         """Triggers that append every change of a content table to `_sync_changes` (the change

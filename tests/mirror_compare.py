@@ -102,16 +102,22 @@ def watch_deletions(mirror_path: Path) -> None:
         conn.close()
 
 
-def lost_rows(mirror_path: Path, emu: Emulator, deleted: set[tuple[str, int]]) -> list[str]:
+def lost_rows(
+    mirror_path: Path,
+    emu: Emulator,
+    deleted: set[tuple[str, int]],
+    types: list[str] | None = None,
+) -> list[str]:
     """Rows the mirror deleted while the upstream still holds them and never deleted them
-    (`deleted`: every (type, id) the emulator deleted, from its listener): live rows lost."""
+    (`deleted`: every (type, id) the emulator deleted, from its listener): live rows lost.
+    `types`: the mirrored types (a sideload only they no longer link to is not lost)."""
     conn = sqlite3.connect(f"file:{mirror_path}?mode=ro", uri=True)
     try:
         gone = set(conn.execute("select type, id from _test_deleted"))
     finally:
         conn.close()
     out = []
-    referenced = referenced_sideloads(emu)
+    referenced = referenced_sideloads(emu, types)
     for name, rid in sorted(gone):
         if (name, int(rid)) in deleted:
             continue
@@ -191,12 +197,13 @@ def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) ->
     return out
 
 
-def referenced_sideloads(emu: Emulator) -> dict[str, set[str]]:
-    """Per sideloaded type, the ids some served owner links to (one level further too, as the
-    include paths go: `images.tags`, `tags.tags`): what the mirror should hold."""
+def referenced_sideloads(emu: Emulator, types: list[str] | None = None) -> dict[str, set[str]]:
+    """Per sideloaded type, the ids some served owner (of `types`, default every listable
+    type) links to, one level further too, as the include paths go (`images.tags`,
+    `tags.tags`): what the mirror should hold."""
     sideloaded = [n for n, t in catalogue.TYPES.items() if not t.listable]
     direct: dict[str, set[str]] = {n: set() for n in sideloaded}
-    for name in catalogue.LISTABLE:
+    for name in types or catalogue.LISTABLE:
         rels = [r for r in catalogue.TYPES[name].relationships if r.target in direct]
         if not rels:
             continue

@@ -177,7 +177,7 @@ async def test_a_store_moved_without_a_new_stamp_is_moved_not_deleted(
             result = await reconcile_every_type(reconciler, settings.upstream.mirrored_types())
         mirror.close()
         assert result.refusals == []
-        assert lost_rows(db, emu, deleted) == []
+        assert lost_rows(db, emu, deleted, ["stores", "products"]) == []
         c = compare(db, emu, ["stores", "products"])
         assert c.differences == 0, c.summary()
         assert c.memberships_compared > 0 and moved == 12
@@ -305,3 +305,75 @@ def MallRoutesMeta(mirror: Mirror) -> dict[str, str]:
     from sync.mallroutes import META_KEY
 
     return dict(orjson.loads(mirror.get_meta(META_KEY) or "{}"))
+
+
+# -- the emulator's hard readings, one at a time ----------------------------------------------------
+
+
+async def test_rows_in_several_malls_keep_every_membership(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`multi_mall`: a product sold in three malls is listed by three mall routes; the mirror
+    holds the three pairs (one `mall_id` per row kept only the last)."""
+    async with make_emulator(resources=1500, seed=29, malls=6) as emu:
+        emu.hard.multi_mall = True
+        db = tmp_path / "m.db"
+        await backfill(emu, db, types=["stores", "products", "programs"])
+        c = compare(db, emu, ["stores", "products", "programs"])
+        several = sum(
+            len(emu.data.malls_of(t, int(i))) > 1
+            for t in ("stores", "products")
+            for i in emu.ids(t)
+        )
+        assert several > 10
+        assert c.differences == 0, c.summary()
+
+
+async def test_a_mall_deleted_alone_takes_its_members_at_the_reconcile(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`mall_delete_alone`: the feed lists the mall and nothing else; its members vanish from
+    every listing. The feed deletes the mall, the reconcile removes the rows no other mall
+    lists (confirmed by `filter[id]` in every mall), and nothing another mall lists is lost."""
+    async with make_emulator(resources=1500, seed=31, malls=6) as emu:
+        emu.hard.multi_mall = True
+        emu.hard.mall_delete_alone = True
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["malls", "stores", "products"])
+        deleted = record_deletions(emu)
+        watch_deletions(db)
+        emu.delete("malls", emu.ids("malls")[2])
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            await Poller(client, mirror, page_size=100, overlap=0.0).poll_deletions(
+                {"malls", "stores", "products"}
+            )
+            result = await reconcile_every_type(
+                Reconciler(client, mirror, max_delete_share=None),
+                settings.upstream.mirrored_types(),
+            )
+        mirror.close()
+        assert result.refusals == []
+        assert lost_rows(db, emu, deleted, ["malls", "stores", "products"]) == []
+        c = compare(db, emu, ["malls", "stores", "products"])
+        assert c.differences == 0, c.summary()
+
+
+async def test_a_backfill_whose_listings_shift_misses_no_row_that_never_changed(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`shifting_listings`: rows leave a listing while it is walked (a deal made Private), so
+    later rows move to earlier pages. The backfill sees the changes and runs the missed-row
+    pass: every row that did not change is in the mirror when it exits."""
+    async with make_emulator(resources=3000, seed=37) as emu:
+        before = {t: set(emu.ids(t)) for t in ("deals", "articles", "events")}
+        emu.hard.shifting_listings = True
+        db = tmp_path / "m.db"
+        await backfill(emu, db, types=["deals", "articles", "events"])
+        assert emu.data.shifted > 0
+        changed = {(t, str(i)) for t in before for i in before[t]} - {
+            (t, str(i)) for t in before for i in emu.ids(t)
+        }
+        c = compare(db, emu, ["deals", "articles", "events"])
+        missing = {(t, i) for t, ids in c.missing.items() for i in ids}
+        assert not missing - changed, sorted(missing - changed)[:10]

@@ -260,7 +260,7 @@ class Backfill:
             return
         try:
             await MallRoutes(self.client, self.mirror).refresh(
-                names, list(self.mirror.ids("malls"))
+                names, list(self.mirror.ids("malls")), check_deals=False
             )
         except ForbiddenError as exc:
             self.log.warning("backfill.mall_routes_forbidden", hint=exc.hint)

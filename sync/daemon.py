@@ -442,8 +442,16 @@ class Daemon:
         self._raise_failing({t.name for t in self.types})
 
     async def _probe_quietly(self) -> None:
+        """Beside the first jobs: the upstream profile, and the `malls_deals` derivation a
+        backfill left unchecked (`sync.mallroutes`)."""
         with priority(Priority.POLL):
             await self.probe_if_stale()
+            routes = MallRoutes(self.client, self.mirror)
+            if routes.decisions().get("deals") == "unchecked":
+                try:
+                    await routes.refresh(["deals"], self._malls())
+                except UpstreamError as exc:
+                    self.log.warning("mall_routes.check_failed", error=str(exc))
 
     async def probe_if_stale(self) -> None:
         """Probe what the spec leaves open (`sync.channel.profile`) when no profile is kept or

@@ -34,7 +34,7 @@ from sync.fetch import parse_id
 from sync.logs import get_logger
 from sync.store import Mirror
 
-Source = Literal["include", "derived", "route"]
+Source = Literal["include", "derived", "unchecked", "route"]
 META_KEY = "mall_routes"
 #: The top-level types whose malls may come from `/malls/{id}/<type>`.
 ROUTED_BY_MALL = frozenset({"contacts", "deals"})
@@ -66,9 +66,16 @@ class MallRoutes:
         now[name] = source
         self.mirror.set_meta(META_KEY, orjson.dumps(now).decode())
 
-    async def refresh(self, types: Sequence[str], malls: Sequence[int]) -> dict[str, int]:
+    async def refresh(
+        self, types: Sequence[str], malls: Sequence[int], *, check_deals: bool = True
+    ) -> dict[str, int]:
         """Check the sources of the mirrored ones of contacts and deals; fill from the routes
-        what has no cheaper proven source. Returns memberships written per type."""
+        what has no cheaper proven source. Returns memberships written per type.
+
+        `check_deals=False` (a backfill: listing three malls' deal routes, every national
+        deal in each, would be a tenth of a large backfill's time) keeps a derivation not yet
+        checked as `unchecked`; the daemon checks it beside its first jobs, and every
+        reconcile checks it again."""
         out: dict[str, int] = {}
         if "contacts" in types and malls:
             if await self._contacts_linked():
@@ -77,6 +84,10 @@ class MallRoutes:
                 self._decide("contacts", "route", "GET /malls?include=contacts serves no linkage")
                 out["contacts"] = await self.from_routes("contacts", malls)
         if "deals" in types and malls:
+            if not check_deals and not self.mirror.schema.mall_deals_is_table():
+                if self.decisions().get("deals") != "derived":
+                    self._decide("deals", "unchecked", "derived; checked by the daemon")
+                return out
             why = await self._deals_disagree(malls)
             if why is None:
                 self._decide("deals", "derived", "the mall routes agree with the derivation")

@@ -16,6 +16,7 @@ from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.channel.paging import Paging
 from sync.fetch import Fetcher
+from sync.mallroutes import MallRoutes
 from sync.poll import Poller
 from sync.reconcile import Reconciler, reconcile_every_type, scopes_of
 from sync.store import Mirror
@@ -279,8 +280,11 @@ async def test_the_deal_derivation_is_checked_against_the_routes_and_dropped_whe
         db = tmp_path / "m.db"
         settings = await backfill(emu, db, types=["stores", "deals"])
         mirror = Mirror.open(db)
-        assert MallRoutesMeta(mirror).get("deals") == "derived"
+        assert MallRoutesMeta(mirror).get("deals") == "unchecked"  # the backfill does not list
         assert mirror.has_view("malls_deals")
+        async with ChannelClient(settings.upstream) as client:
+            await MallRoutes(client, mirror).refresh(["deals"], list(mirror.ids("malls")))
+        assert MallRoutesMeta(mirror).get("deals") == "derived"
         mirror.close()
         assert compare(db, emu, ["stores", "deals"]).differences == 0
         # The upstream's rule is another: each mall lists three deals of its own choosing.

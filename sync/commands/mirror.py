@@ -96,6 +96,7 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
         how = {
             "include": "the malls' include= linkage",
             "derived": "derived by a rule the mall routes agreed with",
+            "unchecked": "derived by a rule not yet checked against the mall routes",
             "route": "listed from GET /malls/{id}/" + name,
         }.get(source, source)
         click.echo(f"malls_{name}: {how}")

@@ -41,6 +41,8 @@ async def test_probe_tells_the_default_emulator_from_the_strict_one(
     async with make_emulator(resources=800, seed=2, profile="strict") as emu:
         strict = await probe(settings_for(emu, tmp_path / "b.db"))
     assert default.page_size_served is None and strict.page_size_served == 30
+    assert default.signing_window == 10.0 and default.window() == "10-30 s"  # accepts < 30 s
+    assert strict.signing_window == 2.0 and strict.window() == "2-5 s"  # "several seconds"
     for key in ("/articles", "/contacts", "/ifeatures", "/job-listings", "/mall-messages"):
         assert _route(default, key).sort == "honoured"
         assert _route(strict, key).sort == "ignored", key

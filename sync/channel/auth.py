@@ -40,10 +40,11 @@ class Credentials:
         self._token = token
         self.generation += 1
 
-    def params(self) -> dict[str, str]:
-        """The three signed query parameters for one request."""
+    def params(self, skew: float = 0.0) -> dict[str, str]:
+        """The three signed query parameters for one request (`skew`: seconds added to the
+        timestamp on purpose, to probe how wide the upstream's signing window is)."""
         assert self._token is not None, "login first"
-        ts = int(self.clock() + self.offset)
+        ts = int(self.clock() + self.offset + skew)
         return {
             "auth_id": self.email,
             "auth_timestamp": f"{ts:010d}",

@@ -42,6 +42,8 @@ EtagVerdict = Literal["304", "stable", "unstable", "none", "unknown"]
 META_KEY = "upstream_profile"
 #: Rows a probe request asks for: enough to see an order, small enough to cost nothing.
 PROBE_ROWS = 10
+#: Timestamp skews tried to see how wide the signing window is ("several seconds").
+SKEWS = (2.0, 5.0, 10.0, 30.0)
 
 _log = get_logger("sync.profile")
 
@@ -83,6 +85,9 @@ class UpstreamProfile:
     page_size_asked: int = 0
     page_size_served: int | None = None
     clock_offset: float = 0.0
+    #: The widest timestamp skew (seconds) a signed request was accepted with, of those tried
+    #: (`SKEWS`); None when even the smallest was refused, 0 when not probed.
+    signing_window: float | None = 0.0
     routes: dict[str, RouteProfile] = field(default_factory=dict)
 
     def route(self, key: str) -> RouteProfile | None:
@@ -106,6 +111,14 @@ class UpstreamProfile:
             return cls(**raw, routes=routes)
         except (orjson.JSONDecodeError, TypeError, AttributeError):
             return None
+
+    def window(self) -> str:
+        """The signing window as `ccsync probe` prints it."""
+        if self.signing_window is None:
+            return f"under {SKEWS[0]:g} s"
+        if self.signing_window >= SKEWS[-1]:
+            return f"at least {SKEWS[-1]:g} s"
+        return f"{self.signing_window:g}-{SKEWS[SKEWS.index(self.signing_window) + 1]:g} s"
 
     def rows(self) -> list[tuple[str, str, str, str, str, str]]:
         """(route, sort, -sort, filter, etag, includes) per route, for a table."""
@@ -155,11 +168,36 @@ class Profiler:
             profile.routes[route_key(rtype)] = await self._route(rtype, mall)
         if deletions:
             profile.routes[DELETIONS_ROUTE] = await self._deletions()
+        profile.signing_window = await self._signing_window()
         profile.api_version = c.api_version
         profile.page_size_asked = c.paging.asked
         profile.page_size_served = c.paging.served
         profile.clock_offset = round(c.clock_offset, 3)
         return profile
+
+    async def _signing_window(self) -> float | None:
+        """Sign `GET /malls` (one row) with the timestamp off by each of `SKEWS`, ahead and
+        behind, widest accepted first refused: the window the spec calls "several seconds"."""
+        c = self.client
+        widest: float | None = None
+        for skew in SKEWS:
+            ok = True
+            for sign in (1, -1):
+                resp = await c.transport.send(
+                    "GET",
+                    f"{c.base}/malls",
+                    params=lambda s=skew * sign: {
+                        "page[size]": "1",
+                        "page[number]": "1",
+                        **c.credentials.params(s),
+                    },
+                    headers={"Accept": "application/vnd.api+json"},
+                )
+                ok = ok and resp.status < 400
+            if not ok:
+                break
+            widest = skew
+        return widest
 
     async def _mall_with_rows(self, rtype: ResourceType, malls: Sequence[int]) -> int | None:
         for mall in list(malls)[:5]:

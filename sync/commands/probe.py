@@ -47,7 +47,8 @@ def probe_command(config_path: Path | None, as_json: bool) -> None:
     served = profile.page_size_served or profile.page_size_asked
     click.echo(
         f"api version: {profile.api_version or '?'}; page size asked {profile.page_size_asked}, "
-        f"served {served}; clock offset {profile.clock_offset:+.1f} s"
+        f"served {served}; clock offset {profile.clock_offset:+.1f} s; signing window "
+        f"{profile.window()}"
     )
     head = ("route", "sort", "-sort", "filter[updated_at]", "etag", "include paths")
     rows = [head, *profile.rows()]

@@ -350,7 +350,7 @@ class ChannelClient:
         mall = int(mall_id) if mall_id is not None else None
         found = False
         for path in [p for p in paths.split(",") if p]:
-            verdict = await prober._include(rtype, mall, path)
+            verdict = await prober.include(rtype, mall, path)
             route.includes[path] = verdict
             found = found or verdict == "refused"
         if found:

@@ -62,7 +62,7 @@ class Paging:
         n = rows
         if n == 0:
             return False
-        full = min(asked or self.asked, self.served or SPEC_MAX * 1000)
+        full = min(asked or self.asked, self.served or asked or self.asked)
         if n >= full:
             return True  # a full page: ask the next, whatever `links.last` says
         if number < last:

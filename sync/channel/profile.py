@@ -263,7 +263,7 @@ class Profiler:
             out.sort, out.sort_desc, seen = await self._order(rtype, mall, "updated_at")
             out.filter = await self._filter(rtype, mall, "updated_at", seen)
         for path in catalogue.include_paths(rtype.relationships):
-            out.includes[path] = await self._include(rtype, mall, path)
+            out.includes[path] = await self.include(rtype, mall, path)
         out.etag = await self._etag(rtype, mall)
         return out
 
@@ -280,7 +280,7 @@ class Profiler:
             return "unknown"
         return "honoured" if all(s >= pivot for s in got) else "ignored"
 
-    async def _include(self, rtype: ResourceType, mall: int | None, path: str) -> IncludeVerdict:
+    async def include(self, rtype: ResourceType, mall: int | None, path: str) -> IncludeVerdict:
         name = path.split(".")[0]
         try:
             page = await self.client.list_page(

@@ -144,25 +144,31 @@ def malls_referenced(conn: sqlite3.Connection) -> set[int]:
     return out
 
 
+def _keyset(
+    conn: sqlite3.Connection, sql: str, params: tuple[int, ...], start: int, batch: int
+) -> Iterator[list[int]]:
+    """Batches of the ids `sql` selects after the last one yielded (`sql` takes `params`, then
+    the last id, then the batch size), each read whole before it is yielded."""
+    last = start
+    while True:
+        ids = [int(r[0]) for r in conn.execute(sql, (*params, last, batch))]
+        if ids:
+            yield ids
+        if len(ids) < batch:
+            return
+        last = ids[-1]
+
+
 def orphans(conn: sqlite3.Connection, type_name: str, batch: int = 100) -> Iterator[list[int]]:
     """Batches of rows of `type_name` that no mall lists (each batch read whole first)."""
     if not _exists(conn, type_name) or not _exists(conn, table(type_name)):
         return
     _, row = columns(type_name)
-    last = -(1 << 63)
-    while True:
-        ids = [
-            int(r[0])
-            for r in conn.execute(
-                f"SELECT id FROM [{type_name}] t WHERE id > ? AND NOT EXISTS (SELECT 1 FROM "
-                f"[{table(type_name)}] m WHERE m.[{row}] = t.id) ORDER BY id LIMIT ?",
-                (last, batch),
-            )
-        ]
-        if not ids:
-            return
-        yield ids
-        last = ids[-1]
+    sql = (
+        f"SELECT id FROM [{type_name}] t WHERE NOT EXISTS (SELECT 1 FROM [{table(type_name)}] m "
+        f"WHERE m.[{row}] = t.id) AND id > ? ORDER BY id LIMIT ?"
+    )
+    yield from _keyset(conn, sql, (), -(1 << 63), batch)
 
 
 def ids_in_mall(
@@ -172,20 +178,12 @@ def ids_in_mall(
     if not _exists(conn, table(type_name)):
         return
     mall, row = columns(type_name)
-    last = -(1 << 63) if after is None else after
-    while True:
-        chunk = [
-            int(r[0])
-            for r in conn.execute(
-                f"SELECT [{row}] FROM [{table(type_name)}] WHERE [{mall}] = ? AND [{row}] > ? "
-                f"ORDER BY [{row}] LIMIT 1000",
-                (mall_id, last),
-            )
-        ]
+    sql = (
+        f"SELECT [{row}] FROM [{table(type_name)}] WHERE [{mall}] = ? AND [{row}] > ? "
+        f"ORDER BY [{row}] LIMIT ?"
+    )
+    for chunk in _keyset(conn, sql, (mall_id,), -(1 << 63) if after is None else after, 1000):
         yield from chunk
-        if len(chunk) < 1000:
-            return
-        last = chunk[-1]
 
 
 def malls_of(conn: sqlite3.Connection, type_name: str, rid: int) -> list[int]:

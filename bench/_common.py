@@ -22,8 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import psutil
 
-from sync import catalogue
-from sync.catalogue import ResourceType
+from sync.model import catalogue
+from sync.model.catalogue import ResourceType
 
 ROOT = Path(__file__).resolve().parent.parent
 EMAIL, PASSWORD = "demo@example.com", "demo-password"
@@ -171,7 +171,7 @@ def sync_backfill(
     The request budget is off (`max_requests_per_second = 0`): this measures the pipeline, as
     the limit does; the shipped budget (20/s) bounds what it asks of a real upstream.
     """
-    from sync import catalogue
+    from sync.model import catalogue
 
     cfg = Path(tmp) / "sync.toml"
     cfg.write_text(

@@ -47,7 +47,7 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
     import aiohttp
     import orjson
 
-    from sync import catalogue
+    from sync.model import catalogue
 
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -99,7 +99,7 @@ async def limit_pipeline(base: str, db: str, concurrency: int) -> int:
             rtype = catalogue.TYPES[name]
             if name == "malls":
                 continue
-            for mall in malls if rtype.scope == "mall" else [None]:
+            for mall in malls if rtype.level == "mall" else [None]:
                 for scope in rtype.scope_params:
                     jobs.append(listing(rtype, mall, dict(scope)))
         await asyncio.gather(*jobs)

@@ -58,7 +58,7 @@ def dlt_pipeline(base: str, db: str, workdir: str) -> dict[str, Any]:
     from dlt.sources.helpers.rest_client.paginators import BasePaginator
     from dlt.sources.rest_api import rest_api_source
 
-    from sync import catalogue
+    from sync.model import catalogue
 
     @configspec
     class SignedQueryAuth(AuthConfigBase):
@@ -97,7 +97,7 @@ def dlt_pipeline(base: str, db: str, workdir: str) -> dict[str, Any]:
     resources: list[dict[str, Any]] = []
     for name in catalogue.LISTABLE:
         rtype = catalogue.TYPES[name]
-        path = rtype.list_path("{resources.malls.id}" if rtype.scope == "mall" else None)
+        path = rtype.list_path("{resources.malls.id}" if rtype.level == "mall" else None)
         for scope in rtype.scope_params:
             suffix = "_".join(v.lower() for v in scope.values())
             resources.append(

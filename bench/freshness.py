@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sync.config import parse_config
-from sync.daemon import Daemon
+from sync.core.config import parse_config
+from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 
 GOAL_MS = 100.0

@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sync import catalogue
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
-from sync.config import parse_config
+from sync.core.config import parse_config
 from sync.emulator import Emulator
-from sync.poll import Poller
-from sync.reconcile import scopes_of
+from sync.jobs.backfill import Backfill
+from sync.jobs.poll import Poller
+from sync.model import catalogue
+from sync.model.scopes import scopes_of
 from sync.store import Mirror
 
 

@@ -23,9 +23,10 @@ from typing import Any, TypeVar
 
 import click
 
-from sync import __version__, logs
-from sync.config import Settings, load_config
-from sync.errors import ConfigError, Interrupted, StorageFault, SyncError, UnreachableError
+from sync import __version__
+from sync.core import logs
+from sync.core.config import Settings, load_config
+from sync.core.errors import ConfigError, Interrupted, StorageFault, SyncError, UnreachableError
 from sync.store.faults import storage_fault
 
 T = TypeVar("T")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
-from sync.config import Settings, parse_config
+from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
+from sync.jobs.backfill import Backfill
 from sync.store import Mirror
 
 

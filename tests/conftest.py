@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
-from sync import logs
+from sync.core import logs
 from sync.emulator import Emulator
 
 

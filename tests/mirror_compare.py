@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from sync import catalogue
 from sync.emulator import Emulator
+from sync.model import catalogue
 
 
 def _as_stored(value: Any) -> Any:
@@ -164,7 +164,7 @@ def compare(mirror_path: Path, emu: Emulator, types: list[str] | None = None) ->
                         stale.append(rid)
                         break
             out.stale[name] = sorted(stale, key=int)
-            if catalogue.TYPES[name].scope == "mall":
+            if catalogue.TYPES[name].level == "mall":
                 # A mall-scoped row's malls come only from the routes that list it ("current"
                 # press releases and programs change mall lists without a new stamp; a row can
                 # be listed by several malls): its memberships, and `mall_id` the lowest.

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from sync import catalogue
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
 from sync.channel.transport import Response
-from sync.config import Settings, parse_config
+from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
+from sync.jobs.backfill import Backfill
+from sync.model import catalogue
 from sync.store import Mirror
 from tests.mirror_compare import compare
 
@@ -161,7 +161,7 @@ async def test_included_rows_cross_once_and_every_linked_row_lands(
                 )
             )
             conn.close()
-    # The worker remembers every included row written (`sync.seen.Seen`), and so does the
+    # The worker remembers every included row written (`sync.pipeline.seen.Seen`), and so does the
     # writer for the pages staged in its own process (`PagePool.memo`): what reaches the
     # writer is each distinct row about once, plus copies staged while their first was in
     # flight. Without either memo, 4x more copies came (a memo emptied when full, as before,
@@ -442,7 +442,7 @@ async def test_bounded_retrieves_every_failure_of_a_round() -> None:
     to print with its traceback ("Task exception was never retrieved")."""
     import gc
 
-    from sync.backfill import bounded
+    from sync.jobs.backfill import bounded
 
     loop = asyncio.get_running_loop()
     unretrieved: list[dict[str, Any]] = []

@@ -148,9 +148,9 @@ async def test_a_429_storm_slows_the_budget_and_it_recovers() -> None:
 async def test_a_429_storm_upstream_slows_a_backfill_which_still_mirrors_exactly(
     make_emulator: Any, tmp_path: Path
 ) -> None:
-    from sync.backfill import Backfill
     from sync.channel.client import ChannelClient
-    from sync.config import parse_config
+    from sync.core.config import parse_config
+    from sync.jobs.backfill import Backfill
     from sync.store import Mirror
     from tests.mirror_compare import compare
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from sync import catalogue
 from sync.cli import main
+from sync.model import catalogue
 from sync.store import Mirror
 from tests.backfilled import backfill
 

@@ -13,17 +13,17 @@ import pytest
 from aioresponses import aioresponses
 from structlog.testing import capture_logs
 
-from sync import catalogue
-from sync.channel.auth import Credentials, sign
 from sync.channel.client import ChannelClient
-from sync.config import parse_config
-from sync.errors import (
+from sync.channel.signing import Credentials, sign
+from sync.core.config import parse_config
+from sync.core.errors import (
     AuthError,
     BadResponseError,
     ForbiddenError,
     NotFoundError,
     RetriesExhaustedError,
 )
+from sync.model import catalogue
 
 BASE = "http://upstream.test"
 PASSWORD = "pw-very-secret-42"

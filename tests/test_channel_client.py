@@ -22,12 +22,12 @@ from aioresponses import CallbackResult, aioresponses
 from structlog.testing import capture_logs
 from yarl import URL
 
-from sync import catalogue
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page, last_page_number
 from sync.channel.transport import retry_after, scrub
-from sync.config import parse_config
-from sync.errors import AuthError, RetriesExhaustedError, UpstreamError
+from sync.core.config import parse_config
+from sync.core.errors import AuthError, RetriesExhaustedError, UpstreamError
+from sync.model import catalogue
 
 BASE = "http://upstream.test"
 LOGIN = f"{BASE}/accounts/login"

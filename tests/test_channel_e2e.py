@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from sync import catalogue
 from sync.channel.client import ChannelClient
-from sync.config import parse_config
+from sync.core.config import parse_config
+from sync.core.errors import NotFoundError
 from sync.emulator import Emulator
-from sync.errors import NotFoundError
+from sync.model import catalogue
 
 DEALS = catalogue.TYPES["deals"]
 PUBLIC = {"filter[visibility]": "Public"}
@@ -44,7 +44,7 @@ async def test_first_page_of_every_listable_type(emulator: Emulator) -> None:
         await c.login()
         for name in catalogue.LISTABLE:
             rtype = catalogue.TYPES[name]
-            mall = mall_id if rtype.scope == "mall" else None
+            mall = mall_id if rtype.level == "mall" else None
             page = await c.list_page(rtype, 1, mall_id=mall, scope_params=rtype.scope_params[0])
             expected = emulator.ids(name, mall_id=mall)
             if name == "deals":

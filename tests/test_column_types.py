@@ -8,11 +8,11 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from sync import catalogue
-from sync.attributes import DECLARED, NULLABLE
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
-from sync.config import parse_config
+from sync.core.config import parse_config
+from sync.jobs.backfill import Backfill
+from sync.model import catalogue
+from sync.model.columns import DECLARED, NULLABLE
 from sync.store import Mirror
 from sync.store.schema import affinity
 

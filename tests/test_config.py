@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from sync.config import Settings, load_config, parse_config
-from sync.errors import ConfigError
+from sync.core.config import Settings, load_config, parse_config
+from sync.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "config.example.toml"

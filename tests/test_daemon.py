@@ -17,11 +17,11 @@ import aiohttp
 import orjson
 import structlog
 
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
-from sync.config import Settings, parse_config
-from sync.daemon import Daemon
+from sync.core.config import Settings, parse_config
+from sync.daemon.service import Daemon
 from sync.emulator import Emulator
+from sync.jobs.backfill import Backfill
 from sync.store import Mirror
 from tests.mirror_compare import compare
 
@@ -342,7 +342,7 @@ async def test_status_shows_queue_subscriptions_and_lag(emulator: Emulator, tmp_
     db = tmp_path / "m.db"
     async with running(settings_for(emulator, db, webhooks=True)):
         pass
-    from sync.status import status_data
+    from sync.readers.status import status_data
 
     data = status_data(settings_for(emulator, db, webhooks=False))
     assert data["queue_depth"] == 0
@@ -368,7 +368,7 @@ async def test_job_logs_carry_the_job_name(emulator: Emulator, tmp_path: Path) -
 def test_first_run_keeps_the_schedule_across_restarts() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from sync.daemon import CATCH_UP, OVERDUE_JITTER, first_run
+    from sync.daemon.service import CATCH_UP, OVERDUE_JITTER, first_run
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     day = 86400.0
@@ -391,9 +391,9 @@ def test_first_run_keeps_the_schedule_across_restarts() -> None:
 async def test_schedules_survive_a_restart_and_status_shows_them(
     emulator: Emulator, tmp_path: Path, monkeypatch: Any
 ) -> None:
-    import sync.daemon
+    import sync.daemon.service
 
-    monkeypatch.setattr(sync.daemon, "OVERDUE_JITTER", (0.1, 0.2))
+    monkeypatch.setattr(sync.daemon.service, "OVERDUE_JITTER", (0.1, 0.2))
     db = tmp_path / "m.db"
     settings = settings_for(emulator, db, webhooks=False, reconcile_interval=3600.0)
     async with running(settings):
@@ -411,7 +411,7 @@ async def test_schedules_survive_a_restart_and_status_shows_them(
     async with running(settings):
         await eventually(lambda: _jobs(db)["reconcile"]["outcome"] == "ok", timeout=30)
         assert _jobs(db)["reconcile"]["next_run_at"] > "2026"
-    from sync.status import status_data
+    from sync.readers.status import status_data
 
     jobs = {j["name"]: j for j in status_data(settings)["jobs"]}
     assert {"poll", "deletions", "reconcile", "hours"} <= set(jobs)
@@ -552,8 +552,8 @@ async def test_the_poll_cycle_and_its_staleness_bound_are_logged_at_start(
         async with running(settings) as daemon:
             cycle = daemon.poll_cycle()
     malls = len(emulator.ids("malls"))
-    mall_scoped = sum(1 for t in daemon.types if t.scope == "mall")
-    top = sum(len(t.scope_params) for t in daemon.types if t.scope == "top")
+    mall_scoped = sum(1 for t in daemon.types if t.level == "mall")
+    top = sum(len(t.scope_params) for t in daemon.types if t.level == "top")
     assert cycle["requests"] == 1 + top + mall_scoped * malls
     rate = settings.upstream.max_requests_per_second
     assert cycle["staleness_bound_s"] == round(0.5 + cycle["requests"] / rate, 1)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from datasette.app import Datasette
 
 from sync.cli import main
-from sync.readers import BOOKKEEPING_TABLES, datasette_metadata
+from sync.readers.datasette import BOOKKEEPING_TABLES, datasette_metadata
 from sync.store import Mirror
 from tests.backfilled import backfill
 

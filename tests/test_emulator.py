@@ -759,7 +759,7 @@ async def test_the_client_sends_jsonapi_bodies_as_jsonapi(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     from sync.channel.client import ChannelClient
-    from sync.config import parse_config
+    from sync.core.config import parse_config
 
     settings = parse_config(
         {

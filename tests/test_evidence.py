@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from sync import catalogue
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.channel.paging import Paging
-from sync.fetch import Fetcher
-from sync.mallroutes import MallRoutes
-from sync.poll import Poller
-from sync.reconcile import Reconciler, reconcile_every_type, scopes_of
+from sync.jobs.fetch import Fetcher
+from sync.jobs.mallroutes import MallRoutes
+from sync.jobs.poll import Poller
+from sync.jobs.reconcile import Reconciler, reconcile_every_type
+from sync.model import catalogue
+from sync.model.scopes import scopes_of
 from sync.store import Mirror
 from tests.backfilled import backfill
 from tests.mirror_compare import compare, lost_rows, record_deletions, watch_deletions
@@ -306,7 +307,7 @@ async def test_the_deal_derivation_is_checked_against_the_routes_and_dropped_whe
 def MallRoutesMeta(mirror: Mirror) -> dict[str, str]:
     import orjson
 
-    from sync.mallroutes import META_KEY
+    from sync.jobs.mallroutes import META_KEY
 
     return dict(orjson.loads(mirror.get_meta(META_KEY) or "{}"))
 

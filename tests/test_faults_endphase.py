@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from sync import catalogue
+from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.mirror import END_PHASE
 
@@ -34,7 +34,7 @@ TICK = 200
 #: counting statements and VM steps; `kill <stmt|tick> <k>` kills it with SIGKILL at the k-th.
 CHILD = r"""
 import os, signal, sqlite3, sys, threading
-from sync import catalogue
+from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.mirror import END_PHASE
 

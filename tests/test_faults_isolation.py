@@ -21,9 +21,9 @@ import pytest
 from aioresponses import aioresponses
 from yarl import URL
 
-from sync.config import Settings, parse_config
+from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
-from sync.status import status_data
+from sync.readers.status import status_data
 from tests.mirror_compare import compare
 from tests.test_daemon import SECRET, eventually, row, running
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from sync import catalogue
-from sync.errors import MirrorError
+from sync.core.errors import MirrorError
+from sync.model import catalogue
 from sync.store import Mirror
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -35,8 +35,8 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from sync.config import Settings
-from sync.daemon import Daemon
+from sync.core.config import Settings
+from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.store import Mirror
 from tests.mirror_compare import compare

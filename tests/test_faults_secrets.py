@@ -21,10 +21,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sync import logs
+from sync.core import logs
+from sync.core.errors import SyncError, redact_url
+from sync.core.redact import redact_text, register
 from sync.emulator import Emulator
-from sync.errors import SyncError, redact_url
-from sync.redact import redact_text, register
 from tests.test_daemon import eventually, row
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,14 +15,14 @@ import pytest
 from click.testing import CliRunner
 from structlog.testing import capture_logs
 
-from sync import catalogue
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
 from sync.commands.mirror import status_command
+from sync.core.metrics import Metrics
 from sync.emulator import Emulator
-from sync.metrics import Metrics
-from sync.staging import VALUE_CHARS, coerce, from_wire, stage_listing, to_wire
-from sync.status import status_data
+from sync.jobs.backfill import Backfill
+from sync.model import catalogue
+from sync.pipeline.staging import VALUE_CHARS, coerce, from_wire, stage_listing, to_wire
+from sync.readers.status import status_data
 from sync.store import Mirror
 from tests.backfilled import backfill, settings_for
 from tests.mirror_compare import compare

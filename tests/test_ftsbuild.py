@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlite_utils
 
-from sync import catalogue
+from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.ftsbuild import SideBuild, fts_sql
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from sync import catalogue
-from sync.stamps import StampError, normalize
+from sync.model import catalogue
+from sync.model.stamps import StampError, normalize
 from sync.store import Mirror
 
 NEW = "2026-01-01T01:02:00.000Z"
@@ -62,7 +62,7 @@ def _links(mirror: Mirror, rtype: catalogue.ResourceType) -> dict[str, Any]:
 )
 def test_older_copy_leaves_every_relationship_untouched(mirror: Mirror, name: str) -> None:
     rtype = catalogue.TYPES[name]
-    mall = 1 if rtype.scope == "mall" else None
+    mall = 1 if rtype.level == "mall" else None
     mirror.write_page(rtype, [_resource(rtype, NEW, 2)], mall_id=mall)
     before = _links(mirror, rtype)
     assert all(v in (2, [2]) for v in before.values()), before

@@ -32,11 +32,11 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from yarl import URL
 
-from sync import catalogue
 from sync.channel.pages import decode, to_page
-from sync.config import Settings
+from sync.core.config import Settings
+from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
-from sync.errors import BadResponseError
+from sync.model import catalogue
 from sync.store import Mirror
 from tests.mirror_compare import compare
 from tests.test_cli import sync

@@ -11,12 +11,12 @@ import orjson
 import pytest
 from hypothesis import example, given, settings
 
-from sync import catalogue
 from sync.channel.client import ChannelClient
 from sync.channel.pages import decode, decode_listing, to_page
+from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
-from sync.errors import BadResponseError
-from sync.staging import encode, stage_listing, version
+from sync.model import catalogue
+from sync.pipeline.staging import encode, stage_listing, version
 from sync.store import Mirror
 from tests.test_backfill import make_settings
 from tests.test_hostile import documents

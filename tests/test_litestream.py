@@ -30,10 +30,10 @@ from typing import Any
 import orjson
 import pytest
 
-from sync import catalogue
-from sync.config import CheckpointMode
+from sync.core.config import CheckpointMode
 from sync.emulator import Emulator
-from sync.notices import WebhookNotice
+from sync.model import catalogue
+from sync.model.notices import WebhookNotice
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue
 from tests.mirror_compare import compare

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from sync.config import parse_config
+from sync.core.config import parse_config
+from sync.core.errors import ConfigError
 from sync.emulator import Emulator
-from sync.errors import ConfigError
-from sync.management import ManagementClient, load_update, mirror_press_releases
+from sync.management.client import ManagementClient, load_update, mirror_press_releases
 from sync.store import Mirror
 from sync.store.press import PressReleases
 
@@ -199,7 +199,7 @@ async def test_422_prints_every_detail(emulator: Emulator, tmp_path: Path) -> No
         }
     )
     assert settings.management is not None
-    from sync.errors import InvalidParametersError
+    from sync.core.errors import InvalidParametersError
 
     async with ManagementClient(settings.management) as client:
         with pytest.raises(InvalidParametersError) as info:
@@ -294,7 +294,7 @@ def test_what_the_spec_allows_passes(tmp_path: Path) -> None:
 
 
 async def test_the_client_refuses_before_sending(emulator: Emulator) -> None:
-    from sync.errors import InvalidParametersError
+    from sync.core.errors import InvalidParametersError
 
     settings = parse_config(
         {

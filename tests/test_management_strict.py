@@ -17,10 +17,10 @@ from aioresponses import CallbackResult, aioresponses
 from structlog.testing import capture_logs
 from yarl import URL
 
-from sync.config import ManagementSettings, parse_config
+from sync.core.config import ManagementSettings, parse_config
+from sync.core.errors import ConfigError, InvalidParametersError, UpstreamError
 from sync.emulator import Emulator
-from sync.errors import ConfigError, InvalidParametersError, UpstreamError
-from sync.management import (
+from sync.management.client import (
     ManagementClient,
     Walk,
     forget_sort_outcomes,

@@ -1,4 +1,4 @@
-"""The mall-scoped types through `GET /malls?include=` (`sync.members`): detection, polls,
+"""The mall-scoped types through `GET /malls?include=` (`sync.jobs.mallincludes`): detection, polls,
 creations located without polling every mall, and the per-mall fallback, each leaving the
 mirror exactly equal to the emulator."""
 
@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from sync import catalogue
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
+from sync.core.errors import BadResponseError, UpstreamError
 from sync.emulator import Emulator
-from sync.errors import BadResponseError, UpstreamError
-from sync.fetch import Fetcher
-from sync.members import INCLUDE, PER_MALL, Members, recorded, refused
-from sync.status import status_data
+from sync.jobs.backfill import Backfill
+from sync.jobs.fetch import Fetcher
+from sync.jobs.mallincludes import INCLUDE, PER_MALL, Members, recorded, refused
+from sync.model import catalogue
+from sync.readers.status import status_data
 from sync.store import Mirror
 from tests.backfilled import settings_for
 from tests.mirror_compare import compare

@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 import structlog
 
-from sync import catalogue, pagepool, staging
 from sync.channel.client import ChannelClient
+from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
-from sync.errors import BadResponseError
-from sync.pagepool import PagePool
-from sync.seen import Seen, SeenTable
-from sync.staging import stage_listing
+from sync.model import catalogue
+from sync.pipeline import pagepool, staging
+from sync.pipeline.pagepool import PagePool
+from sync.pipeline.seen import Seen, SeenTable
+from sync.pipeline.staging import stage_listing
 from tests.test_backfill import make_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -303,7 +304,7 @@ def test_worker_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import asyncio, os, signal, sys
-        from sync.pagepool import PagePool
+        from sync.pipeline.pagepool import PagePool
 
         async def main():
             async with PagePool(2) as pool:
@@ -334,7 +335,7 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
         textwrap.dedent(
             f"""
             import asyncio
-            from sync.pagepool import PagePool
+            from sync.pipeline.pagepool import PagePool
             with open({str(marker)!r}, "a") as f:
                 f.write("run\\n")
 

@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
-from sync.config import ManagementSettings, parse_config
+from sync.core.config import ManagementSettings, parse_config
 from sync.emulator import Emulator
-from sync.management import ManagementClient, Walk, mirror_press_releases
+from sync.management.client import ManagementClient, Walk, mirror_press_releases
 from sync.store import Mirror
 from sync.store.press import PressReleases
 

@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sync import catalogue
 from sync.channel.client import ChannelClient
 from sync.channel.profile import UpstreamProfile
 from sync.commands.probe import probe
-from sync.poll import Poller
-from sync.reconcile import scopes_of
-from sync.status import status_data
+from sync.jobs.poll import Poller
+from sync.model import catalogue
+from sync.model.scopes import scopes_of
+from sync.readers.status import status_data
 from sync.store import Mirror
 from tests.backfilled import backfill, settings_for
 from tests.mirror_compare import compare
@@ -165,8 +165,8 @@ async def test_a_subscription_that_timed_out_is_adopted_not_made_twice(
 
     from aioresponses import CallbackResult, aioresponses
 
-    from sync.config import parse_config
-    from sync.subscriptions import Subscriptions
+    from sync.core.config import parse_config
+    from sync.ingest.subscriptions import Subscriptions
 
     async with make_emulator(resources=300, seed=1) as emu:
         settings = parse_config(

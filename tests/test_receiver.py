@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from sync.config import WebhookSettings
-from sync.metrics import Metrics
-from sync.notices import NoticeError, WebhookNotice, parse_notices
+from sync.core.config import WebhookSettings
+from sync.core.metrics import Metrics
+from sync.model.notices import NoticeError, WebhookNotice, parse_notices
 from sync.store.queue import ChangeQueue
 
 SECRET = "s3cret-path-0123456789"
@@ -194,7 +194,7 @@ class _QueueOnly:
 
 @pytest.fixture
 async def receiver(tmp_path: Path) -> AsyncIterator[tuple[str, ChangeQueue, list[int]]]:
-    from sync.webhooks import make_receiver_app
+    from sync.ingest.receiver import make_receiver_app
 
     queue = open_queue(tmp_path / "q.db")
     woken: list[int] = []
@@ -336,7 +336,7 @@ async def test_watchdog_notifies_systemd(tmp_path: Path, monkeypatch: pytest.Mon
     import asyncio
     import socket
 
-    from sync.watchdog import Notifier, watchdog_loop
+    from sync.daemon.systemd import Notifier, watchdog_loop
 
     path = tmp_path / "notify.sock"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

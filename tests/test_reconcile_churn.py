@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
 from sync.commands.daemon import reconcile
-from sync.config import Settings, parse_config
+from sync.core.config import Settings, parse_config
+from sync.jobs.backfill import Backfill
 from sync.store import Mirror
 from tests.mirror_compare import compare
 

@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from sync import catalogue
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
-from sync.config import Settings, parse_config
+from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
-from sync.poll import Poller
-from sync.reconcile import MassDeleteRefused, Reconciler, group_by_mall, scopes_of
+from sync.jobs.backfill import Backfill
+from sync.jobs.poll import Poller
+from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
+from sync.model import catalogue
+from sync.model.scopes import scopes_of
 from sync.store import Mirror
 from tests.mirror_compare import compare
 

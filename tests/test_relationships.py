@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from sync import catalogue
 from sync.commands.daemon import reconcile
 from sync.emulator.dataset import Dataset
 from sync.emulator.query import QueryError, parse
+from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.schema import VIEWS
 from tests.backfilled import backfill

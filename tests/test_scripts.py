@@ -10,12 +10,13 @@ from typing import Any
 import aiohttp
 from structlog.testing import capture_logs
 
-from sync import catalogue
 from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
 from sync.emulator.app import SCRIPTS
-from sync.fetch import Fetcher, scopes_of
-from sync.poll import Poller
+from sync.jobs.fetch import Fetcher
+from sync.jobs.poll import Poller
+from sync.model import catalogue
+from sync.model.scopes import scopes_of
 from sync.store import Mirror
 from tests.backfilled import backfill, settings_for
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
 from sync.commands.daemon import reconcile
-from sync.config import parse_config
+from sync.core.config import parse_config
+from sync.jobs.backfill import Backfill
 from sync.store import Mirror
 
 
@@ -84,7 +84,8 @@ async def test_sideload_changes_and_deletions_reach_the_mirror_in_one_reconcile(
 
 
 def test_prune_removes_only_unreferenced_rows(tmp_path: Path) -> None:
-    from sync import catalogue, sideloads
+    from sync.jobs import sideloads
+    from sync.model import catalogue
 
     m = Mirror.open(tmp_path / "m.db")
     deal = {

@@ -15,10 +15,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sync.backfill import Backfill
 from sync.channel.client import ChannelClient
 from sync.commands.daemon import reconcile
 from sync.emulator import Emulator
+from sync.jobs.backfill import Backfill
 from sync.store import Mirror
 from tests.mirror_compare import compare
 from tests.test_daemon import SECRET, TYPES, eventually, settings_for

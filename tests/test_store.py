@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sync import catalogue
-from sync.errors import MirrorError
+from sync.core.errors import MirrorError
+from sync.model import catalogue
 from sync.store import Mirror, PageCheckpoint
 
 DEALS = catalogue.TYPES["deals"]
@@ -396,7 +396,7 @@ def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
     """A store first written as a deal's included copy has no mall; the reconcile listing of
     its mall gives it one, and a row another mall lists too belongs to both (`malls_stores`);
     `mall_id` is the lowest of them."""
-    from sync import catalogue
+    from sync.model import catalogue
     from sync.store import Mirror
 
     m = Mirror.open(tmp_path / "m.db")

@@ -136,7 +136,7 @@ def test_one_config_serves_both_units_through_their_credentials(
     it finds every secret in its own $CREDENTIALS_DIRECTORY (systemd's per-unit directory)."""
     import tomllib
 
-    from sync.config import parse_config
+    from sync.core.config import parse_config
 
     creds = tmp_path / "run" / "credentials" / unit
     creds.mkdir(parents=True)
@@ -207,7 +207,7 @@ def test_alert_rules_are_valid_and_name_metrics_the_daemon_exports() -> None:
     every rule complete, and every sync_* metric it names one that /metrics exports."""
     import yaml
 
-    from sync.metrics import Metrics
+    from sync.core.metrics import Metrics
 
     rules_file = UNITS / "sync-alerts.yml"
     promtool = shutil.which("promtool")

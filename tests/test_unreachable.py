@@ -20,11 +20,11 @@ import pytest
 from aioresponses import aioresponses
 from structlog.testing import capture_logs
 
-from sync import catalogue
 from sync.channel.client import ChannelClient
 from sync.channel.transport import UNREACHABLE_GRACE
-from sync.config import parse_config
-from sync.errors import RetriesExhaustedError, UnreachableError
+from sync.core.config import parse_config
+from sync.core.errors import RetriesExhaustedError, UnreachableError
+from sync.model import catalogue
 from tests.test_channel import DEALS, LOGIN, PASSWORD, FakeSleep, page_doc, token_doc
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,18 +15,18 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from sync.backfill import Backfill
-from sync.catalogue import LISTABLE, TYPES
 from sync.channel.client import ChannelClient
 from sync.commands.daemon import reconcile, verify
-from sync.config import Settings, parse_config
-from sync.daemon import Daemon, verify_share, verify_tick
+from sync.core.config import Settings, parse_config
+from sync.core.errors import UpstreamError
+from sync.daemon.service import Daemon, verify_share, verify_tick
 from sync.emulator import Emulator
-from sync.errors import UpstreamError
-from sync.status import status_data
+from sync.jobs.backfill import Backfill
+from sync.jobs.verify import POSITION_KEY, Verifier
+from sync.model.catalogue import LISTABLE, TYPES
+from sync.readers.status import status_data
 from sync.store import Mirror
 from sync.store.repair import repair_page
-from sync.verify import POSITION_KEY, Verifier
 from tests.mirror_compare import compare
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,22 +29,22 @@ from typing import Any
 import aiohttp
 import orjson
 
-from sync.catalogue import ResourceType
-from sync.channel.auth import Credentials
 from sync.channel.budget import RequestBudget
 from sync.channel.pages import Page, decode, decode_listing, to_page
 from sync.channel.paging import Paging
 from sync.channel.profile import UpstreamProfile, route_key
+from sync.channel.signing import Credentials
 from sync.channel.transport import Response, Stats, Transport, scrub
-from sync.config import UpstreamSettings
-from sync.errors import (
+from sync.core.config import UpstreamSettings
+from sync.core.errors import (
     AuthError,
     BadResponseError,
     ForbiddenError,
     NotFoundError,
     UpstreamError,
 )
-from sync.logs import get_logger
+from sync.core.logs import get_logger
+from sync.model.catalogue import ResourceType
 
 ACCEPT = {"Accept": "application/vnd.api+json"}
 #: Headers of a request with a JSON:API body: JSON:API requires its media type for bodies too
@@ -503,7 +503,7 @@ class ChannelClient:
 
         `etag`: sent as `If-None-Match`; a 304 comes back as an empty page whose
         `not_modified` is set. Returns the page and its ETag, which the caller keeps only once
-        it has acted on the page (`sync.members`): a 304 must never hide an unapplied change."""
+        it has acted on the page (`sync.jobs.mallincludes`): a 304 must never hide an unapplied change."""
         query = {
             "page[size]": str(self.page_size(size)),
             "page[number]": str(number),
@@ -565,7 +565,7 @@ class ChannelClient:
         headers: Mapping[str, str] | None = None,
     ) -> Response:
         """One page of a type's collection as the raw answer, not parsed (the backfill parses
-        pages in a worker process; see `sync.staging.stage_listing`)."""
+        pages in a worker process; see `sync.pipeline.staging.stage_listing`)."""
         path, query = self._listing(
             rtype, number, mall_id, scope_params, params, fields, include, size
         )

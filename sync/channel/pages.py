@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import msgspec
 import orjson
 
-from sync.errors import BadResponseError
+from sync.core.errors import BadResponseError
 
 
 @dataclass(frozen=True)

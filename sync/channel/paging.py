@@ -10,13 +10,13 @@ and `links.last` as an address the upstream computes. Neither is taken on trust:
   serves), even past `links.last` (an upstream whose `links.last` is short would otherwise end a
   walk with rows unread: the next page is asked and found empty). It ends at an empty page, or a
   page shorter than the served size that `links.last` agrees is the last. A short page never
-  proves that rows are gone: that is for `filter[id]` over every page (`sync.fetch`).
+  proves that rows are gone: that is for `filter[id]` over every page (`sync.jobs.fetch`).
 - **A refused size is retried smaller.** A 400 that names `page[size]` drops the size asked to
   the spec's default of 25 (then halves it) and remembers it.
 
 `Paging.more` is the stop rule; `ChannelClient.walk` is the page-number loop built on it; the
-keyed walk of the polls (`sync.poll.walk_by_stamp`) and the backfill's parallel walk
-(`sync.backfill`) ask the same `more`.
+keyed walk of the polls (`sync.jobs.poll.walk_by_stamp`) and the backfill's parallel walk
+(`sync.jobs.backfill`) ask the same `more`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sync.channel.pages import Page
-from sync.logs import get_logger
+from sync.core.logs import get_logger
 
 #: The spec's bound on `page[size]` (subject to change upstream).
 SPEC_MAX = 100

@@ -14,7 +14,7 @@ bound "subject to change" and a signing window of "several seconds". Nothing of 
 
 and, for the whole upstream, the page size it serves (`Paging`), its clock offset and API version.
 The profile is kept in the mirror (`_sync_meta`, `upstream_profile`), shown by `ccsync status`
-and printed by `ccsync probe` (which writes no rows). Strategies read it (`sync.poll`: a route
+and printed by `ccsync probe` (which writes no rows). Strategies read it (`sync.jobs.poll`: a route
 whose sort is not honoured is walked without assuming order; the client drops refused include
 paths; polls make conditional requests only where the ETag proved reliable), and a contradiction
 seen at run time (rows out of order, a 400 on an include) updates it and is logged.
@@ -29,11 +29,11 @@ from typing import Any, Literal
 
 import orjson
 
-from sync import catalogue
-from sync.catalogue import ResourceType
-from sync.errors import NotFoundError, UpstreamError
-from sync.logs import get_logger
-from sync.stamps import iso_ms, normalize_or_none
+from sync.core.errors import NotFoundError, UpstreamError
+from sync.core.logs import get_logger
+from sync.model import catalogue
+from sync.model.catalogue import ResourceType
+from sync.model.stamps import iso_ms, normalize_or_none
 
 Verdict = Literal["honoured", "ignored", "refused", "unknown"]
 IncludeVerdict = Literal["linkage", "no linkage", "refused", "unknown"]
@@ -61,7 +61,7 @@ class RouteProfile:
     #: Set when a run saw the route contradict the probe (`contradicted`).
     note: str = ""
     #: Per refused include path: where its linkage comes from instead (the relationship's own
-    #: route, `sync.relroutes`), or "not mirrored".
+    #: route, `sync.jobs.relroutes`), or "not mirrored".
     linkage_from: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -132,7 +132,7 @@ class UpstreamProfile:
 
 def route_key(rtype: ResourceType) -> str:
     """The route a type is listed at, as the profile names it (`/malls/{id}/stores`)."""
-    return f"/malls/{{id}}/{rtype.path}" if rtype.scope == "mall" else f"/{rtype.path}"
+    return f"/malls/{{id}}/{rtype.path}" if rtype.level == "mall" else f"/{rtype.path}"
 
 
 DELETIONS_ROUTE = "/deletions"
@@ -154,7 +154,7 @@ class Profiler:
         # The page size served: one page as large as is asked, of the first top-level type
         # (a short page before `links.last` teaches the bound, `Paging.more`).
         # The first type with more than a page tells (a small one proves nothing).
-        for rtype in [t for t in types if t.listable and t.scope == "top"]:
+        for rtype in [t for t in types if t.listable and t.level == "top"]:
             first = await c.list_page(rtype, 1, fields=["updated_at"], include=False)
             c.paging.more(first)
             if c.paging.served is not None or len(first.resources) >= c.paging.asked:
@@ -162,8 +162,8 @@ class Profiler:
         for rtype in types:
             if not rtype.listable:
                 continue
-            mall = await self._mall_with_rows(rtype, malls) if rtype.scope == "mall" else None
-            if rtype.scope == "mall" and mall is None:
+            mall = await self._mall_with_rows(rtype, malls) if rtype.level == "mall" else None
+            if rtype.level == "mall" and mall is None:
                 continue
             profile.routes[route_key(rtype)] = await self._route(rtype, mall)
         if deletions:

@@ -39,9 +39,9 @@ from typing import Any
 import aiohttp
 
 from sync.channel.budget import RequestBudget
-from sync.errors import MaybeAppliedError, RetriesExhaustedError, UnreachableError, redact_url
-from sync.logs import get_logger
-from sync.redact import redact_text
+from sync.core.errors import MaybeAppliedError, RetriesExhaustedError, UnreachableError, redact_url
+from sync.core.logs import get_logger
+from sync.core.redact import redact_text
 
 BASE_BACKOFF = 0.25  # seconds; the first retry waits up to 0.5 s, doubling from there
 #: Seconds of "cannot connect" before the upstream is called unreachable (see module docstring).
@@ -81,7 +81,7 @@ def is_retryable(status: int) -> bool:
 
 def scrub(text: str) -> str:
     """Mask auth parameters and secrets inside free text (aiohttp messages may quote the
-    request URL; see `sync.redact`)."""
+    request URL; see `sync.core.redact`)."""
     return redact_text(text)
 
 

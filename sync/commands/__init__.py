@@ -3,6 +3,9 @@
 `COMMANDS` maps each command name to where it is defined; `sync.cli` imports a module only when
 its command runs (or `--help` lists them), so `ccsync backfill` does not load the daemon's
 scheduler and web server.
+
+May import: model, core, emulator, channel, management, pipeline, store, ingest, jobs, readers,
+daemon.
 """
 
 from __future__ import annotations

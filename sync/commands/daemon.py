@@ -7,18 +7,18 @@ from pathlib import Path
 
 import click
 
-from sync import logs
 from sync.channel.client import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
-from sync.config import Settings
-from sync.daemon import Daemon
-from sync.demo import run_demo
-from sync.errors import SyncError
-from sync.poll import Poller
-from sync.reconcile import Reconciler, reconcile_every_type
+from sync.core import logs
+from sync.core.config import Settings
+from sync.core.errors import SyncError
+from sync.daemon.demo import run_demo
+from sync.daemon.service import Daemon
+from sync.ingest.subscriptions import Subscriptions, callback_url
+from sync.jobs.poll import Poller
+from sync.jobs.reconcile import Reconciler, reconcile_every_type
+from sync.jobs.verify import Verifier, VerifyReport
 from sync.store import Mirror
-from sync.subscriptions import Subscriptions, callback_url
-from sync.verify import Verifier, VerifyReport
 
 
 @click.command("run")
@@ -71,7 +71,7 @@ async def reconcile(
 
 
 async def verify(settings: Settings) -> VerifyReport:
-    """One whole verify cycle (`sync.verify`): every mirrored row refetched whole by id, and
+    """One whole verify cycle (`sync.jobs.verify`): every mirrored row refetched whole by id, and
     every row, link and sideloaded row whose content differs repaired, even under an equal
     `updated_at` (library entry point of `ccsync reconcile --full`)."""
     mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)

@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
-from sync.config import ManagementSettings, Settings
-from sync.errors import ConfigError
-from sync.management import ManagementClient, load_update
+from sync.core.config import ManagementSettings, Settings
+from sync.core.errors import ConfigError
+from sync.management.client import ManagementClient, load_update
 
 
 def _management(settings: Settings) -> ManagementSettings:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from sync.backfill import Backfill, BackfillReport
 from sync.channel.client import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
-from sync.config import Settings
-from sync.progress import for_terminal
-from sync.status import status_data
+from sync.core.config import Settings
+from sync.jobs.backfill import Backfill, BackfillReport
+from sync.jobs.progress import for_terminal
+from sync.readers.status import status_data
 from sync.store import Mirror
 
 #: Pages per transaction in a one-shot backfill (at most 2 s apart): fewer commits, each of which
@@ -162,7 +162,7 @@ def datasette_metadata_command(config_path: Path | None) -> None:
     """Print Datasette metadata for the mirror (JSON): every table described, the
     bookkeeping hidden. Use: `ccsync datasette-metadata > metadata.json`, then
     `datasette mirror.db --metadata metadata.json`."""
-    from sync.readers import datasette_metadata
+    from sync.readers.datasette import datasette_metadata
 
     settings = settings_from(config_path)
     click.echo(json.dumps(datasette_metadata(settings.mirror.path), indent=2, sort_keys=True))

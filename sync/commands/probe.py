@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from sync import catalogue
 from sync.channel.client import ChannelClient
 from sync.channel.profile import Profiler, UpstreamProfile
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
-from sync.config import Settings
-from sync.fetch import parse_id
+from sync.core.config import Settings
+from sync.jobs.fetch import parse_id
+from sync.model import catalogue
 
 
 async def probe(settings: Settings) -> UpstreamProfile:
@@ -22,7 +22,7 @@ async def probe(settings: Settings) -> UpstreamProfile:
     async with ChannelClient(settings.upstream) as client:
         types = settings.upstream.mirrored_types()
         malls: list[int] = []
-        if any(t.scope == "mall" for t in types):
+        if any(t.level == "mall" for t in types):
             page = await client.list_page(
                 catalogue.TYPES["malls"], 1, fields=["updated_at"], include=False, size=5
             )

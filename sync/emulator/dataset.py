@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sync.attributes import NULLABLE
 from sync.emulator import memberships
 from sync.emulator.encodings import Encodings, Templates
 from sync.emulator.hard import Hard
 from sync.emulator.records import Owners, Rec, next_revision
+from sync.model.columns import NULLABLE
 
 #: Share of the data set per type (malls are sized separately).
 WEIGHTS: dict[str, int] = {

@@ -21,7 +21,7 @@ import orjson
 from aiohttp import web
 
 from sync.emulator.dataset import iso_ms
-from sync.stamps import is_date_time
+from sync.model.stamps import is_date_time
 
 LOCALES = ("en", "de")
 PRODUCT = "loyalty"

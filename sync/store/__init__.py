@@ -1,7 +1,10 @@
 """The mirror store: every SQL statement `sync` runs lives in this package.
 
 `Mirror` (content tables, links, hours, bookkeeping), `Listing` (the reconcile diff) and
-`ChangeQueue` (the durable webhook queue, in `store.queue`).
+`ChangeQueue` (the durable webhook queue, in `store.queue`). Rows arrive staged by the page
+pipeline; the store binds them and never stages them itself.
+
+May import: model, core, pipeline.
 """
 
 from sync.store.bookkeeping import BackfillState, PageCheckpoint, TypeStatus

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sync.redact import redact_text
-from sync.stamps import now_iso
+from sync.core.redact import redact_text
+from sync.model.stamps import now_iso
 from sync.store.transaction import write_transaction
 
 
@@ -57,7 +57,7 @@ class TypeStatus:
 
 
 def _redacted(error: str | None) -> str | None:
-    """An error as stored: `ccsync status` and `/healthz` show it (`sync.redact`)."""
+    """An error as stored: `ccsync status` and `/healthz` show it (`sync.core.redact`)."""
     return None if error is None else redact_text(error)
 
 
@@ -227,7 +227,7 @@ class BookkeepingMixin:
                 (type_name, _redacted(error), at),
             )
 
-    # values that did not fit their declared type (`sync.staging.coerce`)
+    # values that did not fit their declared type (`sync.pipeline.staging.coerce`)
     def record_values(
         self,
         type_name: str,

@@ -12,7 +12,7 @@ as a traceback:
 
 `storage_fault` turns such an exception into a `StorageFault` naming the file, the cause and the
 fix; any other exception is left alone (a damaged file or a bug must still be seen as one).
-`probe` is the daemon's cheap write check (`sync.storage`).
+`probe` is the daemon's cheap write check (`sync.store.watch`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from sync.errors import StorageFault
+from sync.core.errors import StorageFault
 from sync.store.transaction import write_transaction
 
 DISK_FULL, READ_ONLY, LOCKED = "disk_full", "read_only", "locked"

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from sync.logs import get_logger
+from sync.core.logs import get_logger
 
 _log = get_logger("sync.store")
 

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from types import TracebackType
 
-from sync.stamps import normalize_or_none
+from sync.model.stamps import normalize_or_none
 from sync.store import memberships
 
 BATCH = 100

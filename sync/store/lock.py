@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sync.errors import MirrorError
+from sync.core.errors import MirrorError
 
 #: The command line shown in a refusal, at most.
 _CMDLINE_CHARS = 200

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from sync import catalogue
-from sync.catalogue import ResourceType
-from sync.errors import MirrorError
-from sync.logs import get_logger
-from sync.seen import Seen
-from sync.staging import Staged, encode, stage_resources
-from sync.stamps import iso_ms, now_iso
+from sync.core.errors import MirrorError
+from sync.core.logs import get_logger
+from sync.model import catalogue
+from sync.model.catalogue import ResourceType
+from sync.model.stamps import iso_ms, now_iso
+from sync.pipeline.seen import Seen
+from sync.pipeline.staging import Staged, encode, stage_resources
 from sync.store import memberships
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.faults import storage_fault
@@ -49,7 +49,7 @@ from sync.store.tombstones import tombstone_holds
 from sync.store.transaction import write_transaction
 
 if TYPE_CHECKING:
-    from sync.config import CheckpointMode
+    from sync.core.config import CheckpointMode
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _log = get_logger("sync.store")
@@ -112,7 +112,7 @@ class Mirror(BookkeepingMixin):
         self._group_began = 0.0
         self._tombstones: bool | None = None  # whether any exist; None until first looked up
         # Included resources (images, tags...) repeat on page after page: remember what was
-        # last committed for each, and skip identical rows (bounded, `sync.seen.Seen`).
+        # last committed for each, and skip identical rows (bounded, `sync.pipeline.seen.Seen`).
         self._included_seen = Seen(INCLUDED_SEEN)
         # Ids written to the tables this mirror created: an owner never written has no row and
         # no links yet, so its page write needs neither the guard's SELECT nor link DELETEs.
@@ -451,7 +451,7 @@ class Mirror(BookkeepingMixin):
 
     def stamps(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
         """`updated_at` of those of `ids` the table holds (normalised as written, so it
-        compares as text with `sync.stamps.normalize`d stamps; None without one)."""
+        compares as text with `sync.model.stamps.normalize`d stamps; None without one)."""
         cols = self.schema.columns(type_name)
         if not cols or not ids:
             return {}
@@ -530,7 +530,7 @@ class Mirror(BookkeepingMixin):
         scripts: Any = None,
         checkpoint: PageCheckpoint | None = None,
     ) -> WriteResult:
-        """Write a staged page (`sync.staging`): the listed type's batch, then the included ones.
+        """Write a staged page (`sync.pipeline.staging`): the listed type's batch, then the included ones.
 
         Included rows identical (by version) to the copy this mirror last committed are skipped:
         images and tags repeat on page after page.
@@ -570,7 +570,7 @@ class Mirror(BookkeepingMixin):
 
     def _write_memberships(self, b: Staged) -> None:
         """The mall that listed a page's rows lists them: one (mall, row) pair each."""
-        if b.rtype.scope != "mall" or not b.ids or "mall_id" not in b.columns:
+        if b.rtype.level != "mall" or not b.ids or "mall_id" not in b.columns:
             return
         pos = b.columns.index("mall_id") + 1
         memberships.add(
@@ -624,7 +624,7 @@ class Mirror(BookkeepingMixin):
 
     def replace_mall_links(self, type_name: str, mall_id: int, ids: Sequence[int]) -> int:
         """`malls_<type_name>` of one mall becomes `ids` (as its route lists them, in order):
-        contacts and deals known from the mall routes (`sync.mallroutes`)."""
+        contacts and deals known from the mall routes (`sync.jobs.mallroutes`)."""
         table = f"malls_{type_name}"
         self.schema.ensure_link(table, "malls_id", f"{type_name}_id", "malls", type_name)
         with write_transaction(self.conn):
@@ -762,7 +762,7 @@ class Mirror(BookkeepingMixin):
         Schema changes first: sqlite-utils commits on its own, so never inside our transaction.
         """
         main = batches[0] if batches else None
-        if main is not None and main.rtype.scope == "mall" and "mall_id" in main.columns:
+        if main is not None and main.rtype.level == "mall" and "mall_id" in main.columns:
             self._ensure_memberships(main.type)
         for b in batches:
             rtype = b.rtype
@@ -804,7 +804,7 @@ class Mirror(BookkeepingMixin):
         links: dict[str, list[tuple[int, list[int]]]],
         stamps: dict[int, Any],
     ) -> int:
-        """A reconcile page's sideloads (`sync.sideloads`): the included rows, and the links of
+        """A reconcile page's sideloads (`sync.jobs.sideloads`): the included rows, and the links of
         the listed owners whose mirrored `updated_at` equals the listed one (`stamps`), in one
         transaction. Owners not mirrored, or mirrored at another stamp, are left alone.
         Returns how many owners' links were replaced."""
@@ -851,14 +851,14 @@ class Mirror(BookkeepingMixin):
         self, rtype: ResourceType, rel: catalogue.Relationship, owner: int, targets: Sequence[int]
     ) -> None:
         """One owner's links of one to-many relationship become `targets`, in order (its own
-        route's answer, `sync.relroutes`)."""
+        route's answer, `sync.jobs.relroutes`)."""
         table = rel.link_table(rtype.name)
         self.schema.ensure_link(table, *rel.link_columns(rtype.name), rtype.name, rel.target)
         with write_transaction(self.conn):
             self._write_links(rtype, {rel.name: [(owner, list(targets))]})
 
     def set_to_one(self, rtype: ResourceType, column: str, rid: int, target: int | None) -> None:
-        """One owner's to-one column (its relationship's own route, `sync.relroutes`)."""
+        """One owner's to-one column (its relationship's own route, `sync.jobs.relroutes`)."""
         if column not in self.schema.columns(rtype.table):
             self.schema.ensure_content(rtype.table, {"id": rid, column: target or 0})
         with write_transaction(self.conn):
@@ -873,7 +873,7 @@ class Mirror(BookkeepingMixin):
         values: Sequence[tuple[int, Any]],
         stamps: dict[int, Any],
     ) -> int:
-        """A reconcile page's to-one linkage (`sync.sideloads`): `column` of the listed owners
+        """A reconcile page's to-one linkage (`sync.jobs.sideloads`): `column` of the listed owners
         whose mirrored `updated_at` equals the listed one (the linkage changed under an unchanged
         stamp); others are left to the reconcile's refetch. Returns the rows changed."""
         table = rtype.table

@@ -3,7 +3,7 @@
 Localized text is stored resolved for its locale; attachments and the image as JSON; categories
 in the link table `mgmt_press_releases_categories`. The list has no updated-since filter, so each
 run lists everything and then removes the rows of that locale it did not see and that a page of
-the listing proves gone (`sync.management.Walk`); an empty listing while rows exist removes
+the listing proves gone (`sync.management.client.Walk`); an empty listing while rows exist removes
 nothing (an upstream glitch must not empty the table).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from sync.stamps import now_iso
+from sync.model.stamps import now_iso
 from sync.store.transaction import write_transaction
 
 TABLE = "mgmt_press_releases"
@@ -97,7 +97,7 @@ class PressReleases:
 
     def prune(self, locale: str, run: str, listed: int, proven: Collection[int]) -> int:
         """Remove the rows of `locale` that listing `run` did not see and proved absent
-        (`proven`, see `sync.management.Walk`); returns the number of rows removed."""
+        (`proven`, see `sync.management.client.Walk`); returns the number of rows removed."""
         local = self.conn.execute(
             f"SELECT count(*) FROM {TABLE} WHERE locale = ?", (locale,)
         ).fetchone()[0]

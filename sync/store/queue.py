@@ -12,8 +12,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sync.notices import WebhookNotice
-from sync.stamps import now_iso
+from sync.model.notices import WebhookNotice
+from sync.model.stamps import now_iso
 from sync.store.transaction import write_transaction
 
 SCHEMA = """

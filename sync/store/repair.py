@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sync.catalogue import ResourceType
-from sync.staging import Staged, stage_resources
-from sync.stamps import now_iso
+from sync.model.catalogue import ResourceType
+from sync.model.stamps import now_iso
+from sync.pipeline.staging import Staged, stage_resources
 from sync.store.memberships import MEMBER_TYPES
 from sync.store.tombstones import tombstone_holds
 

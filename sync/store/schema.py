@@ -13,9 +13,9 @@ from typing import Any
 
 import sqlite_utils
 
-from sync import catalogue
-from sync.attributes import declared
-from sync.logs import get_logger
+from sync.core.logs import get_logger
+from sync.model import catalogue
+from sync.model.columns import declared
 from sync.store.ftsbuild import fts_sql
 
 _log = get_logger("sync.store")
@@ -96,7 +96,7 @@ VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
     # `GET /malls/{id}/deals`: the mall's local deals (a linked store is in the mall) and the
     # national ones (`is_local` false) unless the mall sets `exclude_national_deals`, Public
     # (the route's default visibility). Derived rather than listed per mall: national deals x
-    # malls rows would dwarf the mirror. The spec states no such rule: `sync.mallroutes` checks
+    # malls rows would dwarf the mirror. The spec states no such rule: `sync.jobs.mallroutes` checks
     # it against a few malls' routes and replaces the view by a table filled from every mall's
     # route when they disagree. A store's malls are its memberships (`sync.store.memberships`).
     "malls_deals": (
@@ -146,7 +146,7 @@ def foreign_keys(table: str) -> list[tuple[str, str, str]]:
     out: dict[str, tuple[str, str, str]] = {}
     rtype = catalogue.TYPES.get(table)
     if rtype is not None:
-        if rtype.scope == "mall":
+        if rtype.level == "mall":
             out["mall_id"] = ("mall_id", "malls", "id")
         for rel in rtype.relationships:
             if rel.to_one:
@@ -257,7 +257,7 @@ class Schema:
     def ensure_content(self, table: str, sample: dict[str, Any]) -> None:
         """Create `table` keyed by id, or add the columns of `sample` it lacks, plus indexes.
 
-        A column's type is the one the spec declares (`sync.attributes`); an attribute the
+        A column's type is the one the spec declares (`sync.model.columns`); an attribute the
         spec does not list takes its type from its first non-null value, and is created
         untyped while every value seen is null (`widen` types it later).
         """

@@ -17,11 +17,11 @@ import sqlite3
 import time
 from typing import Any
 
-from sync import catalogue
-from sync.catalogue import ResourceType
-from sync.logs import get_logger
-from sync.staging import dumps
-from sync.stamps import now_iso
+from sync.core.logs import get_logger
+from sync.model import catalogue
+from sync.model.catalogue import ResourceType
+from sync.model.stamps import now_iso
+from sync.pipeline.staging import dumps
 from sync.store.schema import META_SCRIPTS
 from sync.store.transaction import write_transaction
 

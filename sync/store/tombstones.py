@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sync.stamps import shift
+from sync.model.stamps import shift
 
 #: How long a tombstone of a row without `updated_at` (tags, groups) refuses copies: those
 #: carry no stamp to compare with the deletion's, so a copy is taken for a page fetched before

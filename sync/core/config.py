@@ -1,0 +1,476 @@
+"""Configuration: the TOML file users write, validated by pydantic into typed settings.
+
+Every key has a default and a description here; `config.example.toml` documents each one and a
+test keeps the two in step. `load_config` turns every validation problem into one `ConfigError`
+line that names the key and the fix. Secrets (password, webhook secret) may come from the file,
+an environment variable (`*_env`) or a file path (`*_file`, e.g. a systemd credential); they are
+held as `SecretStr` so they never print.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from sync.core.errors import ConfigError
+from sync.core.redact import register
+from sync.model import catalogue
+
+DEFAULT_PATH = Path("sync.toml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _read_secret(
+    value: SecretStr | None,
+    env: str | None,
+    path: Path | None,
+    key: str,
+    credential: str | None = None,
+) -> SecretStr | None:
+    """Resolve a secret given inline, by environment variable name, by file path, or by the
+    name of a systemd credential (`LoadCredential=NAME:...`), read from
+    `$CREDENTIALS_DIRECTORY/NAME`: each unit gets its credentials under its own directory, so
+    naming the credential lets one config file serve every unit. The value is registered
+    with `sync.core.redact`: no log line, error or status output of this process shows it."""
+    secret = _find_secret(value, env, path, key, credential)
+    if secret is not None:
+        register(secret.get_secret_value())
+    return secret
+
+
+def _find_secret(
+    value: SecretStr | None,
+    env: str | None,
+    path: Path | None,
+    key: str,
+    credential: str | None,
+) -> SecretStr | None:
+    given = [
+        n
+        for n, v in (
+            (key, value),
+            (f"{key}_env", env),
+            (f"{key}_file", path),
+            (f"{key}_credential", credential),
+        )
+        if v
+    ]
+    if len(given) > 1:
+        raise ValueError(f"give only one of {', '.join(given)}")
+    if credential:
+        if "/" in credential or credential in (".", ".."):
+            raise ValueError(f"{key}_credential is a credential name, not a path: {credential!r}")
+        directory = os.environ.get("CREDENTIALS_DIRECTORY")
+        if not directory:
+            raise ValueError(
+                f"{key}_credential = {credential!r} needs $CREDENTIALS_DIRECTORY, which is not set: "
+                f"run under systemd with LoadCredential={credential}:<file>, or use {key}_file"
+            )
+        path = Path(directory) / credential
+        try:
+            return SecretStr(path.read_text(encoding="utf-8").strip())
+        except OSError as exc:
+            raise ValueError(
+                f"{key}_credential {credential!r} cannot be read from {directory}: {exc.strerror} "
+                f"(is LoadCredential={credential}:<file> in the unit?)"
+            ) from None
+    if env:
+        if env not in os.environ:
+            raise ValueError(f"{key}_env names ${env}, which is not set in the environment")
+        return SecretStr(os.environ[env])
+    if path:
+        try:
+            return SecretStr(path.read_text(encoding="utf-8").strip())
+        except OSError as exc:
+            raise ValueError(f"{key}_file {str(path)!r} cannot be read: {exc.strerror}") from None
+    return value
+
+
+def _http_url(v: str) -> str:
+    """A base URL: http(s) only, without a trailing slash (paths are appended to it)."""
+    if not v.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return v.rstrip("/")
+
+
+class UpstreamSettings(_Section):
+    """`[upstream]`: where the Channel Content API is and how to talk to it."""
+
+    base_url: str = Field(description="Base URL of the Channel Content API, without a trailing /")
+    email: str = Field(description="Account e-mail used for POST /accounts/login")
+    password: SecretStr | None = Field(default=None, description="Account password (inline)")
+    password_env: str | None = Field(
+        default=None, description="Environment variable holding the password"
+    )
+    password_file: Path | None = Field(default=None, description="File holding the password")
+    password_credential: str | None = Field(
+        default=None, description="systemd credential holding the password"
+    )
+    types: list[str] = Field(
+        default_factory=list, description="Resource types to mirror; empty means all readable"
+    )
+    page_size: int = Field(default=100, ge=1, le=100, description="page[size] of every listing")
+    concurrency: int = Field(default=4, ge=1, le=64, description="Requests in flight at once")
+    max_requests_per_second: float = Field(
+        default=20.0,
+        ge=0,
+        description="Request budget shared by every job (never exceeded in any second); 0 = none",
+    )
+    mall_includes: Literal["auto", "off"] = Field(
+        default="auto",
+        description="Poll and locate the mall-scoped types through GET /malls?include= when the "
+        "upstream serves it (detected at run time); off: per-mall listings only",
+    )
+    members_page_size: int = Field(
+        default=100, ge=1, le=100, description="Malls per GET /malls?include= request"
+    )
+    timeout: float = Field(default=30.0, gt=0, description="Seconds before one request times out")
+    retry_budget: float = Field(
+        default=300.0, gt=0, description="Seconds one request may spend retrying before failing"
+    )
+    max_backoff: float = Field(default=30.0, gt=0, description="Longest wait between two retries")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return _http_url(v)
+
+    @field_validator("types")
+    @classmethod
+    def _types(cls, v: list[str]) -> list[str]:
+        unknown = [t for t in v if t not in catalogue.LISTABLE]
+        if unknown:
+            raise ValueError(
+                f"unknown type(s) {', '.join(unknown)}; choose from {', '.join(catalogue.LISTABLE)}"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _password(self) -> UpstreamSettings:
+        secret = _read_secret(
+            self.password,
+            self.password_env,
+            self.password_file,
+            "password",
+            self.password_credential,
+        )
+        if secret is None:
+            raise ValueError(
+                "set one of password, password_env, password_file or password_credential"
+            )
+        object.__setattr__(self, "password", secret)
+        return self
+
+    def secret_password(self) -> str:
+        """The resolved password; call only where it is sent to the upstream."""
+        assert self.password is not None  # guaranteed by the validator
+        return self.password.get_secret_value()
+
+    def mirrored_types(self) -> list[catalogue.ResourceType]:
+        """Configured listable types in backfill order (all when none are configured)."""
+        return catalogue.resolve(self.types or catalogue.LISTABLE)
+
+
+#: Who checkpoints the mirror's WAL: `sqlite` (SQLite's own automatic PASSIVE checkpoints,
+#: every ~4 MiB of WAL, ~64 MiB during a bulk load) or `litestream` (none by sync: Litestream,
+#: replicating the file, checkpoints once it has copied the WAL; see README "Scaling out").
+CheckpointMode = Literal["sqlite", "litestream"]
+CHECKPOINT_MODES: tuple[str, ...] = get_args(CheckpointMode)
+
+
+class MirrorSettings(_Section):
+    """`[mirror]`: the SQLite file."""
+
+    path: Path = Field(default=Path("mirror.db"), description="Path of the SQLite mirror file")
+    changes_retention_days: float = Field(
+        default=7.0, gt=0, description="Days the change feed (_sync_changes) keeps its entries"
+    )
+    checkpoints: CheckpointMode = Field(
+        default="sqlite",
+        description="Who checkpoints the WAL: sqlite (its automatic PASSIVE checkpoints) or "
+        "litestream (left to Litestream replicating the file)",
+    )
+
+    @field_validator("checkpoints", mode="before")
+    @classmethod
+    def _checkpoints(cls, v: object) -> object:
+        if v not in CHECKPOINT_MODES:
+            raise ValueError(
+                f'must be "sqlite" (sync checkpoints the WAL itself) or "litestream" '
+                f"(Litestream replicates the mirror and checkpoints it), not {v!r}"
+            )
+        return v
+
+
+class BackfillSettings(_Section):
+    """`[backfill]`: the one-shot bulk load (`ccsync backfill`, and `ccsync run` on an empty mirror)."""
+
+    parse_workers: int = Field(
+        default=1,
+        ge=0,
+        le=16,
+        description="Processes that parse and stage pages while the main process downloads "
+        "and writes (0: all in the main process)",
+    )
+
+
+class WebhookSettings(_Section):
+    """`[webhooks]`: the receiver the upstream posts change notices to."""
+
+    enabled: bool = Field(default=True, description="Run the webhook receiver in `ccsync run`")
+    listen: str = Field(default="127.0.0.1:8787", description="host:port the receiver binds")
+    public_url: str | None = Field(
+        default=None,
+        description="URL the upstream reaches the receiver at (default http://<listen>)",
+    )
+    secret: SecretStr | None = Field(
+        default=None, description="Secret path segment of the callback"
+    )
+    secret_env: str | None = Field(
+        default=None, description="Environment variable holding the secret"
+    )
+    secret_file: Path | None = Field(default=None, description="File holding the secret")
+    secret_credential: str | None = Field(
+        default=None, description="systemd credential holding the secret"
+    )
+    topics: list[str] = Field(
+        default_factory=list, description="Topics to subscribe; empty = mirrored types"
+    )
+    max_body_bytes: int = Field(
+        default=1 << 20, ge=1024, description="Largest notice body accepted"
+    )
+    body_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds a sender may take to deliver one notice body"
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, _, port = v.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError("must be host:port, e.g. 127.0.0.1:8787")
+        return v
+
+    @model_validator(mode="after")
+    def _secret(self) -> WebhookSettings:
+        secret = _read_secret(
+            self.secret, self.secret_env, self.secret_file, "secret", self.secret_credential
+        )
+        if secret is not None and len(secret.get_secret_value()) < 16:
+            raise ValueError(
+                "secret must be at least 16 characters (it is the callback's only guard)"
+            )
+        object.__setattr__(self, "secret", secret)
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+
+class ScheduleSettings(_Section):
+    """`[schedule]`: how often the daemon's jobs run, in seconds."""
+
+    poll_interval: float = Field(default=60.0, gt=0, description="Incremental poll per type")
+    poll_overlap: float = Field(
+        default=5.0, ge=0, description="Seconds the poll re-reads behind its cursor"
+    )
+    deletions_interval: float = Field(default=60.0, gt=0, description="Deletions feed poll")
+    reconcile_interval: float = Field(
+        default=86400.0, gt=0, description="Full id listing and repair"
+    )
+    reconcile_max_delete_share: float = Field(
+        default=0.2, gt=0, le=1, description="Largest share of a table one reconcile may delete"
+    )
+    verify_interval: float = Field(
+        default=604800.0,
+        gt=0,
+        description="Seconds in which the rolling verify refetches the whole mirror once",
+    )
+    hours_interval: float = Field(default=3600.0, gt=0, description="Refresh of mall hours")
+    hours_days: int = Field(
+        default=30, ge=0, le=366, description="Days ahead the hours window covers"
+    )
+    subscriptions_interval: float = Field(
+        default=300.0, gt=0, description="Check of webhook subscriptions"
+    )
+    queue_batch_delay: float = Field(
+        default=0.05, ge=0, description="Debounce before draining the queue"
+    )
+
+
+class LogSettings(_Section):
+    """`[logging]`."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Lowest level logged"
+    )
+    format: Literal["auto", "console", "json"] = Field(
+        default="auto", description="auto: console on a terminal, JSON lines otherwise"
+    )
+
+
+class ManagementSettings(_Section):
+    """`[management]` (optional): the management API v1 (press releases, article/message updates)."""
+
+    base_url: str = Field(description="Base URL of the management API, without a trailing /")
+    product: str = Field(description="API product, sent as X-Product-Name")
+    loyalty_club: str = Field(description="Loyalty club slug, sent as X-Loyalty-Club-Slug")
+    customer: str | None = Field(default=None, description="Customer, sent as X-Customer")
+    client_id: str = Field(default="sync", description="Client identifier, sent as X-User-Agent")
+    bearer_token: SecretStr | None = Field(
+        default=None,
+        description="User token (Authorization: Bearer); the press release list and the message "
+        "update need it",
+    )
+    bearer_token_env: str | None = Field(
+        default=None, description="Environment variable holding the bearer token"
+    )
+    bearer_token_file: Path | None = Field(
+        default=None, description="File holding the bearer token"
+    )
+    bearer_token_credential: str | None = Field(
+        default=None, description="systemd credential holding the bearer token"
+    )
+    client_token: SecretStr | None = Field(
+        default=None, description="Client token (X-Client-Authorization)"
+    )
+    client_token_env: str | None = Field(
+        default=None, description="Environment variable holding the client token"
+    )
+    client_token_file: Path | None = Field(
+        default=None, description="File holding the client token"
+    )
+    client_token_credential: str | None = Field(
+        default=None, description="systemd credential holding the client token"
+    )
+    locales: list[str] = Field(
+        default_factory=lambda: ["en"], description="Locales (X-Locale) to mirror press releases in"
+    )
+    per_page: int = Field(
+        default=100, ge=1, le=100, description="per_page of the press release listing"
+    )
+    press_releases_interval: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds between full press release listings in the daemon",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return _http_url(v)
+
+    @field_validator("locales")
+    @classmethod
+    def _locales(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError('name at least one locale, e.g. ["en"]')
+        return v
+
+    @model_validator(mode="after")
+    def _tokens(self) -> ManagementSettings:
+        bearer = _read_secret(
+            self.bearer_token,
+            self.bearer_token_env,
+            self.bearer_token_file,
+            "bearer_token",
+            self.bearer_token_credential,
+        )
+        client = _read_secret(
+            self.client_token,
+            self.client_token_env,
+            self.client_token_file,
+            "client_token",
+            self.client_token_credential,
+        )
+        if bearer is None and client is None:
+            raise ValueError("set a bearer_token or a client_token (inline, *_env or *_file)")
+        object.__setattr__(self, "bearer_token", bearer)
+        object.__setattr__(self, "client_token", client)
+        return self
+
+    def require_user_token(self, operation: str) -> SecretStr:
+        """The user token, or a ConfigError naming the key to set: the spec labels the press
+        release list and the message update "Authorization: user token", while the article
+        update takes either credential (a client token alone is enough there)."""
+        if self.bearer_token is None:
+            raise ConfigError(
+                f"[management] bearer_token is required for {operation}: the spec labels it "
+                '"user token" (Authorization: Bearer) and a client_token alone is not enough; '
+                "set bearer_token, bearer_token_env, bearer_token_file or bearer_token_credential"
+            )
+        return self.bearer_token
+
+
+class Settings(_Section):
+    """The whole configuration file."""
+
+    upstream: UpstreamSettings
+    mirror: MirrorSettings = Field(default_factory=MirrorSettings)
+    backfill: BackfillSettings = Field(default_factory=BackfillSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    logging: LogSettings = Field(default_factory=LogSettings)
+    management: ManagementSettings | None = None
+
+
+def _describe(err: dict[str, Any], path: Path) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "(file)"
+    kind = err["type"]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if kind == "missing":
+        section, _, name = key.rpartition(".")
+        if not section:
+            return f"{path}: section [{name}] is required; add it (see config.example.toml)"
+        return f"{path}: [{section}] {name} is required; add it (see config.example.toml)"
+    if kind == "extra_forbidden":
+        return f"{path}: unknown key {key}; remove it or check its spelling against config.example.toml"
+    return f"{path}: {key}: {msg}"
+
+
+def parse_config(data: dict[str, Any], path: Path = DEFAULT_PATH) -> Settings:
+    """Validate an already-parsed TOML mapping; raise one ConfigError naming the first problem."""
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        lines = [_describe(dict(e), path) for e in errors]
+        raise ConfigError("; ".join(lines)) from None
+
+
+def load_config(path: Path | str | None = None) -> Settings:
+    """Read and validate the TOML file at `path` (default ./sync.toml)."""
+    p = Path(path) if path is not None else DEFAULT_PATH
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"config file {p} not found; copy config.example.toml to {p} or pass --config"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"config file {p} cannot be read: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p} is not valid TOML: {exc}; fix the syntax at that line") from None
+    return parse_config(data, p)

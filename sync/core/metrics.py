@@ -1,0 +1,161 @@
+"""Prometheus metrics of the daemon, served at GET /metrics.
+
+Uses `prometheus_client` (the reference implementation of the exposition format) with a registry
+per `Metrics` object, so tests can create as many daemons as they like. What describes the
+mirror's state now (lag, rows, queue depth, upstream answers) is computed when Prometheus
+scrapes, by a collector reading the daemon (`Live`), so it is never stale between jobs and
+counts the first backfill's requests; events (notices, job runs, errors) are counters bumped
+where they happen. The standard process, platform and GC collectors are registered too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Protocol
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+class Live(Protocol):
+    """What the scrape-time collector reads (the daemon implements it)."""
+
+    def lag_seconds(self) -> Mapping[str, float]:
+        """Seconds since the last successful sync, per mirrored type."""
+
+    def rows(self) -> Mapping[str, int]:
+        """Rows in the mirror, per mirrored type."""
+
+    def queue_depth(self) -> int:
+        """Webhook notices waiting in the durable queue."""
+
+    def upstream_statuses(self) -> Mapping[int, int]:
+        """Upstream answers so far by HTTP status (totals since the process started)."""
+
+    def budget(self) -> Mapping[str, float | int]:
+        """The request budget's `snapshot()` (empty when there is none)."""
+
+
+#: The request budget's metrics: (family, name suffix, help, key of `RequestBudget.snapshot`).
+_BUDGET: tuple[tuple[type[GaugeMetricFamily] | type[CounterMetricFamily], str, str, str], ...] = (
+    (GaugeMetricFamily, "max", "Configured requests per second", "max_rate"),
+    (
+        GaugeMetricFamily,
+        "rate",
+        "Requests per second allowed now (lowered for a while by 429s)",
+        "rate",
+    ),
+    (GaugeMetricFamily, "waiting", "Requests waiting for a slot", "waiting"),
+    (CounterMetricFamily, "throttled", "429 answers that lowered the budget", "throttled"),
+    (
+        CounterMetricFamily,
+        "wait_seconds",
+        "Seconds requests spent waiting for a slot, summed",
+        "waited_s",
+    ),
+)
+
+
+class _LiveCollector(Collector):
+    def __init__(self, live: Live) -> None:
+        self.live = live
+
+    def collect(self) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            "sync_lag_seconds", "Seconds since the last successful sync per type", labels=["type"]
+        )
+        for name, seconds in sorted(self.live.lag_seconds().items()):
+            lag.add_metric([name], seconds)
+        yield lag
+        rows = GaugeMetricFamily("sync_rows", "Rows in the mirror per type", labels=["type"])
+        for name, n in sorted(self.live.rows().items()):
+            rows.add_metric([name], n)
+        yield rows
+        yield GaugeMetricFamily(
+            "sync_queue_depth",
+            "Webhook notices waiting in the queue",
+            value=self.live.queue_depth(),
+        )
+        requests = CounterMetricFamily(
+            "sync_upstream_requests", "Upstream responses by status", labels=["status"]
+        )
+        for status, n in sorted(self.live.upstream_statuses().items()):
+            requests.add_metric([str(status)], n)
+        yield requests
+        b = self.live.budget()
+        if b:
+            for family, name, help_text, key in _BUDGET:
+                yield family(f"sync_request_budget_{name}", help_text, value=b[key])
+
+
+class Metrics:
+    """Notices, job runs, errors, verify repairs, per-type errors, misfit values (counters);
+    storage and per-type fault states (gauges set on change); lag, rows, queue depth and upstream
+    answers read at scrape time from `live`; process, platform and GC metrics."""
+
+    def __init__(self, live: Live | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        if live is not None:
+            r.register(_LiveCollector(live))
+        self.errors = Counter("sync_errors", "Errors by kind", ["kind"], registry=r)
+        self.notices = Counter(
+            "sync_webhook_notices", "Webhook bodies by outcome", ["outcome"], registry=r
+        )
+        self.notice_items_invalid = Counter(
+            "sync_webhook_items_invalid",
+            "Off-spec items left out of otherwise valid notice batches",
+            registry=r,
+        )
+        self.verify_repairs = Counter(
+            "sync_verify_repairs",
+            "Rows the verify repaired (content changed upstream without a new updated_at)",
+            ["type"],
+            registry=r,
+        )
+        self.values = Counter(
+            "sync_values",
+            "Values that did not fit their declared column type, by type and outcome (refused: "
+            "the row kept its last good copy; coerced: converted losslessly)",
+            ["type", "outcome"],
+            registry=r,
+        )
+        self.job_runs = Counter(
+            "sync_job_runs", "Scheduled job runs by job and outcome", ["job", "outcome"], registry=r
+        )
+        # Set where states change (`sync.store.watch`, `sync.jobs.isolation`): a transition is an event.
+        self.degraded = Gauge(
+            "sync_degraded",
+            "1 while the mirror cannot take writes, by reason (disk_full, read_only, locked)",
+            ["reason"],
+            registry=r,
+        )
+        self.type_errors = Counter(
+            "sync_type_errors",
+            "Failed attempts per type (bad answers, retries spent); other types go on",
+            ["type"],
+            registry=r,
+        )
+        self.type_failures = Gauge(
+            "sync_type_failures",
+            "Failures in a row per type, backing it off (0 once it succeeds again)",
+            ["type"],
+            registry=r,
+        )
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition body and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

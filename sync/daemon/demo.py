@@ -1,0 +1,125 @@
+"""`ccsync demo`: the bundled emulator with a steady stream of changes, and the daemon following it.
+
+Everything runs in one process on loopback: the emulator on a free port, the daemon with its
+webhook receiver on another, subscribed to every type. A status line every few seconds shows rows
+mirrored, queue depth and the changes applied upstream; on Ctrl-C (or after `--duration`) it stops
+cleanly and leaves the mirror file and a `sync.toml` beside it for `ccsync status` and `sqlite3`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+import time
+from pathlib import Path
+
+import click
+
+from sync.core.config import Settings, parse_config
+from sync.daemon.service import Daemon
+from sync.emulator import Emulator
+from sync.jobs.progress import NullProgress
+
+
+def demo_settings(emu: Emulator, directory: Path, secret: str) -> Settings:
+    """Settings for a daemon following `emu` on loopback, with short intervals for the demo."""
+    data = {
+        "upstream": {
+            "base_url": emu.base_url,
+            "email": emu.email,
+            "password": emu.password,
+            "concurrency": 4,
+        },
+        "mirror": {"path": str(directory / "mirror.db")},
+        "webhooks": {"enabled": True, "listen": "127.0.0.1:0", "secret": secret},
+        "schedule": {
+            "poll_interval": 10.0,
+            "deletions_interval": 10.0,
+            "reconcile_interval": 120.0,
+            "hours_interval": 600.0,
+            "subscriptions_interval": 15.0,
+        },
+        "logging": {"level": "warning", "format": "console"},
+    }
+    return parse_config(data)
+
+
+def write_config(settings: Settings, emu: Emulator, path: Path) -> None:
+    """A sync.toml for the demo mirror, so `ccsync status --config` works afterwards."""
+    path.write_text(
+        "# Written by `ccsync demo`: the emulator it points at is gone once the demo stops.\n"
+        "[upstream]\n"
+        f'base_url = "{emu.base_url}"\n'
+        f'email = "{emu.email}"\n'
+        f'password = "{emu.password}"  # the emulator\'s own demo account\n'
+        "[mirror]\n"
+        f'path = "{settings.mirror.path}"\n'
+        "[webhooks]\nenabled = false\n"
+    )
+
+
+async def mutate(emu: Emulator, per_second: float, stop: asyncio.Event, counter: list[int]) -> None:
+    """Apply random creates, updates and deletes upstream at a steady rate."""
+    rng = random.Random(1)
+    while not stop.is_set():
+        emu.mutate_randomly(1, rng.randrange(1 << 30))
+        counter[0] += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=1.0 / per_second)
+
+
+async def run_demo(
+    directory: Path,
+    *,
+    resources: int = 5000,
+    mutations_per_second: float = 5.0,
+    duration: float | None = None,
+    echo: bool = True,
+) -> Path:
+    """Run the demo until Ctrl-C or `duration` seconds; return the mirror path."""
+    directory.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, before serving
+    emu = Emulator(resources=resources, seed=1)
+    async with emu.serve(port=0):
+        settings = demo_settings(emu, directory, secrets.token_urlsafe(24))
+        write_config(settings, emu, directory / "sync.toml")
+        daemon = Daemon(settings, progress=NullProgress())
+        if echo:
+            click.echo(f"emulator: {emu.base_url}  ({resources:,} resources, seed 1)")
+            click.echo(f"mirror:   {settings.mirror.path}  (backfilling, then following changes)")
+        task = asyncio.create_task(daemon.run())
+        stop = daemon.stop
+        counter = [0]
+        mutator: asyncio.Task[None] | None = None
+        t0 = time.monotonic()
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=3.0)
+                if mutator is None and daemon.is_ready:
+                    mutator = asyncio.create_task(mutate(emu, mutations_per_second, stop, counter))
+                if task.done():
+                    break
+                if echo and daemon.is_ready:
+                    h = daemon.health()
+                    rows = sum(daemon.mirror.count(t.name) for t in daemon.types)
+                    click.echo(
+                        f"[{time.monotonic() - t0:6.0f}s] rows {rows:>7,}  upstream changes "
+                        f"{counter[0]:>5}  queue {h['queue_depth'] or 0:>3}  "
+                        f"webhooks {len(emu.webhooks())} topics"
+                    )
+                if duration is not None and time.monotonic() - t0 >= duration:
+                    break
+        finally:
+            daemon.request_stop()
+            await task
+            if mutator is not None:
+                await mutator
+    if echo:
+        path = settings.mirror.path
+        click.echo(f"\nmirror left at {path}; try:")
+        click.echo(
+            f"  sqlite3 {path} 'select id, title, updated_at from deals order by updated_at desc limit 5'"
+        )
+        click.echo(f"  ccsync status --config {directory / 'sync.toml'}")
+    return settings.mirror.path

@@ -1,0 +1,558 @@
+"""The backfill: copy every configured type into the mirror, resumably, then repair what paging missed.
+
+Shape of a run:
+1. Malls first (the mall-scoped types are listed per mall), then every other type, each in its
+   scopes (`catalogue.scope_key`: per mall, per deal visibility). Pages of all scopes flow through
+   one bounded pool, so a thousand one-page mall scopes cost no more latency than one big type.
+2. Every page is written in one transaction together with its checkpoint, so a run killed at any
+   moment (even `kill -9`) resumes with the pages it had not committed: no gap, no duplicate.
+3. Included resources of types the run lists itself (a deal's stores) come trimmed to
+   `updated_at` and are not stored: their own pages bring them whole, and the links come from
+   the linkage either way (`catalogue.sideload_trim`; ~40 % fewer bytes).
+4. Page-number paging over a changing data set skips a row whenever an earlier row is deleted
+   mid-way. After the pages, the *missed-row pass* lists ids and `updated_at` only (sparse
+   fieldsets), fetches rows that are missing or stale by `filter[id]`, and removes local rows that
+   the listing lacks once `filter[id]` confirms they are gone upstream, within the mass-delete
+   guard (a listing that comes back empty where the mirror holds rows empties nothing).
+5. The incremental cursor of every scope, and of the deletions feed, is set to the moment the
+   backfill *first* started (kept across resumes), so the daemon re-reads everything that changed
+   while the backfill ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import gc
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import TypeVar
+
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
+from sync.core.config import ManagementSettings, Settings
+from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
+from sync.core.logs import get_logger
+from sync.jobs.mallroutes import MallRoutes
+from sync.jobs.progress import NullProgress, Progress
+from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
+from sync.jobs.relroutes import RelatedRoutes
+from sync.model import catalogue
+from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope, scopes_of
+from sync.model.stamps import iso_ms
+from sync.pipeline.pagepool import PagePool
+from sync.pipeline.staging import StagedPage, bulk_gc
+from sync.store import Mirror, PageCheckpoint
+from sync.store.mirror import INCLUDED_SEEN
+
+T = TypeVar("T")
+
+DELETIONS = catalogue.DELETIONS_FEED
+
+#: Included rows the writer remembers while page workers run (`Mirror.included_memo`): each
+#: worker leaves out the copies already written (`staging.Sent`); what still comes twice was
+#: staged while its first copy was in flight, a few pages back, or in this process (the pages
+#: it takes when the workers are backed up, `STAGE_HERE_AT`, leave out what this memo holds).
+#: ~2 MB when full.
+IN_FLIGHT_MEMO = 20_000
+
+#: Pages in flight per page worker, beyond `concurrency` (see `Backfill.in_flight`).
+PAGES_PER_WORKER = 24
+
+#: Pages waiting at every worker from which the main process stages a page itself
+#: (`PagePool.stage`): the worker is the busier process, and this evens the two out.
+STAGE_HERE_AT = 12
+
+
+async def bounded(items: Iterable[T], limit: int, fn: Callable[[T], Awaitable[None]]) -> None:
+    """Run `fn` over `items` with at most `limit` in flight, without materialising all tasks.
+
+    The first failure cancels the rest and is re-raised, so a fatal error stops the run promptly.
+    """
+    pending: set[asyncio.Task[None]] = set()
+    try:
+        for item in items:
+            if len(pending) >= limit:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                _raise_first(done)
+            pending.add(asyncio.ensure_future(fn(item)))
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            _raise_first(done)
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _raise_first(done: set[asyncio.Task[None]]) -> None:
+    """Re-raise the first failure among `done`, having retrieved every one: asyncio prints the
+    traceback of a failed task nobody asked, and two pages can fail in one round."""
+    failures = [t.exception() for t in done if not t.cancelled()]
+    for exc in failures:
+        if exc is not None:
+            raise exc
+
+
+async def mirror_management_press(
+    mirror: Mirror, settings: ManagementSettings, report: BackfillReport, *, fail_fast: bool = True
+) -> None:
+    """Mirror the management API's press releases (every page, every configured locale);
+    `fail_fast=False` in the daemon (an unreachable API is logged and retried)."""
+    from sync.management.client import ManagementClient, mirror_press_releases
+    from sync.store.press import PressReleases
+
+    t = report.types.setdefault("mgmt_press_releases", TypeReport())
+    async with ManagementClient(settings, fail_fast=fail_fast) as client:
+        result = await mirror_press_releases(client, PressReleases(mirror.conn), settings.locales)
+    t.rows = sum(rows for rows, _ in result.values())
+    t.removed = sum(removed for _, removed in result.values())
+
+
+@dataclass
+class TypeReport:
+    """What the backfill did for one type."""
+
+    rows: int = 0
+    pages: int = 0
+    repaired: int = 0
+    removed: int = 0
+    error: str | None = None
+
+
+@dataclass
+class BackfillReport:
+    """What one `ccsync backfill` run did, per type."""
+
+    types: dict[str, TypeReport] = field(default_factory=dict)
+    started_at: str = ""
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.types.values())
+
+
+@contextlib.contextmanager
+def _bulk_gc() -> Iterator[None]:
+    """The cycle collector tuned for bulk parsing during the run (`staging.bulk_gc`), restored after."""
+    thresholds = gc.get_threshold()
+    bulk_gc()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
+class Backfill:
+    """Copies the configured types from the upstream into the mirror; see the module docstring."""
+
+    def __init__(
+        self,
+        client: ChannelClient,
+        mirror: Mirror,
+        settings: Settings,
+        *,
+        progress: Progress | None = None,
+        clock: Callable[[], float] = time.time,
+        group_commit: int = 0,
+    ) -> None:
+        self.client = client
+        self.mirror = mirror
+        self.settings = settings
+        self.progress: Progress = progress or NullProgress()
+        self.clock = clock
+        # Pages per SQLite transaction; only where nothing else shares the connection.
+        self.group_commit = group_commit
+        self.limit = settings.upstream.concurrency
+        self.report = BackfillReport()
+        # The delete guard holds here too: a glitch that lists no rows where the mirror holds
+        # some (a prefilled mirror) must not empty it.
+        self.reconciler = Reconciler(
+            client, mirror, max_delete_share=settings.schedule.reconcile_max_delete_share
+        )
+        self.log = get_logger("sync.backfill")
+        self.pages = PagePool(0)  # replaced by the run's pool
+        # Pages between the start of their download and the end of their write: bounds the
+        # memory of pages downloaded faster than they are staged (every type runs at once).
+        # 24 a worker keep it busy while the main process commits a group (with eight, a
+        # trace of a 200k backfill showed the worker waiting for input ~0.9 s of a 5.8 s page
+        # phase; 16 gave 200k its gain, 24 gave 1M ~2 s more); the pages in flight cost under
+        # 1 MB each, the same at 200k and at 1M resources (peak RSS at 1M: 134 MB with 16, 138
+        # with 24).
+        workers = settings.backfill.parse_workers
+        self.in_flight = asyncio.Semaphore(self.limit + PAGES_PER_WORKER * max(1, workers))
+        # Per listed type, the included types its pages carry trimmed (`catalogue.sideload_trim`).
+        self.trim: dict[str, tuple[str, ...]] = {}
+        # Types that got a page shorter than page[size] before `links.last`: rows went missing.
+        self.short_pages: set[str] = set()
+        # Types whose listing changed while walked (`links.last` moved, pages past it).
+        self.shifted: set[str] = set()
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def run(self, *, restart: bool = False) -> BackfillReport:
+        """Backfill every configured type; resumes an interrupted run unless `restart`."""
+        t0 = time.monotonic()
+        started_at = self.mirror.get_meta("backfill_started_at")
+        if restart or started_at is None:
+            # A new backfill (the last one finished, or --restart): forget its checkpoints,
+            # keep the rows. Otherwise resume the interrupted one with its original start.
+            self.mirror.reset_backfill()
+            started_at = iso_ms(self.upstream_now())
+            prefilled = [
+                t.name for t in self.settings.upstream.mirrored_types() if self.mirror.count(t.name)
+            ]
+            self.mirror.set_meta("backfill_prefilled", ",".join(prefilled))
+            self.mirror.set_meta("backfill_started_at", started_at)
+        self.report.started_at = started_at
+        run_id = self.mirror.start_run("backfill")
+        status = "failed"
+        prefilled = [p for p in (self.mirror.get_meta("backfill_prefilled") or "").split(",") if p]
+        self.mirror.defer_indexes(not prefilled)
+        try:
+            with self.progress, _bulk_gc():
+                if self.group_commit:
+                    self.mirror.start_group_commit(self.group_commit)
+                try:
+                    async with PagePool(
+                        self.settings.backfill.parse_workers, here_at=STAGE_HERE_AT
+                    ) as self.pages:
+                        memo = IN_FLIGHT_MEMO if self.pages.running else INCLUDED_SEEN
+                        with self.mirror.included_memo(memo) as self.pages.memo:
+                            await self._run_types(started_at)
+                finally:
+                    self.mirror.end_group_commit()
+                    self.pages = PagePool(0)
+            self.mirror.defer_indexes(False)
+            await self._mall_routes()
+            status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
+        finally:
+            self.report.seconds = time.monotonic() - t0
+            errors = "; ".join(f"{n}: {t.error}" for n, t in self.report.types.items() if t.error)
+            self.mirror.finish_run(
+                run_id, status=status, rows=self.report.rows, error=errors or None
+            )
+        if status in ("ok", "partial"):
+            # A finished backfill starts the next one afresh; the cursors carry its start.
+            self.mirror.set_meta("backfill_started_at", None)
+        self.log.info(
+            "backfill.done",
+            rows=self.report.rows,
+            seconds=round(self.report.seconds, 2),
+            status=status,
+        )
+        return self.report
+
+    async def _mall_routes(self) -> None:
+        """Contacts' and deals' malls, from the mall routes unless a cheaper source is proven
+        (`sync.jobs.mallroutes`; after the end phase, which makes the view it checks)."""
+        # The linkage of include paths the upstream refused, from the relationships' own
+        # routes (`sync.jobs.relroutes`); none refused, nothing asked.
+        await RelatedRoutes(self.client, self.mirror).fill(self.settings.upstream.mirrored_types())
+        names = [t.name for t in self.settings.upstream.mirrored_types()]
+        if not {"contacts", "deals"} & set(names):
+            return
+        try:
+            await MallRoutes(self.client, self.mirror).refresh(
+                names, list(self.mirror.ids("malls")), check_deals=False
+            )
+        except ForbiddenError as exc:
+            self.log.warning("backfill.mall_routes_forbidden", hint=exc.hint)
+
+    def upstream_now(self) -> float:
+        """Now on the upstream's clock (the client learns the offset from `Date` headers)."""
+        return self.clock() + self.client.clock_offset
+
+    async def _run_types(self, started_at: str) -> None:
+        types = self.settings.upstream.mirrored_types()
+        mall_scoped = [t for t in types if t.level == "mall"]
+        if mall_scoped and not any(t.name == "malls" for t in types):
+            types = [catalogue.TYPES["malls"], *types]  # mall-scoped types need the mall ids
+        listed = {t.name for t in types}
+        self.trim = {t.name: catalogue.sideload_trim(t, listed) for t in types}
+        top = [t for t in types if t.level == "top"]
+        # Malls first: they are the scopes of everything listed per mall.
+        if any(t.name == "malls" for t in top):
+            await self._run_scopes(
+                catalogue.TYPES["malls"], scopes_of(catalogue.TYPES["malls"], []), started_at
+            )
+        malls = list(self.mirror.ids("malls"))
+        others = [t for t in types if t.name != "malls"]
+        # All types at once, and the malls' hours beside them (their small requests fill the
+        # gaps between pages instead of queueing after the last one); the first failure
+        # cancels the others (a bare gather would leave them writing to a mirror the caller
+        # is about to close).
+        jobs: list[Callable[[], Awaitable[None]]] = [
+            functools.partial(self._run_scopes, t, scopes_of(t, malls), started_at) for t in others
+        ]
+        if malls:
+            jobs.append(functools.partial(self._backfill_hours, malls))
+        await bounded(jobs, max(1, len(jobs)), lambda job: job())
+        if self.settings.management is not None:
+            await mirror_management_press(
+                self.mirror, self.settings.management, self.report, fail_fast=self.client.fail_fast
+            )
+        if self.mirror.get_cursor(DELETIONS, "") is None:
+            self.mirror.set_cursor(DELETIONS, "", started_at)
+
+    async def _run_scopes(self, rtype: ResourceType, scopes: list[Scope], started_at: str) -> None:
+        report = self.report.types.setdefault(rtype.name, TypeReport())
+        try:
+            await bounded(scopes, self.limit, lambda s: self._pages(s, report, started_at))
+            if await self._needs_repair(rtype, started_at):
+                # Per (type, mall): the deal visibilities are one population of rows.
+                await bounded(group_by_mall(scopes), self.limit, lambda g: self._repair(g, report))
+            for s in scopes:
+                self.mirror.finish_backfill(rtype.name, s.key, finished_at=iso_ms(self.clock()))
+                if self.mirror.get_cursor(rtype.name, s.key) is None:
+                    self.mirror.set_cursor(rtype.name, s.key, started_at)
+            self.mirror.record_type_status(rtype.name, ok=True, at=iso_ms(self.clock()))
+        except MassDeleteRefused as exc:
+            report.error = f"{exc} (check the upstream, then run `ccsync reconcile --force`)"
+            self.mirror.record_type_status(
+                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
+            )
+        except ForbiddenError as exc:
+            report.error = f"not readable by this account (403); skipped: {exc.message}"
+            self.log.warning("backfill.type_forbidden", type=rtype.name, hint=exc.hint)
+            self.mirror.record_type_status(
+                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
+            )
+        except UpstreamError as exc:
+            report.error = str(exc)
+            self.mirror.record_type_status(
+                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
+            )
+            raise
+        finally:
+            self.progress.done(rtype.name)
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    async def _pages(self, scope: Scope, report: TypeReport, started_at: str) -> None:
+        """Fetch and write every page of one scope not yet committed by an earlier attempt.
+        A mall deleted upstream since it was listed answers 404: a fact, not a failure (its
+        memberships and hours go; the other scopes carry on)."""
+        try:
+            await self._scope_pages(scope, report, started_at)
+        except NotFoundError:
+            if scope.mall_id is None:
+                raise
+            self.log.info("backfill.mall_gone", type=scope.rtype.name, mall_id=scope.mall_id)
+            self.mirror.mall_gone(int(scope.mall_id), iso_ms(self.upstream_now()))
+            self.mirror.finish_backfill(
+                scope.rtype.name, scope.key, finished_at=iso_ms(self.clock())
+            )
+
+    async def _scope_pages(self, scope: Scope, report: TypeReport, started_at: str) -> None:
+        name, key = scope.rtype.name, scope.key
+        state = self.mirror.backfill_state(name, key)
+        if state is not None and state.finished_at is not None:
+            return
+        self.mirror.start_backfill(
+            name, key, page_size=self.settings.upstream.page_size, started_at=started_at
+        )
+        state = self.mirror.backfill_state(name, key)
+        done: set[int] = set(state.pages_done) if state else set()
+        last = state.last if state and state.last else 0
+        # The page with the highest number read, as (number, rows, links.last): the walk goes
+        # on past `links.last` while that page is full (`Paging.more_after`).
+        tail = (0, 0, 0)
+        if 1 not in done or not last:
+            async with self.in_flight:
+                first = await self._fetch(scope, 1)
+                last = first.last
+                tail = (1, first.resources, first.last)
+                self.progress.add_pages(name, last)
+                if 1 not in done:
+                    self._write(scope, first, report, last)
+                else:
+                    self.progress.advance(name, 0)
+                del first
+        else:
+            self.progress.add_pages(name, last)
+            self.progress.advance(name, 0, pages=len(done))
+
+        async def one(number: int) -> None:
+            nonlocal tail
+            async with self.in_flight:
+                page = await self._fetch(scope, number)
+                if number > tail[0]:
+                    tail = (number, page.resources, page.last)
+                self._write(scope, page, report, last)
+
+        todo = (n for n in range(2, last + 1) if n not in done)
+        await bounded(todo, self.limit, one)
+        if tail[0] and tail[0] < last:
+            return  # resumed: the tail was read by an earlier attempt
+        # Past `links.last`: an upstream whose `links.last` is short (or a listing that grew
+        # while walked) has more behind a full last page. Asked one at a time.
+        paging = self.client.paging
+        while tail[0] and paging.more_after(*tail, self._asked()):
+            number = tail[0] + 1
+            async with self.in_flight:
+                page = await self._fetch(scope, number)
+                tail = (number, page.resources, page.last)
+                if page.resources:
+                    self.progress.add_pages(name, 1)
+                    self._write(scope, page, report, last)
+            if page.resources and number > last:
+                # Rows past `links.last`: it named fewer pages than the listing holds (an empty
+                # page there is the ordinary end of a listing whose last page was full).
+                self.shifted.add(name)
+                self.log.warning(
+                    "backfill.pages_past_last",
+                    type=name,
+                    scope=key or "top",
+                    links_last=last,
+                    page=number,
+                    hint="the upstream's links.last named fewer pages than it holds; read on",
+                )
+
+    def _asked(self) -> int:
+        return self.client.page_size()
+
+    async def _fetch(self, scope: Scope, number: int) -> StagedPage:
+        """Download one page here; parse and stage it in the page pool (another core)."""
+        trim = self.trim.get(scope.rtype.name, ())
+        resp = await self.client.list_response(
+            scope.rtype,
+            number,
+            mall_id=scope.mall_id,
+            scope_params=scope.params,
+            params=catalogue.trim_params(trim),
+        )
+        mall = int(scope.mall_id) if scope.mall_id is not None else None
+        return await self.pages.stage(
+            scope.rtype.name,
+            resp.body,
+            number=number,
+            url=resp.url,
+            status=resp.status,
+            mall_id=mall,
+            skip=trim,
+        )
+
+    def _write(self, scope: Scope, page: StagedPage, report: TypeReport, last: int) -> None:
+        """Write one page; note a listing that changed while walked (`shifted`)."""
+        self.mirror.write_staged(
+            page.batches,
+            scripts=page.scripts,
+            checkpoint=PageCheckpoint(
+                scope.rtype.name, scope.key, page.number, max(page.number, page.last, last)
+            ),
+        )
+        self.pages.written(page)
+        if page.number < page.last and page.resources < self.client.paging.size:
+            self.short_pages.add(scope.rtype.name)
+        if page.last != last and page.resources:
+            # `links.last` moved while the listing was walked: rows left it or joined it, and
+            # with page numbers a row that left shifts every later row one place earlier (one
+            # is skipped). The missed-row pass lists the scope again.
+            self.shifted.add(scope.rtype.name)
+        report.rows += page.resources
+        report.pages += 1
+        self.progress.advance(scope.rtype.name, page.resources)
+
+    async def _needs_repair(self, rtype: ResourceType, started_at: str) -> bool:
+        """Whether the missed-row pass can find anything for this type.
+
+        Pages are sorted by id, so creates land at the end and updates move nothing: a row is
+        skipped only when a row before it is deleted mid-backfill. The pass is needed when the
+        deletions feed shows deletions of this type since the backfill started, or when the
+        mirror held rows of the type before it (some may be gone upstream), or when a page before
+        `links.last` came back short of page[size] (rows the walk did not see). When the feed
+        cannot be read, run the pass.
+        """
+        prefilled = (self.mirror.get_meta("backfill_prefilled") or "").split(",")
+        if rtype.name in prefilled:
+            return True
+        if rtype.name in self.short_pages:
+            self.log.info(
+                "backfill.short_page", type=rtype.name, hint="running the missed-row pass"
+            )
+            return True
+        if rtype.name in self.shifted:
+            self.log.info(
+                "backfill.listing_shifted", type=rtype.name, hint="running the missed-row pass"
+            )
+            return True
+        try:
+            async for page in self._deletions_since(started_at):
+                for entry in page.resources:
+                    raw = str((entry.get("attributes") or {}).get("resource_type", ""))
+                    if catalogue.normalize_type(raw) == rtype.name:
+                        return True
+            if await self._changed_since(rtype, started_at):
+                self.log.info(
+                    "backfill.changed_while_walked",
+                    type=rtype.name,
+                    hint="a row that changed may have left a listing mid-walk (a deal made "
+                    "Private) and shifted later rows: running the missed-row pass",
+                )
+                return True
+        except UpstreamError as exc:
+            self.log.info("backfill.deletions_unreadable", type=rtype.name, error=str(exc))
+            return True
+        return False
+
+    async def _changed_since(self, rtype: ResourceType, started_at: str) -> bool:
+        """Whether any row of a top-level type changed since the backfill started (one row of
+        `filter[updated_at][gte]` per scope). A row that changed can leave a listing mid-walk
+        (a deal made Private leaves the Public listing), which page-number paging turns into a
+        skipped row. Mall-scoped rows move between malls without a new stamp: no request can
+        show that, and the reconcile's listings catch it."""
+        if rtype.level != "top" or not rtype.has_updated_at:
+            return False
+        for scope in scopes_of(rtype, []):
+            page = await self.client.list_page(
+                rtype,
+                1,
+                scope_params=scope.params,
+                params={"filter[updated_at][gte]": started_at},
+                fields=["updated_at"],
+                include=False,
+                size=1,
+            )
+            if page.resources:
+                return True
+        return False
+
+    async def _deletions_since(self, since: str) -> AsyncIterator[Page]:
+        async for page in self.client.walk(lambda n: self.client.list_deletions(n, since=since)):
+            yield page
+
+    async def _repair(self, scopes: Sequence[Scope], report: TypeReport) -> None:
+        result = await self.reconciler.reconcile(scopes)
+        report.repaired += result.fetched
+        report.removed += result.removed
+
+    # -- hours ---------------------------------------------------------------------------------
+
+    async def _backfill_hours(self, malls: Sequence[int]) -> None:
+        today = datetime.fromtimestamp(self.upstream_now(), tz=UTC).date()
+        end = today + timedelta(days=self.settings.schedule.hours_days)
+        await bounded(malls, self.limit, lambda m: self.refresh_hours(m, today, end))
+
+    async def refresh_hours(self, mall_id: int, start: date, end: date) -> None:
+        """Replace one mall's hours in [start, end] and its current hours.
+
+        A mall deleted upstream since it was listed answers 404: its hours are skipped (its
+        deletion reaches the mirror through the deletions feed), and the other malls' hours,
+        and the pages running beside them, go on.
+        """
+        try:
+            items = await self.client.hours(mall_id, start, end)
+            self.mirror.write_hours(mall_id, items, start, end)
+            self.mirror.write_current_hours(mall_id, await self.client.current_hours(mall_id))
+        except ForbiddenError as exc:
+            self.log.warning("backfill.hours_forbidden", mall_id=mall_id, hint=exc.hint)
+        except NotFoundError:
+            self.log.info("backfill.hours_mall_gone", mall_id=mall_id)

@@ -1,0 +1,103 @@
+"""Fetch by id: the one path the queue worker, polls, the reconcile and the verify share.
+
+A resource is fetched by `filter[id]` (up to 100 ids a request) in every scope of its listing
+group (one mall, or each deal visibility), with its includes, and written with the mirror's
+guarded page write. A deletion is applied only when `filter[id]` confirms the resource is gone
+in every scope: a notice or a listing that lacks a row is a hint, never proof.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sync.channel.client import ChannelClient
+from sync.channel.profile import META_KEY as PROFILE_KEY
+from sync.channel.profile import UpstreamProfile
+from sync.core.errors import BadResponseError, NotFoundError
+from sync.model.scopes import Scope
+from sync.model.stamps import iso_ms
+from sync.store import Mirror
+
+
+def parse_id(raw: Any) -> int:
+    """JSON:API ids are strings; the mirror keys rows by their integer value."""
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise BadResponseError(
+            f"the upstream listed a resource whose id {str(raw)[:40]!r} is not an integer",
+            hint="off-spec listing; nothing was deleted, and it will be retried on the next run",
+        ) from None
+
+
+class Fetcher:
+    """Fetches resources by id and writes or deletes them in the mirror."""
+
+    def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
+        self.client = client
+        self.mirror = mirror
+        # The page size the upstream proved it serves outlives the process (`Paging`), and so
+        # does what it answered where the spec is silent (`UpstreamProfile`).
+        client.paging.keep(mirror.get_meta, mirror.set_meta)
+        if client.profile is None:
+            client.profile = UpstreamProfile.from_json(mirror.get_meta(PROFILE_KEY))
+
+        def save() -> None:
+            if client.profile is not None:
+                mirror.set_meta(PROFILE_KEY, client.profile.to_json())
+
+        client.save_profile = save
+
+    async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
+        """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""
+        return len(await self.fetch_found(scopes, ids))
+
+    async def fetch_found(self, scopes: Sequence[Scope], ids: Sequence[int]) -> set[int]:
+        """`fetch_and_write`, returning the ids the upstream served."""
+        found: set[int] = set()
+        for scope in scopes:
+            page = await self.client.fetch_ids(
+                scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
+            )
+            if page.resources:
+                self.mirror.write_page(
+                    scope.rtype,
+                    page.resources,
+                    page.included,
+                    mall_id=scope.mall_id,
+                    scripts=page.meta.get("scripts"),
+                )
+                found.update(parse_id(r["id"]) for r in page.resources)
+            else:  # none of them served, but the type's scripts may have changed
+                self.mirror.write_scripts(scope.rtype, page.meta.get("scripts"))
+        return found
+
+    async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
+        """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others."""
+        gone = await self.confirm_gone(scopes, ids)
+        if not gone:
+            return 0
+        return self.mirror.delete(scopes[0].rtype.name, gone, deleted_at=self.upstream_now())
+
+    def upstream_now(self) -> str:
+        """Now on the upstream's clock: the moment a deletion confirmed now happened by."""
+        return iso_ms(time.time() + self.client.clock_offset)
+
+    async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
+        """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""
+        still_there: set[int] = set()
+        for scope in scopes:
+            try:
+                page = await self.client.fetch_ids(
+                    scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
+                )
+            except NotFoundError:
+                continue  # the mall itself is gone: so are its rows
+            if page.resources:
+                self.mirror.write_page(
+                    scope.rtype, page.resources, page.included, mall_id=scope.mall_id
+                )
+                still_there.update(parse_id(r["id"]) for r in page.resources)
+        return [i for i in ids if i not in still_there]

@@ -1,0 +1,157 @@
+"""Progress of long runs: a rich progress bar per type on a terminal, log lines otherwise.
+
+The backfill reports through the small `Progress` protocol so it never knows which one it has;
+tests use `NullProgress`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Protocol
+
+from sync.core.logs import get_logger
+
+
+class Progress(Protocol):
+    """What a long run reports: per type, pages expected and rows written."""
+
+    def add_pages(self, type_name: str, pages: int) -> None: ...
+    def advance(self, type_name: str, rows: int, pages: int = 1) -> None: ...
+    def done(self, type_name: str) -> None: ...
+    def __enter__(self) -> Progress: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class NullProgress:
+    """Reports nothing (tests, library use)."""
+
+    def add_pages(self, type_name: str, pages: int) -> None:
+        pass
+
+    def advance(self, type_name: str, rows: int, pages: int = 1) -> None:
+        pass
+
+    def done(self, type_name: str) -> None:
+        pass
+
+    def __enter__(self) -> NullProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+class LogProgress:
+    """One structured log line per type every `every` seconds, and one when a type is done."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self._log = get_logger("sync.progress")
+        self._every = every
+        self._state: dict[
+            str, list[float]
+        ] = {}  # type -> [pages_total, pages_done, rows, t0, t_last]
+
+    def add_pages(self, type_name: str, pages: int) -> None:
+        now = time.monotonic()
+        st = self._state.setdefault(type_name, [0, 0, 0, now, now])
+        st[0] += pages
+
+    def advance(self, type_name: str, rows: int, pages: int = 1) -> None:
+        now = time.monotonic()
+        st = self._state.setdefault(type_name, [0, 0, 0, now, now])
+        st[1] += pages
+        st[2] += rows
+        if now - st[4] >= self._every:
+            st[4] = now
+            self._emit("backfill.progress", type_name, st, now)
+
+    def done(self, type_name: str) -> None:
+        now = time.monotonic()
+        st = self._state.get(type_name)
+        if st is not None:
+            self._emit("backfill.type_done", type_name, st, now)
+
+    def _emit(self, event: str, type_name: str, st: list[float], now: float) -> None:
+        elapsed = max(now - st[3], 1e-9)
+        self._log.info(
+            event,
+            type=type_name,
+            pages=int(st[1]),
+            pages_total=int(st[0]),
+            rows=int(st[2]),
+            rows_per_s=round(st[2] / elapsed, 1),
+        )
+
+    def __enter__(self) -> LogProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+class RichProgress:
+    """A rich progress bar per type: pages done of pages known, rows, rate and ETA."""
+
+    def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import Progress as _RichProgress
+
+        self._bar = _RichProgress(
+            TextColumn("{task.description:<15}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("pages  {task.fields[rows]:>9,} rows  {task.fields[rate]:>8} rows/s"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            transient=False,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._rows: dict[str, int] = {}
+        self._t0: dict[str, float] = {}
+
+    def _task(self, type_name: str) -> Any:
+        if type_name not in self._tasks:
+            self._tasks[type_name] = self._bar.add_task(type_name, total=0, rows=0, rate="-")
+            self._rows[type_name] = 0
+            self._t0[type_name] = time.monotonic()
+        return self._tasks[type_name]
+
+    def add_pages(self, type_name: str, pages: int) -> None:
+        task = self._task(type_name)
+        total = self._bar.tasks[task].total or 0
+        self._bar.update(task, total=total + pages)
+
+    def advance(self, type_name: str, rows: int, pages: int = 1) -> None:
+        task = self._task(type_name)
+        self._rows[type_name] += rows
+        elapsed = max(time.monotonic() - self._t0[type_name], 1e-9)
+        rate = f"{self._rows[type_name] / elapsed:,.0f}"
+        self._bar.update(task, advance=pages, rows=self._rows[type_name], rate=rate)
+
+    def done(self, type_name: str) -> None:
+        task = self._task(type_name)
+        total = self._bar.tasks[task].total or 0
+        self._bar.update(task, completed=total)
+
+    def __enter__(self) -> RichProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+
+def for_terminal(quiet: bool = False) -> Progress:
+    """A progress bar on a terminal, log lines otherwise, nothing when `quiet`."""
+    if quiet:
+        return NullProgress()
+    if sys.stderr.isatty():
+        return RichProgress()
+    return LogProgress()

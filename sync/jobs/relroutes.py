@@ -1,0 +1,122 @@
+"""Linkage by the relationships' own routes, where the upstream refuses them in `include=`.
+
+JSON:API lets a server refuse an include path (400), and the spec shows no valid include names.
+When a path is refused (`UpstreamProfile`, learned at run time by the client), the listings go
+on without it and their linkage is taken from the relationship's own route where the spec lists
+one (`GET /articles/{id}/malls`, `/deals/{id}/stores`, `/job-listings/{id}/store`: see
+`catalogue.RELATED_ROUTES`), one request (and its pages) per owner and relationship; the related
+rows of sideloaded types (images, tags) come whole on those routes and are written too.
+Relationships with no route of their own are reported as not mirrored, never guessed
+(`ccsync status`, `upstream profile`).
+
+Costly by nature (a request per owner), so it runs only for refused paths: after a backfill and
+at each reconcile, over every mirrored owner of the type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page, to_page
+from sync.channel.profile import RouteProfile, route_key
+from sync.core.errors import NotFoundError
+from sync.core.logs import get_logger
+from sync.jobs.fetch import parse_id
+from sync.model import catalogue
+from sync.model.catalogue import Relationship, ResourceType
+from sync.store import Mirror
+
+_log = get_logger("sync.relroutes")
+
+#: Refused relationships whose linkage the mall routes give (`sync.jobs.mallroutes`).
+BY_MALL_ROUTES: dict[str, tuple[str, ...]] = {"malls": ("contacts",)}
+
+
+def routed(rtype: ResourceType, route: RouteProfile | None) -> tuple[list[Relationship], list[str]]:
+    """(relationships to take from their own routes, refused ones with no route) of `rtype`."""
+    if route is None:
+        return [], []
+    refused = {p.split(".")[0] for p, v in route.includes.items() if v == "refused"}
+    have = catalogue.RELATED_ROUTES.get(rtype.name, frozenset())
+    # A mall's contacts come from its own route all the same (`sync.jobs.mallroutes`).
+    rels = [
+        r
+        for r in rtype.relationships
+        if r.name in refused and r.name not in BY_MALL_ROUTES.get(rtype.name, ())
+    ]
+    return [r for r in rels if r.name in have], sorted(r.name for r in rels if r.name not in have)
+
+
+class RelatedRoutes:
+    """Fills the linkage of refused include paths from the relationships' own routes."""
+
+    def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
+        self.client = client
+        self.mirror = mirror
+
+    async def fill(self, types: Sequence[ResourceType]) -> dict[str, int]:
+        """For each of `types` with refused include paths: every mirrored owner's linkage of
+        those with a route; returns owners filled per type. The profile records, per path,
+        where its linkage comes from."""
+        profile = self.client.profile
+        out: dict[str, int] = {}
+        for rtype in types:
+            route = profile.route(route_key(rtype)) if profile is not None else None
+            rels, unrouted = routed(rtype, route)
+            if route is not None:
+                for name in BY_MALL_ROUTES.get(rtype.name, ()):
+                    if route.includes.get(name) == "refused":
+                        route.linkage_from[name] = f"/malls/{{id}}/{name}"
+                for r in rels:
+                    route.linkage_from[r.name] = f"/{rtype.path}/{{id}}/{r.name.replace('_', '-')}"
+                for name in unrouted:
+                    route.linkage_from[name] = "not mirrored"
+            if unrouted:
+                _log.warning(
+                    "relroutes.not_mirrored",
+                    type=rtype.name,
+                    relationships=unrouted,
+                    hint="the upstream refuses these in include= and the spec lists no route "
+                    "of their own: their links are not mirrored",
+                )
+            if not rels:
+                continue
+            n = 0
+            for rid in list(self.mirror.ids(rtype.name)):
+                for rel in rels:
+                    await self._one(rtype, rel, rid)
+                n += 1
+            out[rtype.name] = n
+        if profile is not None and self.client.save_profile is not None:
+            self.client.save_profile()
+        return out
+
+    async def _one(self, rtype: ResourceType, rel: Relationship, rid: int) -> None:
+        path = f"/{rtype.path}/{rid}/{rel.name.replace('_', '-')}"
+        try:
+            if rel.to_one:
+                doc, _ = await self.client.get_document(path, {})
+                data = doc.get("data") if isinstance(doc, dict) else None
+                one = parse_id(data["id"]) if isinstance(data, dict) else None
+                self.mirror.set_to_one(rtype, rel.column, rid, one)
+                return
+            related: list[dict[str, Any]] = []
+
+            async def fetch(number: int) -> Page:
+                query = {
+                    "page[size]": str(self.client.page_size()),
+                    "page[number]": str(number),
+                }
+                doc, _ = await self.client.get_document(path, query)
+                return to_page(doc, number, path, 200, self.client.api_version)
+
+            async for page in self.client.walk(fetch):
+                related += page.resources
+        except NotFoundError:
+            return  # the owner is gone: the deletions feed or the reconcile removes it
+        target = catalogue.TYPES[rel.target]
+        if not target.listable and related:
+            self.mirror.write_page(target, related)
+        self.mirror.replace_links(rtype, rel, rid, [parse_id(r["id"]) for r in related])

@@ -1,0 +1,100 @@
+"""What the mirror tells the people and tools that read it: Datasette metadata.
+
+Datasette shows every table of a file alike; this describes each table of the mirror (content
+tables, link tables and the views over them, hours, scripts, the management API's press
+releases) and hides the bookkeeping (`_sync_*`) and the full-text shadow tables, so a reader
+sees the data and what each table means. `ccsync datasette-metadata` prints it; pass it to
+`datasette mirror.db --metadata metadata.json`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from sync.model import catalogue
+from sync.store import press, queue
+from sync.store.schema import BOOKKEEPING, FTS_COLUMNS, VIEWS
+
+#: Every `_sync_*` table: hidden from readers.
+BOOKKEEPING_TABLES = tuple(
+    re.findall(r"CREATE TABLE IF NOT EXISTS (_sync_\w+)", BOOKKEEPING + queue.SCHEMA)
+)
+
+#: How a client turns an image's `url` into one of a given size (spec: "the client replaces the
+#: token in the url with <width>x<height> or <width>").
+IMAGE_SIZE_SQL = "replace(url, size_parameter, '640x480')"
+
+_VIEW_TEXT = {
+    "stores_products": "The products of each store: the inverse of products_stores.",
+    "stores_deals": "The deals of each store: the inverse of deals_stores.",
+    "stores_job_listings": "The job listings of each store (job_listings.store_id).",
+    "products_articles": "The articles of each product: the inverse of articles_products.",
+    "malls_articles": "The articles of each mall: the inverse of articles_malls.",
+    "malls_deals": (
+        "GET /malls/{id}/deals: the mall's local deals (is_local 1, a linked store in the mall) "
+        "and every national deal (is_local 0) unless the mall sets exclude_national_deals. "
+        "Filter deals.visibility = 'Public' for what the route serves by default."
+    ),
+}
+_OTHER_TEXT = {
+    catalogue.HOURS_TABLE: "Opening hours per mall and date (GET /malls/{id}/hours), a rolling window.",
+    catalogue.CURRENT_HOURS_TABLE: "GET /malls/{id}/current-hours, the body as served (JSON).",
+    "meta_scripts": (
+        "meta.scripts as last served per resource type (type), in order (position): "
+        "select script_type, content from meta_scripts where type = 'deals' order by position."
+    ),
+    press.TABLE: "Management API v1: press releases per locale.",
+    press.CATEGORIES: "Management API v1: the categories of each press release.",
+}
+
+
+def _content_text(rtype: catalogue.ResourceType) -> str:
+    text = (
+        f"Channel Content API {rtype.name}: one row per resource, one column per attribute "
+        "(absolute stamps in UTC, YYYY-MM-DDTHH:MM:SS.sssZ)."
+    )
+    if rtype.level == "mall":
+        text += " mall_id: the mall whose route lists it."
+    if not rtype.listable:
+        text += " Arrives only beside the rows that link to it; unreferenced rows are pruned."
+    if rtype.name == "images":
+        text += (
+            f" url holds a size token named by size_parameter: {IMAGE_SIZE_SQL} gives the "
+            "640x480 image (or a width alone, e.g. '320')."
+        )
+    if rtype.name in FTS_COLUMNS:
+        text += f" Full-text search (?_search=) over {', '.join(FTS_COLUMNS[rtype.name])}."
+    return text
+
+
+def datasette_metadata(mirror_path: Path) -> dict[str, Any]:
+    """Datasette metadata for the mirror at `mirror_path` (its database is named by the stem)."""
+    tables: dict[str, dict[str, Any]] = {}
+    for name, rtype in catalogue.TYPES.items():
+        tables[name] = {"description": _content_text(rtype)}
+        for rel in rtype.relationships:
+            if rel.to_one:
+                continue
+            owner, other = rel.link_columns(name)
+            tables[rel.link_table(name)] = {
+                "description": (
+                    f"The {rel.name} of each of {name} ({owner} -> {rel.target}.id as "
+                    f"{other}), in the order served (position)."
+                )
+            }
+    for name in VIEWS:
+        tables[name] = {"description": _VIEW_TEXT.get(name, "")}
+    for name, text in _OTHER_TEXT.items():
+        tables[name] = {"description": text}
+    for name in BOOKKEEPING_TABLES:
+        tables[name] = {"hidden": True, "description": "sync's bookkeeping."}
+    return {
+        "title": "sync mirror of the Channel Content API",
+        "description": (
+            "A local SQLite mirror kept up to date by sync. Content tables are named as their "
+            "JSON:API type; link tables <type>_<relationship>; views give the inverse sides."
+        ),
+        "databases": {mirror_path.stem: {"tables": tables}},
+    }

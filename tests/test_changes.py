@@ -4,7 +4,10 @@ prints it; retention drops old entries."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from sync.store import Mirror
 from tests.backfilled import backfill
 
 DEALS = catalogue.TYPES["deals"]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _deal(rid: int, stamp: str, title: str = "t") -> dict[str, Any]:
@@ -90,3 +94,127 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
         assert mirror.prune_changes(7) == last
         assert mirror.changes()[0][0] > last  # sequence numbers go on
         mirror.close()
+
+
+# -- every change reaches the feed (#33) --------------------------------------------------------
+
+
+async def _reconcile_full(cfg: Path, env: dict[str, str]) -> None:
+    """`ccsync reconcile --full` in a process of its own (it runs its own event loop)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sync",
+        "reconcile",
+        "--full",
+        "--config",
+        str(cfg),
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+
+
+def _feed(args: list[str]) -> list[dict[str, Any]]:
+    r = CliRunner().invoke(main, ["changes", "--json", *args])
+    assert r.exit_code == 0, r.output
+    return [json.loads(x) for x in r.output.splitlines()]
+
+
+async def test_repairs_and_linkage_alone_reach_the_feed_and_nothing_else_does(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """A verify repair under an unchanged stamp is a `repair` entry; linkage that changed alone
+    (a to-many link, a to-one column, a mall membership) is a `links` entry of its owner; rows
+    the verify rewrote unchanged add nothing, and neither does a second pass."""
+    async with make_emulator(resources=300, seed=34) as emu:
+        db = tmp_path / "m.db"
+        await backfill(emu, db, types=["malls", "stores", "deals", "events"])
+        cfg = tmp_path / "sync.toml"
+        cfg.write_text(
+            f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\n'
+            f'password_env = "FEED_PW"\ntypes = ["malls", "stores", "deals", "events"]\n'
+            f'max_backoff = 0.05\n[mirror]\npath = "{db}"\n[logging]\nlevel = "warning"\n'
+        )
+        last = _feed(["--config", str(cfg)])[-1]["seq"]
+        d = emu.data
+        retitled, relinked = d.order["deals"][0], d.order["deals"][1]
+        now = d.linkage(d.by_type["deals"][relinked], "stores")
+        held = set(now) if isinstance(now, list) else set()
+        emu.silent_update("deals", retitled, {"title": "silently retitled"})
+        emu.silent_update(
+            "deals", relinked, links={"stores": [s for s in d.order["stores"] if s not in held][:2]}
+        )
+        event = d.order["events"][0]
+        moved_to = next(
+            m for m in d.order["malls"] if m != d.by_type["events"][event].links["mall"]
+        )
+        emu.silent_update("events", event, links={"mall": moved_to})
+        store = d.order["stores"][0]
+        store_to = next(m for m in d.order["malls"] if m != d.by_type["stores"][store].mall)
+        emu.silent_update("stores", store, mall_id=store_to)
+
+        await _reconcile_full(cfg, {"FEED_PW": emu.password})
+        got = {
+            (e["type"], e["id"], e["op"])
+            for e in _feed(["--config", str(cfg), "--since", str(last)])
+        }
+        assert ("deals", retitled, "repair") in got
+        assert ("deals", relinked, "links") in got
+        assert ("events", event, "links") in got
+        assert ("stores", store, "links") in got
+        assert {(t, i) for t, i, _ in got} <= {
+            ("deals", retitled),
+            ("deals", relinked),
+            ("events", event),
+            ("stores", store),
+        }, got
+        # Nothing changed upstream since: a second full pass adds no entry.
+        seen = _feed(["--config", str(cfg)])[-1]["seq"]
+        await _reconcile_full(cfg, {"FEED_PW": emu.password})
+        assert _feed(["--config", str(cfg), "--since", str(seen)]) == []
+
+
+def test_the_feed_is_filtered_by_type_and_tells_a_reader_what_was_pruned(tmp_path: Path) -> None:
+    """`--type` keeps the named types only; a `--since` older than what retention kept gets a
+    `pruned` entry first (its seq is the last one pruned), so a reader knows to re-read instead
+    of silently missing changes; asking from there on gets no such entry."""
+    db = tmp_path / "m.db"
+    mirror = Mirror.open(db)
+    for rid in range(1, 6):
+        mirror.write_page(DEALS, [_deal(rid, f"2026-01-0{rid}T00:00:00.000Z")])
+    stores = catalogue.TYPES["stores"]
+    mirror.write_page(
+        stores,
+        [
+            {
+                "id": "7",
+                "type": "stores",
+                "attributes": {"name": "s", "updated_at": "2026-01-01T00:00:00.000Z"},
+            }
+        ],
+        mall_id=1,
+    )
+    mirror.conn.execute("UPDATE _sync_changes SET at = '2000-01-01T00:00:00.000Z' WHERE seq <= 3")
+    assert mirror.prune_changes(7) == 3
+    mirror.close()
+
+    entries = _feed(["--mirror", str(db)])
+    assert entries[0]["op"] == "pruned" and entries[0]["seq"] == 3
+    assert [(e["type"], e["id"]) for e in entries[1:]] == [
+        ("deals", 4),
+        ("deals", 5),
+        ("stores", 7),
+    ]
+    assert _feed(["--mirror", str(db), "--since", "3"])[0]["id"] == 4
+    assert [
+        e["type"] for e in _feed(["--mirror", str(db), "--since", "3", "--type", "stores"])
+    ] == ["stores"]
+    text = CliRunner().invoke(main, ["changes", "--mirror", str(db)])
+    assert text.exit_code == 0
+    assert text.output.splitlines()[0].split("\t")[:4] == ["3", "*", "", "pruned"]
+    bad = CliRunner().invoke(main, ["changes", "--mirror", str(db), "--type", "nosuch"])
+    assert bad.exit_code == 2 and "nosuch" in bad.output

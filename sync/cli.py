@@ -44,6 +44,15 @@ config_option = click.option(
     help="TOML configuration file (default ./sync.toml).",
 )
 
+mirror_option = click.option(
+    "--mirror",
+    "mirror_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The mirror file to read; no configuration file is needed (and none of its secrets is "
+    "ever read). Wins over the configuration's [mirror] path.",
+)
+
 
 def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
     """Turn SyncError into one stderr line and an exit code; Ctrl-C into exit 130, SIGTERM
@@ -130,20 +139,48 @@ async def _cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-def settings_from(config_path: Path | None) -> Settings:
+def settings_from(config_path: Path | None, *, secrets: bool = True) -> Settings:
     """Load and validate the configuration (or raise ConfigError), and set up logging (stderr).
 
-    `--config` works before the command too (`ccsync --config F status`); given after, it wins."""
+    `--config` works before the command too (`ccsync --config F status`); given after, it wins.
+    With `secrets` false no secret is read (the commands that only read the mirror)."""
+    settings = load_config(_config_path(config_path), secrets=secrets)
+    logs.configure(settings.logging.level, settings.logging.format)
+    _note_mirror(settings.mirror.path)
+    return settings
+
+
+def reader_from(config_path: Path | None, mirror_path: Path | None) -> tuple[Path, Settings | None]:
+    """The mirror a reading command reads, and the configuration if one was given or found.
+
+    `--mirror PATH` alone needs no configuration file; with one, the file's settings (logging,
+    the request budget shown) still apply, but its secrets are never resolved: a shell user
+    reads the mirror of a service whose password and webhook secret are systemd credentials."""
+    explicit = _config_path(config_path)
+    if mirror_path is not None and explicit is None:  # no ./sync.toml is looked for either
+        logs.configure()
+        _note_mirror(mirror_path)
+        return mirror_path, None
+    settings = settings_from(explicit, secrets=False)
+    path = mirror_path or settings.mirror.path
+    _note_mirror(path)
+    return path, settings
+
+
+def _config_path(config_path: Path | None) -> Path | None:
+    """`--config` given after the command, else before it (`ccsync --config F status`)."""
     if config_path is None:
         ctx = click.get_current_context(silent=True)
         if ctx is not None:
             config_path = ctx.find_root().params.get("config_path")
-    settings = load_config(config_path)
-    logs.configure(settings.logging.level, settings.logging.format)
+    return config_path
+
+
+def _note_mirror(path: Path) -> None:
+    """Remember the command's mirror for `fail_cleanly`'s storage fault lines."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
-        ctx.find_root().meta["sync.mirror"] = settings.mirror.path  # for `fail_cleanly`
-    return settings
+        ctx.find_root().meta["sync.mirror"] = path
 
 
 class _LazyGroup(click.Group):

@@ -121,7 +121,7 @@ async def _reconcile_full(cfg: Path, env: dict[str, str]) -> None:
 def _feed(args: list[str]) -> list[dict[str, Any]]:
     r = CliRunner().invoke(main, ["changes", "--json", *args])
     assert r.exit_code == 0, r.output
-    return [json.loads(x) for x in r.output.splitlines()]
+    return [json.loads(x) for x in r.stdout.splitlines()]
 
 
 async def test_repairs_and_linkage_alone_reach_the_feed_and_nothing_else_does(
@@ -215,6 +215,7 @@ def test_the_feed_is_filtered_by_type_and_tells_a_reader_what_was_pruned(tmp_pat
     ] == ["stores"]
     text = CliRunner().invoke(main, ["changes", "--mirror", str(db)])
     assert text.exit_code == 0
-    assert text.output.splitlines()[0].split("\t")[:4] == ["3", "*", "", "pruned"]
+    assert text.stdout.splitlines()[0].split("\t")[:4] == ["3", "*", "", "pruned"]
+    assert "were pruned" in text.stderr
     bad = CliRunner().invoke(main, ["changes", "--mirror", str(db), "--type", "nosuch"])
     assert bad.exit_code == 2 and "nosuch" in bad.output

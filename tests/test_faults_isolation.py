@@ -146,7 +146,7 @@ async def test_a_bad_route_delays_only_its_own_type(
             assert not landed(db, "articles", changed["articles"], "during the fault")
             # Reported per type: `ccsync status` (last_error), /healthz and the metrics.
             await eventually(lambda: bool(type_errors(db).get("articles")))
-            status = {t["type"]: t for t in status_data(settings)["types"]}
+            status = {t["type"]: t for t in status_data(settings.mirror.path)["types"]}
             assert "articles" in (status["articles"]["last_error"] or "")
             assert all(not status[n]["last_error"] for n in OTHERS)
             health = daemon.health()

@@ -248,7 +248,7 @@ async def test_a_backfill_of_the_emulator_is_unaffected(emulator: Emulator, tmp_
     result = compare(db, emulator)
     assert result.differences == 0 and result.rows_compared > 0, result.summary()
     assert not [e for e in logs if e["event"] in ("mirror.value_refused", "mirror.values_coerced")]
-    assert status_data(settings)["values"] == {}
+    assert status_data(settings.mirror.path)["values"] == {}
 
     article = emulator.ids("articles")[0]
     before = (

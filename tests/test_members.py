@@ -222,7 +222,9 @@ async def test_the_daemon_locates_webhook_creations_and_falls_back_when_refused(
             assert daemon.members.fast() == []
             assert all("answered 400" in d.reason for d in daemon.members.decisions.values())
         assert compare(db, emu, TYPES).differences == 0
-        shown = status_data(settings)["mall_members"]["types"]  # what `ccsync status` prints
+        shown = status_data(settings.mirror.path)["mall_members"][
+            "types"
+        ]  # what `ccsync status` prints
         assert {n: d["mode"] for n, d in shown.items()} == dict.fromkeys(MALL_SCOPED, PER_MALL)
 
 

@@ -233,10 +233,12 @@ async def test_the_rolling_verify_resumes_from_its_position_and_covers_the_mirro
                 break
             assert position is not None
             if steps == 1:
-                assert status_data(settings)["verify_position"] == position  # `ccsync status`
+                assert (
+                    status_data(settings.mirror.path)["verify_position"] == position
+                )  # `ccsync status`
             assert report.requests <= 3 + 2  # a unit (3 deal visibilities) may overrun a little
             assert steps < 1000
-        assert status_data(settings)["verify_cycle_finished_at"]
+        assert status_data(settings.mirror.path)["verify_cycle_finished_at"]
         assert steps > 5  # spread over many steps, not one burst
         assert abs(requests - cost) <= cost // 4 + 3
         assert set(changed) <= set(repaired)

@@ -8,10 +8,18 @@ from pathlib import Path
 import click
 
 from sync.channel.client import ChannelClient
-from sync.cli import config_option, fail_cleanly, run_async, settings_from
+from sync.cli import (
+    config_option,
+    fail_cleanly,
+    mirror_option,
+    reader_from,
+    run_async,
+    settings_from,
+)
 from sync.core.config import Settings
 from sync.jobs.backfill import Backfill, BackfillReport
 from sync.jobs.progress import for_terminal
+from sync.model import catalogue
 from sync.readers.status import status_data
 from sync.store import Mirror
 
@@ -58,18 +66,22 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
 
 @click.command("status")
 @config_option
+@mirror_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @fail_cleanly
-def status_command(config_path: Path | None, as_json: bool) -> None:
+def status_command(config_path: Path | None, mirror_path: Path | None, as_json: bool) -> None:
     """Show what the mirror holds and how the daemon is doing: the mirror file, the queue depth,
     the webhook subscriptions, the request budget, how the mall-scoped types are polled
     (`GET /malls?include=` or per mall, and why), `degraded:` problems, each daemon job's last
     run, outcome and next run, the rolling verify's position, and per type: rows, last sync,
     lag (seconds), poll cursor and the last error, and the values refused (their rows keep their
     last good copy) or coerced because they did not fit their declared type. --json prints all
-    of it for scripts."""
-    settings = settings_from(config_path)
-    data = status_data(settings)
+    of it for scripts. It reads only the mirror: no secret is needed (--mirror PATH without a
+    configuration file works too)."""
+    path, settings = reader_from(config_path, mirror_path)
+    data = status_data(
+        path, max_per_second=settings.upstream.max_requests_per_second if settings else None
+    )
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -157,25 +169,34 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
 
 @click.command("datasette-metadata")
 @config_option
+@mirror_option
 @fail_cleanly
-def datasette_metadata_command(config_path: Path | None) -> None:
+def datasette_metadata_command(config_path: Path | None, mirror_path: Path | None) -> None:
     """Print Datasette metadata for the mirror (JSON): every table described, the
     bookkeeping hidden. Use: `ccsync datasette-metadata > metadata.json`, then
     `datasette mirror.db --metadata metadata.json`."""
     from sync.readers.datasette import datasette_metadata
 
-    settings = settings_from(config_path)
-    click.echo(json.dumps(datasette_metadata(settings.mirror.path), indent=2, sort_keys=True))
+    path, _ = reader_from(config_path, mirror_path)
+    click.echo(json.dumps(datasette_metadata(path), indent=2, sort_keys=True))
 
 
 @click.command("changes")
 @config_option
+@mirror_option
 @click.option(
     "--since",
     type=click.IntRange(min=0),
     default=0,
     show_default=True,
     help="Print entries after this sequence number.",
+)
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    metavar="TYPE",
+    help="Only entries of this type (repeat for several), e.g. --type deals --type stores.",
 )
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new entries as they come.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
@@ -188,46 +209,45 @@ def datasette_metadata_command(config_path: Path | None) -> None:
 )
 @fail_cleanly
 def changes_command(
-    config_path: Path | None, since: int, follow: bool, as_json: bool, interval: float
+    config_path: Path | None,
+    mirror_path: Path | None,
+    since: int,
+    types: tuple[str, ...],
+    follow: bool,
+    as_json: bool,
+    interval: float,
 ) -> None:
-    """Print the mirror's change feed: SEQ TYPE ID OP UPDATED_AT, one line per change (op
-    upsert, delete, or backfill for every row of a type). A website invalidates its caches
-    from it; a downstream system follows the mirror with --since (the last SEQ it saw)
-    --follow."""
-    import time
+    """Print the mirror's change feed: SEQ TYPE ID OP UPDATED_AT, one line per change. OP is
+    upsert (a new copy), delete, repair (content corrected under an unchanged updated_at, by
+    the verify or a reconcile), links (relationships or mall membership changed alone) or
+    backfill (every row of the type). Entries older than changes_retention_days are pruned: a
+    --since older than that gets a first line `SEQ * - pruned` (SEQ the last pruned) and a
+    warning, so a reader re-reads the mirror instead of missing changes. A website invalidates
+    its caches from it; a downstream system follows the mirror with --since (the last SEQ it
+    saw) --follow. It reads only the mirror: no secret is needed."""
+    from sync.readers.changes import follow_changes
 
-    settings = settings_from(config_path)
-    mirror = Mirror.open(settings.mirror.path, readonly=True)
+    unknown = sorted(set(types) - set(catalogue.TYPES))
+    if unknown:
+        raise click.BadParameter(
+            f"unknown type(s) {', '.join(unknown)}; choose from {', '.join(catalogue.TYPES)}",
+            param_hint="--type",
+        )
+    path, _ = reader_from(config_path, mirror_path)
     try:
-        while True:
-            batch = mirror.changes(since)
-            for seq, type_name, rid, op, stamp, at in batch:
-                if as_json:
-                    click.echo(
-                        json.dumps(
-                            {
-                                "seq": seq,
-                                "type": type_name,
-                                "id": rid,
-                                "op": op,
-                                "updated_at": stamp,
-                                "at": at,
-                            }
-                        )
-                    )
-                else:
-                    click.echo(
-                        f"{seq}\t{type_name}\t{'' if rid is None else rid}\t{op}\t{stamp or ''}"
-                    )
-                since = seq
-            if not follow:
-                return
-            if not batch:
-                time.sleep(interval)
+        for entry in follow_changes(path, since, types, follow=follow, interval=interval):
+            if entry.op == "pruned":
+                click.echo(
+                    f"ccsync: entries up to {entry.seq} were pruned (older than "
+                    "changes_retention_days): re-read the mirror for what they held",
+                    err=True,
+                )
+            if as_json:
+                click.echo(json.dumps(entry.as_dict()))
+            else:
+                click.echo(entry.line())
     except KeyboardInterrupt:
         return
-    finally:
-        mirror.close()
 
 
 def _source(route: str | None) -> str:

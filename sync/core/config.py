@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -35,31 +36,57 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: The validation context of a configuration loaded without its secrets (`load_config(...,
+#: secrets=False)`): commands that only read the mirror never open a secret's file, variable or
+#: credential, so they run from a shell under the service's configuration.
+WITHOUT_SECRETS = {"secrets": False}
+
+
+def _resolving(info: ValidationInfo) -> bool:
+    """Whether this validation resolves secrets (every command that talks to the upstream)."""
+    return (info.context or {}).get("secrets", True) is not False
+
+
 def _read_secret(
     value: SecretStr | None,
     env: str | None,
     path: Path | None,
     key: str,
     credential: str | None = None,
+    *,
+    resolve: bool = True,
 ) -> SecretStr | None:
     """Resolve a secret given inline, by environment variable name, by file path, or by the
     name of a systemd credential (`LoadCredential=NAME:...`), read from
     `$CREDENTIALS_DIRECTORY/NAME`: each unit gets its credentials under its own directory, so
     naming the credential lets one config file serve every unit. The value is registered
-    with `sync.core.redact`: no log line, error or status output of this process shows it."""
+    with `sync.core.redact`: no log line, error or status output of this process shows it.
+    With `resolve` false only the shape is checked (at most one source): nothing is read."""
+    if not resolve:
+        _sources(value, env, path, key, credential)
+        return value
     secret = _find_secret(value, env, path, key, credential)
     if secret is not None:
         register(secret.get_secret_value())
     return secret
 
 
-def _find_secret(
-    value: SecretStr | None,
-    env: str | None,
-    path: Path | None,
-    key: str,
-    credential: str | None,
-) -> SecretStr | None:
+def _given(model: BaseModel, key: str) -> tuple[Any, Any, Any, str, Any]:
+    """The sources of secret `key` on `model`, as `_read_secret` takes them: `key` inline,
+    `key_env`, `key_file`, the key's name, `key_credential`."""
+    return (
+        getattr(model, key),
+        getattr(model, f"{key}_env"),
+        getattr(model, f"{key}_file"),
+        key,
+        getattr(model, f"{key}_credential"),
+    )
+
+
+def _sources(
+    value: SecretStr | None, env: str | None, path: Path | None, key: str, credential: str | None
+) -> list[str]:
+    """The keys that give this secret; more than one is an error."""
     given = [
         n
         for n, v in (
@@ -72,6 +99,17 @@ def _find_secret(
     ]
     if len(given) > 1:
         raise ValueError(f"give only one of {', '.join(given)}")
+    return given
+
+
+def _find_secret(
+    value: SecretStr | None,
+    env: str | None,
+    path: Path | None,
+    key: str,
+    credential: str | None,
+) -> SecretStr | None:
+    _sources(value, env, path, key, credential)
     if credential:
         if "/" in credential or credential in (".", ".."):
             raise ValueError(f"{key}_credential is a credential name, not a path: {credential!r}")
@@ -161,15 +199,9 @@ class UpstreamSettings(_Section):
         return v
 
     @model_validator(mode="after")
-    def _password(self) -> UpstreamSettings:
-        secret = _read_secret(
-            self.password,
-            self.password_env,
-            self.password_file,
-            "password",
-            self.password_credential,
-        )
-        if secret is None:
+    def _password(self, info: ValidationInfo) -> UpstreamSettings:
+        secret = _read_secret(*_given(self, "password"), resolve=_resolving(info))
+        if not _sources(*_given(self, "password")):
             raise ValueError(
                 "set one of password, password_env, password_file or password_credential"
             )
@@ -178,7 +210,11 @@ class UpstreamSettings(_Section):
 
     def secret_password(self) -> str:
         """The resolved password; call only where it is sent to the upstream."""
-        assert self.password is not None  # guaranteed by the validator
+        if self.password is None:  # loaded with secrets=False: a reader's configuration
+            raise ConfigError(
+                "this command loaded the configuration without its secrets; "
+                "the upstream password is read only by commands that talk to the upstream"
+            )
         return self.password.get_secret_value()
 
     def mirrored_types(self) -> list[catalogue.ResourceType]:
@@ -267,11 +303,10 @@ class WebhookSettings(_Section):
         return v
 
     @model_validator(mode="after")
-    def _secret(self) -> WebhookSettings:
-        secret = _read_secret(
-            self.secret, self.secret_env, self.secret_file, "secret", self.secret_credential
-        )
-        if secret is not None and len(secret.get_secret_value()) < 16:
+    def _secret(self, info: ValidationInfo) -> WebhookSettings:
+        resolve = _resolving(info)
+        secret = _read_secret(*_given(self, "secret"), resolve=resolve)
+        if resolve and secret is not None and len(secret.get_secret_value()) < 16:
             raise ValueError(
                 "secret must be at least 16 characters (it is the callback's only guard)"
             )
@@ -388,22 +423,11 @@ class ManagementSettings(_Section):
         return v
 
     @model_validator(mode="after")
-    def _tokens(self) -> ManagementSettings:
-        bearer = _read_secret(
-            self.bearer_token,
-            self.bearer_token_env,
-            self.bearer_token_file,
-            "bearer_token",
-            self.bearer_token_credential,
-        )
-        client = _read_secret(
-            self.client_token,
-            self.client_token_env,
-            self.client_token_file,
-            "client_token",
-            self.client_token_credential,
-        )
-        if bearer is None and client is None:
+    def _tokens(self, info: ValidationInfo) -> ManagementSettings:
+        resolve = _resolving(info)
+        keys = ("bearer_token", "client_token")
+        bearer, client = (_read_secret(*_given(self, k), resolve=resolve) for k in keys)
+        if not any(_sources(*_given(self, k)) for k in keys):
             raise ValueError("set a bearer_token or a client_token (inline, *_env or *_file)")
         object.__setattr__(self, "bearer_token", bearer)
         object.__setattr__(self, "client_token", client)
@@ -448,18 +472,22 @@ def _describe(err: dict[str, Any], path: Path) -> str:
     return f"{path}: {key}: {msg}"
 
 
-def parse_config(data: dict[str, Any], path: Path = DEFAULT_PATH) -> Settings:
-    """Validate an already-parsed TOML mapping; raise one ConfigError naming the first problem."""
+def parse_config(
+    data: dict[str, Any], path: Path = DEFAULT_PATH, *, secrets: bool = True
+) -> Settings:
+    """Validate an already-parsed TOML mapping; raise one ConfigError naming the first problem.
+    With `secrets` false no secret is read (`WITHOUT_SECRETS`): the settings of a reader."""
     try:
-        return Settings.model_validate(data)
+        return Settings.model_validate(data, context=None if secrets else WITHOUT_SECRETS)
     except ValidationError as exc:
         errors = exc.errors()
         lines = [_describe(dict(e), path) for e in errors]
         raise ConfigError("; ".join(lines)) from None
 
 
-def load_config(path: Path | str | None = None) -> Settings:
-    """Read and validate the TOML file at `path` (default ./sync.toml)."""
+def load_config(path: Path | str | None = None, *, secrets: bool = True) -> Settings:
+    """Read and validate the TOML file at `path` (default ./sync.toml); with `secrets` false,
+    without reading any secret (the commands that only read the mirror)."""
     p = Path(path) if path is not None else DEFAULT_PATH
     try:
         raw = p.read_bytes()
@@ -473,4 +501,4 @@ def load_config(path: Path | str | None = None) -> Settings:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p} is not valid TOML: {exc}; fix the syntax at that line") from None
-    return parse_config(data, p)
+    return parse_config(data, p, secrets=secrets)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from sync.core.config import Settings
 from sync.core.redact import redact_text
 from sync.jobs.mallincludes import recorded
 from sync.store import Mirror
@@ -50,9 +50,13 @@ def job_problems(jobs: dict[str, dict[str, Any]], now: datetime) -> list[str]:
     return problems
 
 
-def status_data(settings: Settings) -> dict[str, Any]:
-    """Per-type rows, last sync, lag, cursor and error, the queue and subscriptions, as data."""
-    mirror = Mirror.open(settings.mirror.path, readonly=True)
+def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str, Any]:
+    """Per-type rows, last sync, lag, cursor and error, the queue and subscriptions, as data.
+
+    It reads the mirror file alone (and the daemon's health file beside it), never a secret:
+    `ccsync status --mirror PATH` needs no configuration. `max_per_second` is the configured
+    request budget, when a configuration was given."""
+    mirror = Mirror.open(path, readonly=True)
     now = datetime.now(UTC)
     try:
         types = []
@@ -66,7 +70,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
         for job in jobs.values():  # errors stored by an older sync may hold a secret
             job["error"] = job.get("error") and redact_text(job["error"])
         problems = job_problems(jobs, now)
-        health = read_health(settings.mirror.path)
+        health = read_health(path)
         storage = health if health is not None and health.get("status") == "degraded" else None
         if storage is not None:
             problems.insert(
@@ -75,7 +79,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
                 f"{storage.get('file')}: {storage.get('error')}; {storage.get('fix')}",
             )
         return {
-            "mirror": str(settings.mirror.path),
+            "mirror": str(path),
             "queue_depth": mirror.queue_depth(),
             "subscriptions": topics.split(",") if topics else [],
             "subscriptions_checked_at": mirror.get_meta("webhook_topics_checked_at"),
@@ -90,7 +94,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
             # The request budget: as configured, and as the daemon last found it (a 429 lowers
             # it for a while).
             "request_budget": {
-                "max_per_second": settings.upstream.max_requests_per_second or None,
+                "max_per_second": max_per_second or None,
                 **json.loads(mirror.get_meta("request_budget") or "{}"),
             },
             # How the mall-scoped types are polled: through `GET /malls?include=` or per mall,

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _log = get_logger("sync.store")
 
+#: `_sync_meta` key: the last change feed entry retention dropped.
+PRUNED_KEY = "changes_pruned_through"
+
 
 @dataclass(frozen=True)
 class WriteResult:
@@ -313,25 +316,57 @@ class Mirror(BookkeepingMixin):
     # -- the change feed -----------------------------------------------------------------------
 
     def changes(
-        self, since: int = 0, limit: int = 1000
+        self,
+        since: int = 0,
+        limit: int = 1000,
+        *,
+        types: Sequence[str] = (),
+        upto: int | None = None,
     ) -> list[tuple[int, str, int | None, str, str | None, str]]:
-        """Entries of the change feed after sequence number `since`: (seq, type, id, op,
-        updated_at, at); op is `upsert`, `delete` or `backfill` (every row of the type)."""
+        """Entries of the change feed after sequence number `since` (and at most `upto`), of
+        `types` or all: (seq, type, id, op, updated_at, at); op is `upsert`, `delete`,
+        `repair`, `links` or `backfill` (every row of the type)."""
         if not self.has_table("_sync_changes"):  # a mirror written before the feed existed
             return []
+        where = "seq > ?" + (" AND seq <= ?" if upto is not None else "")
+        args: list[Any] = [since] if upto is None else [since, upto]
+        if types:
+            where += f" AND type IN ({','.join('?' * len(types))})"
+            args += types
         return [
             tuple(r)
             for r in self.conn.execute(
-                "SELECT seq, type, id, op, updated_at, at FROM _sync_changes WHERE seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (since, limit),
+                "SELECT seq, type, id, op, updated_at, at FROM _sync_changes "
+                f"WHERE {where} ORDER BY seq LIMIT ?",
+                (*args, limit),
             )
         ]
 
+    def last_change(self) -> int:
+        """The newest entry's sequence number (0 for an empty feed)."""
+        if not self.has_table("_sync_changes"):
+            return 0
+        row = self.conn.execute("SELECT max(seq) FROM _sync_changes").fetchone()
+        return max(int(row[0] or 0), self.pruned_through())
+
+    def pruned_through(self) -> int:
+        """The last sequence number retention dropped (0: none): a reader that asks from
+        before it has missed entries and is told so (`sync.readers.changes`)."""
+        return int(self.get_meta(PRUNED_KEY) or 0)
+
     def prune_changes(self, keep_days: float) -> int:
-        """Drop change feed entries older than `keep_days`; the sequence numbers go on."""
+        """Drop change feed entries older than `keep_days`; the sequence numbers go on, and the
+        last one dropped is remembered (`pruned_through`)."""
         cutoff = iso_ms(time.time() - keep_days * 86400)
-        return self.conn.execute("DELETE FROM _sync_changes WHERE at < ?", (cutoff,)).rowcount
+        with write_transaction(self.conn):
+            top = self.conn.execute(
+                "SELECT max(seq) FROM _sync_changes WHERE at < ?", (cutoff,)
+            ).fetchone()[0]
+            if top is None:
+                return 0
+            n = self.conn.execute("DELETE FROM _sync_changes WHERE seq <= ?", (top,)).rowcount
+            self.set_meta(PRUNED_KEY, str(max(int(top), self.pruned_through())))
+        return n
 
     # -- group commit ------------------------------------------------------------------------
 

@@ -1,0 +1,135 @@
+"""Several accounts, one mirror (#33): an upstream that issues one account per channel fills one
+mirror. Each type is read by an account whose channels allow it, learned from the 403s and kept
+with the upstream profile; `ccsync status` says which account reads which type; each webhook
+topic is subscribed once, whichever accounts there are; the request budget is shared by the
+accounts or given to each, as configured."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from click.testing import CliRunner
+
+from sync.channel.client import ChannelClient
+from sync.cli import main
+from sync.core.config import Settings, parse_config
+from sync.emulator import Emulator
+from sync.ingest.subscriptions import Subscriptions
+from sync.jobs.backfill import Backfill
+from sync.store import Mirror
+from tests.mirror_compare import compare
+
+TYPES = ["malls", "deals", "events", "stores", "articles", "products"]
+DEALS = ("deals@example.com", "deals-password")
+
+
+async def _add_account(emu: Emulator, email: str, password: str, channels: list[str]) -> None:
+    """A second account of the upstream, made as the spec makes one: POST /accounts."""
+    body = {
+        "data": {
+            "type": "accounts",
+            "attributes": {
+                "email": email,
+                "password": password,
+                "properties": {"channels": channels},
+            },
+        }
+    }
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{emu.base_url}/accounts", json=body) as resp:
+            assert resp.status == 201, await resp.text()
+
+
+def _settings(emu: Emulator, db: Path, **upstream: Any) -> Settings:
+    return parse_config(
+        {
+            "upstream": {
+                "base_url": emu.base_url,
+                "accounts": [
+                    {"email": emu.email, "password": emu.password},
+                    {"email": DEALS[0], "password": DEALS[1]},
+                ],
+                "types": TYPES,
+                "max_backoff": 0.05,
+                **upstream,
+            },
+            "mirror": {"path": str(db)},
+            "webhooks": {
+                "enabled": True,
+                "public_url": "http://127.0.0.1:9",
+                "secret": "s" * 20,
+                "topics": TYPES,
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize("budget", ["shared", "per_account"])
+async def test_one_account_per_channel_fills_one_mirror(
+    make_emulator: Any, tmp_path: Path, budget: str
+) -> None:
+    # The demo account reads the mall channel only; the second one the others.
+    async with make_emulator(resources=400, seed=5, channels=["mall"]) as emu:
+        await _add_account(emu, *DEALS, ["deal", "store", "editorial", "product"])
+        db = tmp_path / "m.db"
+        settings = _settings(emu, db, budget=budget)
+        mirror = Mirror.open(db)
+        try:
+            async with ChannelClient(settings.upstream) as client:
+                report = await Backfill(client, mirror, settings).run()
+        finally:
+            mirror.close()
+        assert {n: t.error for n, t in report.types.items() if t.error} == {}
+        diff = compare(db, emu, TYPES)
+        assert diff.differences == 0, diff.summary()
+
+        r = CliRunner().invoke(main, ["status", "--json", "--mirror", str(db)])
+        assert r.exit_code == 0, r.output
+        readers = json.loads(r.stdout)["accounts"]
+        assert readers["events"] == emu.email
+        assert readers["deals"] == DEALS[0]
+        assert readers["articles"] == DEALS[0]
+        assert readers["malls"] in (emu.email, DEALS[0])  # channel ALL: either may
+        text = CliRunner().invoke(main, ["status", "--mirror", str(db)])
+        assert f"deals           read by {DEALS[0]}" in text.stdout
+
+
+async def test_each_webhook_topic_is_subscribed_once_across_the_accounts(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    async with make_emulator(resources=200, seed=5, channels=["mall"]) as emu:
+        await _add_account(emu, *DEALS, ["deal", "store", "editorial", "product"])
+        settings = _settings(emu, tmp_path / "m.db")
+        for _ in range(2):  # a second run adopts what the first made
+            async with ChannelClient(settings.upstream) as client:
+                await Subscriptions(
+                    client, settings.webhooks, settings.upstream.mirrored_types()
+                ).ensure()
+        topics = Counter(h["attributes"]["topic"] for h in emu.webhooks())
+        assert topics == Counter(TYPES), topics
+
+
+def test_accounts_are_checked_like_the_single_account(tmp_path: Path) -> None:
+    base = {"base_url": "https://upstream.invalid"}
+    with pytest.raises(Exception, match="accounts"):
+        parse_config({"upstream": {**base, "accounts": []}})
+    with pytest.raises(Exception, match="password"):
+        parse_config({"upstream": {**base, "accounts": [{"email": "a@b.c"}]}})
+    with pytest.raises(Exception, match="email"):
+        parse_config(
+            {
+                "upstream": {
+                    **base,
+                    "email": "x@b.c",
+                    "password": "p",
+                    "accounts": [{"email": "a@b.c", "password": "p"}],
+                }
+            }
+        )
+    one = parse_config({"upstream": {**base, "email": "a@b.c", "password": "p"}})
+    assert [a.email for a in one.upstream.all_accounts()] == ["a@b.c"]

@@ -432,7 +432,7 @@ async def test_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
     )
     proc = await _cli("backfill", "--quiet", "--config", str(cfg), env={})
     out, err = await proc.communicate()
-    assert proc.returncode == 3  # unreachable: will not heal by retrying (README, exit codes)
+    assert proc.returncode == 3  # unreachable, will not heal (docs/commands.md, exit codes)
     assert "[upstream] base_url" in err.decode() and "http://127.0.0.1:9" in err.decode()
     assert "Traceback" not in err.decode() and "pw-secret-1" not in err.decode()
 

@@ -20,7 +20,7 @@ from sync.store.schema import VIEWS
 from tests.backfilled import backfill
 from tests.mirror_compare import compare
 
-#: The link tables and views README "The mirror's schema" lists beyond the first round's.
+#: The link tables and views docs/schema.md lists beyond the first round's.
 NEW_TABLES = (
     "articles_products",
     "products_stores",

@@ -1,4 +1,4 @@
-"""The systemd units carry the directives the README promises, and `systemd-analyze verify` passes."""
+"""The systemd units carry the directives docs/service.md promises, and `systemd-analyze verify` passes."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_litestream_units_hand_their_credentials_to_litestream_alone(
 ) -> None:
     """The shell in ExecStart (after systemd turns `$$` into `$`) reads both S3 keys from the
     unit's $CREDENTIALS_DIRECTORY into litestream's environment and execs it with the command
-    line the README describes; a stub stands in for the binary and prints what it got."""
+    line docs/scaling-out.md describes; a stub stands in for the binary and prints what it got."""
     u = parse(unit)
     names = sorted(spec.partition(":")[0] for spec in u["Service.LoadCredential"])
     assert names == ["litestream-access-key-id", "litestream-secret-access-key"]
@@ -106,33 +106,32 @@ def test_litestream_units_hand_their_credentials_to_litestream_alone(
     )
 
 
-def test_litestream_config_replicates_the_readme_mirror() -> None:
-    """systemd/litestream.yml replicates the mirror the README's sync.toml names, and the
-    "Scaling out" lines leave its checkpoints to Litestream."""
+def test_litestream_config_replicates_the_documented_mirror() -> None:
+    """systemd/litestream.yml replicates the mirror the sync.toml of docs/service.md names,
+    and docs/scaling-out.md's lines leave its checkpoints to Litestream."""
     import tomllib
 
     import yaml
 
     doc = yaml.safe_load((UNITS / "litestream.yml").read_text())
-    mirror = tomllib.loads(_readme_toml())["mirror"]
+    mirror = tomllib.loads(_docs_toml())["mirror"]
     assert [db["path"] for db in doc["dbs"]] == [mirror["path"]]
-    assert tomllib.loads(_readme_toml("## Scaling out"))["mirror"]["checkpoints"] == "litestream"
+    assert tomllib.loads(_docs_toml("scaling-out.md"))["mirror"]["checkpoints"] == "litestream"
     assert doc["dbs"][0]["replica"]["type"] == "s3"
 
 
-def _readme_toml(heading: str = "## Running as a service") -> str:
-    """The first `sync.toml` snippet of a README section ("Running as a service")."""
-    readme = (UNITS.parent / "README.md").read_text()
-    section = readme[readme.index(heading) :]
-    start = section.index("```toml\n") + len("```toml\n")
-    return section[start : section.index("```", start)]
+def _docs_toml(page: str = "service.md") -> str:
+    """The first `sync.toml` snippet of a docs page ("Running as a service", docs/service.md)."""
+    text = (UNITS.parent / "docs" / page).read_text()
+    start = text.index("```toml\n") + len("```toml\n")
+    return text[start : text.index("```", start)]
 
 
 @pytest.mark.parametrize("unit", ["sync.service", "sync-reconcile.service"])
 def test_one_config_serves_both_units_through_their_credentials(
     unit: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's sync.toml names credentials, not one unit's directory: each unit that loads
+    """The sync.toml of docs/service.md names credentials, not one unit's directory: each unit that loads
     it finds every secret in its own $CREDENTIALS_DIRECTORY (systemd's per-unit directory)."""
     import tomllib
 
@@ -143,7 +142,7 @@ def test_one_config_serves_both_units_through_their_credentials(
     for spec in parse(unit)["Service.LoadCredential"]:
         name, _, _source = spec.partition(":")
         (creds / name).write_text(f"{name}-value-0123456789abcdef\n")
-    data = tomllib.loads(_readme_toml())
+    data = tomllib.loads(_docs_toml())
     data["upstream"].update(base_url="https://upstream.example", email="a@b.example")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     settings = parse_config(data)

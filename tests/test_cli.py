@@ -213,5 +213,5 @@ def test_the_command_is_ccsync_everywhere_a_user_reads_it() -> None:
         r"(?:`|\.venv/bin/)sync (?:backfill|status|run|reconcile|demo|emulator)\b", readme
     )
     assert not bare, bare
-    demo = (ROOT / "sync" / "demo.py").read_text()
+    demo = (ROOT / "sync" / "daemon" / "demo.py").read_text()
     assert "ccsync status --config" in demo

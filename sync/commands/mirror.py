@@ -1,4 +1,5 @@
-"""`ccsync backfill` and `ccsync status`: fill the mirror once, and show what it holds."""
+"""`ccsync backfill`, `status`, `changes` and `datasette-metadata`: fill the mirror once, and show
+what it holds."""
 
 from __future__ import annotations
 
@@ -7,32 +8,11 @@ from pathlib import Path
 
 import click
 
-from sync.channel.client import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
-from sync.core.config import Settings
-from sync.jobs.backfill import Backfill, BackfillReport
-from sync.jobs.progress import for_terminal
-from sync.readers.status import status_data
+from sync.jobs.backfill import run_backfill
+from sync.readers.changes import change_line, changes
+from sync.readers.status import status_data, status_lines
 from sync.store import Mirror
-
-#: Pages per transaction in a one-shot backfill (at most 2 s apart): fewer commits, each of which
-#: rewrites the B-tree pages it touched; same resume guarantees.
-GROUP_PAGES = 256
-
-
-async def backfill(
-    settings: Settings, *, restart: bool = False, quiet: bool = False
-) -> BackfillReport:
-    """Run one backfill with the given settings (library entry point of `ccsync backfill`)."""
-    mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
-    try:
-        async with ChannelClient(settings.upstream) as client:
-            runner = Backfill(
-                client, mirror, settings, progress=for_terminal(quiet), group_commit=GROUP_PAGES
-            )
-            return await runner.run(restart=restart)
-    finally:
-        mirror.close()
 
 
 @click.command("backfill")
@@ -43,9 +23,7 @@ async def backfill(
 def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> None:
     """Copy every configured type into the mirror; resumes where an interrupted run stopped."""
     settings = settings_from(config_path)
-    if settings.management is not None:  # it mirrors the press release list: up front
-        settings.management.require_user_token("the press release list backfill mirrors")
-    report = run_async(backfill(settings, restart=restart, quiet=quiet))
+    report = run_async(run_backfill(settings, restart=restart, quiet=quiet))
     for name, t in report.types.items():
         line = f"{name:<15} {t.rows:>9,} rows  {t.pages:>6,} pages"
         if t.repaired or t.removed:
@@ -73,86 +51,8 @@ def status_command(config_path: Path | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
-    click.echo(f"mirror: {data['mirror']}")
-    click.echo(f"queue: {data['queue_depth']} notices waiting")
-    subs = ", ".join(data["subscriptions"]) or "none recorded"
-    click.echo(
-        f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
-    )
-    budget = data["request_budget"]
-    if budget.get("max_per_second"):
-        now = f", now {budget['rate']}/s" if "rate" in budget else ""
-        hit = f", {budget['throttled']} answers 429" if budget.get("throttled") else ""
-        click.echo(f"request budget: {budget['max_per_second']:g}/s{now}{hit}")
-    else:
-        click.echo("request budget: none ([upstream] max_requests_per_second = 0)")
-    members = data["mall_members"]
-    if members and members.get("types"):
-        click.echo(f"mall-scoped types (detected {members.get('detected_at') or '?'}):")
-        for name, d in sorted(members["types"].items()):
-            how = "GET /malls?include=" if d.get("mode") == "include" else "per-mall listings"
-            click.echo(f"  {name:<15} {how}: {d.get('reason', '')}")
-    for name, source in sorted((data.get("mall_routes") or {}).items()):
-        how = {
-            "include": "the malls' include= linkage",
-            "derived": "derived by a rule the mall routes agreed with",
-            "unchecked": "derived by a rule not yet checked against the mall routes",
-            "route": "listed from GET /malls/{id}/" + name,
-        }.get(source, source)
-        click.echo(f"malls_{name}: {how}")
-    profile = data.get("upstream_profile") or {}
-    if profile.get("routes"):
-        click.echo(f"upstream profile (probed {profile.get('probed_at') or 'at run time'}):")
-        for key, r in sorted(profile["routes"].items()):
-            refused = sorted(p for p, v in (r.get("includes") or {}).items() if v == "refused")
-            bare = sorted(p for p, v in (r.get("includes") or {}).items() if v == "no linkage")
-            how = (
-                "walked by updated_at"
-                if r.get("sort") in ("honoured", "unknown")
-                else ("polled unsorted (sort not honoured)")
-            )
-            line = f"  {key:<28} {how}; etag {r.get('etag', 'unknown')}"
-            if refused:
-                sources = r.get("linkage_from") or {}
-                line += "; include refused: " + ", ".join(
-                    f"{p} (linkage {_source(sources.get(p.split('.')[0]))})" for p in refused
-                )
-            if bare:
-                line += f"; include serves no linkage: {', '.join(bare)}"
-            click.echo(line)
-    if data.get("page_size"):
-        asked, _, served = str(data["page_size"]).partition(":")
-        click.echo(f"page size: asked {asked}, upstream serves {served or 'what is asked'}")
-    for problem in data["problems"]:
-        click.echo(f"degraded: {problem}")
-    for name, v in sorted(data["values"].items()):
-        line = f"values of {name}: {v['refused']} refused, {v['coerced']} coerced"
-        last = v.get("last_refused")
-        if last:
-            line += (
-                f" (rows kept at their last good copy; last: id {last['id']} "
-                f"{last['attribute']} = {last['value']}: {last['problem']})"
-            )
+    for line in status_lines(data):
         click.echo(line)
-    if data["jobs"]:
-        click.echo(f"{'job':<15} {'last run':<24} {'outcome':<11} {'next run':<24}  error")
-        for j in data["jobs"]:
-            click.echo(
-                f"{j['name']:<15} {j['started_at'] or 'never':<24} {j['outcome'] or '-':<11} "
-                f"{j['next_run_at'] or '-':<24}  {j['error'] or ''}"
-            )
-    if data["verify_position"] or data["verify_cycle_finished_at"]:
-        click.echo(
-            f"verify: position {data['verify_position'] or 'start of a cycle'}; last whole "
-            f"cycle finished {data['verify_cycle_finished_at'] or 'never'}"
-        )
-    click.echo(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
-    for t in data["types"]:
-        lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"
-        click.echo(
-            f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
-            f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
-        )
 
 
 @click.command("datasette-metadata")
@@ -194,42 +94,12 @@ def changes_command(
     upsert, delete, or backfill for every row of a type). A website invalidates its caches
     from it; a downstream system follows the mirror with --since (the last SEQ it saw)
     --follow."""
-    import time
-
     settings = settings_from(config_path)
     mirror = Mirror.open(settings.mirror.path, readonly=True)
     try:
-        while True:
-            batch = mirror.changes(since)
-            for seq, type_name, rid, op, stamp, at in batch:
-                if as_json:
-                    click.echo(
-                        json.dumps(
-                            {
-                                "seq": seq,
-                                "type": type_name,
-                                "id": rid,
-                                "op": op,
-                                "updated_at": stamp,
-                                "at": at,
-                            }
-                        )
-                    )
-                else:
-                    click.echo(
-                        f"{seq}\t{type_name}\t{'' if rid is None else rid}\t{op}\t{stamp or ''}"
-                    )
-                since = seq
-            if not follow:
-                return
-            if not batch:
-                time.sleep(interval)
+        for entry in changes(mirror, since, follow=follow, interval=interval):
+            click.echo(change_line(entry, as_json=as_json))
     except KeyboardInterrupt:
         return
     finally:
         mirror.close()
-
-
-def _source(route: str | None) -> str:
-    """Where a refused include path's linkage comes from, for `ccsync status`."""
-    return "not mirrored" if route in (None, "not mirrored") else f"from {route}"

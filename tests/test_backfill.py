@@ -20,6 +20,7 @@ from sync.channel.transport import Response
 from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
+from sync.jobs.hours import MallHours
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.mirror_compare import compare
@@ -172,17 +173,18 @@ async def test_included_rows_cross_once_and_every_linked_row_lands(
 async def test_hours_of_a_mall_deleted_upstream_are_skipped(
     emulator: Emulator, tmp_path: Path
 ) -> None:
-    """The hours run beside the pages: a mall gone upstream (404) must not stop the others."""
+    """The hours run beside the pages (`sync.jobs.hours`): a mall gone upstream (404) must not
+    stop the others."""
     settings = make_settings(emulator, tmp_path / "m.db")
     gone, kept = sorted(int(m) for m in emulator.ids("malls"))[:2]
     emulator.delete("malls", gone)
     mirror = Mirror.open(settings.mirror.path)
     try:
         async with ChannelClient(settings.upstream) as client:
-            backfill = Backfill(client, mirror, settings)
+            hours = MallHours(client, mirror)
             start = date.today()
-            await backfill.refresh_hours(gone, start, start + timedelta(days=3))
-            await backfill.refresh_hours(kept, start, start + timedelta(days=3))
+            await hours.refresh(gone, start, start + timedelta(days=3))
+            await hours.refresh(kept, start, start + timedelta(days=3))
         malls = {r[0] for r in mirror.conn.execute("select mall_id from current_hours")}
         assert malls == {kept}
     finally:
@@ -432,7 +434,7 @@ async def test_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
     )
     proc = await _cli("backfill", "--quiet", "--config", str(cfg), env={})
     out, err = await proc.communicate()
-    assert proc.returncode == 3  # unreachable: will not heal by retrying (README, exit codes)
+    assert proc.returncode == 3  # unreachable, will not heal (docs/commands.md, exit codes)
     assert "[upstream] base_url" in err.decode() and "http://127.0.0.1:9" in err.decode()
     assert "Traceback" not in err.decode() and "pw-secret-1" not in err.decode()
 
@@ -442,7 +444,7 @@ async def test_bounded_retrieves_every_failure_of_a_round() -> None:
     to print with its traceback ("Task exception was never retrieved")."""
     import gc
 
-    from sync.jobs.backfill import bounded
+    from sync.jobs.fanout import bounded
 
     loop = asyncio.get_running_loop()
     unretrieved: list[dict[str, Any]] = []

@@ -197,7 +197,7 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
 
 def test_the_command_is_ccsync_everywhere_a_user_reads_it() -> None:
     """The console script does not shadow coreutils' `sync`; the README's first screen, the
-    units and the demo's hint use it."""
+    docs, the units and the demo's hint use it."""
     import re
     import tomllib
 
@@ -208,10 +208,15 @@ def test_the_command_is_ccsync_everywhere_a_user_reads_it() -> None:
     for unit in ("sync.service", "sync-reconcile.service"):
         text = (ROOT / "systemd" / unit).read_text()
         assert "ExecStart=/opt/sync/.venv/bin/ccsync " in text
-    readme = (ROOT / "README.md").read_text()
-    bare = re.findall(
-        r"(?:`|\.venv/bin/)sync (?:backfill|status|run|reconcile|demo|emulator)\b", readme
-    )
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    bare = [
+        f"{page.name}: {hit}"
+        for page in docs
+        for hit in re.findall(
+            r"(?:`|\.venv/bin/)sync (?:backfill|status|run|reconcile|demo|emulator)\b",
+            page.read_text(),
+        )
+    ]
     assert not bare, bare
-    demo = (ROOT / "sync" / "demo.py").read_text()
+    demo = (ROOT / "sync" / "daemon" / "demo.py").read_text()
     assert "ccsync status --config" in demo

@@ -7,7 +7,7 @@ replicate` copying the mirror to a file replica, and a follower (`litestream res
 keeping a copy in another directory. Through a stream of upstream changes, a `ccsync backfill
 --restart` (the bulk load) and a `ccsync reconcile`, the follower must end equal to the
 writer's mirror table by table; the lag from an upstream change to the row on the follower is
-printed as p50/p99 (README "Scaling out" quotes it).
+printed as p50/p99 (docs/scaling-out.md quotes it).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from typing import Any
 
 from sync.channel.client import ChannelClient
 from sync.channel.profile import UpstreamProfile
-from sync.commands.probe import probe
 from sync.jobs.poll import Poller
+from sync.jobs.probe import probe
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.readers.status import status_data

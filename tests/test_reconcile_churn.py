@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from sync.channel.client import ChannelClient
-from sync.commands.daemon import reconcile
 from sync.core.config import Settings, parse_config
 from sync.jobs.backfill import Backfill
+from sync.jobs.reconcile import run_reconcile
 from sync.store import Mirror
 from tests.mirror_compare import compare
 
@@ -52,7 +52,7 @@ async def test_a_quarter_of_a_small_table_deleted_while_down_is_reconciled(
             emu.delete("contacts", rid)
         for rid in emu.ids("deals")[:5]:  # a type reconciled after contacts
             emu.update("deals", rid, {"title": "changed while down"})
-        result, refusals = await reconcile(settings)
+        result, refusals = await run_reconcile(settings)
         assert refusals == []
         assert compare(db, emu, TYPES).differences == 0
         assert result["deals"][0] >= 5
@@ -76,7 +76,7 @@ async def test_a_refusal_in_one_type_leaves_the_others_reconciled(
         before = Mirror.open(db, readonly=True)
         local_contacts, local_articles = before.count("contacts"), before.count("articles")
         before.close()
-        result, refusals = await reconcile(settings)
+        result, refusals = await run_reconcile(settings)
         assert len(refusals) == 2
         assert any(r.startswith("contacts: refusing to delete") for r in refusals)
         assert any("articles" in r and "listed none" in r for r in refusals)
@@ -87,6 +87,6 @@ async def test_a_refusal_in_one_type_leaves_the_others_reconciled(
         comparison = compare(db, emu, ["deals", "malls"])
         assert comparison.differences == 0  # the types after the refusals were reconciled
         assert result["deals"][0] >= 5
-        forced, refusals = await reconcile(settings, force=True)
+        forced, refusals = await run_reconcile(settings, force=True)
         assert refusals == []
         assert compare(db, emu, TYPES).differences == 0

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from sync.commands.daemon import reconcile
 from sync.emulator.dataset import Dataset
 from sync.emulator.query import QueryError, parse
+from sync.jobs.reconcile import run_reconcile
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.schema import VIEWS
 from tests.backfilled import backfill
 from tests.mirror_compare import compare
 
-#: The link tables and views README "The mirror's schema" lists beyond the first round's.
+#: The link tables and views docs/schema.md lists beyond the first round's.
 NEW_TABLES = (
     "articles_products",
     "products_stores",
@@ -115,7 +115,7 @@ async def test_linkage_changed_without_the_owner_is_repaired_by_one_reconcile(
             db, "SELECT malls_id, contacts_id FROM malls_contacts"
         )
 
-        await reconcile(settings)
+        await run_reconcile(settings)
 
         assert (int(mall), contact.id) in _rows(
             db, "SELECT malls_id, contacts_id FROM malls_contacts"

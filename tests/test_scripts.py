@@ -29,7 +29,7 @@ B_ROW = ("application/ld+json", '{"@type": "Thing"}')
 
 
 def held(db: Path | sqlite3.Connection, type_name: str) -> list[tuple[str, str]]:
-    """A type's scripts as a website reads them (the README's query)."""
+    """A type's scripts as a website reads them (the query of docs/schema.md)."""
     conn = db if isinstance(db, sqlite3.Connection) else sqlite3.connect(db)
     return conn.execute(
         "select script_type, content from meta_scripts where type = ? order by position",

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from sync.channel.client import ChannelClient
-from sync.commands.daemon import reconcile
 from sync.core.config import parse_config
 from sync.jobs.backfill import Backfill
+from sync.jobs.reconcile import run_reconcile
 from sync.store import Mirror
 
 
@@ -63,7 +63,7 @@ async def test_sideload_changes_and_deletions_reach_the_mirror_in_one_reconcile(
         assert before[int(changed)][1] != "changed upstream"
         assert int(deleted) in before
 
-        await reconcile(settings)
+        await run_reconcile(settings)
 
         after = _images(db)
         assert after[int(changed)][1] == "changed upstream"

@@ -16,9 +16,9 @@ import orjson
 import pytest
 
 from sync.channel.client import ChannelClient
-from sync.commands.daemon import reconcile
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
+from sync.jobs.reconcile import run_reconcile
 from sync.store import Mirror
 from tests.mirror_compare import compare
 from tests.test_daemon import SECRET, TYPES, eventually, settings_for
@@ -175,7 +175,7 @@ async def test_a_signal_during_sync_reconcile_exits_promptly_and_the_mirror_is_i
         still_upstream = {str(i) for i in emulator.ids(t)}
         assert before[t] & still_upstream <= _ids(db, t), t
     emulator.faults.off()
-    await reconcile(settings_for(emulator, db, webhooks=False))
+    await run_reconcile(settings_for(emulator, db, webhooks=False))
     assert compare(db, emulator, TYPES).differences == 0
 
 

@@ -1,4 +1,4 @@
-"""The systemd units carry the directives the README promises, and `systemd-analyze verify` passes."""
+"""The systemd units carry the directives docs/service.md promises, and `systemd-analyze verify` passes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,25 @@ SERVICES = (
     "sync-reconcile.service",
     "litestream.service",
     "litestream-follow.service",
+    "ccsync@.service",
+    "ccsync-reconcile@.service",
 )
+# systemd-analyze checks a template (`name@.service`) as one instance of it: its `%i` resolved.
+INSTANCE = "demo"
+
+
+def instance_name(unit: str, instance: str = INSTANCE) -> str:
+    """The file name of `unit` as one instance: `ccsync@.service` -> `ccsync@demo.service`;
+    a unit that is not a template keeps its name."""
+    return unit.replace("@.", f"@{instance}.", 1)
+
+
+def _checkable(unit: Path) -> str:
+    """The unit's text for systemd-analyze: the real ExecStart lives in /opt/sync, so it points
+    at a binary that exists (`verify` wants one)."""
+    return unit.read_text().replace(
+        "/opt/sync/.venv/bin/ccsync", shutil.which("true") or "/bin/true"
+    )
 
 
 def parse(name: str) -> dict[str, list[str]]:
@@ -59,6 +77,68 @@ def test_reconcile_unit_and_timer() -> None:
     assert timer["Timer.Persistent"] == ["true"] and timer["Timer.OnCalendar"] == ["daily"]
 
 
+# The hardening of the single-tenant daemon: every tenant's instance must carry all of it.
+HARDENING = (
+    "NoNewPrivileges",
+    "ProtectSystem",
+    "ProtectHome",
+    "PrivateTmp",
+    "PrivateDevices",
+    "ProtectKernelTunables",
+    "ProtectKernelModules",
+    "ProtectKernelLogs",
+    "ProtectControlGroups",
+    "ProtectClock",
+    "ProtectHostname",
+    "RestrictAddressFamilies",
+    "RestrictNamespaces",
+    "RestrictRealtime",
+    "RestrictSUIDSGID",
+    "LockPersonality",
+    "MemoryDenyWriteExecute",
+    "SystemCallFilter",
+    "SystemCallErrorNumber",
+    "RemoveIPC",
+    "PrivateMounts",
+    "ProtectProc",
+    "PrivateUsers",
+    "SystemCallArchitectures",
+    "CapabilityBoundingSet",
+    "UMask",
+)
+
+
+@pytest.mark.parametrize(
+    ("template", "single"),
+    [("ccsync@.service", "sync.service"), ("ccsync-reconcile@.service", "sync-reconcile.service")],
+)
+def test_tenant_templates_give_each_instance_its_own_files(template: str, single: str) -> None:
+    """docs/tenants.md: instance %i reads /etc/ccsync/%i.toml, keeps its mirror in its own state
+    directory, gets its own credentials, runs as its own user, logs as its own identifier, and is
+    hardened exactly like the single-tenant unit it mirrors."""
+    u, s = parse(template), parse(single)
+    command = "run" if template.startswith("ccsync@") else "reconcile"
+    assert u["Service.ExecStart"] == [
+        f"/opt/sync/.venv/bin/ccsync {command} --config /etc/ccsync/%i.toml"
+    ]
+    assert u["Service.StateDirectory"] == ["ccsync/%i"]
+    assert u["Service.WorkingDirectory"] == ["/var/lib/ccsync/%i"]
+    assert u["Service.StateDirectoryMode"] == ["0750"]
+    assert u["Service.User"] == ["ccsync-%i"] and u["Service.Group"] == ["ccsync-%i"]
+    assert "Service.DynamicUser" not in u
+    assert u["Service.SyslogIdentifier"][0].endswith("-%i")
+    assert sorted(u["Service.LoadCredential"]) == [
+        "password:/etc/ccsync/%i/password",
+        "webhook-secret:/etc/ccsync/%i/webhook-secret",
+    ]
+    assert u["Unit.AssertPathExists"] == ["/etc/ccsync/%i.toml"]
+    for key in (*HARDENING, "Type", "WatchdogSec", "Restart", "SuccessExitStatus"):
+        assert u.get(f"Service.{key}") == s.get(f"Service.{key}"), key
+    if command == "reconcile":
+        timer = parse("ccsync-reconcile@.timer")
+        assert timer["Timer.OnCalendar"] == ["daily"] and timer["Timer.Persistent"] == ["true"]
+
+
 @pytest.mark.parametrize(
     ("unit", "command"),
     [
@@ -75,7 +155,7 @@ def test_litestream_units_hand_their_credentials_to_litestream_alone(
 ) -> None:
     """The shell in ExecStart (after systemd turns `$$` into `$`) reads both S3 keys from the
     unit's $CREDENTIALS_DIRECTORY into litestream's environment and execs it with the command
-    line the README describes; a stub stands in for the binary and prints what it got."""
+    line docs/scaling-out.md describes; a stub stands in for the binary and prints what it got."""
     u = parse(unit)
     names = sorted(spec.partition(":")[0] for spec in u["Service.LoadCredential"])
     assert names == ["litestream-access-key-id", "litestream-secret-access-key"]
@@ -106,44 +186,46 @@ def test_litestream_units_hand_their_credentials_to_litestream_alone(
     )
 
 
-def test_litestream_config_replicates_the_readme_mirror() -> None:
-    """systemd/litestream.yml replicates the mirror the README's sync.toml names, and the
-    "Scaling out" lines leave its checkpoints to Litestream."""
+def test_litestream_config_replicates_the_documented_mirror() -> None:
+    """systemd/litestream.yml replicates the mirror the sync.toml of docs/service.md names,
+    and docs/scaling-out.md's lines leave its checkpoints to Litestream."""
     import tomllib
 
     import yaml
 
     doc = yaml.safe_load((UNITS / "litestream.yml").read_text())
-    mirror = tomllib.loads(_readme_toml())["mirror"]
+    mirror = tomllib.loads(_docs_toml())["mirror"]
     assert [db["path"] for db in doc["dbs"]] == [mirror["path"]]
-    assert tomllib.loads(_readme_toml("## Scaling out"))["mirror"]["checkpoints"] == "litestream"
+    assert tomllib.loads(_docs_toml("scaling-out.md"))["mirror"]["checkpoints"] == "litestream"
     assert doc["dbs"][0]["replica"]["type"] == "s3"
 
 
-def _readme_toml(heading: str = "## Running as a service") -> str:
-    """The first `sync.toml` snippet of a README section ("Running as a service")."""
-    readme = (UNITS.parent / "README.md").read_text()
-    section = readme[readme.index(heading) :]
-    start = section.index("```toml\n") + len("```toml\n")
-    return section[start : section.index("```", start)]
+def _docs_toml(page: str = "service.md") -> str:
+    """The first `sync.toml` snippet of a docs page ("Running as a service", docs/service.md)."""
+    text = (UNITS.parent / "docs" / page).read_text()
+    start = text.index("```toml\n") + len("```toml\n")
+    return text[start : text.index("```", start)]
 
 
-@pytest.mark.parametrize("unit", ["sync.service", "sync-reconcile.service"])
+@pytest.mark.parametrize(
+    "unit",
+    ["sync.service", "sync-reconcile.service", "ccsync@.service", "ccsync-reconcile@.service"],
+)
 def test_one_config_serves_both_units_through_their_credentials(
     unit: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's sync.toml names credentials, not one unit's directory: each unit that loads
+    """The sync.toml of docs/service.md names credentials, not one unit's directory: each unit that loads
     it finds every secret in its own $CREDENTIALS_DIRECTORY (systemd's per-unit directory)."""
     import tomllib
 
     from sync.core.config import parse_config
 
-    creds = tmp_path / "run" / "credentials" / unit
+    creds = tmp_path / "run" / "credentials" / instance_name(unit)
     creds.mkdir(parents=True)
     for spec in parse(unit)["Service.LoadCredential"]:
         name, _, _source = spec.partition(":")
         (creds / name).write_text(f"{name}-value-0123456789abcdef\n")
-    data = tomllib.loads(_readme_toml())
+    data = tomllib.loads(_docs_toml())
     data["upstream"].update(base_url="https://upstream.example", email="a@b.example")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     settings = parse_config(data)
@@ -169,28 +251,23 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
             "systemd-analyze is missing: install it (apt-get install systemd) to check the units"
         )
     for unit in _units():
-        # The real ExecStart lives in /opt/sync; verify a copy pointing at a binary that exists.
-        text = unit.read_text().replace(
-            "/opt/sync/.venv/bin/ccsync", shutil.which("true") or "/bin/true"
-        )
-        (tmp_path / unit.name).write_text(text)
+        # A template is verified as one instance (ccsync@demo.service), its `%i` resolved; the
+        # template timer's instance then finds its service instance beside it.
+        (tmp_path / instance_name(unit.name)).write_text(_checkable(unit))
     units = sorted(str(p) for p in tmp_path.iterdir())
     r = subprocess.run([analyze, "verify", *units], capture_output=True, text=True, check=False)
     assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
 
 
 def test_units_exposure_is_at_most_1_5(tmp_path: Path) -> None:
-    """`systemd-analyze security` rates every service unit 1.5 or better (lower is safer)."""
+    """`systemd-analyze security` rates every service unit 1.5 or better (lower is safer); a
+    template is rated as one instance of it."""
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.fail("systemd-analyze is missing: install it (apt-get install systemd)")
-    for name in SERVICES:
-        text = (
-            (UNITS / name)
-            .read_text()
-            .replace("/opt/sync/.venv/bin/ccsync", shutil.which("true") or "/bin/true")
-        )
-        (tmp_path / name).write_text(text)
+    for unit in SERVICES:
+        name = instance_name(unit)
+        (tmp_path / name).write_text(_checkable(UNITS / unit))
         r = subprocess.run(
             [analyze, "security", "--offline=true", str(tmp_path / name)],
             capture_output=True,

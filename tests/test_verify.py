@@ -16,13 +16,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from sync.channel.client import ChannelClient
-from sync.commands.daemon import reconcile, verify
 from sync.core.config import Settings, parse_config
 from sync.core.errors import UpstreamError
 from sync.daemon.service import Daemon, verify_share, verify_tick
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
-from sync.jobs.verify import POSITION_KEY, Verifier
+from sync.jobs.reconcile import run_reconcile
+from sync.jobs.verify import POSITION_KEY, Verifier, run_verify
 from sync.model.catalogue import LISTABLE, TYPES
 from sync.readers.status import status_data
 from sync.store import Mirror
@@ -123,7 +123,7 @@ async def test_plain_reconcile_leaves_silent_changes_and_the_full_verify_repairs
             }
         press = next(iter(changed["press_releases"]))
 
-        _, refusals = await reconcile(settings)
+        _, refusals = await run_reconcile(settings)
         assert refusals == []
         left = differing(db, emu)
         # Everything is still wrong after a plain reconcile, but the press release moved
@@ -152,8 +152,8 @@ async def test_plain_reconcile_leaves_silent_changes_and_the_full_verify_repairs
         emu.silent_update("articles", article, links={"images": new_images})
 
         with capture_logs() as logs:
-            report = await verify(settings)
-        _, refusals = await reconcile(settings)
+            report = await run_verify(settings)
+        _, refusals = await run_reconcile(settings)
         assert refusals == []
         assert differing(db, emu) == {}
         assert mall_of(db, "press_releases", press) == int(
@@ -171,7 +171,7 @@ async def test_plain_reconcile_leaves_silent_changes_and_the_full_verify_repairs
         assert links["differed"] == "links.stores"
 
         # A second full verify finds nothing left to repair.
-        assert (await verify(settings)).repaired == 0
+        assert (await run_verify(settings)).repaired == 0
 
 
 def test_the_repair_write_never_lets_an_older_copy_win(tmp_path: Path) -> None:

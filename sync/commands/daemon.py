@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import click
 
-from sync.channel.client import ChannelClient
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
 from sync.core import logs
-from sync.core.config import Settings
 from sync.core.errors import SyncError
 from sync.daemon.demo import run_demo
 from sync.daemon.service import Daemon
-from sync.ingest.subscriptions import Subscriptions, callback_url
-from sync.jobs.poll import Poller
-from sync.jobs.reconcile import Reconciler, reconcile_every_type
-from sync.jobs.verify import Verifier, VerifyReport
-from sync.store import Mirror
+from sync.ingest.subscriptions import callback_url, manage
+from sync.jobs.reconcile import run_reconcile
+from sync.jobs.verify import run_verify
 
 
 @click.command("run")
@@ -32,56 +27,6 @@ def run_command(config_path: Path | None) -> None:
     if settings.management is not None:  # the press release job needs a user token: up front
         settings.management.require_user_token("the press release list the daemon mirrors")
     run_async(Daemon(settings).run())
-
-
-async def reconcile(
-    settings: Settings, *, force: bool = False
-) -> tuple[dict[str, tuple[int, int]], list[str]]:
-    """One full reconcile of every mirrored type: type -> (fetched, removed), and the refusals
-    (`deletions feed` -> (0, entries applied) comes first).
-
-    The deletions feed is applied first, so deletions it lists (a day of churn in a small
-    table) are not mistaken for a glitch by the mass-delete guard. A refusal in one type or
-    mall never stops the others: each is reported, and the rest is reconciled.
-    """
-    mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
-    out: dict[str, tuple[int, int]] = {}
-    refusals: list[str] = []
-    try:
-        async with ChannelClient(settings.upstream) as client:
-            share = None if force else settings.schedule.reconcile_max_delete_share
-            reconciler = Reconciler(client, mirror, max_delete_share=share)
-            types = settings.upstream.mirrored_types()
-            poller = Poller(
-                client,
-                mirror,
-                page_size=settings.upstream.page_size,
-                overlap=settings.schedule.poll_overlap,
-            )
-            with contextlib.suppress(LookupError):  # never backfilled: no feed cursor yet
-                feed = await poller.poll_deletions({t.name for t in types})
-                out["deletions feed"] = (0, feed.rows)
-            result = await reconcile_every_type(reconciler, types)
-            out.update(result.types)
-            out.update({name: (0, n) for name, n in result.pruned.items()})
-            refusals = result.refusals
-    finally:
-        mirror.close()
-    return out, refusals
-
-
-async def verify(settings: Settings) -> VerifyReport:
-    """One whole verify cycle (`sync.jobs.verify`): every mirrored row refetched whole by id, and
-    every row, link and sideloaded row whose content differs repaired, even under an equal
-    `updated_at` (library entry point of `ccsync reconcile --full`)."""
-    mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
-    try:
-        async with ChannelClient(settings.upstream) as client:
-            verifier = Verifier(client, mirror)
-            types = settings.upstream.mirrored_types()
-            return await verifier.run_all(types, list(mirror.ids("malls")))
-    finally:
-        mirror.close()
 
 
 @click.command("reconcile")
@@ -101,7 +46,7 @@ def reconcile_command(config_path: Path | None, force: bool, full: bool) -> None
     refetched whole and repaired where its content differs, and the repairs are summed up."""
     settings = settings_from(config_path)
     if full:
-        report = run_async(verify(settings))
+        report = run_async(run_verify(settings))
         click.echo(f"verify: {report.rows:,} rows refetched in {report.requests:,} requests")
         for name in sorted({*report.repairs, *report.removed}):
             click.echo(
@@ -109,7 +54,7 @@ def reconcile_command(config_path: Path | None, force: bool, full: bool) -> None
                 f"removed {report.removed.get(name, 0):>7,}"
             )
         click.echo(f"verify: {report.repaired:,} rows repaired")
-    result, refusals = run_async(reconcile(settings, force=force))
+    result, refusals = run_async(run_reconcile(settings, force=force))
     for name, (fetched, removed) in result.items():
         click.echo(f"{name:<15} fetched {fetched:>7,}  removed {removed:>7,}")
     if refusals:
@@ -127,22 +72,12 @@ def webhooks_group() -> None:
     """List, create or remove the upstream's webhook subscriptions for this receiver."""
 
 
-async def _subscriptions(settings: Settings, action: str) -> list[str]:
-    async with ChannelClient(settings.upstream) as client:
-        subs = Subscriptions(client, settings.webhooks, settings.upstream.mirrored_types())
-        if action == "subscribe":
-            await subs.ensure()
-        elif action == "unsubscribe":
-            await subs.unsubscribe_all()
-        return sorted(await subs.current())
-
-
 @webhooks_group.command("list")
 @config_option
 @fail_cleanly
 def webhooks_list(config_path: Path | None) -> None:
     """Topics this receiver is subscribed to upstream."""
-    topics = run_async(_subscriptions(settings_from(config_path), "list"))
+    topics = run_async(manage(settings_from(config_path), "list"))
     click.echo("\n".join(topics) if topics else "no subscriptions for this receiver")
 
 
@@ -151,7 +86,7 @@ def webhooks_list(config_path: Path | None) -> None:
 @fail_cleanly
 def webhooks_subscribe(config_path: Path | None) -> None:
     """Subscribe every configured topic that is not subscribed yet."""
-    topics = run_async(_subscriptions(settings_from(config_path), "subscribe"))
+    topics = run_async(manage(settings_from(config_path), "subscribe"))
     click.echo(f"subscribed: {', '.join(topics)}")
 
 
@@ -160,7 +95,7 @@ def webhooks_subscribe(config_path: Path | None) -> None:
 @fail_cleanly
 def webhooks_unsubscribe(config_path: Path | None) -> None:
     """Remove this receiver's subscriptions (polling keeps the mirror converging)."""
-    topics = run_async(_subscriptions(settings_from(config_path), "unsubscribe"))
+    topics = run_async(manage(settings_from(config_path), "unsubscribe"))
     click.echo("unsubscribed" if not topics else f"still subscribed: {', '.join(topics)}")
 
 

@@ -8,26 +8,8 @@ from pathlib import Path
 
 import click
 
-from sync.channel.client import ChannelClient
-from sync.channel.profile import Profiler, UpstreamProfile
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
-from sync.core.config import Settings
-from sync.jobs.fetch import parse_id
-from sync.model import catalogue
-
-
-async def probe(settings: Settings) -> UpstreamProfile:
-    """Probe every route of the configured types (mall-scoped ones in the first malls listed)
-    and the deletions feed; opens no mirror."""
-    async with ChannelClient(settings.upstream) as client:
-        types = settings.upstream.mirrored_types()
-        malls: list[int] = []
-        if any(t.level == "mall" for t in types):
-            page = await client.list_page(
-                catalogue.TYPES["malls"], 1, fields=["updated_at"], include=False, size=5
-            )
-            malls = [parse_id(r["id"]) for r in page.resources]
-        return await Profiler(client).probe(types, malls)
+from sync.jobs.probe import probe
 
 
 @click.command("probe")

@@ -14,9 +14,10 @@ by an earlier run's retry or by hand) are removed, one kept per topic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from sync.channel.client import ChannelClient
-from sync.core.config import WebhookSettings
+from sync.core.config import Settings, WebhookSettings
 from sync.core.errors import ConfigError, MaybeAppliedError
 from sync.core.logs import get_logger
 from sync.model.catalogue import ResourceType
@@ -109,3 +110,17 @@ class Subscriptions:
         for webhook_id in ids:
             await self.client.unsubscribe(webhook_id)
         return len(ids)
+
+
+async def manage(
+    settings: Settings, action: Literal["list", "subscribe", "unsubscribe"] = "list"
+) -> list[str]:
+    """`ccsync webhooks list|subscribe|unsubscribe`: do `action` for this receiver's topics,
+    then list the topics it is subscribed to upstream (sorted)."""
+    async with ChannelClient(settings.upstream) as client:
+        subs = Subscriptions(client, settings.webhooks, settings.upstream.mirrored_types())
+        if action == "subscribe":
+            await subs.ensure()
+        elif action == "unsubscribe":
+            await subs.unsubscribe_all()
+        return sorted(await subs.current())

@@ -1,7 +1,9 @@
 """Jobs: each one way the mirror is brought level with the upstream. `fetch` (by id),
-`worker` (the queue worker), `backfill`, `poll`, `mallincludes` (many malls in a request),
-`mallroutes` and `relroutes` (linkage from other routes), `reconcile`, `sideloads`, `verify`,
-`isolation` (faults kept in their type) and `progress`.
+`worker` (the queue worker), `backfill` (and its `missedrows` pass), `poll`, `mallincludes`
+(many malls in a request), `mallroutes` and `relroutes` (linkage from other routes),
+`reconcile`, `sideloads`, `verify`, `hours` (the malls' opening hours), `press` (the management
+API's press releases), `isolation` (faults kept in their type) and `progress`; with `fanout`
+(bounded concurrency), `oneshot` (a command's mirror and client) and `probe` (`ccsync probe`).
 
 May import: model, core, channel, management, pipeline, store, ingest.
 """

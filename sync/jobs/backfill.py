@@ -13,10 +13,15 @@ Shape of a run:
    mid-way. After the pages, the *missed-row pass* lists ids and `updated_at` only (sparse
    fieldsets), fetches rows that are missing or stale by `filter[id]`, and removes local rows that
    the listing lacks once `filter[id]` confirms they are gone upstream, within the mass-delete
-   guard (a listing that comes back empty where the mirror holds rows empties nothing).
+   guard (a listing that comes back empty where the mirror holds rows empties nothing). It runs
+   only for a type where something may have been skipped (`sync.jobs.missedrows`).
 5. The incremental cursor of every scope, and of the deletions feed, is set to the moment the
    backfill *first* started (kept across resumes), so the daemon re-reads everything that changed
    while the backfill ran.
+6. Beside the pages: the malls' hours (`sync.jobs.hours`); after them, the management API's press
+   releases (`sync.jobs.press`) when `[management]` is configured.
+
+`run_backfill` is the library entry of `ccsync backfill`; the daemon runs `Backfill` itself.
 """
 
 from __future__ import annotations
@@ -26,18 +31,21 @@ import contextlib
 import functools
 import gc
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
-from typing import TypeVar
+from datetime import date
 
 from sync.channel.client import ChannelClient
-from sync.channel.pages import Page
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
+from sync.jobs.fanout import bounded as bounded  # the daemon still imports it from here
+from sync.jobs.hours import MallHours
 from sync.jobs.mallroutes import MallRoutes
-from sync.jobs.progress import NullProgress, Progress
+from sync.jobs.missedrows import MissedRows
+from sync.jobs.oneshot import connected
+from sync.jobs.press import mirror_press
+from sync.jobs.progress import NullProgress, Progress, for_terminal
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
 from sync.jobs.relroutes import RelatedRoutes
 from sync.model import catalogue
@@ -48,8 +56,6 @@ from sync.pipeline.pagepool import PagePool
 from sync.pipeline.staging import StagedPage, bulk_gc
 from sync.store import Mirror, PageCheckpoint
 from sync.store.mirror import INCLUDED_SEEN
-
-T = TypeVar("T")
 
 DELETIONS = catalogue.DELETIONS_FEED
 
@@ -67,51 +73,9 @@ PAGES_PER_WORKER = 24
 #: (`PagePool.stage`): the worker is the busier process, and this evens the two out.
 STAGE_HERE_AT = 12
 
-
-async def bounded(items: Iterable[T], limit: int, fn: Callable[[T], Awaitable[None]]) -> None:
-    """Run `fn` over `items` with at most `limit` in flight, without materialising all tasks.
-
-    The first failure cancels the rest and is re-raised, so a fatal error stops the run promptly.
-    """
-    pending: set[asyncio.Task[None]] = set()
-    try:
-        for item in items:
-            if len(pending) >= limit:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                _raise_first(done)
-            pending.add(asyncio.ensure_future(fn(item)))
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            _raise_first(done)
-    finally:
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-
-
-def _raise_first(done: set[asyncio.Task[None]]) -> None:
-    """Re-raise the first failure among `done`, having retrieved every one: asyncio prints the
-    traceback of a failed task nobody asked, and two pages can fail in one round."""
-    failures = [t.exception() for t in done if not t.cancelled()]
-    for exc in failures:
-        if exc is not None:
-            raise exc
-
-
-async def mirror_management_press(
-    mirror: Mirror, settings: ManagementSettings, report: BackfillReport, *, fail_fast: bool = True
-) -> None:
-    """Mirror the management API's press releases (every page, every configured locale);
-    `fail_fast=False` in the daemon (an unreachable API is logged and retried)."""
-    from sync.management.client import ManagementClient, mirror_press_releases
-    from sync.store.press import PressReleases
-
-    t = report.types.setdefault("mgmt_press_releases", TypeReport())
-    async with ManagementClient(settings, fail_fast=fail_fast) as client:
-        result = await mirror_press_releases(client, PressReleases(mirror.conn), settings.locales)
-    t.rows = sum(rows for rows, _ in result.values())
-    t.removed = sum(removed for _, removed in result.values())
+#: Pages per transaction in a one-shot backfill (at most 2 s apart): fewer commits, each of which
+#: rewrites the B-tree pages it touched; same resume guarantees.
+GROUP_PAGES = 256
 
 
 @dataclass
@@ -136,6 +100,31 @@ class BackfillReport:
     @property
     def rows(self) -> int:
         return sum(t.rows for t in self.types.values())
+
+
+async def run_backfill(
+    settings: Settings, *, restart: bool = False, quiet: bool = False
+) -> BackfillReport:
+    """Run one backfill with the given settings (library entry point of `ccsync backfill`).
+
+    `[management]` configured without a user token is refused before anything is opened: the
+    press release list the backfill mirrors needs one."""
+    if settings.management is not None:
+        settings.management.require_user_token("the press release list backfill mirrors")
+    async with connected(settings) as (client, mirror):
+        runner = Backfill(
+            client, mirror, settings, progress=for_terminal(quiet), group_commit=GROUP_PAGES
+        )
+        return await runner.run(restart=restart)
+
+
+async def mirror_management_press(
+    mirror: Mirror, settings: ManagementSettings, report: BackfillReport, *, fail_fast: bool = True
+) -> None:
+    """The press release job (`sync.jobs.press`), its rows and removals entered in `report`."""
+    t = report.types.setdefault("mgmt_press_releases", TypeReport())
+    result = await mirror_press(mirror, settings, fail_fast=fail_fast)
+    t.rows, t.removed = result.rows, result.removed
 
 
 @contextlib.contextmanager
@@ -190,10 +179,8 @@ class Backfill:
         self.in_flight = asyncio.Semaphore(self.limit + PAGES_PER_WORKER * max(1, workers))
         # Per listed type, the included types its pages carry trimmed (`catalogue.sideload_trim`).
         self.trim: dict[str, tuple[str, ...]] = {}
-        # Types that got a page shorter than page[size] before `links.last`: rows went missing.
-        self.short_pages: set[str] = set()
-        # Types whose listing changed while walked (`links.last` moved, pages past it).
-        self.shifted: set[str] = set()
+        self.missed = MissedRows(client, mirror)
+        self.hours = MallHours(client, mirror, clock=clock)
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -293,7 +280,8 @@ class Backfill:
             functools.partial(self._run_scopes, t, scopes_of(t, malls), started_at) for t in others
         ]
         if malls:
-            jobs.append(functools.partial(self._backfill_hours, malls))
+            days = self.settings.schedule.hours_days
+            jobs.append(functools.partial(self.hours.refresh_all, malls, days, limit=self.limit))
         await bounded(jobs, max(1, len(jobs)), lambda job: job())
         if self.settings.management is not None:
             await mirror_management_press(
@@ -306,7 +294,7 @@ class Backfill:
         report = self.report.types.setdefault(rtype.name, TypeReport())
         try:
             await bounded(scopes, self.limit, lambda s: self._pages(s, report, started_at))
-            if await self._needs_repair(rtype, started_at):
+            if await self.missed.needed(rtype, started_at):
                 # Per (type, mall): the deal visibilities are one population of rows.
                 await bounded(group_by_mall(scopes), self.limit, lambda g: self._repair(g, report))
             for s in scopes:
@@ -406,7 +394,7 @@ class Backfill:
             if page.resources and number > last:
                 # Rows past `links.last`: it named fewer pages than the listing holds (an empty
                 # page there is the ordinary end of a listing whose last page was full).
-                self.shifted.add(name)
+                self.missed.shifted.add(name)
                 self.log.warning(
                     "backfill.pages_past_last",
                     type=name,
@@ -441,7 +429,7 @@ class Backfill:
         )
 
     def _write(self, scope: Scope, page: StagedPage, report: TypeReport, last: int) -> None:
-        """Write one page; note a listing that changed while walked (`shifted`)."""
+        """Write one page; note what it shows of its listing (`MissedRows.saw_page`)."""
         self.mirror.write_staged(
             page.batches,
             scripts=page.scripts,
@@ -450,109 +438,22 @@ class Backfill:
             ),
         )
         self.pages.written(page)
-        if page.number < page.last and page.resources < self.client.paging.size:
-            self.short_pages.add(scope.rtype.name)
-        if page.last != last and page.resources:
-            # `links.last` moved while the listing was walked: rows left it or joined it, and
-            # with page numbers a row that left shifts every later row one place earlier (one
-            # is skipped). The missed-row pass lists the scope again.
-            self.shifted.add(scope.rtype.name)
+        self.missed.saw_page(
+            scope.rtype.name,
+            number=page.number,
+            last=page.last,
+            rows=page.resources,
+            walked_last=last,
+        )
         report.rows += page.resources
         report.pages += 1
         self.progress.advance(scope.rtype.name, page.resources)
-
-    async def _needs_repair(self, rtype: ResourceType, started_at: str) -> bool:
-        """Whether the missed-row pass can find anything for this type.
-
-        Pages are sorted by id, so creates land at the end and updates move nothing: a row is
-        skipped only when a row before it is deleted mid-backfill. The pass is needed when the
-        deletions feed shows deletions of this type since the backfill started, or when the
-        mirror held rows of the type before it (some may be gone upstream), or when a page before
-        `links.last` came back short of page[size] (rows the walk did not see). When the feed
-        cannot be read, run the pass.
-        """
-        prefilled = (self.mirror.get_meta("backfill_prefilled") or "").split(",")
-        if rtype.name in prefilled:
-            return True
-        if rtype.name in self.short_pages:
-            self.log.info(
-                "backfill.short_page", type=rtype.name, hint="running the missed-row pass"
-            )
-            return True
-        if rtype.name in self.shifted:
-            self.log.info(
-                "backfill.listing_shifted", type=rtype.name, hint="running the missed-row pass"
-            )
-            return True
-        try:
-            async for page in self._deletions_since(started_at):
-                for entry in page.resources:
-                    raw = str((entry.get("attributes") or {}).get("resource_type", ""))
-                    if catalogue.normalize_type(raw) == rtype.name:
-                        return True
-            if await self._changed_since(rtype, started_at):
-                self.log.info(
-                    "backfill.changed_while_walked",
-                    type=rtype.name,
-                    hint="a row that changed may have left a listing mid-walk (a deal made "
-                    "Private) and shifted later rows: running the missed-row pass",
-                )
-                return True
-        except UpstreamError as exc:
-            self.log.info("backfill.deletions_unreadable", type=rtype.name, error=str(exc))
-            return True
-        return False
-
-    async def _changed_since(self, rtype: ResourceType, started_at: str) -> bool:
-        """Whether any row of a top-level type changed since the backfill started (one row of
-        `filter[updated_at][gte]` per scope). A row that changed can leave a listing mid-walk
-        (a deal made Private leaves the Public listing), which page-number paging turns into a
-        skipped row. Mall-scoped rows move between malls without a new stamp: no request can
-        show that, and the reconcile's listings catch it."""
-        if rtype.level != "top" or not rtype.has_updated_at:
-            return False
-        for scope in scopes_of(rtype, []):
-            page = await self.client.list_page(
-                rtype,
-                1,
-                scope_params=scope.params,
-                params={"filter[updated_at][gte]": started_at},
-                fields=["updated_at"],
-                include=False,
-                size=1,
-            )
-            if page.resources:
-                return True
-        return False
-
-    async def _deletions_since(self, since: str) -> AsyncIterator[Page]:
-        async for page in self.client.walk(lambda n: self.client.list_deletions(n, since=since)):
-            yield page
 
     async def _repair(self, scopes: Sequence[Scope], report: TypeReport) -> None:
         result = await self.reconciler.reconcile(scopes)
         report.repaired += result.fetched
         report.removed += result.removed
 
-    # -- hours ---------------------------------------------------------------------------------
-
-    async def _backfill_hours(self, malls: Sequence[int]) -> None:
-        today = datetime.fromtimestamp(self.upstream_now(), tz=UTC).date()
-        end = today + timedelta(days=self.settings.schedule.hours_days)
-        await bounded(malls, self.limit, lambda m: self.refresh_hours(m, today, end))
-
     async def refresh_hours(self, mall_id: int, start: date, end: date) -> None:
-        """Replace one mall's hours in [start, end] and its current hours.
-
-        A mall deleted upstream since it was listed answers 404: its hours are skipped (its
-        deletion reaches the mirror through the deletions feed), and the other malls' hours,
-        and the pages running beside them, go on.
-        """
-        try:
-            items = await self.client.hours(mall_id, start, end)
-            self.mirror.write_hours(mall_id, items, start, end)
-            self.mirror.write_current_hours(mall_id, await self.client.current_hours(mall_id))
-        except ForbiddenError as exc:
-            self.log.warning("backfill.hours_forbidden", mall_id=mall_id, hint=exc.hint)
-        except NotFoundError:
-            self.log.info("backfill.hours_mall_gone", mall_id=mall_id)
+        """One mall's hours (`MallHours.refresh`), for the daemon's hours job."""
+        await self.hours.refresh(mall_id, start, end)

@@ -2,8 +2,9 @@
 
 Used twice: as the backfill's missed-row pass (page-number paging over a changing data set skips
 a row whenever an earlier one is deleted mid-way) and as the scheduled reconcile of the daemon
-and of `ccsync reconcile` (`reconcile_every_type`, the one walk both use), which makes the
-mirror converge even when every webhook and poll was lost.
+and of `ccsync reconcile` (`reconcile_every_type`, the one walk both use; `run_reconcile` is the
+command's library entry), which makes the mirror converge even when every webhook and poll was
+lost.
 
 The listing asks for ids and `updated_at` only (sparse fieldsets) and lands in a temporary table,
 so memory does not grow with the data. Deletion is on evidence only:
@@ -23,16 +24,20 @@ glitch (an empty listing where there were rows) cannot empty the mirror.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
+from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
 from sync.jobs.fetch import Fetcher, parse_id
 from sync.jobs.mallroutes import MallRoutes
+from sync.jobs.oneshot import connected
+from sync.jobs.poll import Poller
 from sync.jobs.relroutes import RelatedRoutes
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
@@ -48,6 +53,7 @@ __all__ = [
     "group_by_mall",
     "parse_id",
     "reconcile_every_type",
+    "run_reconcile",
     "scopes_of",
     "upstream_malls",
 ]
@@ -362,3 +368,35 @@ async def _one_type(
         fetched += result.fetched
         removed += result.removed
     out.types[rtype.name] = (fetched, removed)
+
+
+async def run_reconcile(
+    settings: Settings, *, force: bool = False
+) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """One full reconcile of every mirrored type (library entry point of `ccsync reconcile`):
+    type -> (fetched, removed), and the refusals (`deletions feed` -> (0, entries applied)
+    comes first; then each type; then `sideloads.prune`'s rows removed per type).
+
+    The deletions feed is applied first, so deletions it lists (a day of churn in a small
+    table) are not mistaken for a glitch by the mass-delete guard. A refusal in one type or
+    mall never stops the others: each is reported, and the rest is reconciled. `force` lifts
+    the guard.
+    """
+    out: dict[str, tuple[int, int]] = {}
+    async with connected(settings) as (client, mirror):
+        share = None if force else settings.schedule.reconcile_max_delete_share
+        reconciler = Reconciler(client, mirror, max_delete_share=share)
+        types = settings.upstream.mirrored_types()
+        poller = Poller(
+            client,
+            mirror,
+            page_size=settings.upstream.page_size,
+            overlap=settings.schedule.poll_overlap,
+        )
+        with contextlib.suppress(LookupError):  # never backfilled: no feed cursor yet
+            feed = await poller.poll_deletions({t.name for t in types})
+            out["deletions feed"] = (0, feed.rows)
+        result = await reconcile_every_type(reconciler, types)
+    out.update(result.types)
+    out.update({name: (0, n) for name, n in result.pruned.items()})
+    return out, result.refusals

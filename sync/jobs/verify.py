@@ -16,10 +16,11 @@ and a row its mall no longer lists (and `filter[id]` no longer finds there) is r
 tombstone, since it was not deleted upstream and may be listed again.
 
 The whole mirror is one cycle of units in a fixed order (type, then mall, then ids ascending).
-`ccsync reconcile --full` runs a cycle at once (`run_all`); the daemon runs it rolling (`step`):
-each tick verifies the next units within a request budget from the position kept in the
-mirror's `_sync_meta` (`verify_position`), so a restart resumes the cycle where it stopped and
-the request rate stays flat.
+`ccsync reconcile --full` runs a cycle at once (`run_all`, through `run_verify`); the daemon runs
+it rolling (`step`): each tick verifies the next units within a request budget from the position
+kept in the mirror's `_sync_meta` (`verify_position`), so a restart resumes the cycle where it
+stopped and the request rate stays flat. Both walk the cycle through one `_advance` per unit, so
+their order is one; the malls are given in ascending order (`Mirror.ids`).
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from typing import Any
 import orjson
 
 from sync.channel.client import ChannelClient
+from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
 from sync.jobs.fetch import parse_id
+from sync.jobs.oneshot import connected
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms
@@ -93,17 +96,12 @@ class Verifier:
     # -- one cycle at once ---------------------------------------------------------------------
 
     async def run_all(self, types: Sequence[ResourceType], malls: Sequence[int]) -> VerifyReport:
-        """Verify every row of `types` (`ccsync reconcile --full`)."""
+        """Verify every row of `types` from the start of a cycle (`ccsync reconcile --full`);
+        the rolling position is neither read nor moved."""
         report = VerifyReport()
-        for rtype in types:
-            if rtype.name in CURRENT_LISTS:
-                await self.verify_current(rtype, malls, report)
-                continue
-            for mall in _owners(rtype, malls):
-                after: int | None = None
-                while ids := self._next_ids(rtype, mall, after):
-                    await self.verify_ids(scopes_of(rtype, _one(mall)), ids, report)
-                    after = ids[-1]
+        pos = self._start(types, malls, iso_ms(time.time())) if types else None
+        while pos is not None:
+            pos = await self._advance(types, malls, pos, report)
         self._prune(report)
         report.cycle_done = True
         return report
@@ -135,18 +133,8 @@ class Verifier:
         pos = self._position(types)
         while report.requests < budget:
             if pos is None:
-                pos = Position(types[0].name, _first(types[0], malls), None, iso_ms(time.time()))
-            rtype = next(t for t in types if t.name == pos.type)
-            if rtype.name in CURRENT_LISTS:
-                await self.verify_current(rtype, malls, report)
-                pos = self._next_unit(types, malls, pos)
-            else:
-                ids = self._next_ids(rtype, pos.mall, pos.after)
-                if ids:
-                    await self.verify_ids(scopes_of(rtype, _one(pos.mall)), ids, report)
-                    pos = Position(pos.type, pos.mall, ids[-1], pos.started_at)
-                else:
-                    pos = self._next_unit(types, malls, pos)
+                pos = self._start(types, malls, iso_ms(time.time()))
+            pos = await self._advance(types, malls, pos, report)
             if pos is None:
                 self._prune(report)
                 report.cycle_done = True
@@ -155,6 +143,31 @@ class Verifier:
                 return report
             self.mirror.set_meta(POSITION_KEY, orjson.dumps(asdict(pos)).decode())
         return report
+
+    # -- the cycle's walk, one unit at a time (`run_all` and `step` alike) ---------------------
+
+    @staticmethod
+    def _start(types: Sequence[ResourceType], malls: Sequence[int], at: str) -> Position:
+        return Position(types[0].name, _first(types[0], malls), None, at)
+
+    async def _advance(
+        self,
+        types: Sequence[ResourceType],
+        malls: Sequence[int],
+        pos: Position,
+        report: VerifyReport,
+    ) -> Position | None:
+        """Verify the unit at `pos` (a batch of ids, or a "current" type's whole re-listing);
+        the position after it, None at the end of the cycle."""
+        rtype = next(t for t in types if t.name == pos.type)
+        if rtype.name in CURRENT_LISTS:
+            await self.verify_current(rtype, malls, report)
+            return self._next_unit(types, malls, pos)
+        ids = self._next_ids(rtype, pos.mall, pos.after)
+        if not ids:
+            return self._next_unit(types, malls, pos)
+        await self.verify_ids(scopes_of(rtype, _one(pos.mall)), ids, report)
+        return Position(pos.type, pos.mall, ids[-1], pos.started_at)
 
     def _position(self, types: Sequence[ResourceType]) -> Position | None:
         raw = self.mirror.get_meta(POSITION_KEY)
@@ -287,8 +300,13 @@ class Verifier:
             report.removed[name] = report.removed.get(name, 0) + n
 
 
-def _owners(rtype: ResourceType, malls: Sequence[int]) -> list[int | None]:
-    return list(malls) if rtype.level == "mall" else [None]
+async def run_verify(settings: Settings) -> VerifyReport:
+    """One whole verify cycle with the given settings: every mirrored row refetched whole by
+    id, and every row, link and sideloaded row whose content differs repaired, even under an
+    equal `updated_at` (library entry point of `ccsync reconcile --full`)."""
+    async with connected(settings) as (client, mirror):
+        verifier = Verifier(client, mirror)
+        return await verifier.run_all(settings.upstream.mirrored_types(), list(mirror.ids("malls")))
 
 
 def _first(rtype: ResourceType, malls: Sequence[int]) -> int | None:

@@ -1,5 +1,5 @@
-"""Readers: what the mirror tells those who only read it: `status` and Datasette metadata
-(`datasette`).
+"""Readers: what the mirror tells those who only read it: `status`, the change feed
+(`changes`) and Datasette metadata (`datasette`).
 
 May import: model, core, store, jobs.
 """

@@ -2,6 +2,8 @@
 each daemon job's last run, outcome and next run; whether the running daemon's mirror takes
 writes; values refused or coerced per type.
 
+`status_data` gathers it (what `--json` prints); `status_lines` renders it as text.
+
 Read-only: it opens the mirror without the writer lock, so it works while the daemon runs. A
 daemon whose mirror cannot take writes cannot record that in it: it says so in
 `<mirror>.health` (`sync.store.watch`), read here.
@@ -113,3 +115,94 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
         }
     finally:
         mirror.close()
+
+
+def status_lines(data: dict[str, Any]) -> list[str]:
+    """`status_data` as the lines `ccsync status` prints (without `--json`)."""
+    out: list[str] = []
+    out.append(f"mirror: {data['mirror']}")
+    out.append(f"queue: {data['queue_depth']} notices waiting")
+    subs = ", ".join(data["subscriptions"]) or "none recorded"
+    out.append(
+        f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
+    )
+    budget = data["request_budget"]
+    if budget.get("max_per_second"):
+        now = f", now {budget['rate']}/s" if "rate" in budget else ""
+        hit = f", {budget['throttled']} answers 429" if budget.get("throttled") else ""
+        out.append(f"request budget: {budget['max_per_second']:g}/s{now}{hit}")
+    else:
+        out.append("request budget: none ([upstream] max_requests_per_second = 0)")
+    members = data["mall_members"]
+    if members and members.get("types"):
+        out.append(f"mall-scoped types (detected {members.get('detected_at') or '?'}):")
+        for name, d in sorted(members["types"].items()):
+            how = "GET /malls?include=" if d.get("mode") == "include" else "per-mall listings"
+            out.append(f"  {name:<15} {how}: {d.get('reason', '')}")
+    for name, source in sorted((data.get("mall_routes") or {}).items()):
+        how = {
+            "include": "the malls' include= linkage",
+            "derived": "derived by a rule the mall routes agreed with",
+            "unchecked": "derived by a rule not yet checked against the mall routes",
+            "route": "listed from GET /malls/{id}/" + name,
+        }.get(source, source)
+        out.append(f"malls_{name}: {how}")
+    profile = data.get("upstream_profile") or {}
+    if profile.get("routes"):
+        out.append(f"upstream profile (probed {profile.get('probed_at') or 'at run time'}):")
+        for key, r in sorted(profile["routes"].items()):
+            refused = sorted(p for p, v in (r.get("includes") or {}).items() if v == "refused")
+            bare = sorted(p for p, v in (r.get("includes") or {}).items() if v == "no linkage")
+            how = (
+                "walked by updated_at"
+                if r.get("sort") in ("honoured", "unknown")
+                else ("polled unsorted (sort not honoured)")
+            )
+            line = f"  {key:<28} {how}; etag {r.get('etag', 'unknown')}"
+            if refused:
+                sources = r.get("linkage_from") or {}
+                line += "; include refused: " + ", ".join(
+                    f"{p} (linkage {_source(sources.get(p.split('.')[0]))})" for p in refused
+                )
+            if bare:
+                line += f"; include serves no linkage: {', '.join(bare)}"
+            out.append(line)
+    if data.get("page_size"):
+        asked, _, served = str(data["page_size"]).partition(":")
+        out.append(f"page size: asked {asked}, upstream serves {served or 'what is asked'}")
+    for problem in data["problems"]:
+        out.append(f"degraded: {problem}")
+    for name, v in sorted(data["values"].items()):
+        line = f"values of {name}: {v['refused']} refused, {v['coerced']} coerced"
+        last = v.get("last_refused")
+        if last:
+            line += (
+                f" (rows kept at their last good copy; last: id {last['id']} "
+                f"{last['attribute']} = {last['value']}: {last['problem']})"
+            )
+        out.append(line)
+    if data["jobs"]:
+        out.append(f"{'job':<15} {'last run':<24} {'outcome':<11} {'next run':<24}  error")
+        for j in data["jobs"]:
+            out.append(
+                f"{j['name']:<15} {j['started_at'] or 'never':<24} {j['outcome'] or '-':<11} "
+                f"{j['next_run_at'] or '-':<24}  {j['error'] or ''}"
+            )
+    if data["verify_position"] or data["verify_cycle_finished_at"]:
+        out.append(
+            f"verify: position {data['verify_position'] or 'start of a cycle'}; last whole "
+            f"cycle finished {data['verify_cycle_finished_at'] or 'never'}"
+        )
+    out.append(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
+    for t in data["types"]:
+        lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"
+        out.append(
+            f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
+            f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
+        )
+    return out
+
+
+def _source(route: str | None) -> str:
+    """Where a refused include path's linkage comes from, for `ccsync status`."""
+    return "not mirrored" if route in (None, "not mirrored") else f"from {route}"

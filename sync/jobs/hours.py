@@ -1,0 +1,57 @@
+"""The malls' opening hours: each mall's hours for a window of days ahead, and its current hours.
+
+One job for the backfill (beside its pages, whose small requests fill the gaps between them)
+and for the daemon's `hours` schedule. Hours are not a JSON:API listing: they are asked per mall
+and replace what the mirror held for that mall in the window (`Mirror.write_hours`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime, timedelta
+
+from sync.channel.client import ChannelClient
+from sync.core.errors import ForbiddenError, NotFoundError
+from sync.core.logs import get_logger
+from sync.jobs.fanout import bounded
+from sync.store import Mirror
+
+
+class MallHours:
+    """Refreshes the hours of malls from the upstream into the mirror."""
+
+    def __init__(
+        self, client: ChannelClient, mirror: Mirror, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.client = client
+        self.mirror = mirror
+        self.clock = clock
+        # The events kept the backfill's logger and names, which operators already match on.
+        self.log = get_logger("sync.backfill")
+
+    def window(self, days: int) -> tuple[date, date]:
+        """Today on the upstream's clock (its offset learnt from `Date` headers), and `days` on."""
+        today = datetime.fromtimestamp(self.clock() + self.client.clock_offset, tz=UTC).date()
+        return today, today + timedelta(days=days)
+
+    async def refresh_all(self, malls: Sequence[int], days: int, *, limit: int) -> None:
+        """Every mall's hours for the next `days`, at most `limit` malls at once."""
+        start, end = self.window(days)
+        await bounded(malls, limit, lambda m: self.refresh(m, start, end))
+
+    async def refresh(self, mall_id: int, start: date, end: date) -> None:
+        """Replace one mall's hours in [start, end] and its current hours.
+
+        A mall deleted upstream since it was listed answers 404: its hours are skipped (its
+        deletion reaches the mirror through the deletions feed), and the other malls' hours,
+        and the pages running beside them, go on.
+        """
+        try:
+            items = await self.client.hours(mall_id, start, end)
+            self.mirror.write_hours(mall_id, items, start, end)
+            self.mirror.write_current_hours(mall_id, await self.client.current_hours(mall_id))
+        except ForbiddenError as exc:
+            self.log.warning("backfill.hours_forbidden", mall_id=mall_id, hint=exc.hint)
+        except NotFoundError:
+            self.log.info("backfill.hours_mall_gone", mall_id=mall_id)

@@ -1,0 +1,31 @@
+"""The operator's probe of an upstream: what it answers where the spec is silent, no row written.
+
+`ccsync probe` asks before sync is pointed at a new upstream, so no mirror is opened: the
+mall-scoped routes are probed in the first malls the upstream lists. The daemon keeps its own
+profile in the mirror (`sync.channel.profile`, probed in the malls it holds).
+"""
+
+from __future__ import annotations
+
+from sync.channel.client import ChannelClient
+from sync.channel.profile import Profiler, UpstreamProfile
+from sync.core.config import Settings
+from sync.jobs.fetch import parse_id
+from sync.model import catalogue
+
+#: Malls asked for the mall-scoped routes: a few, so a mall without rows of a type is not alone.
+PROBED_MALLS = 5
+
+
+async def probe(settings: Settings) -> UpstreamProfile:
+    """Probe every route of the configured types (mall-scoped ones in the first malls listed)
+    and the deletions feed; opens no mirror."""
+    async with ChannelClient(settings.upstream) as client:
+        types = settings.upstream.mirrored_types()
+        malls: list[int] = []
+        if any(t.level == "mall" for t in types):
+            page = await client.list_page(
+                catalogue.TYPES["malls"], 1, fields=["updated_at"], include=False, size=PROBED_MALLS
+            )
+            malls = [parse_id(r["id"]) for r in page.resources]
+        return await Profiler(client).probe(types, malls)

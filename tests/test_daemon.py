@@ -162,7 +162,7 @@ async def test_a_forged_deletion_deletes_nothing(emulator: Emulator, tmp_path: P
             assert resp.status in (200, 202, 204)
         await eventually(lambda: daemon.worker.processed >= 2001)
         assert row(db, "deals", victim) is not None
-        assert daemon._queue.depth() == 0
+        assert daemon.queue.depth() == 0
 
 
 async def test_a_vanished_subscription_is_renewed_and_caught_up(
@@ -365,35 +365,12 @@ async def test_job_logs_carry_the_job_name(emulator: Emulator, tmp_path: Path) -
     assert changed[0]["job"] == "poll" and changed[0]["type"] == "deals"
 
 
-def test_first_run_keeps_the_schedule_across_restarts() -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from sync.daemon.service import CATCH_UP, OVERDUE_JITTER, first_run
-
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    day = 86400.0
-    # Polls and the deletions feed catch up at once, whatever was stored.
-    assert first_run("poll", 60.0, CATCH_UP, "2026-01-01T00:00:50.000Z", now) == now + timedelta(
-        seconds=CATCH_UP
-    )
-    # Never run: one interval from now.
-    assert first_run("reconcile", day, day, None, now) == now + timedelta(days=1)
-    # Still ahead: kept.
-    ahead = first_run("reconcile", day, day, "2026-01-01T05:00:00.000Z", now)
-    assert ahead == now + timedelta(hours=5)
-    # Overdue (a restart more often than the interval): soon, with jitter, never a full day.
-    for _ in range(50):
-        due = first_run("reconcile", day, day, "2025-12-31T00:00:00.000Z", now)
-        assert now + timedelta(seconds=OVERDUE_JITTER[0]) <= due
-        assert due <= now + timedelta(seconds=OVERDUE_JITTER[1])
-
-
 async def test_schedules_survive_a_restart_and_status_shows_them(
     emulator: Emulator, tmp_path: Path, monkeypatch: Any
 ) -> None:
-    import sync.daemon.service
+    import sync.daemon.schedule
 
-    monkeypatch.setattr(sync.daemon.service, "OVERDUE_JITTER", (0.1, 0.2))
+    monkeypatch.setattr(sync.daemon.schedule, "OVERDUE_JITTER", (0.1, 0.2))
     db = tmp_path / "m.db"
     settings = settings_for(emulator, db, webhooks=False, reconcile_interval=3600.0)
     async with running(settings):
@@ -442,7 +419,7 @@ async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(
         emulator.data.feed_deletions = False  # and nothing in the deletions feed explains it
         for rid in ids[: int(len(ids) * 0.6)]:
             emulator.delete("articles", rid)
-        await daemon._job("reconcile", daemon.reconcile_all, 3600.0)()
+        await daemon.runs.wrap("reconcile", daemon.jobs.reconcile_all, 3600.0)()
         health = daemon.health()
         assert health["status"] == "degraded"
         assert any(p.startswith("reconcile refused") for p in health["problems"])
@@ -550,7 +527,7 @@ async def test_the_poll_cycle_and_its_staleness_bound_are_logged_at_start(
     settings = settings_for(emulator, db, webhooks=False, poll_interval=0.5)
     with capture_logs() as logs:
         async with running(settings) as daemon:
-            cycle = daemon.poll_cycle()
+            cycle = daemon.jobs.poll_cycle()
     malls = len(emulator.ids("malls"))
     mall_scoped = sum(1 for t in daemon.types if t.level == "mall")
     top = sum(len(t.scope_params) for t in daemon.types if t.level == "top")

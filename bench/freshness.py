@@ -53,7 +53,7 @@ async def main(changes: int, rate: float) -> None:
                 await asyncio.sleep(0.05)
             received: dict[int, float] = {}
             committed: dict[int, float] = {}
-            queue = daemon._queue
+            queue = daemon.queue
             enqueue = queue.enqueue
 
             def timed_enqueue(notices: Any) -> int:

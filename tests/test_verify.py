@@ -18,7 +18,8 @@ from structlog.testing import capture_logs
 from sync.channel.client import ChannelClient
 from sync.core.config import Settings, parse_config
 from sync.core.errors import UpstreamError
-from sync.daemon.service import Daemon, verify_share, verify_tick
+from sync.daemon.schedule import verify_share, verify_tick
+from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.jobs.reconcile import run_reconcile
@@ -269,8 +270,8 @@ async def test_the_daemon_counts_repairs_and_keeps_the_verify_job(
                 assert not task.done()
                 await asyncio.sleep(0.05)
             assert "verify" in daemon.mirror.jobs()  # scheduled with the others
-            daemon._verify_credit = 1e9  # the whole cycle in one step
-            await daemon._job("verify", daemon.verify_step, 60.0)()
+            daemon.jobs.verify_credit = 1e9  # the whole cycle in one step
+            await daemon.runs.wrap("verify", daemon.jobs.verify_step, 60.0)()
             body = daemon.metrics.render()[0].decode()
             assert 'sync_verify_repairs_total{type="deals"} 1.0' in body
             assert 'sync_verify_repairs_total{type="articles"} 1.0' in body
@@ -281,8 +282,8 @@ async def test_the_daemon_counts_repairs_and_keeps_the_verify_job(
             async def failing(*args: Any, **kwargs: Any) -> Any:
                 raise UpstreamError("the upstream failed mid-verify", status=503)
 
-            daemon.verifier.step = failing  # type: ignore[method-assign]
-            await daemon._job("verify", daemon.verify_step, 60.0)()
+            daemon.jobs.verifier.step = failing  # type: ignore[method-assign]
+            await daemon.runs.wrap("verify", daemon.jobs.verify_step, 60.0)()
             assert daemon.mirror.jobs()["verify"]["outcome"] == "error"
             health = daemon.health()
             assert health["status"] == "degraded"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
 
 from sync.channel.budget import Priority, priority
 from sync.channel.client import ChannelClient
@@ -29,11 +28,14 @@ from sync.core.metrics import Metrics
 from sync.daemon.health import SyncState
 from sync.daemon.schedule import poll_cycle, verify_share
 from sync.ingest.subscriptions import Subscriptions
-from sync.jobs.backfill import Backfill, BackfillReport, bounded, mirror_management_press
+from sync.jobs.backfill import Backfill
+from sync.jobs.fanout import bounded
+from sync.jobs.hours import MallHours
 from sync.jobs.isolation import TypeFaults
 from sync.jobs.mallincludes import Members, refused
 from sync.jobs.mallroutes import ROUTED_BY_MALL, MallRoutes
 from sync.jobs.poll import Poller, poll_types
+from sync.jobs.press import mirror_press
 from sync.jobs.progress import Progress
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, reconcile_every_type
 from sync.jobs.verify import Verifier
@@ -289,17 +291,14 @@ class Jobs:
             self.log.info("changes.pruned", entries=n)
 
     async def refresh_hours(self) -> None:
-        today = datetime.fromtimestamp(self.upstream_now(), tz=UTC).date()
-        end = today + timedelta(days=self.settings.schedule.hours_days)
-        for mall_id in self.malls():
-            await self.backfill.refresh_hours(mall_id, today, end)
+        """The hours of every mall for the next `[schedule] hours_days`, one mall at a time."""
+        hours = MallHours(self.client, self.mirror)
+        await hours.refresh_all(self.malls(), self.settings.schedule.hours_days, limit=1)
 
     async def mirror_press(self) -> None:
         """Full listing of the management API's press releases (no updated-since filter)."""
         if self.settings.management is not None:
-            await mirror_management_press(
-                self.mirror, self.settings.management, BackfillReport(), fail_fast=False
-            )
+            await mirror_press(self.mirror, self.settings.management, fail_fast=False)
 
     async def check_subscriptions(self) -> None:
         vanished = await self.subscriptions.ensure()

@@ -33,13 +33,12 @@ import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import date
 
 from sync.channel.client import ChannelClient
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.fanout import bounded as bounded  # the daemon still imports it from here
+from sync.jobs.fanout import bounded
 from sync.jobs.hours import MallHours
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.missedrows import MissedRows
@@ -453,7 +452,3 @@ class Backfill:
         result = await self.reconciler.reconcile(scopes)
         report.repaired += result.fetched
         report.removed += result.removed
-
-    async def refresh_hours(self, mall_id: int, start: date, end: date) -> None:
-        """One mall's hours (`MallHours.refresh`), for the daemon's hours job."""
-        await self.hours.refresh(mall_id, start, end)

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from sync.commands import emulator as emulator_cmd
 from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
-from sync.emulator.query import encode_resource, resource_obj
+from sync.emulator.render import encode_resource, resource_obj
 from sync.emulator.server import footprint, max_resources
 from tests.emulator_client import Signed
 

@@ -43,6 +43,11 @@ async def _receiver(status: int = 204) -> tuple[Receiver, web.AppRunner]:
     return rec, runner
 
 
+async def _subscribe(api: Signed, url: str, topic: str) -> Any:
+    body = {"data": {"type": "webhooks", "attributes": {"callback_url": url, "topic": topic}}}
+    return await api.send("POST", "/webhooks", body)
+
+
 async def _until(check: Any, timeout: float = 10.0) -> None:
     for _ in range(int(timeout / 0.02)):
         if check():
@@ -108,16 +113,7 @@ async def test_failing_receiver_is_unsubscribed_after_five_attempts(
 ) -> None:
     rec, runner = await _receiver(status=500)
     try:
-        await api.send(
-            "POST",
-            "/webhooks",
-            {
-                "data": {
-                    "type": "webhooks",
-                    "attributes": {"callback_url": rec.url, "topic": "deals"},
-                }
-            },
-        )
+        await _subscribe(api, rec.url, "deals")
         emulator.update("deals", emulator.ids("deals")[0])
         await _until(lambda: not emulator.webhooks())
         assert len(rec.bodies) == 5 and emulator.dispatcher.auto_unsubscribed == 1
@@ -128,16 +124,7 @@ async def test_failing_receiver_is_unsubscribed_after_five_attempts(
 async def test_webhook_loss_duplication_reorder(api: Signed, emulator: Emulator) -> None:
     rec, runner = await _receiver()
     try:
-        await api.send(
-            "POST",
-            "/webhooks",
-            {
-                "data": {
-                    "type": "webhooks",
-                    "attributes": {"callback_url": rec.url, "topic": "events"},
-                }
-            },
-        )
+        await _subscribe(api, rec.url, "events")
         emulator.faults.webhook_loss_rate = 1.0
         emulator.update("events", emulator.ids("events")[0])
         await asyncio.sleep(0.2)

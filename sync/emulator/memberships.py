@@ -173,18 +173,13 @@ def catch_up(data: Rows) -> None:
     if hard.changes == data.switches_seen:
         return
     data.switches_seen = hard.changes
-    built = data.built
-    if hard.multi_mall != built["multi_mall"]:
-        built["multi_mall"] = hard.multi_mall
-        if hard.multi_mall:
-            build_multi_mall(data)
-        else:
-            drop_multi_mall(data)
-    if hard.route_memberships != built["route_memberships"]:
-        built["route_memberships"] = hard.route_memberships
-        if hard.route_memberships:
-            build_deal_malls(data)
-        else:
-            drop_deal_malls(data)
+    for name, build, drop in (
+        ("multi_mall", build_multi_mall, drop_multi_mall),
+        ("route_memberships", build_deal_malls, drop_deal_malls),
+    ):
+        on = bool(getattr(hard, name))
+        if on != data.built[name]:
+            data.built[name] = on
+            (build if on else drop)(data)
     for type_name in data.version:
         data.version[type_name] += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 from sync.emulator.encodings import Encodings, Templates
@@ -26,6 +27,14 @@ from sync.emulator.spec import INVERSE, MALL_MEMBERS, TARGET, TYPES
 PREVIOUS_LIMIT = 20_000
 #: Malls whose deal lists (`Rows.mall_deals`) are kept between requests.
 MALL_DEALS_KEPT = 64
+
+
+def _named(rec: Rec) -> Iterator[tuple[str, int]]:
+    """The (type, id) of every resource `rec`'s owned links name."""
+    for name, value in rec.link_items():
+        target = TARGET.get(name, name)
+        for i in value if isinstance(value, tuple) else () if value is None else (value,):
+            yield target, i
 
 
 class Rows:
@@ -66,17 +75,13 @@ class Rows:
     def index(self, rec: Rec) -> None:
         """Record `rec` as an owner of every resource its links name (the inverse index)."""
         owner = (rec.type, rec.id)
-        for name, value in rec.link_items():
-            target = TARGET.get(name, name)
-            for i in value if isinstance(value, tuple) else () if value is None else (value,):
-                self.owners.add((target, i), owner)
+        for target in _named(rec):
+            self.owners.add(target, owner)
 
     def unindex(self, rec: Rec) -> None:
         owner = (rec.type, rec.id)
-        for name, value in rec.link_items():
-            target = TARGET.get(name, name)
-            for i in value if isinstance(value, tuple) else () if value is None else (value,):
-                self.owners.discard((target, i), owner)
+        for target in _named(rec):
+            self.owners.discard(target, owner)
 
     def add(self, rec: Rec) -> None:
         self.by_type[rec.type][rec.id] = rec

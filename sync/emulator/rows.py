@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 from sync.emulator.encodings import Encodings, Templates
@@ -27,14 +27,6 @@ from sync.emulator.spec import INVERSE, MALL_MEMBERS, TARGET, TYPES
 PREVIOUS_LIMIT = 20_000
 #: Malls whose deal lists (`Rows.mall_deals`) are kept between requests.
 MALL_DEALS_KEPT = 64
-
-
-def _named(rec: Rec) -> Iterator[tuple[str, int]]:
-    """The (type, id) of every resource `rec`'s owned links name."""
-    for name, value in rec.link_items():
-        target = TARGET.get(name, name)
-        for i in value if isinstance(value, tuple) else () if value is None else (value,):
-            yield target, i
 
 
 class Rows:
@@ -74,14 +66,20 @@ class Rows:
 
     def index(self, rec: Rec) -> None:
         """Record `rec` as an owner of every resource its links name (the inverse index)."""
-        owner = (rec.type, rec.id)
-        for target in _named(rec):
-            self.owners.add(target, owner)
+        self._each_named(rec, self.owners.add)
 
     def unindex(self, rec: Rec) -> None:
+        self._each_named(rec, self.owners.discard)
+
+    @staticmethod
+    def _each_named(rec: Rec, apply: Callable[[tuple[str, int], tuple[str, int]], None]) -> None:
+        """`apply(target, owner)` for every resource `rec`'s owned links name. A plain loop, not
+        a generator: it runs for every row the generator adds (a tenth of a start-up's time)."""
         owner = (rec.type, rec.id)
-        for target in _named(rec):
-            self.owners.discard(target, owner)
+        for name, value in rec.link_items():
+            target = TARGET.get(name, name)
+            for i in value if isinstance(value, tuple) else () if value is None else (value,):
+                apply((target, i), owner)
 
     def add(self, rec: Rec) -> None:
         self.by_type[rec.type][rec.id] = rec

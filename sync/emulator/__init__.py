@@ -19,6 +19,8 @@ run).
 May import: model, core.
 """
 
+from __future__ import annotations
+
 from sync.emulator.faults import Faults
 from sync.emulator.server import Emulator
 

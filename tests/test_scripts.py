@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
-from sync.emulator.app import SCRIPTS
+from sync.emulator.responses import SCRIPTS
 from sync.jobs.fetch import Fetcher
 from sync.jobs.poll import Poller
 from sync.model import catalogue

@@ -44,6 +44,7 @@ from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms
+from sync.pipeline.hours import stage_hours
 from sync.pipeline.pagepool import PagePool
 from sync.pipeline.staging import StagedPage, bulk_gc
 from sync.store import Mirror, PageCheckpoint
@@ -550,7 +551,7 @@ class Backfill:
         """
         try:
             items = await self.client.hours(mall_id, start, end)
-            self.mirror.write_hours(mall_id, items, start, end)
+            self.mirror.write_hours(mall_id, stage_hours(mall_id, items), start, end)
             self.mirror.write_current_hours(mall_id, await self.client.current_hours(mall_id))
         except ForbiddenError as exc:
             self.log.warning("backfill.hours_forbidden", mall_id=mall_id, hint=exc.hint)

@@ -1,11 +1,9 @@
 """Deletions and their tombstones: rows removed with their links, and kept from coming back.
 
 Deleting a row takes its links, the links that name it and its memberships with it, in one
-transaction (`Deletions.delete`).
+transaction (`Deletions.delete`); a mall takes its memberships and hours too.
 
-Versioned tombstones: when a deleted id refuses a copy, and when a copy outlives the deletion.
-
-A tombstone (`_sync_tombstones`: type, id, deleted_at) is written with every deletion the
+Tombstones are versioned: a tombstone (`_sync_tombstones`: type, id, deleted_at) is written with every deletion the
 mirror applies, at the moment of the deletion: the deletions feed entry's `created_at`, else the
 upstream's time when `filter[id]` confirmed the row gone. It exists for one race: a page fetched
 before the deletion and written after it must not bring the row back. The spec never says ids

@@ -41,6 +41,7 @@ from sync.store import (
 )
 from sync.store import links as link_store
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
+from sync.store.changes import Change
 from sync.store.groupcommit import GroupCommit
 from sync.store.indexes import END_PHASE as END_PHASE
 from sync.store.listing import Listing
@@ -153,7 +154,7 @@ class Mirror(BookkeepingMixin):
 
     # -- the change feed -----------------------------------------------------------------------
 
-    def changes(self, since: int = 0, limit: int = 1000) -> list[changes.Change]:
+    def changes(self, since: int = 0, limit: int = 1000) -> list[Change]:
         """Entries of the change feed after sequence number `since`: (seq, type, id, op,
         updated_at, at); op is `upsert`, `delete` or `backfill` (every row of the type)."""
         if not self.has_table("_sync_changes"):  # a mirror written before the feed existed

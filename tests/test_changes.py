@@ -14,6 +14,7 @@ from sync.cli import main
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.backfilled import backfill
+from tests.pages import write_page
 
 DEALS = catalogue.TYPES["deals"]
 
@@ -41,11 +42,11 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
             "SELECT updated_at FROM deals WHERE id = ?", (rid,)
         ).fetchone()[0]
 
-        mirror.write_page(DEALS, [_deal(rid, stored)])  # the same copy again: no change
-        mirror.write_page(DEALS, [_deal(rid, "2020-01-01T00:00:00.000Z")])  # older: refused
+        write_page(mirror, DEALS, [_deal(rid, stored)])  # the same copy again: no change
+        write_page(mirror, DEALS, [_deal(rid, "2020-01-01T00:00:00.000Z")])  # older: refused
         assert mirror.changes(last) == []
-        mirror.write_page(DEALS, [_deal(rid, "2099-01-01T00:00:00.000Z", "newer")])
-        mirror.write_page(DEALS, [_deal(999_999, "2099-01-01T00:00:00.000Z")])  # a new row
+        write_page(mirror, DEALS, [_deal(rid, "2099-01-01T00:00:00.000Z", "newer")])
+        write_page(mirror, DEALS, [_deal(999_999, "2099-01-01T00:00:00.000Z")])  # a new row
         mirror.delete("deals", [rid])
         got = [(t, i, op, u) for _, t, i, op, u, _ in mirror.changes(last)]
         assert got == [

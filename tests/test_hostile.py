@@ -39,6 +39,7 @@ from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.mirror_compare import compare
+from tests.pages import write_page
 from tests.test_cli import sync
 from tests.test_daemon import SECRET, eventually, running, settings_for
 from tests.test_receiver import json_values
@@ -521,7 +522,8 @@ async def test_a_damaged_database_is_left_alone(
     db = tmp_path / "data" / "m.db"
     db.parent.mkdir()
     mirror = Mirror.open(db)
-    mirror.write_page(
+    write_page(
+        mirror,
         catalogue.TYPES["deals"],
         [{"id": str(i), "attributes": {"title": "t" * 50}} for i in range(1, 2000)],
     )
@@ -710,8 +712,13 @@ def test_fuzz_page_parser_and_page_write_raise_only_our_errors(tmp_path: Path) -
         assert isinstance(page.last, int) and page.last >= 1
         assert all(isinstance(r, dict) and "id" in r for r in page.resources + page.included)
         for rtype in (catalogue.TYPES["deals"], catalogue.TYPES["stores"]):
-            mirror.write_page(
-                rtype, page.resources, page.included, mall_id=1, scripts=page.meta.get("scripts")
+            write_page(
+                mirror,
+                rtype,
+                page.resources,
+                page.included,
+                mall_id=1,
+                scripts=page.meta.get("scripts"),
             )
 
     try:

@@ -149,12 +149,7 @@ class MallRoutes:
             listed = await self._route_ids("deals", mall)
             if listed is None:
                 continue
-            derived = sorted(
-                int(r[0])
-                for r in self.mirror.conn.execute(
-                    "SELECT DISTINCT deals_id FROM malls_deals WHERE malls_id = ?", (mall,)
-                )
-            )
+            derived = self.mirror.mall_deals(mall)
             if listed != derived:
                 return (
                     f"GET /malls/{mall}/deals lists {len(listed)} deals, the derivation "

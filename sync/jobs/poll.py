@@ -47,6 +47,7 @@ from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
 from sync.model.stamps import iso_ms, normalize_or_none, shift
+from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
 DELETIONS = catalogue.DELETIONS_FEED
@@ -194,11 +195,8 @@ class Poller:
             return page
 
         def write(page: Page) -> None:
-            self.mirror.write_page(
-                rtype,
-                page.resources,
-                page.included,
-                mall_id=scope.mall_id,
+            self.mirror.write_staged(
+                stage_resources(rtype, page.resources, page.included, scope.mall_id),
                 scripts=page.meta.get("scripts"),
             )
 

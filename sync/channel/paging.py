@@ -14,14 +14,17 @@ and `links.last` as an address the upstream computes. Neither is taken on trust:
 - **A refused size is retried smaller.** A 400 that names `page[size]` drops the size asked to
   the spec's default of 25 (then halves it) and remembers it.
 
-`Paging.more` is the stop rule; `ChannelClient.walk` is the page-number loop built on it; the
-keyed walk of the polls (`sync.jobs.poll.walk_by_stamp`) and the backfill's parallel walk
-(`sync.jobs.backfill`) ask the same `more`.
+`Paging.more` is the stop rule and `Paging.walk` the one loop built on it (dlt's paginator: one
+object holds the state and the rule, one loop asks the pages): `ChannelClient.walk` hands every
+page-number listing to it, and the keyed walk of the polls (`sync.jobs.poll.walk_by_stamp`) to
+it with its own next position. Only the backfill's parallel walk (`sync.jobs.backfill`), which
+asks the pages `links.last` names side by side, asks `more_after` itself for the pages past them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from sync.channel.pages import Page
 from sync.core.logs import get_logger
@@ -34,6 +37,14 @@ SPEC_DEFAULT = 25
 META_KEY = "upstream_paging"
 
 _log = get_logger("sync.channel")
+
+#: Where a walk is: a page number, or what a keyed walk asks by (`sync.jobs.poll`).
+Position = TypeVar("Position")
+
+
+def next_number(number: int, page: Page) -> int:
+    """The position after page `number` of a page-number walk."""
+    return number + 1
 
 
 class Paging:
@@ -70,6 +81,26 @@ class Paging:
             self.learn(n)
             return True
         return False
+
+    async def walk(
+        self,
+        fetch: Callable[[Position], Awaitable[Page]],
+        start: Position,
+        step: Callable[[Position, Page], Position],
+        *,
+        asked: int | None = None,
+    ) -> AsyncIterator[Page]:
+        """The one paging loop: `fetch(start)`, then `fetch(step(position, page))` after every
+        page the stop rule (`more`, pages asked with `page[size]=asked`) says is not the last.
+        Each page is yielded before the rule is asked, so a caller that stops early (a page
+        out of order, `sync.jobs.poll.OutOfOrder`) asks nothing more."""
+        position = start
+        while True:
+            page = await fetch(position)
+            yield page
+            if not self.more(page, asked):
+                return
+            position = step(position, page)
 
     def learn(self, served: int) -> None:
         """The upstream served `served` rows on a page that was not its last."""

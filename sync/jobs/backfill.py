@@ -104,7 +104,8 @@ async def mirror_management_press(
 ) -> None:
     """Mirror the management API's press releases (every page, every configured locale);
     `fail_fast=False` in the daemon (an unreachable API is logged and retried)."""
-    from sync.management.client import ManagementClient, mirror_press_releases
+    from sync.management.client import ManagementClient
+    from sync.management.press import mirror_press_releases
     from sync.store.press import PressReleases
 
     t = report.types.setdefault("mgmt_press_releases", TypeReport())

@@ -44,8 +44,9 @@ from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms
+from sync.pipeline.batches import StagedPage
 from sync.pipeline.pagepool import PagePool
-from sync.pipeline.staging import StagedPage, bulk_gc
+from sync.pipeline.worker import bulk_gc
 from sync.store import Mirror, PageCheckpoint
 from sync.store.mirror import INCLUDED_SEEN
 

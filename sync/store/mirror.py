@@ -34,8 +34,10 @@ from sync.core.logs import get_logger
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms, now_iso
+from sync.pipeline.batches import Staged
+from sync.pipeline.encoding import encode
 from sync.pipeline.seen import Seen
-from sync.pipeline.staging import Staged, encode, stage_resources
+from sync.pipeline.staging import stage_resources
 from sync.store import memberships
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.faults import storage_fault

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import now_iso
-from sync.pipeline.staging import Staged, stage_resources
+from sync.pipeline.batches import Staged
+from sync.pipeline.staging import stage_resources
 from sync.store.memberships import MEMBER_TYPES
 from sync.store.tombstones import tombstone_holds
 

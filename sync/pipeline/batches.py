@@ -71,3 +71,13 @@ class StagedPage:
     #: `meta.scripts` as served (None: no such key); the mirror checks it (`sync.store.scripts`).
     scripts: Any = None
     ticket: int = 0  # the worker's number for this page (`Sent`); 0 when staged in-process
+
+    @property
+    def rows(self) -> int:
+        """`resources`, as the stop rule reads a page (`sync.channel.paging.Paged`)."""
+        return self.resources
+
+    @property
+    def not_modified(self) -> bool:
+        """Never: a backfill asks no conditional request (`sync.channel.paging.Paged`)."""
+        return False

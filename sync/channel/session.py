@@ -27,6 +27,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -71,6 +72,20 @@ def error_detail(body: bytes) -> str:
     if isinstance(doc, dict) and "error" in doc:
         return str(doc["error"])[:300]
     return ""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One request as the layers hand it down (httpx's `Request`), all but its signature,
+    which `_send_signed` adds to each attempt."""
+
+    method: str
+    path: str  # below `base`, as logs name it
+    url: str
+    params: Mapping[str, str]
+    json: Any
+    headers: Mapping[str, str]
+    once: bool  # never repeated blind (`Transport.send`)
 
 
 class ChannelSession:
@@ -242,12 +257,16 @@ class ChannelSession:
     ) -> Response:
         """A signed request; re-login once on 401; 4xx mapped to exceptions. `once`: never
         repeated blind after a 5xx or timeout (`Transport.send`, `MaybeAppliedError`)."""
-        url = f"{self.base}{path}"
-        sent = {**(ACCEPT if json is None else JSONAPI_BODY), **(headers or {})}
-        resp = await self._send_handling_auth(
-            method, url, dict(params or {}), json=json, headers=sent, once=once
+        outgoing = Outgoing(
+            method,
+            path,
+            f"{self.base}{path}",
+            dict(params or {}),
+            json,
+            {**(ACCEPT if json is None else JSONAPI_BODY), **(headers or {})},
+            once,
         )
-        return self._raise_for_status(resp, url)
+        return self._raise_for_status(await self._send_handling_auth(outgoing), outgoing.url)
 
     def _raise_for_status(self, resp: Response, url: str) -> Response:
         """`resp` when it is no error; else the exception its status means."""
@@ -266,16 +285,7 @@ class ChannelSession:
             )
         return resp
 
-    async def _send_handling_auth(
-        self,
-        method: str,
-        url: str,
-        params: dict[str, str],
-        *,
-        json: Any,
-        headers: Mapping[str, str],
-        once: bool,
-    ) -> Response:
+    async def _send_handling_auth(self, outgoing: Outgoing) -> Response:
         """Log in if there is no token yet; on a 401, log in again and send once more."""
         if not self.credentials.has_token:
             await self._ensure_login(self.credentials.generation, relogin=False)
@@ -285,42 +295,28 @@ class ChannelSession:
         fresh = False
         while True:
             generation = self.credentials.generation
-            resp = await self._send_handling_skew(
-                method, url, params, json=json, headers=headers, once=once, fresh=fresh
-            )
+            resp = await self._send_handling_skew(outgoing, fresh=fresh)
             if resp.status != 401:
                 return resp
             if fresh:
                 raise AuthError(
                     f"the upstream refused a fresh session (401): {error_detail(resp.body)}",
-                    url=url,
+                    url=outgoing.url,
                     status=401,
                     hint="check the account, and that this machine's clock is roughly right",
                 )
-            self.log.info("upstream.relogin", reason="401", path=url.removeprefix(self.base))
+            self.log.info("upstream.relogin", reason="401", path=outgoing.path)
             await self._ensure_login(generation, relogin=True)
             fresh = True
 
-    async def _send_handling_skew(
-        self,
-        method: str,
-        url: str,
-        params: dict[str, str],
-        *,
-        json: Any,
-        headers: Mapping[str, str],
-        once: bool,
-        fresh: bool,
-    ) -> Response:
+    async def _send_handling_skew(self, outgoing: Outgoing, *, fresh: bool) -> Response:
         """Send signed; a 401 after a fresh login (`fresh`) is signed again (`RESKEWS` times at
         most) when its own `Date` taught another skew than the one the attempt was signed
         with: the upstream's clock moved, or an answer sent before the move was read after
         one sent after it."""
         reskews = 0
         while True:
-            resp, signed_with = await self._send_signed(
-                method, url, params, json=json, headers=headers, once=once
-            )
+            resp, signed_with = await self._send_signed(outgoing)
             if (
                 resp.status != 401
                 or not fresh
@@ -329,20 +325,9 @@ class ChannelSession:
             ):
                 return resp
             reskews += 1
-            self.log.info(
-                "upstream.resigned", reason="clock skew changed", path=url.removeprefix(self.base)
-            )
+            self.log.info("upstream.resigned", reason="clock skew changed", path=outgoing.path)
 
-    async def _send_signed(
-        self,
-        method: str,
-        url: str,
-        params: dict[str, str],
-        *,
-        json: Any,
-        headers: Mapping[str, str],
-        once: bool,
-    ) -> tuple[Response, float]:
+    async def _send_signed(self, outgoing: Outgoing) -> tuple[Response, float]:
         """One logical request through the transport, each attempt signed afresh; the answer
         and the clock offset its last attempt was signed with."""
         signed_with = [self.credentials.offset]
@@ -350,10 +335,15 @@ class ChannelSession:
         def signed() -> dict[str, str]:
             # Called per attempt: the timestamp (and so the token) must be current each time.
             signed_with[0] = self.credentials.offset
-            return {**params, **self.credentials.params()}
+            return {**outgoing.params, **self.credentials.params()}
 
         resp = await self.transport.send(
-            method, url, params=signed, json=json, headers=headers, once=once
+            outgoing.method,
+            outgoing.url,
+            params=signed,
+            json=outgoing.json,
+            headers=outgoing.headers,
+            once=outgoing.once,
         )
         return resp, signed_with[0]
 

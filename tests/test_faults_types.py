@@ -21,7 +21,9 @@ from sync.core.metrics import Metrics
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.model import catalogue
-from sync.pipeline.staging import VALUE_CHARS, coerce, from_wire, stage_listing, to_wire
+from sync.pipeline.checks import VALUE_CHARS, coerce
+from sync.pipeline.staging import stage_listing
+from sync.pipeline.worker import from_wire, to_wire
 from sync.readers.status import status_data
 from sync.store import Mirror
 from tests.backfilled import backfill, settings_for

@@ -133,9 +133,8 @@ class MallRoutes:
 
                 pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))
             tail = pages[-1]
-            while self.client.paging.more(tail) and tail.number >= first.last:
-                tail = await page(tail.number + 1)
-                pages.append(tail)
+            if self.client.paging.more(tail) and tail.number >= first.last:
+                pages += [p async for p in self.client.walk(page, tail.number + 1)]
         except NotFoundError:
             return None
         return sorted({parse_id(r["id"]) for p in pages for r in p.resources})

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sync.model.stamps import now_iso
-from sync.pipeline.staging import encode
+from sync.pipeline.encoding import encode
 
 #: One row of `hours`: `mall_id`, `date`, `fetched_at` and the day's attributes.
 HoursRow = dict[str, Any]

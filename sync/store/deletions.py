@@ -20,7 +20,7 @@ from typing import Any
 from sync.core.logs import get_logger
 from sync.model import catalogue
 from sync.model.stamps import now_iso, shift
-from sync.pipeline.staging import Staged
+from sync.pipeline.batches import Staged
 from sync.store import links, memberships
 from sync.store.schema import Schema
 from sync.store.transaction import write_transaction

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
+from sync.pipeline.batches import Staged
 from sync.pipeline.seen import Seen
-from sync.pipeline.staging import Staged
 from sync.store import (
     changes,
     deletions,
@@ -254,10 +254,7 @@ class Mirror(BookkeepingMixin):
         images and tags repeat on page after page.
         """
         seen = self._included_seen
-        if len(seen):
-            for b in batches[1:]:
-                if b.versions is not None:
-                    b.keep(seen.unwritten(b.type, b.ids, b.versions))
+        seen.leave_out(batches[1:])
         self._writer.ensure_schema(batches)
         main = batches[0]
         with self._page_transaction():
@@ -267,9 +264,7 @@ class Mirror(BookkeepingMixin):
             if checkpoint is not None:
                 self._record_checkpoint(checkpoint)
         self._group.after_page()
-        for b in batches[1:]:
-            if b.versions is not None:
-                seen.add(b.type, b.ids, b.versions)
+        seen.remember(batches[1:])
         return WriteResult(len(main.ids), sum(len(b.ids) for b in batches[1:]), main.dropped)
 
     def ensure_schema(self, batches: Sequence[Staged]) -> None:

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sync.pipeline.staging import Staged
+from sync.pipeline.batches import Staged
 from sync.store import links, memberships
 from sync.store.fresh import FreshIds
 from sync.store.links import Links

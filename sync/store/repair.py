@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sync.model.stamps import now_iso
-from sync.pipeline.staging import Staged
+from sync.pipeline.batches import Staged
 from sync.store.deletions import tombstone_holds
 from sync.store.memberships import MEMBER_TYPES
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from sync.core.logs import get_logger
-from sync.pipeline.staging import Staged
+from sync.pipeline.batches import Staged
 from sync.store.bookkeeping import BookkeepingMixin
 
 _log = get_logger("sync.store")

@@ -53,7 +53,7 @@ async def main(changes: int, rate: float) -> None:
                 await asyncio.sleep(0.05)
             received: dict[int, float] = {}
             committed: dict[int, float] = {}
-            queue = daemon._queue
+            queue = daemon.queue
             enqueue = queue.enqueue
 
             def timed_enqueue(notices: Any) -> int:
@@ -64,16 +64,16 @@ async def main(changes: int, rate: float) -> None:
 
             queue.enqueue = timed_enqueue  # type: ignore[method-assign]
             mirror = daemon.mirror
-            write = mirror.write_page
+            write = mirror.write_staged
 
-            def timed_write(rtype: Any, resources: Any, *args: Any, **kwargs: Any) -> Any:
-                result = write(rtype, resources, *args, **kwargs)
+            def timed_write(batches: Any, *args: Any, **kwargs: Any) -> Any:
+                result = write(batches, *args, **kwargs)
                 now = time.perf_counter()
-                for r in resources:
-                    committed.setdefault(int(r["id"]), now)
+                for rid in batches[0].ids:  # the listed rows; included ones are not timed
+                    committed.setdefault(rid, now)
                 return result
 
-            mirror.write_page = timed_write  # type: ignore[method-assign]
+            mirror.write_staged = timed_write  # type: ignore[method-assign]
             ids = emu.ids("deals")
             targets = [ids[i % len(ids)] for i in range(changes)]
             for i, rid in enumerate(dict.fromkeys(targets)):

@@ -11,6 +11,7 @@ import structlog
 
 from sync.core import logs
 from sync.emulator import Emulator
+from tests.emulator_client import Signed, signed
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +27,13 @@ async def emulator() -> AsyncIterator[Emulator]:
     emu = Emulator(resources=300, seed=7, webhook_window=0.01, webhook_retry_interval=0.05)
     async with emu.serve(port=0):
         yield emu
+
+
+@pytest.fixture
+async def api(emulator: Emulator) -> AsyncIterator[Signed]:
+    """A client of `emulator`, logged in as its demo account."""
+    async with signed(emulator) as client:
+        yield client
 
 
 @pytest.fixture

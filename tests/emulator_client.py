@@ -1,15 +1,34 @@
-"""A minimal signed client for emulator tests: independent of `sync.channel` on purpose."""
+"""A minimal signed client for emulator tests, independent of `sync.channel` on purpose, and the
+helpers the emulator's test files share: a logged-in client, a listing walked page by page (every
+page checked against the JSON:API schema), the `/_emulator/` control routes, the notices sent."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
+import jsonschema
 import orjson
 
+from sync.emulator import Emulator
+
 JSONAPI = {"Content-Type": "application/vnd.api+json"}
+Notice = tuple[str, str, int]
+SCHEMA = json.loads((Path(__file__).parent / "data" / "jsonapi-schema-1.0.json").read_text())
+VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
+
+
+def valid(doc: Any) -> None:
+    """Assert that `doc` is a valid JSON:API 1.0 document."""
+    errors = sorted(VALIDATOR.iter_errors(doc), key=str)
+    assert not errors, errors[0]
 
 
 class Signed:
@@ -72,3 +91,53 @@ class Signed:
         ) as r:
             raw = await r.read()
             return r.status, r.headers, (orjson.loads(raw) if raw else None)
+
+
+@contextlib.asynccontextmanager
+async def signed(emu: Emulator) -> AsyncIterator[Signed]:
+    async with aiohttp.ClientSession() as http:
+        client = Signed(http, emu.base_url, emu.email, emu.password)
+        await client.login()
+        yield client
+
+
+def notices(emu: Emulator) -> list[Notice]:
+    """The notices the data set sends from now on: (kind, type, id)."""
+    seen: list[Notice] = []
+    emu.data.listeners.append(lambda kind, t, rid, _d: seen.append((kind, t, rid)))
+    return seen
+
+
+async def walk(api: Signed, path: str, params: dict[str, str] | None = None) -> list[Any]:
+    """Every page of a listing, each checked against the JSON:API schema."""
+    pages, number = [], 1
+    while True:
+        status, _, doc = await api.get(path, {**(params or {}), "page[number]": str(number)})
+        assert status == 200, doc
+        valid(doc)
+        pages.append(doc)
+        last = int(parse_qs(urlsplit(doc["links"]["last"]).query)["page[number]"][0])
+        if number >= last:
+            return pages
+        number += 1
+
+
+async def listed(api: Signed, path: str, params: dict[str, str] | None = None) -> list[str]:
+    return [
+        r["id"]
+        for p in await walk(api, path, {"page[size]": "100", **(params or {})})
+        for r in p["data"]
+    ]
+
+
+async def control(emu: Emulator, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(method, f"{emu.base_url}/_emulator/{path}", json=body) as r,
+    ):
+        raw = await r.read()
+        return r.status, (await r.json(content_type=None) if raw else None)
+
+
+def feed(emu: Emulator) -> list[dict[str, Any]]:
+    return list(emu.snapshot("deletions").values())

@@ -17,6 +17,7 @@ from sync.cli import main
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.backfilled import backfill
+from tests.pages import write_page
 
 DEALS = catalogue.TYPES["deals"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,15 +42,15 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
         assert all(e[3] == "backfill" for e in entries)  # not one entry per row
         last = entries[-1][0]
         rid = int(emu.ids("deals")[0])
-        stored = mirror.conn.execute(
-            "SELECT updated_at FROM deals WHERE id = ?", (rid,)
-        ).fetchone()[0]
+        stored, title = mirror.conn.execute(
+            "SELECT updated_at, title FROM deals WHERE id = ?", (rid,)
+        ).fetchone()
 
-        mirror.write_page(DEALS, [_deal(rid, stored)])  # the same copy again: no change
-        mirror.write_page(DEALS, [_deal(rid, "2020-01-01T00:00:00.000Z")])  # older: refused
+        write_page(mirror, DEALS, [_deal(rid, stored, title)])  # the same copy again: no change
+        write_page(mirror, DEALS, [_deal(rid, "2020-01-01T00:00:00.000Z")])  # older: refused
         assert mirror.changes(last) == []
-        mirror.write_page(DEALS, [_deal(rid, "2099-01-01T00:00:00.000Z", "newer")])
-        mirror.write_page(DEALS, [_deal(999_999, "2099-01-01T00:00:00.000Z")])  # a new row
+        write_page(mirror, DEALS, [_deal(rid, "2099-01-01T00:00:00.000Z", "newer")])
+        write_page(mirror, DEALS, [_deal(999_999, "2099-01-01T00:00:00.000Z")])  # a new row
         mirror.delete("deals", [rid])
         got = [(t, i, op, u) for _, t, i, op, u, _ in mirror.changes(last)]
         assert got == [
@@ -185,9 +186,10 @@ def test_the_feed_is_filtered_by_type_and_tells_a_reader_what_was_pruned(tmp_pat
     db = tmp_path / "m.db"
     mirror = Mirror.open(db)
     for rid in range(1, 6):
-        mirror.write_page(DEALS, [_deal(rid, f"2026-01-0{rid}T00:00:00.000Z")])
+        write_page(mirror, DEALS, [_deal(rid, f"2026-01-0{rid}T00:00:00.000Z")])
     stores = catalogue.TYPES["stores"]
-    mirror.write_page(
+    write_page(
+        mirror,
         stores,
         [
             {

@@ -15,6 +15,7 @@ from sync.model import catalogue
 from sync.model.columns import DECLARED, NULLABLE
 from sync.store import Mirror
 from sync.store.schema import affinity
+from tests.pages import write_page
 
 #: What typeof() may say of a value in a column of each declared affinity.
 ALLOWED = {"TEXT": {"text", "null"}, "INTEGER": {"integer", "null"}, "REAL": {"real", "null"}}
@@ -106,7 +107,7 @@ def test_unknown_attributes_are_inferred_and_widened_never_mixed(tmp_path: Path)
 
     def write(rid: int, value: Any) -> None:
         attrs = {"title": "t", "updated_at": "2026-01-01T00:00:00.000Z", "new_attr": value}
-        m.write_page(deals, [{"id": str(rid), "type": "deals", "attributes": attrs}])
+        write_page(m, deals, [{"id": str(rid), "type": "deals", "attributes": attrs}])
 
     def state() -> tuple[str, set[str]]:
         kind = {r[1]: r[2] for r in m.conn.execute("PRAGMA table_info(deals)")}["new_attr"]

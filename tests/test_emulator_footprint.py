@@ -5,10 +5,9 @@ templates, variants in a bounded LRU, revisions after mutations), `--malls`, the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -16,19 +15,11 @@ from click.testing import CliRunner
 from sync.commands import emulator as emulator_cmd
 from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
-from sync.emulator.query import encode_resource, resource_obj
+from sync.emulator.render import encode_resource, resource_obj
 from sync.emulator.server import footprint, max_resources
-from tests.emulator_client import Signed
+from tests.emulator_client import signed
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
-
-
-@contextlib.asynccontextmanager
-async def signed(emu: Emulator) -> AsyncIterator[Signed]:
-    async with aiohttp.ClientSession() as http:
-        client = Signed(http, emu.base_url, emu.email, emu.password)
-        await client.login()
-        yield client
 
 
 def test_the_plain_form_from_templates_is_the_resource_object() -> None:

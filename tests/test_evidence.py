@@ -23,6 +23,7 @@ from sync.model.scopes import scopes_of
 from sync.store import Mirror
 from tests.backfilled import backfill
 from tests.mirror_compare import compare, lost_rows, record_deletions, watch_deletions
+from tests.pages import write_page
 
 STAMP = "2026-01-01T00:00:00.000Z"
 
@@ -43,13 +44,13 @@ def test_a_copy_stamped_after_the_deletion_wins_and_lifts_the_tombstone(tmp_path
     a copy made before the deletion (a page fetched before it, written after) still cannot."""
     m = Mirror.open(tmp_path / "m.db")
     articles = catalogue.TYPES["articles"]
-    m.write_page(articles, [_article(1, STAMP)])
+    write_page(m, articles, [_article(1, STAMP)])
     m.delete("articles", [1], deleted_at="2026-01-02T00:00:00.000Z")
-    m.write_page(articles, [_article(1, STAMP, "stale copy")])
+    write_page(m, articles, [_article(1, STAMP, "stale copy")])
     assert m.get("articles", 1) is None
-    m.write_page(articles, [_article(1, "2026-01-02T00:00:00.000Z", "same moment")])
+    write_page(m, articles, [_article(1, "2026-01-02T00:00:00.000Z", "same moment")])
     assert m.get("articles", 1) is None
-    m.write_page(articles, [_article(1, "2026-01-03T00:00:00.000Z", "created again")])
+    write_page(m, articles, [_article(1, "2026-01-03T00:00:00.000Z", "created again")])
     row = m.get("articles", 1)
     assert row is not None and row["title"] == "created again"
     assert m.tombstones("articles", [1]) == {}
@@ -63,12 +64,12 @@ def test_a_stampless_tombstone_holds_only_for_a_while(tmp_path: Path) -> None:
     tag = {"id": "5", "type": "tags", "attributes": {"name": "x"}}
     article = _article(1, STAMP)
     article["relationships"] = {"tags": {"data": [{"type": "tags", "id": "5"}]}}
-    m.write_page(catalogue.TYPES["articles"], [article], [tag])
+    write_page(m, catalogue.TYPES["articles"], [article], [tag])
     m.delete("tags", [5])
-    m.write_page(catalogue.TYPES["articles"], [article], [tag])
+    write_page(m, catalogue.TYPES["articles"], [article], [tag])
     assert m.get("tags", 5) is None
     m.conn.execute("UPDATE _sync_tombstones SET deleted_at = '2020-01-01T00:00:00.000Z'")
-    m.write_page(catalogue.TYPES["articles"], [article], [tag])
+    write_page(m, catalogue.TYPES["articles"], [article], [tag])
     assert m.get("tags", 5) is not None
     m.close()
 

@@ -26,6 +26,7 @@ from structlog.testing import capture_logs
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.mirror import END_PHASE
+from tests.pages import write_page
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = 200
@@ -37,6 +38,7 @@ import os, signal, sqlite3, sys, threading
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.mirror import END_PHASE
+from tests.pages import write_page
 
 path, mode, kind, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 TICK = int(sys.argv[5])
@@ -76,7 +78,7 @@ def w(i, n=3):
 m = Mirror.open(path)
 m.defer_indexes(True)
 T = catalogue.TYPES
-m.write_page(T["malls"], [res("malls", i, name=w(i), city=w(i, 1), description=w(i, 8))
+write_page(m, T["malls"], [res("malls", i, name=w(i), city=w(i, 1), description=w(i, 8))
                           for i in range(1, 21)])
 for start in range(1, 1201, 100):
     ids = range(start, start + 100)
@@ -84,12 +86,12 @@ for start in range(1, 1201, 100):
     tags = [res("tags", i % 50 + 1, name=w(i, 1)) for i in ids]
     link = lambda i: {"images": {"data": [{"type": "images", "id": str(i)}]},
                       "tags": {"data": [{"type": "tags", "id": str(i % 50 + 1)}]}}
-    m.write_page(T["deals"], [res("deals", i, link(i), title=w(i), description=w(i, 12),
+    write_page(m, T["deals"], [res("deals", i, link(i), title=w(i), description=w(i, 12),
                                   retailer_name=w(i, 1), is_local=i % 2 == 0) for i in ids],
                  images + tags)
-    m.write_page(T["stores"], [res("stores", i, link(i), name=w(i), description=w(i, 12))
+    write_page(m, T["stores"], [res("stores", i, link(i), name=w(i), description=w(i, 12))
                                for i in ids], images + tags, mall_id=start // 100 + 1)
-    m.write_page(T["articles"], [res("articles", i, link(i), title=w(i), content=w(i, 20))
+    write_page(m, T["articles"], [res("articles", i, link(i), title=w(i), content=w(i, 20))
                                  for i in ids], images + tags)
 armed = True
 m.defer_indexes(False)
@@ -147,7 +149,8 @@ def _check_reopened(db: Path, reference: list[tuple[str, str, str]]) -> list[str
                 )
             except sqlite3.DatabaseError as exc:
                 problems.append(f"{table}: integrity-check: {exc}")
-        m.write_page(
+        write_page(
+            m,
             catalogue.TYPES["stores"],
             [
                 {
@@ -241,7 +244,8 @@ def _loaded(db: Path) -> None:
     """A small mirror, its end phase done (stores, with a full-text index)."""
     m = Mirror.open(db)
     m.defer_indexes(True)
-    m.write_page(
+    write_page(
+        m,
         catalogue.TYPES["stores"],
         [
             {

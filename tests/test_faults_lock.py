@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from sync.core.errors import MirrorError
 from sync.model import catalogue
 from sync.store import Mirror
+from tests.pages import write_page
 
 ROOT = Path(__file__).resolve().parent.parent
 DEALS = catalogue.TYPES["deals"]
@@ -47,7 +48,7 @@ def mirror_file(tmp_path: Path) -> Path:
     db = tmp_path / "data" / "m.db"
     db.parent.mkdir()
     m = Mirror.open(db)
-    m.write_page(DEALS, [_deal(1)])
+    write_page(m, DEALS, [_deal(1)])
     m.close()
     return db
 

@@ -21,11 +21,14 @@ from sync.core.metrics import Metrics
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.model import catalogue
-from sync.pipeline.staging import VALUE_CHARS, coerce, from_wire, stage_listing, to_wire
+from sync.pipeline.checks import VALUE_CHARS, coerce
+from sync.pipeline.staging import stage_listing
+from sync.pipeline.worker import from_wire, to_wire
 from sync.readers.status import status_data
 from sync.store import Mirror
 from tests.backfilled import backfill, settings_for
 from tests.mirror_compare import compare
+from tests.pages import write_page
 
 ARTICLES = catalogue.TYPES["articles"]
 MALLS = catalogue.TYPES["malls"]
@@ -60,10 +63,11 @@ def test_a_misfit_value_is_refused_logged_counted_and_shown(tmp_path: Path) -> N
     metrics = Metrics()
     m.on_values = lambda t, outcome, n: metrics.values.labels(type=t, outcome=outcome).inc(n)
     try:
-        m.write_page(ARTICLES, [_article(1), _article(2)])
+        write_page(m, ARTICLES, [_article(1), _article(2)])
         long_text = "yes " * 50
         with capture_logs() as logs:
-            m.write_page(
+            write_page(
+                m,
                 ARTICLES,
                 [
                     _article(1, NEW, title="changed", display_order="seven"),
@@ -72,8 +76,8 @@ def test_a_misfit_value_is_refused_logged_counted_and_shown(tmp_path: Path) -> N
                     _article(4, NEW, title="fits"),
                 ],
             )
-            m.write_page(
-                MALLS, [{"id": "9", "type": "malls", "attributes": {"latitude": {"lat": 1}}}]
+            write_page(
+                m, MALLS, [{"id": "9", "type": "malls", "attributes": {"latitude": {"lat": 1}}}]
             )
         assert _row(m, "articles", 1) == {**(_row(m, "articles", 1) or {}), "title": "article 1"}
         assert (_row(m, "articles", 1) or {})["display_order"] == 3
@@ -122,7 +126,7 @@ def test_a_misfit_value_is_refused_logged_counted_and_shown(tmp_path: Path) -> N
 
     m = Mirror.open(db)
     try:
-        m.write_page(ARTICLES, [_article(1, "2026-03-01T00:00:00.000Z", display_order=8)])
+        write_page(m, ARTICLES, [_article(1, "2026-03-01T00:00:00.000Z", display_order=8)])
         assert (_row(m, "articles", 1) or {})["display_order"] == 8
         assert m.value_faults()["articles"]["refused"] == 2  # row 1 is whole again
     finally:
@@ -137,7 +141,8 @@ def test_a_lossless_coercion_is_applied_and_counted(tmp_path: Path) -> None:
     m.on_values = lambda t, outcome, n: metrics.values.labels(type=t, outcome=outcome).inc(n)
     try:
         with capture_logs() as logs:
-            m.write_page(
+            write_page(
+                m,
                 ARTICLES,
                 [
                     _article(1, display_order="7", is_active="true"),
@@ -145,8 +150,8 @@ def test_a_lossless_coercion_is_applied_and_counted(tmp_path: Path) -> None:
                     _article(3, is_active=1),
                 ],
             )
-            m.write_page(ARTICLES, [_article(4, display_order="9")])  # the same attribute: debug
-            m.write_page(MALLS, [{"id": "5", "type": "malls", "attributes": {"latitude": "40.5"}}])
+            write_page(m, ARTICLES, [_article(4, display_order="9")])  # the same attribute: debug
+            write_page(m, MALLS, [{"id": "5", "type": "malls", "attributes": {"latitude": "40.5"}}])
         rows = {r: _row(m, "articles", r) or {} for r in (1, 2, 3, 4)}
         assert [rows[r]["display_order"] for r in (1, 2, 4)] == [7, 7, 9]
         assert [rows[r]["is_active"] for r in (1, 2, 3)] == [1, 0, 1]
@@ -230,7 +235,7 @@ def test_misfits_cross_the_page_worker_and_undeclared_attributes_still_widen(
     assert batch.coerced == [(2, "display_order", '"7"')]
     m = Mirror.open(tmp_path / "m.db")
     try:
-        m.write_page(ARTICLES, [_article(3, brand_new=5)])
+        write_page(m, ARTICLES, [_article(3, brand_new=5)])
         m.write_staged(page.batches)
         assert (_row(m, "articles", 2) or {})["brand_new"] == "five"  # widened to TEXT
         assert (_row(m, "articles", 2) or {})["display_order"] == 7

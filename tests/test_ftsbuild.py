@@ -14,6 +14,7 @@ import sqlite_utils
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.ftsbuild import SideBuild, fts_sql
+from tests.pages import write_page
 
 ARTICLES = catalogue.TYPES["articles"]
 DEALS = catalogue.TYPES["deals"]
@@ -50,8 +51,8 @@ def _load(path: Path, *, bulk: bool, n: int = 600) -> Mirror:
     m = Mirror.open(path)
     m.defer_indexes(bulk)
     for start in range(1, n, 100):
-        m.write_page(ARTICLES, [_article(i) for i in range(start, start + 100)])
-        m.write_page(DEALS, [_deal(i) for i in range(start, start + 100)])
+        write_page(m, ARTICLES, [_article(i) for i in range(start, start + 100)])
+        write_page(m, DEALS, [_deal(i) for i in range(start, start + 100)])
     m.defer_indexes(False)
     return m
 
@@ -97,7 +98,7 @@ def test_a_bulk_load_gets_the_full_text_indexes_it_would_build_in_place(tmp_path
     # A copy made by the side build stays in step with later writes (through its triggers).
     changed = _article(3)
     changed["attributes"].update(title="quokka", updated_at="2026-02-01T00:00:00.000Z")
-    side.write_page(ARTICLES, [changed])
+    write_page(side, ARTICLES, [changed])
     _integrity(side, "articles")
     assert _search(side, "articles", "quokka") == [3]
     assert 3 not in _search(side, "articles", "title")
@@ -155,8 +156,8 @@ def test_the_side_build_itself_makes_the_indexes(tmp_path: Path) -> None:
     """Not the fallback: `SideBuild` alone builds and copies both tables' indexes."""
     m = Mirror.open(tmp_path / "m.db")
     m.defer_indexes(True)
-    m.write_page(ARTICLES, [_article(i) for i in range(1, 201)])
-    m.write_page(DEALS, [_deal(i) for i in range(1, 201)])
+    write_page(m, ARTICLES, [_article(i) for i in range(1, 201)])
+    write_page(m, DEALS, [_deal(i) for i in range(1, 201)])
     plan = m.schema.fts_missing(["articles", "deals"])
     assert plan == {
         "articles": ["title", "subtitle", "teaser", "content"],
@@ -179,7 +180,7 @@ def test_with_litestream_checkpoints_the_copy_runs_no_checkpoint(tmp_path: Path)
         pages = [_article(i) for i in range(start, start + 100)]
         for p in pages:
             p["attributes"]["content"] = " ".join(WORDS) * 30  # ~2 KB a row: WAL > 1,000 frames
-        m.write_page(ARTICLES, pages)
+        write_page(m, ARTICLES, pages)
     m.defer_indexes(False)
     assert m.schema.fts_missing(["articles"]) == {}
     assert (tmp_path / "m.db-wal").stat().st_size > 1000 * 4096
@@ -194,8 +195,8 @@ def test_tables_the_caller_takes_back_are_built_in_the_mirror_and_not_copied(
     brings in only what the thread built, and both kinds search the same."""
     m = Mirror.open(tmp_path / "m.db")
     m.defer_indexes(True)
-    m.write_page(ARTICLES, [_article(i) for i in range(1, 201)])
-    m.write_page(DEALS, [_deal(i) for i in range(1, 201)])
+    write_page(m, ARTICLES, [_article(i) for i in range(1, 201)])
+    write_page(m, DEALS, [_deal(i) for i in range(1, 201)])
     plan = m.schema.fts_missing(["articles", "deals"])
     nothing = SideBuild(m.path, plan)
     assert nothing.steal() == ["articles", "deals"]

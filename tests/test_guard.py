@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 from sync.model import catalogue
 from sync.model.stamps import StampError, normalize
 from sync.store import Mirror
+from tests.pages import write_page
 
 NEW = "2026-01-01T01:02:00.000Z"
 OLD = "2026-01-01T01:01:00.000Z"
@@ -63,14 +64,14 @@ def _links(mirror: Mirror, rtype: catalogue.ResourceType) -> dict[str, Any]:
 def test_older_copy_leaves_every_relationship_untouched(mirror: Mirror, name: str) -> None:
     rtype = catalogue.TYPES[name]
     mall = 1 if rtype.level == "mall" else None
-    mirror.write_page(rtype, [_resource(rtype, NEW, 2)], mall_id=mall)
+    write_page(mirror, rtype, [_resource(rtype, NEW, 2)], mall_id=mall)
     before = _links(mirror, rtype)
     assert all(v in (2, [2]) for v in before.values()), before
-    mirror.write_page(rtype, [_resource(rtype, OLD, 1)], mall_id=mall)
+    write_page(mirror, rtype, [_resource(rtype, OLD, 1)], mall_id=mall)
     assert _links(mirror, rtype) == before
     assert mirror.get(name, 7)["title"] == f"at {NEW}"  # type: ignore[index]
     # An equal or newer copy still replaces them.
-    mirror.write_page(rtype, [_resource(rtype, NEW, 3)], mall_id=mall)
+    write_page(mirror, rtype, [_resource(rtype, NEW, 3)], mall_id=mall)
     assert all(v in (3, [3]) for v in _links(mirror, rtype).values())
 
 
@@ -78,10 +79,10 @@ def test_older_copy_in_a_page_with_newer_rows_only_skips_its_own_links(mirror: M
     deals = catalogue.TYPES["deals"]
     a, b = _resource(deals, NEW, 2), _resource(deals, NEW, 2)
     b["id"] = "8"
-    mirror.write_page(deals, [a, b])
+    write_page(mirror, deals, [a, b])
     a2, b2 = _resource(deals, OLD, 1), _resource(deals, "2026-01-01T02:00:00.000Z", 5)
     b2["id"] = "8"
-    mirror.write_page(deals, [a2, b2])
+    write_page(mirror, deals, [a2, b2])
     rows = sorted(mirror.conn.execute("SELECT deals_id, images_id FROM deals_images"))
     assert rows == [(7, 2), (8, 5)]
 
@@ -103,7 +104,7 @@ def test_absolute_stamps_are_stored_in_one_fixed_width_form(
     r = _resource(deals, served, 2)
     r["attributes"]["created_at"] = served
     r["attributes"]["display_at"] = "2026-01-01 10:00:00"  # relative: kept as served
-    mirror.write_page(deals, [r])
+    write_page(mirror, deals, [r])
     row = mirror.get("deals", 7)
     assert row is not None
     assert (row["updated_at"], row["created_at"]) == (stored, stored)
@@ -113,8 +114,8 @@ def test_absolute_stamps_are_stored_in_one_fixed_width_form(
 def test_mixed_form_stamps_keep_the_newest_copy(mirror: Mirror) -> None:
     deals = catalogue.TYPES["deals"]
     # 01:30Z is newer than 02:00+01:00 (= 01:00Z), though it sorts lower as text.
-    mirror.write_page(deals, [_resource(deals, "2026-01-01T01:30:00Z", 2)])
-    mirror.write_page(deals, [_resource(deals, "2026-01-01T02:00:00+01:00", 1)])
+    write_page(mirror, deals, [_resource(deals, "2026-01-01T01:30:00Z", 2)])
+    write_page(mirror, deals, [_resource(deals, "2026-01-01T02:00:00+01:00", 1)])
     row = mirror.get("deals", 7)
     assert row is not None
     assert row["updated_at"] == "2026-01-01T01:30:00.000Z"
@@ -126,7 +127,7 @@ def test_an_unreadable_stamp_refuses_that_row_only_and_says_so(mirror: Mirror) -
     good, bad = _resource(deals, NEW, 2), _resource(deals, "yesterday-ish", 1)
     bad["id"] = "8"
     with capture_logs() as logs:
-        result = mirror.write_page(deals, [good, bad])
+        result = write_page(mirror, deals, [good, bad])
     assert result.rows == 1
     assert mirror.get("deals", 8) is None
     assert mirror.get("deals", 7) is not None

@@ -39,6 +39,7 @@ from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.mirror_compare import compare
+from tests.pages import write_page
 from tests.test_cli import sync
 from tests.test_daemon import SECRET, eventually, running, settings_for
 from tests.test_receiver import json_values
@@ -178,7 +179,7 @@ async def test_hostile_webhook_bodies_are_refused_and_change_no_row(
         assert accepted["ignored_unknown_types"] == 2 and accepted["queue_depth"] == 0
         assert SECRET not in repr(logs)
         await asyncio.sleep(0.3)  # give a wrongly queued notice the time to do harm
-        assert daemon._queue.depth() == 0 and daemon.worker.processed == processed
+        assert daemon.queue.depth() == 0 and daemon.worker.processed == processed
         assert snapshot(db) == before
 
 
@@ -224,7 +225,7 @@ async def test_a_slow_sender_gets_408_while_others_are_served(
                 await writer.wait_closed()
         (rejected,) = [e for e in logs if e["event"] == "webhook.rejected"]
         assert rejected["status"] == 408 and "1 s" in rejected["reason"]
-        await eventually(lambda: daemon._queue.depth() == 0 and daemon.worker.processed >= 1)
+        await eventually(lambda: daemon.queue.depth() == 0 and daemon.worker.processed >= 1)
         assert snapshot(db) == before  # the well-formed forged deletion was not confirmed
 
 
@@ -255,7 +256,7 @@ async def test_ten_thousand_forged_deletions_delete_nothing_and_do_not_stall(
             return any(r[0] == int(article) and "after the burst" in r for r in rows)
 
         await eventually(landed, timeout=30)
-        await eventually(lambda: daemon._queue.depth() == 0, timeout=30)
+        await eventually(lambda: daemon.queue.depth() == 0, timeout=30)
         assert daemon.worker.processed >= 10_000
     after = snapshot(db)
     assert without_row(after, "articles", article) == without_row(before, "articles", article)
@@ -471,7 +472,7 @@ async def test_a_forbidden_type_is_reported_and_skipped_and_starves_no_other(
             assert await post(url, body(notice("updates", "articles", 1))) == 202
             deal = emu.ids("deals")[0]
             emu.update("deals", deal, {"title": "still followed"})
-            await eventually(lambda: daemon._queue.depth() == 0)
+            await eventually(lambda: daemon.queue.depth() == 0)
 
             def followed() -> bool:
                 return any(
@@ -521,7 +522,8 @@ async def test_a_damaged_database_is_left_alone(
     db = tmp_path / "data" / "m.db"
     db.parent.mkdir()
     mirror = Mirror.open(db)
-    mirror.write_page(
+    write_page(
+        mirror,
         catalogue.TYPES["deals"],
         [{"id": str(i), "attributes": {"title": "t" * 50}} for i in range(1, 2000)],
     )
@@ -710,8 +712,13 @@ def test_fuzz_page_parser_and_page_write_raise_only_our_errors(tmp_path: Path) -
         assert isinstance(page.last, int) and page.last >= 1
         assert all(isinstance(r, dict) and "id" in r for r in page.resources + page.included)
         for rtype in (catalogue.TYPES["deals"], catalogue.TYPES["stores"]):
-            mirror.write_page(
-                rtype, page.resources, page.included, mall_id=1, scripts=page.meta.get("scripts")
+            write_page(
+                mirror,
+                rtype,
+                page.resources,
+                page.included,
+                mall_id=1,
+                scripts=page.meta.get("scripts"),
             )
 
     try:

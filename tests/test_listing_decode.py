@@ -16,7 +16,8 @@ from sync.channel.pages import decode, decode_listing, to_page
 from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
 from sync.model import catalogue
-from sync.pipeline.staging import encode, stage_listing, version
+from sync.pipeline.encoding import encode, version
+from sync.pipeline.staging import stage_listing
 from sync.store import Mirror
 from tests.test_backfill import make_settings
 from tests.test_hostile import documents

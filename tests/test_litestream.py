@@ -37,6 +37,7 @@ from sync.model.notices import WebhookNotice
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue
 from tests.mirror_compare import compare
+from tests.pages import write_page
 from tests.test_chaos import FAST_BUDGET, FAST_SCHEDULE, SECRET, Daemon, _free_port, _run_cli
 
 #: A 4 KiB row: each commit of 100 of them adds ~100 WAL frames.
@@ -120,7 +121,7 @@ def test_writes_wait_for_a_write_lock_another_process_holds(tmp_path: Path) -> N
                 "attributes": {"title": "a", "updated_at": "2026-01-01T00:00:00Z"},
             }
         ]
-        mirror.write_page(deals, page)
+        write_page(mirror, deals, page)
         mirror.delete("deals", [99])  # a tombstone: each page write now reads it first
         # The control: a deferred transaction that has read cannot wait for the lock.
         holder = _hold_write_lock(db, 0.3)
@@ -133,10 +134,10 @@ def test_writes_wait_for_a_write_lock_another_process_holds(tmp_path: Path) -> N
         for attempt in range(3):
             holder = _hold_write_lock(db, 0.3)
             if attempt == 0:
-                mirror.write_page(deals, [{**page[0], "id": "2"}])
+                write_page(mirror, deals, [{**page[0], "id": "2"}])
             elif attempt == 1:
                 mirror.start_group_commit(256)
-                mirror.write_page(deals, [{**page[0], "id": "3"}])
+                write_page(mirror, deals, [{**page[0], "id": "3"}])
                 mirror.end_group_commit()
             else:
                 ChangeQueue(mirror.conn).enqueue([WebhookNotice("update", "deals", "deals", 4)])

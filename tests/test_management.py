@@ -16,7 +16,9 @@ import pytest
 from sync.core.config import parse_config
 from sync.core.errors import ConfigError
 from sync.emulator import Emulator
-from sync.management.client import ManagementClient, load_update, mirror_press_releases
+from sync.management.client import ManagementClient
+from sync.management.fields import load_update
+from sync.management.press import mirror_press_releases
 from sync.store import Mirror
 from sync.store.press import PressReleases
 

@@ -20,15 +20,11 @@ from yarl import URL
 from sync.core.config import ManagementSettings, parse_config
 from sync.core.errors import ConfigError, InvalidParametersError, UpstreamError
 from sync.emulator import Emulator
-from sync.management.client import (
-    ManagementClient,
-    Walk,
-    forget_sort_outcomes,
-    load_update,
-    mirror_press_releases,
-    segment,
-    sort_outcome,
-)
+from sync.management.client import ManagementClient
+from sync.management.fields import load_update
+from sync.management.press import forget_sort_outcomes, mirror_press_releases, sort_outcome
+from sync.management.session import segment
+from sync.management.walk import Walk
 from sync.store import Mirror
 from sync.store.press import PressReleases
 from tests.test_management import sync as ccsync

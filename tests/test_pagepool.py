@@ -22,9 +22,9 @@ from sync.channel.client import ChannelClient
 from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
 from sync.model import catalogue
-from sync.pipeline import pagepool, staging
+from sync.pipeline import batches, encoding, pagepool, staging, worker
 from sync.pipeline.pagepool import PagePool
-from sync.pipeline.seen import Seen, SeenTable
+from sync.pipeline.seen import Seen, SeenTable, Sent, written_already
 from sync.pipeline.staging import stage_listing
 from tests.test_backfill import make_settings
 
@@ -63,7 +63,7 @@ async def test_worker_stages_exactly_as_in_process(emulator: Emulator, tmp_path:
         for name, body, mall in pages:
             got = await pool.stage(name, body, number=1, url="http://x/", status=200, mall_id=mall)
             want = stage_listing(name, body, number=1, url="", status=200, mall_id=mall)
-            assert got.ticket  # the worker's number for it (`staging.Sent`)
+            assert got.ticket  # the worker's number for it (`Sent`)
             got.ticket = 0
             assert got == want  # none of these pages was reported written: nothing left out
             assert got.resources > 0 and got.batches[0].rows
@@ -107,7 +107,7 @@ def _page(deal: int, images: list[tuple[int, str]]) -> bytes:
     return json.dumps(doc).encode()
 
 
-def _images(page: staging.StagedPage) -> list[int]:
+def _images(page: batches.StagedPage) -> list[int]:
     return [i for b in page.batches[1:] if b.type == "images" for i in b.ids]
 
 
@@ -115,7 +115,7 @@ async def test_worker_sends_an_included_row_once_it_is_written() -> None:
     v1, v2 = "2026-01-01T00:00:00.000Z", "2026-02-01T00:00:00.000Z"
     async with PagePool(1) as pool:
 
-        async def stage(deal: int, images: list[tuple[int, str]]) -> staging.StagedPage:
+        async def stage(deal: int, images: list[tuple[int, str]]) -> batches.StagedPage:
             body = _page(deal, images)
             return await pool.stage("deals", body, number=1, url="u", status=200, mall_id=None)
 
@@ -185,7 +185,7 @@ V = "2026-01-01T00:00:00.000Z"
 
 
 def test_sent_forgets_pages_never_written_and_stays_bounded() -> None:
-    sent = staging.Sent()
+    sent = Sent()
     for ticket in range(1, sent.PENDING + 10):
         page = staging.stage_listing(
             "deals", _page(ticket, [(ticket, V)]), number=1, url="", status=200, mall_id=None
@@ -218,13 +218,13 @@ def test_answers_cross_the_pipe_whole() -> None:
         mall_id=None,
     )
     page.ticket = 9
-    back = staging.from_wire(staging.to_wire(page))
+    back = worker.from_wire(worker.to_wire(page))
     problem = page.batches[0].refused[0][3]
     assert back == page and back.batches[0].refused == [(1, "updated_at", '"bad"', problem)]
     assert isinstance(back.batches[1].rows[0], tuple) and back.batches[0].versions is None
     assert any(isinstance(v, bytes) for b in back.batches for v in b.versions or ())
-    refused = staging.Refused("not JSON", "check the upstream")
-    assert staging.from_wire(staging.to_wire(refused)) == refused
+    refused = worker.Refused("not JSON", "check the upstream")
+    assert worker.from_wire(worker.to_wire(refused)) == refused
 
 
 def test_seen_is_exact_and_forgets_its_oldest_half_when_full() -> None:
@@ -373,7 +373,7 @@ async def test_a_stuck_worker_is_stopped_and_its_pages_staged_here(
 
 async def test_a_worker_from_another_install_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     """sync upgraded during a run: the new worker's framing may differ, so it must not answer."""
-    monkeypatch.setattr(pagepool, "PROTOCOL", staging.PROTOCOL + 1)
+    monkeypatch.setattr(pagepool, "PROTOCOL", worker.PROTOCOL + 1)
     async with PagePool(1) as pool:
         proc = pool._procs[0].proc
         assert await asyncio.wait_for(proc.wait(), 10) == 3
@@ -393,10 +393,10 @@ def test_rows_written_already_are_left_out_before_staging_as_after(memo: type[Se
     tag = {"id": "7", "type": "tags", "attributes": {"name": "shoes"}}
     written = memo(100)
     written.add("images", [10], [V])
-    written.add("tags", [7], [staging.version(tag)])
+    written.add("tags", [7], [encoding.version(tag)])
 
     def already(res: dict[str, Any], name: str) -> bool:
-        return staging.written_already(res, written.version_of(name, int(res["id"])), written)
+        return written_already(res, written.version_of(name, int(res["id"])), written)
 
     assert already(image, "images")
     assert already(tag, "tags")
@@ -420,7 +420,7 @@ def test_the_memo_remembers_exactly_and_forgets_when_full(memo: type[Seen]) -> N
     is not); `forget` and `clear` forget; past `limit` rows about half are forgotten, never
     a wrong version remembered."""
     seen = memo(1000)
-    digest = staging.version({"id": "7", "type": "tags", "attributes": {"name": "a"}})
+    digest = encoding.version({"id": "7", "type": "tags", "attributes": {"name": "a"}})
     seen.add("images", [1, 2, 3], [V, V, "2026-01-01T00:00:00Z"])
     seen.add("tags", [1], [digest])
     assert seen.unwritten(
@@ -454,9 +454,9 @@ def test_a_worker_memo_past_its_dict_size_moves_to_sqlite_holding_the_same_rows(
 ) -> None:
     """`Sent` keeps a dict up to `DICT_ROWS` rows, then an equal `SeenTable`: canonical stamps
     (held as ints in the dict), other stamp forms and digests all come back exact."""
-    monkeypatch.setattr(staging.Sent, "DICT_ROWS", 2)
-    sent = staging.Sent()
-    digest = staging.version({"id": "7", "type": "tags", "attributes": {"name": "a"}})
+    monkeypatch.setattr(Sent, "DICT_ROWS", 2)
+    sent = Sent()
+    digest = encoding.version({"id": "7", "type": "tags", "attributes": {"name": "a"}})
     copies = [("images", [1, 2], [V, "2026-01-01T00:00:00+01:00"]), ("tags", [7], [digest])]
     sent.pending[1] = copies[:1]
     sent.confirm([1])

@@ -14,7 +14,9 @@ from structlog.testing import capture_logs
 
 from sync.core.config import ManagementSettings, parse_config
 from sync.emulator import Emulator
-from sync.management.client import ManagementClient, Walk, mirror_press_releases
+from sync.management.client import ManagementClient
+from sync.management.press import mirror_press_releases
+from sync.management.walk import Walk
 from sync.store import Mirror
 from sync.store.press import PressReleases
 

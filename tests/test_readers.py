@@ -16,6 +16,7 @@ import pytest
 
 from sync.model import catalogue
 from sync.store import Mirror
+from tests.pages import write_page
 
 ROOT = Path(__file__).resolve().parent.parent
 READERS = [["status"], ["status", "--json"], ["changes"], ["datasette-metadata"]]
@@ -45,7 +46,7 @@ def mirror(tmp_path: Path) -> Path:
         "type": "deals",
         "attributes": {"title": "t", "updated_at": "2026-01-01T00:00:00.000Z"},
     }
-    m.write_page(catalogue.TYPES["deals"], [deal])
+    write_page(m, catalogue.TYPES["deals"], [deal])
     m.close()
     return db
 

@@ -11,7 +11,6 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
@@ -194,23 +193,17 @@ class _QueueOnly:
 
 @pytest.fixture
 async def receiver(tmp_path: Path) -> AsyncIterator[tuple[str, ChangeQueue, list[int]]]:
-    from sync.ingest.receiver import make_receiver_app
+    """The daemon's HTTP app around a receiver alone (no daemon), on a free port."""
+    from sync.daemon.http import make_app, serve
+    from sync.ingest.receiver import Receiver
 
     queue = open_queue(tmp_path / "q.db")
     woken: list[int] = []
     cfg = WebhookSettings(listen="127.0.0.1:0", secret=SECRET, max_body_bytes=256 * 1024)  # type: ignore[arg-type]
-    app = make_receiver_app(
-        cfg,
-        queue,
-        on_enqueued=lambda: woken.append(1),
-        metrics=Metrics(_QueueOnly(queue)),
-        health=lambda: {"status": "ok"},
-    )
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    metrics = Metrics(_QueueOnly(queue))
+    receiver = Receiver(cfg, queue, on_enqueued=lambda: woken.append(1), metrics=metrics)
+    app = make_app(receiver, health=lambda: {"status": "ok"}, metrics=metrics)
+    runner, port = await serve(app, "127.0.0.1", 0)
     yield f"http://127.0.0.1:{port}", queue, woken
     await runner.cleanup()
 
@@ -378,3 +371,37 @@ async def test_a_mixed_batch_keeps_its_valid_items_and_reports_the_invalid_ones(
         assert await post(f"{base}/webhooks/{SECRET}", body(bad_id, bad_kind)) == 400
     assert queue.depth() == 2
     assert "no valid notice" in next(e for e in logs if e["event"] == "webhook.rejected")["reason"]
+
+
+async def test_a_delivery_is_verified_and_queued_without_a_server(tmp_path: Path) -> None:
+    """`Receiver.accept` is the whole receiver: the HTTP route only hands it the request."""
+    import asyncio
+
+    from sync.ingest.receiver import Delivery, Receiver
+
+    queue = open_queue(tmp_path / "q.db")
+    cfg = WebhookSettings(listen="127.0.0.1:0", secret=SECRET, body_timeout=0.2)  # type: ignore[arg-type]
+    receiver = Receiver(cfg, queue)
+
+    async def chunks(*parts: bytes, stall: float = 0.0) -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+        await asyncio.sleep(stall)
+
+    def delivery(secret: str, *parts: bytes, stall: float = 0.0) -> Delivery:
+        return Delivery(
+            secret=secret,
+            method="POST",
+            content_type="application/json",
+            content_length=None,
+            body=chunks(*parts, stall=stall),
+            path=f"/webhooks/{secret}",
+        )
+
+    accepted = await receiver.accept(delivery(SECRET, body(UPDATE)))
+    assert accepted.status == 202 and accepted.body() is None and queue.depth() == 1
+    wrong = await receiver.accept(delivery("wrong", body(UPDATE)))
+    assert wrong.status == 404 and orjson.loads(wrong.body() or b"") == {"error": "unknown path"}
+    slow = await receiver.accept(delivery(SECRET, b'{"data": [', stall=5.0))
+    assert slow.status == 408 and slow.close
+    assert queue.depth() == 1

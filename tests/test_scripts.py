@@ -12,13 +12,14 @@ from structlog.testing import capture_logs
 
 from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
-from sync.emulator.app import SCRIPTS
+from sync.emulator.responses import SCRIPTS
 from sync.jobs.fetch import Fetcher
 from sync.jobs.poll import Poller
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.store import Mirror
 from tests.backfilled import backfill, settings_for
+from tests.pages import write_page
 
 DEALS = catalogue.TYPES["deals"]
 ARTICLES = catalogue.TYPES["articles"]
@@ -127,13 +128,13 @@ def test_no_scripts_key_leaves_them_and_an_empty_list_removes_them(tmp_path: Pat
     in another order is stored in that order; another type's response touches only its own."""
     m = Mirror.open(tmp_path / "m.db")
     try:
-        m.write_page(DEALS, [deal(1)], scripts=[A, B])
-        m.write_page(ARTICLES, [], scripts=[C])
-        m.write_page(DEALS, [deal(2)])
+        write_page(m, DEALS, [deal(1)], scripts=[A, B])
+        write_page(m, ARTICLES, [], scripts=[C])
+        write_page(m, DEALS, [deal(2)])
         assert held(m.conn, "deals") == [("text/javascript", "a()"), B_ROW]
-        m.write_page(DEALS, [deal(3)], scripts=[B, A])
+        write_page(m, DEALS, [deal(3)], scripts=[B, A])
         assert held(m.conn, "deals") == [B_ROW, ("text/javascript", "a()")]
-        m.write_page(DEALS, [], scripts=[])
+        write_page(m, DEALS, [], scripts=[])
         assert held(m.conn, "deals") == []
         assert held(m.conn, "articles") == [("text/javascript", "c()")]
     finally:
@@ -147,16 +148,16 @@ def test_the_same_list_again_is_not_rewritten_per_type(tmp_path: Path) -> None:
     statements: list[str] = []
     m.conn.set_trace_callback(statements.append)
     try:
-        m.write_page(DEALS, [deal(1)], scripts=[A, B])
-        m.write_page(ARTICLES, [], scripts=[C])
+        write_page(m, DEALS, [deal(1)], scripts=[A, B])
+        write_page(m, ARTICLES, [], scripts=[C])
         first = [s for s in statements if "meta_scripts" in s]
         statements.clear()
         for rid in range(2, 6):
-            m.write_page(DEALS, [deal(rid)], scripts=[A, B])
-            m.write_page(ARTICLES, [], scripts=[C])
+            write_page(m, DEALS, [deal(rid)], scripts=[A, B])
+            write_page(m, ARTICLES, [], scripts=[C])
             m.write_scripts(ARTICLES, [C])
         assert first and not [s for s in statements if "meta_scripts" in s]
-        m.write_page(DEALS, [deal(9)], scripts=[A])  # another list: written at once
+        write_page(m, DEALS, [deal(9)], scripts=[A])  # another list: written at once
         assert held(m.conn, "deals") == [("text/javascript", "a()")]
     finally:
         m.close()
@@ -183,7 +184,7 @@ async def test_invalid_items_are_skipped_with_a_log_line(
     m = Mirror.open(db)
     try:
         with capture_logs() as logs:
-            m.write_page(DEALS, [deal(1)], scripts="<script>x()</script>")
+            write_page(m, DEALS, [deal(1)], scripts="<script>x()</script>")
         assert held(m.conn, "deals") == [("text/javascript", "a()"), ("text/javascript", "c()")]
         assert [e["event"] for e in logs] == ["scripts.refused"]
     finally:
@@ -228,7 +229,7 @@ def test_an_older_mirror_is_migrated_on_open(tmp_path: Path) -> None:
             ("deals", "deal", 0, "text/javascript", "c()", "2026-01-01"),
             ("deals", "deal", 1, "text/javascript", "a()", "2026-02-01"),
         ]
-        m.write_page(DEALS, [deal(1)], scripts=[A])
+        write_page(m, DEALS, [deal(1)], scripts=[A])
         assert held(m.conn, "deals") == [("text/javascript", "a()")]
         assert held(m.conn, "articles") == [("text/javascript", "c()"), ("text/javascript", "a()")]
         assert m.get_meta("schema_version") == "2"

@@ -11,6 +11,7 @@ from sync.core.config import parse_config
 from sync.jobs.backfill import Backfill
 from sync.jobs.reconcile import run_reconcile
 from sync.store import Mirror
+from tests.pages import write_page
 
 
 def _linked_images(emu: Any, type_name: str) -> list[tuple[int, str]]:
@@ -106,7 +107,7 @@ def test_prune_removes_only_unreferenced_rows(tmp_path: Path) -> None:
         for i in (5, 6)
     ]
     tags = [{"id": str(t), "type": "tags", "attributes": {"name": f"t{t}"}} for t in (8, 9)]
-    m.write_page(catalogue.TYPES["deals"], [deal], [*images, *tags])
+    write_page(m, catalogue.TYPES["deals"], [deal], [*images, *tags])
     assert sideloads.prune(m) == {"images": 1, "tags": 1}
     assert [r[0] for r in m.conn.execute("SELECT id FROM images")] == [5]
     assert [r[0] for r in m.conn.execute("SELECT id FROM tags")] == [8]

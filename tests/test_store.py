@@ -11,7 +11,9 @@ import pytest
 
 from sync.core.errors import MirrorError
 from sync.model import catalogue
-from sync.store import Mirror, PageCheckpoint
+from sync.pipeline.hours import stage_hours
+from sync.store import Mirror, PageCheckpoint, links
+from tests.pages import write_page
 
 DEALS = catalogue.TYPES["deals"]
 EVENTS = catalogue.TYPES["events"]
@@ -37,8 +39,10 @@ def mirror(tmp_path: Path) -> Mirror:
 
 
 def test_page_creates_table_columns_indexes_and_encodes_values(mirror: Mirror) -> None:
-    mirror.write_page(
-        DEALS, [res(1, is_active=True, tags_list=["a"], obj={"k": 1}, price=1.5, seo_slug="x")]
+    write_page(
+        mirror,
+        DEALS,
+        [res(1, is_active=True, tags_list=["a"], obj={"k": 1}, price=1.5, seo_slug="x")],
     )
     row = mirror.get("deals", 1)
     assert row == {
@@ -65,7 +69,7 @@ def test_bulk_load_defers_content_and_link_indexes_until_the_end(tmp_path: Path)
     linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
     m = Mirror.open(tmp_path / "m.db")
     m.defer_indexes(True)
-    m.write_page(DEALS, [linked])
+    write_page(m, DEALS, [linked])
     assert _index_names(m, "deals") <= {"sqlite_autoindex_deals_1"}
     assert "idx_deals_images_images_id" not in _index_names(m, "deals_images")
     m.defer_indexes(False)
@@ -79,7 +83,7 @@ def test_bulk_load_interrupted_gets_its_indexes_when_reopened(tmp_path: Path) ->
     linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
     m = Mirror.open(tmp_path / "m.db")
     m.defer_indexes(True)
-    m.write_page(DEALS, [linked])
+    write_page(m, DEALS, [linked])
     m.close()  # killed before the end of the load: no indexes yet
     m = Mirror.open(tmp_path / "m.db")
     assert "idx_deals_updated_at" in _index_names(m, "deals")
@@ -88,17 +92,17 @@ def test_bulk_load_interrupted_gets_its_indexes_when_reopened(tmp_path: Path) ->
 
 
 def test_new_attribute_adds_a_column(mirror: Mirror) -> None:
-    mirror.write_page(DEALS, [res(1)])
-    mirror.write_page(DEALS, [res(2, brand_new="yes")])
+    write_page(mirror, DEALS, [res(1)])
+    write_page(mirror, DEALS, [res(2, brand_new="yes")])
     assert mirror.get("deals", 2)["brand_new"] == "yes"  # type: ignore[index]
     assert mirror.get("deals", 1)["brand_new"] is None  # type: ignore[index]
 
 
 def test_older_copy_never_overwrites_newer(mirror: Mirror) -> None:
-    mirror.write_page(DEALS, [res(1, "2026-02-01T00:00:00.000Z", title="new")])
-    mirror.write_page(DEALS, [res(1, "2026-01-01T00:00:00.000Z", title="old")])
+    write_page(mirror, DEALS, [res(1, "2026-02-01T00:00:00.000Z", title="new")])
+    write_page(mirror, DEALS, [res(1, "2026-01-01T00:00:00.000Z", title="old")])
     assert mirror.get("deals", 1)["title"] == "new"  # type: ignore[index]
-    mirror.write_page(DEALS, [res(1, "2026-02-01T00:00:00.000Z", title="same stamp")])
+    write_page(mirror, DEALS, [res(1, "2026-02-01T00:00:00.000Z", title="same stamp")])
     assert mirror.get("deals", 1)["title"] == "same stamp"  # type: ignore[index]
 
 
@@ -114,17 +118,17 @@ def test_links_replaced_only_with_linkage_and_included_rows(mirror: Mirror) -> N
             "attributes": {"url": "u5", "updated_at": "2026-01-01T00:00:00.000Z"},
         }
     ]
-    mirror.write_page(DEALS, [with_links], included)
+    write_page(mirror, DEALS, [with_links], included)
 
     def links():
         return sorted(mirror.conn.execute("select deals_id, images_id, position from deals_images"))
 
     assert links() == [(1, 5, 0), (1, 6, 1)]
-    mirror.write_page(DEALS, [res(1, "2026-01-02T00:00:00.000Z")])  # no linkage: links kept
+    write_page(mirror, DEALS, [res(1, "2026-01-02T00:00:00.000Z")])  # no linkage: links kept
     assert links() == [(1, 5, 0), (1, 6, 1)]
     with_links["relationships"]["images"]["data"] = [{"type": "images", "id": "6"}]
     with_links["attributes"]["updated_at"] = "2026-01-03T00:00:00.000Z"  # a newer copy
-    mirror.write_page(DEALS, [with_links])
+    write_page(mirror, DEALS, [with_links])
     assert links() == [(1, 6, 0)]
     assert mirror.get("images", 5)["url"] == "u5"  # type: ignore[index]
     join = mirror.conn.execute(
@@ -134,13 +138,13 @@ def test_links_replaced_only_with_linkage_and_included_rows(mirror: Mirror) -> N
 
 
 def test_included_rows_do_not_null_columns_they_lack(mirror: Mirror) -> None:
-    mirror.write_page(STORES, [res(3, type_="stores", name="s")], mall_id=7)
+    write_page(mirror, STORES, [res(3, type_="stores", name="s")], mall_id=7)
     store = {
         "id": "3",
         "type": "stores",
         "attributes": {"name": "s2", "updated_at": "2026-01-01T00:00:00.000Z"},
     }
-    mirror.write_page(DEALS, [res(1)], [store])
+    write_page(mirror, DEALS, [res(1)], [store])
     assert mirror.get("stores", 3)["mall_id"] == 7  # type: ignore[index]
     assert mirror.get("stores", 3)["name"] == "s2"  # type: ignore[index]
 
@@ -148,11 +152,11 @@ def test_included_rows_do_not_null_columns_they_lack(mirror: Mirror) -> None:
 def test_to_one_column_meta_columns_and_scripts(mirror: Mirror) -> None:
     event = res(4, type_="events")
     event["relationships"] = {"mall": {"data": {"type": "malls", "id": "9"}}}
-    mirror.write_page(EVENTS, [event], scripts=[{"type": "text/javascript", "content": "x()"}])
+    write_page(mirror, EVENTS, [event], scripts=[{"type": "text/javascript", "content": "x()"}])
     assert mirror.get("events", 4)["mall_id"] == 9  # type: ignore[index]
     job = res(8, type_="job_listings")
     job["meta"] = {"deprecated_fields": ["salary"]}
-    mirror.write_page(JOBS, [job])
+    write_page(mirror, JOBS, [job])
     assert mirror.get("job_listings", 8)["meta_deprecated_fields"] == '["salary"]'  # type: ignore[index]
     assert mirror.conn.execute(
         "select type, channel, position, script_type, content from meta_scripts"
@@ -163,14 +167,14 @@ def test_checkpoint_commits_with_its_page_or_not_at_all(
     mirror: Mirror, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mirror.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
-    mirror.write_page(DEALS, [res(1)], checkpoint=PageCheckpoint("deals", "", 1, 3))
+    write_page(mirror, DEALS, [res(1)], checkpoint=PageCheckpoint("deals", "", 1, 3))
 
     def disk_full(*args: object) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(mirror, "_write_links", disk_full)  # fails after the rows were upserted
+    monkeypatch.setattr(links, "write", disk_full)  # fails after the rows were upserted
     with pytest.raises(sqlite3.OperationalError):
-        mirror.write_page(DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 2, 3))
+        write_page(mirror, DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 2, 3))
     monkeypatch.undo()
     state = mirror.backfill_state("deals", "")
     assert state is not None and state.pages_done == {1} and state.last == 3
@@ -184,18 +188,21 @@ def test_checkpoint_commits_with_its_page_or_not_at_all(
 def test_tombstones_prevent_resurrection(mirror: Mirror) -> None:
     linked = res(1)
     linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
-    mirror.write_page(DEALS, [linked, res(2)])
+    write_page(mirror, DEALS, [linked, res(2)])
     assert mirror.delete("deals", [1]) == 1
     assert mirror.conn.execute("select count(*) from deals_images").fetchone()[0] == 0
-    result = mirror.write_page(DEALS, [res(1, "2026-03-01T00:00:00.000Z"), res(2)])
+    result = write_page(mirror, DEALS, [res(1, "2026-03-01T00:00:00.000Z"), res(2)])
     assert mirror.get("deals", 1) is None and result.skipped_deleted == 1
 
 
 def test_listing_diff(mirror: Mirror) -> None:
-    mirror.write_page(
-        STORES, [res(1, type_="stores"), res(2, type_="stores"), res(3, type_="stores")], mall_id=1
+    write_page(
+        mirror,
+        STORES,
+        [res(1, type_="stores"), res(2, type_="stores"), res(3, type_="stores")],
+        mall_id=1,
     )
-    mirror.write_page(STORES, [res(9, type_="stores")], mall_id=2)
+    write_page(mirror, STORES, [res(9, type_="stores")], mall_id=2)
     with mirror.listing("stores", 1) as listing:
         listing.add(
             [
@@ -220,10 +227,10 @@ def test_hours_window_replace_and_current_hours(mirror: Mirror) -> None:
             "attributes": {"date": d, "day": "X", "hours_text": t, "description": ""},
         }
 
-    mirror.write_hours(
-        1, [day("2026-11-01"), day("2026-11-02")], date(2026, 11, 1), date(2026, 11, 2)
-    )
-    mirror.write_hours(1, [day("2026-11-02", "closed")], date(2026, 11, 2), date(2026, 11, 2))
+    both = stage_hours(1, [day("2026-11-01"), day("2026-11-02")])
+    mirror.write_hours(1, both, date(2026, 11, 1), date(2026, 11, 2))
+    closed = stage_hours(1, [day("2026-11-02", "closed")])
+    mirror.write_hours(1, closed, date(2026, 11, 2), date(2026, 11, 2))
     rows = mirror.conn.execute("select date, hours_text from hours order by date").fetchall()
     assert rows == [("2026-11-01", "10-9"), ("2026-11-02", "closed")]
     mirror.write_current_hours(1, {"data": {"is_open": True}})
@@ -234,7 +241,7 @@ def test_hours_window_replace_and_current_hours(mirror: Mirror) -> None:
 
 
 def test_bookkeeping_cursors_status_and_runs(mirror: Mirror) -> None:
-    mirror.write_page(DEALS, [res(1)])
+    write_page(mirror, DEALS, [res(1)])
     mirror.set_cursor("deals", "filter[visibility]=Public", "2026-01-01T00:00:00.000Z")
     mirror.record_type_status("deals", ok=False, error="boom", at="t1")
     run = mirror.start_run("backfill")
@@ -256,7 +263,7 @@ def test_bookkeeping_cursors_status_and_runs(mirror: Mirror) -> None:
 
 def test_write_path_at_volume(mirror: Mirror) -> None:
     for page in range(200):
-        mirror.write_page(DEALS, [res(page * 100 + i) for i in range(1, 101)])
+        write_page(mirror, DEALS, [res(page * 100 + i) for i in range(1, 101)])
     assert mirror.count("deals") == 20_000
     assert sum(1 for _ in mirror.ids("deals")) == 20_000
 
@@ -272,7 +279,7 @@ def test_open_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
 def test_open_refuses_a_damaged_database(tmp_path: Path) -> None:
     p = tmp_path / "m.db"
     m = Mirror.open(p)
-    m.write_page(DEALS, [res(i) for i in range(1, 2000)])
+    write_page(m, DEALS, [res(i) for i in range(1, 2000)])
     m.close()
     data = bytearray(p.read_bytes())
     data[5000:9000] = b"\xff" * 4000
@@ -320,12 +327,12 @@ def test_group_commit_holds_pages_until_the_group_is_full(tmp_path: Path) -> Non
             reader.execute("select count(*) from deals").fetchone()[0] if "deals" in tables else 0
         )
 
-    m.write_page(DEALS, [res(1)], checkpoint=PageCheckpoint("deals", "", 1, 3))
-    m.write_page(DEALS, [res(2)], checkpoint=PageCheckpoint("deals", "", 2, 3))
+    write_page(m, DEALS, [res(1)], checkpoint=PageCheckpoint("deals", "", 1, 3))
+    write_page(m, DEALS, [res(2)], checkpoint=PageCheckpoint("deals", "", 2, 3))
     assert visible() == 0
-    m.write_page(DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 3, 3))
+    write_page(m, DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 3, 3))
     assert visible() == 3
-    m.write_page(DEALS, [res(4)], checkpoint=PageCheckpoint("deals", "", 4, 4))
+    write_page(m, DEALS, [res(4)], checkpoint=PageCheckpoint("deals", "", 4, 4))
     m.conn.close()  # a crash: the open group is lost with its checkpoint
     reader.close()
     conn = sqlite3.connect(tmp_path / "m.db")
@@ -347,22 +354,22 @@ def test_a_failed_page_rolls_back_its_whole_group(
         "type": "images",
         "attributes": {"url": "u", "updated_at": "2026-01-01T00:00:00.000Z"},
     }
-    m.write_page(DEALS, [res(1)], [image], checkpoint=PageCheckpoint("deals", "", 1, 4))
-    m.write_page(DEALS, [res(2)], checkpoint=PageCheckpoint("deals", "", 2, 4))
+    write_page(m, DEALS, [res(1)], [image], checkpoint=PageCheckpoint("deals", "", 1, 4))
+    write_page(m, DEALS, [res(2)], checkpoint=PageCheckpoint("deals", "", 2, 4))
     assert m._included_seen
 
     def disk_full(*args: object) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(m, "_write_links", disk_full)
+    monkeypatch.setattr(links, "write", disk_full)
     with pytest.raises(sqlite3.OperationalError):
-        m.write_page(DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 3, 4))
+        write_page(m, DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 3, 4))
     monkeypatch.undo()
     assert not m.conn.in_transaction and not m._included_seen
     assert m.count("deals") == 0 and m.get("images", 70) is None
     assert m.backfill_state("deals", "").pages_done == set()  # type: ignore[union-attr]
     # the run goes on (or the next one does): the same pages land whole
-    m.write_page(DEALS, [res(1)], [image], checkpoint=PageCheckpoint("deals", "", 1, 4))
+    write_page(m, DEALS, [res(1)], [image], checkpoint=PageCheckpoint("deals", "", 1, 4))
     m.end_group_commit()
     assert m.count("deals") == 1 and m.get("images", 70) is not None
     m.close()
@@ -373,7 +380,7 @@ def test_group_commits_after_its_time_bound(tmp_path: Path) -> None:
     m = Mirror.open(tmp_path / "m.db")
     m.start_group_commit(1000, seconds=0.0)
     reader = sqlite3.connect(tmp_path / "m.db")
-    m.write_page(DEALS, [res(1)])
+    write_page(m, DEALS, [res(1)])
     assert reader.execute("select count(*) from deals").fetchone()[0] == 1
     reader.close()
     m.close()
@@ -381,7 +388,7 @@ def test_group_commits_after_its_time_bound(tmp_path: Path) -> None:
 
 def test_group_commit_widens_the_page_cache_and_gives_it_back(tmp_path: Path) -> None:
     """A bulk load gets a larger (still bounded) page cache; the daemon's writer keeps 8 MiB."""
-    from sync.store.mirror import BULK_CACHE_KIB, CACHE_KIB
+    from sync.store.file import BULK_CACHE_KIB, CACHE_KIB
 
     m = Mirror.open(tmp_path / "m.db")
     assert m.conn.execute("pragma cache_size").fetchone()[0] == -CACHE_KIB
@@ -401,7 +408,8 @@ def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
 
     m = Mirror.open(tmp_path / "m.db")
     stamp = "2026-01-01T00:00:00.000Z"
-    m.write_page(
+    write_page(
+        m,
         catalogue.TYPES["stores"],
         [{"id": "1", "type": "stores", "attributes": {"name": "a", "updated_at": stamp}}],
         mall_id=3,
@@ -413,7 +421,7 @@ def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
         "relationships": {"stores": {"data": [{"type": "stores", "id": "2"}]}},
     }
     included = [{"id": "2", "type": "stores", "attributes": {"name": "b", "updated_at": stamp}}]
-    m.write_page(catalogue.TYPES["deals"], [deal], included)
+    write_page(m, catalogue.TYPES["deals"], [deal], included)
     malls = dict(m.conn.execute("SELECT id, mall_id FROM stores"))
     assert malls == {1: 3, 2: None}
     with m.listing("stores", 5) as listing:
@@ -472,12 +480,13 @@ def test_links_of_a_rewritten_owner_are_replaced_whether_or_not_the_mirror_made_
     still has its old links replaced, not merged, in link tables with and without a guard."""
     m = Mirror.open(tmp_path / "m.db")
     m.defer_indexes(True)
-    m.write_page(DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5, 6], [7])], [_tag(7, [8, 9])])
+    write_page(m, DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5, 6], [7])], [_tag(7, [8, 9])])
     if reopen:
         m.close()
         m = Mirror.open(tmp_path / "m.db")
         m.defer_indexes(True)
-    m.write_page(
+    write_page(
+        m,
         DEALS,
         [
             _linked(1, "2026-01-02T00:00:00.000Z", [6], [8]),
@@ -486,7 +495,7 @@ def test_links_of_a_rewritten_owner_are_replaced_whether_or_not_the_mirror_made_
         [_tag(7, [9]), _tag(8, [])],
     )
     # An older copy of deal 1 changes neither its row nor its links.
-    m.write_page(DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5], [7])])
+    write_page(m, DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5], [7])])
     assert sorted(m.conn.execute("select deals_id, images_id from deals_images")) == [
         (1, 6),
         (2, 5),
@@ -502,10 +511,52 @@ def test_a_link_table_left_from_a_dropped_content_table_is_not_taken_for_empty(
     """A content table dropped by hand leaves its link rows: the recreated table is not
     treated as new (`FreshIds`), so a rewritten owner's stale links are still replaced."""
     m = Mirror.open(tmp_path / "m.db")
-    m.write_page(DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5, 6], [])])
+    write_page(m, DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5, 6], [])])
     m.conn.execute("DROP TABLE deals")
     m.close()
     m = Mirror.open(tmp_path / "m.db")
-    m.write_page(DEALS, [_linked(1, "2026-01-02T00:00:00.000Z", [6], [])])
+    write_page(m, DEALS, [_linked(1, "2026-01-02T00:00:00.000Z", [6], [])])
     assert sorted(m.conn.execute("select deals_id, images_id from deals_images")) == [(1, 6)]
+    m.close()
+
+
+def test_migrations_bring_an_older_mirror_up_to_date_and_run_again_as_no_ops(
+    tmp_path: Path,
+) -> None:
+    """An older file (a link table without foreign keys, a declared column typed by a first
+    null, a store's `mall_id` without its membership) is migrated on open, step by step in
+    order; opening it again changes nothing."""
+    from sync.store.migrations import MIGRATIONS
+
+    assert [name for name, _ in MIGRATIONS] == [
+        "declared_column_types",
+        "foreign_keys",
+        "memberships",
+        "scripts_per_position",
+        "unfinished_end_phase",
+        "indexes",
+    ]
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(
+        "CREATE TABLE stores (id INTEGER PRIMARY KEY, mall_id INTEGER, name TEXT);"
+        "INSERT INTO stores VALUES (3, 7, 's');"
+        "CREATE TABLE deals (id INTEGER PRIMARY KEY, is_local TEXT, updated_at TEXT);"
+        "INSERT INTO deals VALUES (1, '1', '2026-01-01T00:00:00.000Z');"
+        "CREATE TABLE deals_stores (deals_id INTEGER NOT NULL, stores_id INTEGER NOT NULL,"
+        " position INTEGER, PRIMARY KEY (deals_id, stores_id)) WITHOUT ROWID;"
+        "INSERT INTO deals_stores VALUES (1, 3, 0);"
+    )
+    conn.close()
+    m = Mirror.open(db)
+    assert m.schema.types("deals")["is_local"] == "INTEGER"
+    assert m.get("deals", 1)["is_local"] == 1  # type: ignore[index]
+    assert m.conn.execute("PRAGMA foreign_key_list(deals_stores)").fetchall()
+    assert m.conn.execute("SELECT * FROM deals_stores").fetchall() == [(1, 3, 0)]
+    assert m.malls_of("stores", 3) == [7]
+    before = m.conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    m.close()
+    m = Mirror.open(db)
+    after = m.conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    assert after == before
     m.close()

@@ -18,16 +18,19 @@ from structlog.testing import capture_logs
 from sync.channel.client import ChannelClient
 from sync.core.config import Settings, parse_config
 from sync.core.errors import UpstreamError
-from sync.daemon.service import Daemon, verify_share, verify_tick
+from sync.daemon.schedule import verify_share, verify_tick
+from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.jobs.reconcile import run_reconcile
 from sync.jobs.verify import POSITION_KEY, Verifier, run_verify
 from sync.model.catalogue import LISTABLE, TYPES
+from sync.pipeline.staging import stage_resources
 from sync.readers.status import status_data
 from sync.store import Mirror
 from sync.store.repair import repair_page
 from tests.mirror_compare import compare
+from tests.pages import write_page
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Every listable type: the comparison then covers the sideloaded images, tags and groups too.
@@ -182,20 +185,32 @@ def test_the_repair_write_never_lets_an_older_copy_win(tmp_path: Path) -> None:
         return {"id": "1", "type": "deals", "attributes": {"title": title, "updated_at": stamp}}
 
     try:
-        mirror.write_page(deals, [deal("2026-01-02T00:00:00.000Z", "new")])
-        assert repair_page(mirror, deals, [deal("2026-01-01T00:00:00.000Z", "old")]) == []
+        write_page(mirror, deals, [deal("2026-01-02T00:00:00.000Z", "new")])
+        assert (
+            repair_page(mirror, stage_resources(deals, [deal("2026-01-01T00:00:00.000Z", "old")]))
+            == []
+        )
         assert mirror.get("deals", 1)["title"] == "new"  # type: ignore[index]
-        assert repair_page(mirror, deals, [deal("2026-01-02T00:00:00.000Z", "new")]) == []
-        [fixed] = repair_page(mirror, deals, [deal("2026-01-02T00:00:00.000Z", "same stamp")])
+        assert (
+            repair_page(mirror, stage_resources(deals, [deal("2026-01-02T00:00:00.000Z", "new")]))
+            == []
+        )
+        [fixed] = repair_page(
+            mirror, stage_resources(deals, [deal("2026-01-02T00:00:00.000Z", "same stamp")])
+        )
         assert (fixed.type, fixed.id, fixed.what) == ("deals", 1, ("title",))
         assert mirror.get("deals", 1)["title"] == "same stamp"  # type: ignore[index]
         # A newer copy is written, but it is lag, not a silent change: not a repair.
-        assert repair_page(mirror, deals, [deal("2026-01-03T00:00:00.000Z", "newer")]) == []
+        assert (
+            repair_page(mirror, stage_resources(deals, [deal("2026-01-03T00:00:00.000Z", "newer")]))
+            == []
+        )
         assert mirror.get("deals", 1)["title"] == "newer"  # type: ignore[index]
         # Types without a stamp (tags) take the served copy when it differs.
-        mirror.write_page(tags, [{"id": "5", "type": "tags", "attributes": {"name": "a"}}])
+        write_page(mirror, tags, [{"id": "5", "type": "tags", "attributes": {"name": "a"}}])
         [tag] = repair_page(
-            mirror, tags, [{"id": "5", "type": "tags", "attributes": {"name": "b"}}]
+            mirror,
+            stage_resources(tags, [{"id": "5", "type": "tags", "attributes": {"name": "b"}}]),
         )
         assert tag.what == ("name",) and mirror.get("tags", 5)["name"] == "b"  # type: ignore[index]
     finally:
@@ -271,8 +286,8 @@ async def test_the_daemon_counts_repairs_and_keeps_the_verify_job(
                 assert not task.done()
                 await asyncio.sleep(0.05)
             assert "verify" in daemon.mirror.jobs()  # scheduled with the others
-            daemon._verify_credit = 1e9  # the whole cycle in one step
-            await daemon._job("verify", daemon.verify_step, 60.0)()
+            daemon.jobs.verify_credit = 1e9  # the whole cycle in one step
+            await daemon.runs.wrap("verify", daemon.jobs.verify_step, 60.0)()
             body = daemon.metrics.render()[0].decode()
             assert 'sync_verify_repairs_total{type="deals"} 1.0' in body
             assert 'sync_verify_repairs_total{type="articles"} 1.0' in body
@@ -283,8 +298,8 @@ async def test_the_daemon_counts_repairs_and_keeps_the_verify_job(
             async def failing(*args: Any, **kwargs: Any) -> Any:
                 raise UpstreamError("the upstream failed mid-verify", status=503)
 
-            daemon.verifier.step = failing  # type: ignore[method-assign]
-            await daemon._job("verify", daemon.verify_step, 60.0)()
+            daemon.jobs.verifier.step = failing  # type: ignore[method-assign]
+            await daemon.runs.wrap("verify", daemon.jobs.verify_step, 60.0)()
             assert daemon.mirror.jobs()["verify"]["outcome"] == "error"
             health = daemon.health()
             assert health["status"] == "degraded"

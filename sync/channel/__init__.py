@@ -1,8 +1,9 @@
 """The upstream client for the Channel Content API, in layers: `signing` (signed query
-parameters), `transport` (the aiohttp session, retries, re-login, skew, status mapping),
-`budget` (the request budget), `pages` (a page validated on arrival), `paging` (the one stop
-rule), `client` (the listing endpoints and the one paging loop) and `profile` (what the upstream
-was seen to honour).
+parameters), `transport` (the aiohttp session's retries, backoff and concurrency), `budget` (the
+request budget), `session` (login, re-login, skew correction and status mapping, each one
+method, and the paged GET), `pages` (a page validated on arrival), `paging` (the one stop rule
+and the one paging loop), then the endpoints: `client` (the listings), `includes` (the include=
+fallback), `webhooks` (the subscriptions); and `profile` (what the upstream was seen to honour).
 
 Nothing is imported here, so that `sync.channel.pages` stays light: a backfill's staging worker
 process imports it without aiohttp.

@@ -30,6 +30,11 @@ class Page:
     #: A conditional request answered 304: the listing is as it was (no rows here).
     not_modified: bool = False
 
+    @property
+    def rows(self) -> int:
+        """Resources in `data` (what the stop rule counts, `sync.channel.paging.Paging.more`)."""
+        return len(self.resources)
+
 
 def decode(body: bytes, url: str, status: int) -> Any:
     """Parse a JSON body or raise BadResponseError."""

@@ -14,16 +14,21 @@ and `links.last` as an address the upstream computes. Neither is taken on trust:
 - **A refused size is retried smaller.** A 400 that names `page[size]` drops the size asked to
   the spec's default of 25 (then halves it) and remembers it.
 
-`Paging.more` is the stop rule; `ChannelClient.walk` is the page-number loop built on it; the
-keyed walk of the polls (`sync.jobs.poll.walk_by_stamp`) and the backfill's parallel walk
-(`sync.jobs.backfill`) ask the same `more`.
+`Paging.more` is the stop rule and `Paging.walk` the one loop built on it (dlt's paginator: one
+object holds the state and the rule, one loop asks the pages). Every listing walks through them:
+`ChannelClient.walk` (page-number listings: collections, `filter[id]`, deletions, webhooks,
+relationship routes), the polls' keyed walk (`sync.jobs.poll.walk_by_stamp`, whose next position
+is a stamp), and the pages past `links.last` of the walks that first ask the pages it names side
+by side (`sync.jobs.backfill`, `sync.jobs.mallroutes`). The membership fast path
+(`sync.jobs.mallincludes`) is no walk: it asks chosen pages of `/malls` (the busiest malls'
+first) and those `links.last` reveals, not the next page until a stop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol, TypeVar
 
-from sync.channel.pages import Page
 from sync.core.logs import get_logger
 
 #: The spec's bound on `page[size]` (subject to change upstream).
@@ -34,6 +39,34 @@ SPEC_DEFAULT = 25
 META_KEY = "upstream_paging"
 
 _log = get_logger("sync.channel")
+
+
+class Paged(Protocol):
+    """What the stop rule reads of a page: a client's `Page`, or a backfill's page as staged
+    (`sync.pipeline.batches.StagedPage`, which holds rows, not resources)."""
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def last(self) -> int: ...  # page[number] of `links.last`
+
+    @property
+    def rows(self) -> int: ...  # resources in `data`
+
+    @property
+    def not_modified(self) -> bool: ...
+
+
+#: Where a walk is: a page number, or what a keyed walk asks by (`sync.jobs.poll`).
+Position = TypeVar("Position")
+#: The pages a walk yields.
+PageT = TypeVar("PageT", bound=Paged)
+
+
+def next_number(number: int, page: Paged) -> int:
+    """The position after page `number` of a page-number walk."""
+    return number + 1
 
 
 class Paging:
@@ -51,11 +84,11 @@ class Paging:
         """The rows a full page holds: what is asked, or less where the upstream caps pages."""
         return self.asked if self.served is None else min(self.asked, self.served)
 
-    def more(self, page: Page, asked: int | None = None) -> bool:
+    def more(self, page: Paged, asked: int | None = None) -> bool:
         """Whether a walk must ask the page after `page` (asked with `page[size]=asked`)."""
         if page.not_modified:
             return False
-        return self.more_after(page.number, len(page.resources), page.last, asked)
+        return self.more_after(page.number, page.rows, page.last, asked)
 
     def more_after(self, number: int, rows: int, last: int, asked: int | None = None) -> bool:
         """`more` for page `number` holding `rows` rows, whose `links.last` named `last`."""
@@ -70,6 +103,26 @@ class Paging:
             self.learn(n)
             return True
         return False
+
+    async def walk(
+        self,
+        fetch: Callable[[Position], Awaitable[PageT]],
+        start: Position,
+        step: Callable[[Position, PageT], Position],
+        *,
+        asked: int | None = None,
+    ) -> AsyncIterator[PageT]:
+        """The one paging loop: `fetch(start)`, then `fetch(step(position, page))` after every
+        page the stop rule (`more`, pages asked with `page[size]=asked`) says is not the last.
+        Each page is yielded before the rule is asked, so a caller that stops early (a page
+        out of order, `sync.jobs.poll.OutOfOrder`) asks nothing more."""
+        position = start
+        while True:
+            page = await fetch(position)
+            yield page
+            if not self.more(page, asked):
+                return
+            position = step(position, page)
 
     def learn(self, served: int) -> None:
         """The upstream served `served` rows on a page that was not its last."""

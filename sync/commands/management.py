@@ -11,7 +11,8 @@ import click
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ConfigError
-from sync.management.client import ManagementClient, load_update
+from sync.management.client import ManagementClient
+from sync.management.fields import load_update
 
 
 def _management(settings: Settings) -> ManagementSettings:

@@ -1,4 +1,7 @@
-"""The daemon (`ccsync run`): the service that builds and runs the jobs (`service`), systemd integration (`systemd`) and the demo against the bundled emulator (`demo`).
+"""The daemon (`ccsync run`): its lifecycle (`service`), the schedule arithmetic (`schedule`), the job
+bodies it schedules (`jobs`) and their run records (`runs`), its health and live gauges (`health`),
+its HTTP app (`http`: webhook route, `/healthz`, `/metrics`), systemd integration (`systemd`) and
+the demo against the bundled emulator (`demo`).
 
 May import: model, core, emulator, channel, pipeline, store, ingest, jobs, readers.
 """

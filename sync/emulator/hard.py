@@ -71,7 +71,7 @@ class Hard:
     # -- the spec's sort rows, include refusals, the signing window, faults on /accounts (#30) --
 
     #: `sort` is ignored (rows in id order, no error) on the listings whose spec row does not
-    #: document it (`app.SORTED`, `app.SORTED_IN_MALL`): `/articles`, `/contacts`,
+    #: document it (`spec.SORTED`, `spec.SORTED_IN_MALL`): `/articles`, `/contacts`,
     #: `/ifeatures`, `/job-listings`, `/mall-messages`, `/deletions`, `/malls/{id}/programs`;
     #: related routes (`/articles/{id}/images`, ...) never sort. Filters still apply.
     sort_undocumented_ignored: bool = False

@@ -3,66 +3,38 @@
 Served beside the Channel Content API routes, as `../shared/spec/management-api-v1.md`
 describes them: context headers checked, a user token (`Authorization: Bearer`) required where
 the spec labels the operation "user token", pagination info computed, localized fields resolved
-for `X-Locale`, 404 and 422 with the spec's bodies (the message update's fields type-checked),
-and `dry_run=true` persisting nothing. Choices where the spec is silent are in the README's
-management section.
+for `X-Locale`, 404 and 422 with the spec's bodies (the update bodies checked by
+`management_rules`), and `dry_run=true` persisting nothing. The seed documents are
+`management_data`'s. Choices where the spec is silent are in the README's management section.
 """
 
 from __future__ import annotations
 
 import functools
 import random
-import uuid
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from sync.emulator.dataset import iso_ms
-from sync.model.stamps import is_date_time
+from sync.emulator.management_data import (
+    LOCALES,
+    PRODUCT,
+    article,
+    message,
+    press_release,
+    template,
+)
+from sync.emulator.management_rules import (
+    ARTICLE_FIELDS,
+    ARTICLE_READ_ONLY,
+    article_field_error,
+    message_errors,
+    publication_status,
+)
+from sync.model.stamps import iso_ms
 
-LOCALES = ("en", "de")
-PRODUCT = "loyalty"
 CLUB = "demo-club"
-ARTICLE_READ_ONLY = frozenset(
-    {
-        "id",
-        "customer_id",
-        "sorting_priority",
-        "image",
-        "url",
-        "publication_status",
-        "created_at",
-        "updated_at",
-        "archived_at",
-    }
-)
-# The writable fields of Article as the spec's table gives them: (kind, nullable).
-ARTICLE_WRITABLE: dict[str, tuple[str, bool]] = {
-    "locales": ("strings", True),
-    "products": ("strings", True),
-    "status": ("status", False),
-    "visible_since": ("date-time", True),
-    "visible_until": ("date-time", True),
-    "visible_in_list": ("boolean", False),
-    "topic_relevant_until": ("date-time", True),
-    **{k: ("localized", True) for k in ("title", "slug", "teaser", "body", "headline")},
-    "published_at": ("date-time", True),
-    "prototype_id": ("unset only", True),  # "manually it can only be unset"
-    "external_master": ("string", False),
-    "us_legacy_data": ("object", True),
-    "tag_ids": ("tag ids", True),
-    "category_ids": ("integers", False),
-}
-ARTICLE_FIELDS = frozenset(ARTICLE_WRITABLE) | ARTICLE_READ_ONLY
-STATUSES = ("draft", "published", "unpublished")
-MESSAGE_WRITABLE = frozenset(
-    {"name", "shorten_urls", "track_in_shortener", "marketing", "campaign_id", "channels"}
-)
-CHANNEL_WRITABLE = frozenset({"type", "include_footer", "sender"})
-SENDER_WRITABLE = frozenset({"from_email", "from_name"})
 NOT_FOUND = {"error": "Record not found"}
 # The spec leaves sort_by[] values open: these are the emulator's (README, emulator section);
 # without sort_by[] the list is newest first.
@@ -74,162 +46,9 @@ def _json(status: int, body: Any) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _strings(v: Any) -> bool:
-    return isinstance(v, list) and all(isinstance(i, str) for i in v)
-
-
-def _localized(v: Any) -> bool:
-    return isinstance(v, dict) and all(isinstance(i, str | None) for i in v.values())
-
-
-def _tag_ids(v: Any) -> bool:
-    return isinstance(v, list) and all(_is_int(i) and i >= 1 for i in v)
-
-
-def _integers(v: Any) -> bool:
-    return isinstance(v, list) and all(_is_int(i) for i in v)
-
-
-def _status(v: Any) -> bool:
-    return v in STATUSES
-
-
-def _boolean(v: Any) -> bool:
-    return isinstance(v, bool)
-
-
-def _string(v: Any) -> bool:
-    return isinstance(v, str)
-
-
-def _object(v: Any) -> bool:
-    return isinstance(v, dict)
-
-
-KIND_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "strings": (_strings, "must be an array of strings"),
-    "status": (_status, f"must be one of {', '.join(STATUSES)}"),
-    "date-time": (is_date_time, "must be an RFC 3339 date-time"),
-    "boolean": (_boolean, "must be a boolean"),
-    "localized": (_localized, "must be an object of language code to string or null"),
-    "string": (_string, "must be a string"),
-    "object": (_object, "must be an object"),
-    "tag ids": (_tag_ids, "items must be integers >= 1"),
-    "integers": (_integers, "must be an array of integers"),
-}
-
-
-def _integer(v: Any) -> bool:
-    return _is_int(v)
-
-
-# The message request's fields as the spec lists them (Message, Channel (request)): none is
-# marked required, none nullable but `marketing` ("null or value", the value's shape not shown:
-# any JSON value is taken, so it has no check here).
-MESSAGE_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "name": (_string, "must be a string"),
-    "shorten_urls": (_boolean, "must be a boolean"),
-    "track_in_shortener": (_boolean, "must be a boolean"),
-    "campaign_id": (_integer, "must be an integer"),
-}
-CHANNEL_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "type": (_string, "must be a string"),
-    "include_footer": (_boolean, "must be a boolean"),
-}
-
-
-def message_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
-    """Every problem of a message update body, by field (`channels[0].sender.from_name`)."""
-    details: dict[str, list[str]] = {
-        k: ["is not writable"] for k in sorted(set(changes) - MESSAGE_WRITABLE)
-    }
-
-    def check(where: str, value: Any, rule: tuple[Callable[[Any], bool], str]) -> None:
-        if value is None:
-            details[where] = ["can't be null"]
-        elif not rule[0](value):
-            details[where] = [rule[1]]
-
-    for key, rule in MESSAGE_CHECKS.items():
-        if key in changes:
-            check(key, changes[key], rule)
-    if "channels" not in changes:
-        return details
-    channels = changes["channels"]
-    if not (isinstance(channels, list) and all(isinstance(c, dict) for c in channels)):
-        details["channels"] = [
-            "can't be null" if channels is None else "must be an array of channels"
-        ]
-        return details
-    for i, channel in enumerate(channels):
-        at = f"channels[{i}]"
-        for k in sorted(set(channel) - CHANNEL_WRITABLE):
-            details[f"{at}.{k}"] = ["is not writable"]
-        for key, rule in CHANNEL_CHECKS.items():
-            if key in channel:
-                check(f"{at}.{key}", channel[key], rule)
-        if "sender" not in channel:
-            continue
-        sender = channel["sender"]
-        if not isinstance(sender, dict):
-            details[f"{at}.sender"] = ["can't be null" if sender is None else "must be an object"]
-            continue
-        for k in sorted(set(sender) - SENDER_WRITABLE):
-            details[f"{at}.sender.{k}"] = ["is not writable"]
-        for k in sorted(SENDER_WRITABLE & set(sender)):
-            check(f"{at}.sender.{k}", sender[k], (_string, "must be a string"))
-    return details
-
-
-def article_field_error(key: str, value: Any) -> str | None:
-    """Why `value` is not allowed for the writable Article field `key`, or None."""
-    kind, nullable = ARTICLE_WRITABLE[key]
-    if value is None:
-        return None if nullable else "can't be null"
-    if kind == "unset only":
-        return "can only be unset (null)"
-    check, message = KIND_CHECKS[kind]
-    return None if check(value) else message
-
-
-def publication_status(article: dict[str, Any], now: float) -> str:
-    """The emulator's derivation (the spec leaves it open): anything not published is draft; a
-    published article is scheduled before visible_since, expired from visible_until on."""
-    if article.get("status") != "published":
-        return "draft"
-    since, until = (
-        datetime.fromisoformat(v.upper().replace("Z", "+00:00")).timestamp()
-        if isinstance(v, str)
-        else None
-        for v in (article.get("visible_since"), article.get("visible_until"))
-    )
-    if until is not None and until <= now:
-        return "expired"
-    if since is not None and since > now:
-        return "scheduled"
-    return "published"
-
-
 def _sort_key(item: dict[str, Any], key: str, locale: str) -> Any:
     value = item[key]
     return value.get(locale) or "" if isinstance(value, dict) else value
-
-
-def _file(url: str, stamp: str, identifier: str | None = None) -> dict[str, Any]:
-    f: dict[str, Any] = {
-        "url": url,
-        "mime_type": "image/jpeg",
-        "created_at": stamp,
-        "updated_at": stamp,
-        "image_details": {"width": 1200, "height": 800},
-    }
-    if identifier:
-        f["identifier"] = identifier
-    return f
 
 
 class Management:
@@ -249,7 +68,6 @@ class Management:
         self.token = token
         self.client_token = client_token
         rng = random.Random(seed * 7 + 1)
-        stamp = iso_ms(1_735_689_600.0)
         self.press: dict[int, dict[str, Any]] = {}
         # hard cases of the press release list, off by default: see `_shift_press`; a server
         # serving its default order whatever sort_by[] asks; a server refusing sort_by[] and
@@ -259,107 +77,12 @@ class Management:
         self.refuse_sort = False
         self.sort_refusals = 0
         for i in range(1, press_releases + 1):
-            self.press[i] = self._press_release(i, rng)
-        self.articles: dict[int, dict[str, Any]] = {}
-        for i in range(1, 31):
-            self.articles[i] = {
-                "id": i,
-                "customer_id": 1,
-                "locales": list(LOCALES),
-                "products": [PRODUCT],
-                "status": "published",
-                "visible_since": None,
-                "visible_until": None,
-                "visible_in_list": True,
-                "topic_relevant_until": None,
-                "sorting_priority": 0,
-                "title": {loc: f"Article {i} ({loc})" for loc in LOCALES},
-                "slug": {loc: f"article-{i}" for loc in LOCALES},
-                "teaser": {loc: None for loc in LOCALES},
-                "body": {loc: f"Body {i}" for loc in LOCALES},
-                "headline": {loc: None for loc in LOCALES},
-                "published_at": stamp,
-                "image": _file(f"https://files.example/a/{i}.jpg", stamp),
-                "url": f"/articles/{i}",
-                "prototype_id": None,
-                "publication_status": "published",
-                "external_master": "",
-                "us_legacy_data": None,
-                "tag_ids": [1],
-                "category_ids": [2],
-                "created_at": stamp,
-                "updated_at": stamp,
-                "archived_at": None,
-            }
-        self.messages: dict[tuple[str, int], dict[str, Any]] = {}
-        self._templates = 10  # the highest template id handed out
-        for i in range(1, 11):
-            self.messages[("sms", i)] = {
-                "id": i,
-                "name": f"Message {i}",
-                "shorten_urls": False,
-                "track_in_shortener": False,
-                "marketing": None,
-                "campaign_id": 1,
-                "channels": [
-                    {
-                        "type": "sms",
-                        "include_footer": True,
-                        "sender": {"from_email": "club@example.com", "from_name": "Club"},
-                        "template": {
-                            "id": i,
-                            "type": "plain",
-                            "content": {
-                                "language": "en",
-                                "body": "Hi {{first_name}}",
-                                "footer": "Stop: reply STOP",
-                            },
-                            "translations": [],
-                            "wrapper_id": 1,
-                            "merge_properties": ["first_name"],
-                            "thumbnail_url": "https://files.example/t.png",
-                        },
-                    }
-                ],
-                "created_at": stamp,
-                "updated_at": stamp,
-                "archived_at": None,
-                "updated_by": str(uuid.UUID(int=i)),
-                "sending_status_type": "draft",
-                "sending": {
-                    "id": i,
-                    "created_at": stamp,
-                    "updated_at": stamp,
-                    "scheduled_at": stamp,
-                    "scheduled_by": str(uuid.UUID(int=i)),
-                    "reporting_id": i,
-                    "transmitted_at": stamp,
-                    "status": "draft",
-                    "status_type": "draft",
-                    "audience_id": 1,
-                    "recipients_count": 0,
-                    "dispatches_count": 0,
-                    "members_count": 0,
-                    "scheduled_with": {"type": "immediate"},
-                    "channels_preference": "sms",
-                },
-            }
-
-    def _press_release(self, i: int, rng: random.Random) -> dict[str, Any]:
-        stamp = iso_ms(1_735_689_600.0)
-        return {
-            "id": i,
-            "title": {loc: f"{loc.upper()} press release {i}" for loc in LOCALES},
-            "slug": {loc: f"{loc}-press-{i}" for loc in LOCALES},
-            "teaser": {loc: f"{loc} teaser {rng.randint(1, 999)}" for loc in LOCALES},
-            "body": {loc: f"{loc} body of {i}" for loc in LOCALES},
-            "headline": {loc: f"{loc} headline {i}" for loc in LOCALES},
-            "published_at": iso_ms(1_735_689_600.0 + i * 3600),
-            "attachments": [_file(f"https://files.example/pr/{i}/a.pdf", stamp, "attachment")],
-            "image": _file(f"https://files.example/pr/{i}/image.jpg", stamp),
-            "url": f"/press/{i}",
-            "category_ids": sorted({rng.randint(1, 8) for _ in range(rng.randint(0, 3))}),
+            self.press[i] = press_release(i, rng)
+        self.articles: dict[int, dict[str, Any]] = {i: article(i) for i in range(1, 31)}
+        self.messages: dict[tuple[str, int], dict[str, Any]] = {
+            ("sms", i): message(i) for i in range(1, 11)
         }
+        self._templates = 10  # the highest template id handed out
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -500,7 +223,7 @@ class Management:
             return
         del self.press[items[0]["id"]]
         new_id = max(self.press, default=items[0]["id"]) + 1
-        new = self._press_release(new_id, random.Random(new_id))
+        new = press_release(new_id, random.Random(new_id))
         new["published_at"] = min(p["published_at"] for p in items)
         self.press[new_id] = new
 
@@ -596,17 +319,7 @@ class Management:
             base = by_type.get(channel.get("type")) or (old[i] if i < len(old) else None)
             if base is None:
                 self._templates += 1
-                base = {
-                    "template": {
-                        "id": self._templates,
-                        "type": "plain",
-                        "content": {"language": LOCALES[0], "body": "", "footer": ""},
-                        "translations": [],
-                        "wrapper_id": 1,
-                        "merge_properties": [],
-                        "thumbnail_url": "https://files.example/t.png",
-                    }
-                }
+                base = {"template": template(self._templates)}
             merged = {**base, **channel, "template": base["template"]}
             if "sender" in channel and isinstance(base.get("sender"), dict):
                 merged["sender"] = {**base["sender"], **channel["sender"]}

@@ -1,26 +1,27 @@
 """Which malls a row belongs to when the hard readings make it more than its one `Rec.mall`.
 
 By default a mall-scoped row has one mall (`Rec.mall`) and a mall's deals follow the
-national/local rule (`Dataset.mall_deals`). Two hard readings (`sync.emulator.hard`) change
+national/local rule (`Rows.mall_deals`). Two hard readings (`sync.emulator.hard`) change
 that: `multi_mall` gives about a third of the rows of `MULTI_MALL_TYPES` one or two more malls,
 and `route_memberships` gives every deal an explicit set of malls. Both live in
-`Dataset.memberships`, (type, id) -> the sorted malls of a row that has more (or other) malls
-than its `Rec.mall`; `Dataset.by_mall` lists the row under each. A row absent from it has
+`Rows.memberships`, (type, id) -> the sorted malls of a row that has more (or other) malls
+than its `Rec.mall`; `Rows.by_mall` lists the row under each (and `Rows.remove` takes a removed
+row out of every one). A row absent from it has
 `Rec.mall` alone, so with both switches off nothing here runs and nothing is held.
 
 A mall-scoped row's `Rec.mall` is always its first (lowest) mall, which a store's `mall`
-relationship names; a deal's `Rec.mall` stays None.
+relationship names; a deal's `Rec.mall` stays None. The functions here work on the rows and
+their indexes (`sync.emulator.rows`) alone: a change's stamp, notice and versions are the
+caller's (`Dataset.move`).
 """
 
 from __future__ import annotations
 
 import random
 from bisect import bisect_left, insort
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from sync.emulator.dataset import Dataset
-    from sync.emulator.records import Rec
+from sync.emulator.records import Rec
+from sync.emulator.rows import Rows
 
 #: The types whose rows may belong to several malls under `multi_mall`: the members listed
 #: only under malls, and contacts.
@@ -40,7 +41,7 @@ MOVABLE = (
 )
 
 
-def malls_of(data: Dataset, type_name: str, rid: int) -> list[int]:
+def malls_of(data: Rows, type_name: str, rid: int) -> list[int]:
     """The sorted ids of the malls whose routes list `rid` (a deal: whatever visibility)."""
     rec = data.by_type[type_name][rid]
     held = data.memberships.get((type_name, rid))
@@ -51,8 +52,8 @@ def malls_of(data: Dataset, type_name: str, rid: int) -> list[int]:
     return [] if rec.mall is None else [rec.mall]
 
 
-def _deal_rule(data: Dataset, deal: Rec) -> list[int]:
-    """The malls `Dataset.mall_deals` lists `deal` in: its stores' malls when local, every mall
+def _deal_rule(data: Rows, deal: Rec) -> list[int]:
+    """The malls `Rows.mall_deals` lists `deal` in: its stores' malls when local, every mall
     not excluding national deals when national."""
     malls = data.by_type["malls"]
     if not deal.get("is_local"):
@@ -64,12 +65,12 @@ def _deal_rule(data: Dataset, deal: Rec) -> list[int]:
     return sorted(found)
 
 
-def _all(data: Dataset, rec: Rec) -> tuple[int, ...]:
+def _all(data: Rows, rec: Rec) -> tuple[int, ...]:
     held = data.memberships.get((rec.type, rec.id))
     return held if held is not None else () if rec.mall is None else (rec.mall,)
 
 
-def set_malls(data: Dataset, rec: Rec, malls: list[int]) -> None:
+def set_malls(data: Rows, rec: Rec, malls: list[int]) -> None:
     """Make `malls` the malls of `rec` (indexes, `Rec.mall`, a store's `mall` linkage), with no
     stamp, notice or version: the callers decide what the change is."""
     key = (rec.type, rec.id)
@@ -95,14 +96,7 @@ def set_malls(data: Dataset, rec: Rec, malls: list[int]) -> None:
             data.set_links(rec, {"mall": new[0]})
 
 
-def forget(data: Dataset, rec: Rec) -> None:
-    """Take a removed row out of the listings of all its malls."""
-    for mall in data.memberships.pop((rec.type, rec.id), ()):
-        listed = data.by_mall[(rec.type, mall)]
-        del listed[bisect_left(listed, rec.id)]
-
-
-def move(data: Dataset, rec: Rec, from_mall: int, to_mall: int) -> None:
+def move(data: Rows, rec: Rec, from_mall: int, to_mall: int) -> None:
     """`rec` leaves `from_mall` and joins `to_mall` (if not in it already)."""
     if rec.type == "deals" and not data.hard.route_memberships:
         raise ValueError("a deal's malls follow the national/local rule (see route_memberships)")
@@ -118,12 +112,12 @@ def move(data: Dataset, rec: Rec, from_mall: int, to_mall: int) -> None:
     set_malls(data, rec, [m for m in current if m != from_mall] + [to_mall])
 
 
-def leave(data: Dataset, rec: Rec, mall: int) -> None:
+def leave(data: Rows, rec: Rec, mall: int) -> None:
     """`rec` is no longer in `mall` (which is not its only one, unless it is a deal)."""
     set_malls(data, rec, [m for m in _all(data, rec) if m != mall])
 
 
-def build_multi_mall(data: Dataset) -> None:
+def build_multi_mall(data: Rows) -> None:
     """About a third of the rows of `MULTI_MALL_TYPES` join one or two more malls (seeded by
     the data set's seed, apart from its own generator, so the rows themselves are unchanged)."""
     rng = random.Random(f"{data.seed}:multi_mall")
@@ -142,21 +136,21 @@ def build_multi_mall(data: Dataset) -> None:
             set_malls(data, rec, [rec.mall, *extra[: rng.randint(1, 2)]])
 
 
-def drop_multi_mall(data: Dataset) -> None:
+def drop_multi_mall(data: Rows) -> None:
     """Every multi-mall row keeps its first mall only."""
     for (type_name, rid), malls in list(data.memberships.items()):
         if type_name != "deals":
             set_malls(data, data.by_type[type_name][rid], [malls[0]])
 
 
-def give_deal_malls(data: Dataset, rec: Rec, rng: random.Random, most: int) -> None:
+def give_deal_malls(data: Rows, rec: Rec, rng: random.Random, most: int) -> None:
     """`rec` (a deal) gets 1 to `most` random malls."""
     malls = data.order["malls"]
     k = min(rng.randint(1, most), len(malls))
     set_malls(data, rec, rng.sample(malls, k) if k else [])
 
 
-def build_deal_malls(data: Dataset) -> None:
+def build_deal_malls(data: Rows) -> None:
     """Every deal gets an explicit set of 1-3 malls (`route_memberships`)."""
     rng = random.Random(f"{data.seed}:route_memberships")
     recs = data.by_type["deals"]
@@ -164,8 +158,28 @@ def build_deal_malls(data: Dataset) -> None:
         give_deal_malls(data, recs[rid], rng, 3)
 
 
-def drop_deal_malls(data: Dataset) -> None:
+def drop_deal_malls(data: Rows) -> None:
     """Deals go back to the national/local rule."""
     for key in [k for k in data.memberships if k[0] == "deals"]:
         set_malls(data, data.by_type["deals"][key[1]], [])
         del data.memberships[key]
+
+
+def catch_up(data: Rows) -> None:
+    """Catch up with switches assigned since the last call: build or drop the memberships of
+    `multi_mall` and `route_memberships`; every type's version moves, so nothing selected or
+    cached under the other setting is served again."""
+    hard = data.hard
+    if hard.changes == data.switches_seen:
+        return
+    data.switches_seen = hard.changes
+    for name, build, drop in (
+        ("multi_mall", build_multi_mall, drop_multi_mall),
+        ("route_memberships", build_deal_malls, drop_deal_malls),
+    ):
+        on = bool(getattr(hard, name))
+        if on != data.built[name]:
+            data.built[name] = on
+            (build if on else drop)(data)
+    for type_name in data.version:
+        data.version[type_name] += 1

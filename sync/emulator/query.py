@@ -1,10 +1,9 @@
 """JSON:API query features of the emulator: filters, sort, paging, sparse fieldsets, include.
 
-`parse` turns the query string into a `Query` (raising `QueryError` -> 400 for anything invalid),
-`select` evaluates it against the data set to an ordered id list (cached per query and data
-version, so page after page of one listing costs a slice), and `encode_resource` renders one
-resource: the plain form from its type's template, other variants through the bounded
-encoding LRU (see `encodings`).
+`parse` turns the query string into a `Query` (raising `QueryError` -> 400 for anything invalid)
+and `Selector.select` evaluates it against the rows to an ordered id list (cached per query and
+data version, so page after page of one listing costs a slice). Writing the selected rows is
+`sync.emulator.render`'s.
 """
 
 from __future__ import annotations
@@ -12,31 +11,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
-
-from sync.emulator.dataset import (
-    INVERSE,
-    JOB_META,
-    MALL_MEMBERS,
-    MODELLED,
-    RELATIONSHIPS,
-    TARGET,
-    TO_ONE,
-    Dataset,
-)
-from sync.emulator.encodings import Templates
 from sync.emulator.records import Rec
+from sync.emulator.rows import Rows
+from sync.emulator.spec import MODELLED, RELATIONSHIPS, TARGET
 
 DATE_OPS = ("lt", "lte", "gt", "gte")
-PATHS = {
-    "job_listings": "job-listings",
-    "mall_messages": "mall-messages",
-    "press_releases": "press-releases",
-    "social_feeds": "social-feeds",
-}
 
 
 class QueryError(ValueError):
@@ -45,10 +26,6 @@ class QueryError(ValueError):
     def __init__(self, message: str, parameter: str) -> None:
         super().__init__(message)
         self.parameter = parameter
-
-
-def path_of(type_name: str) -> str:
-    return PATHS.get(type_name, type_name)
 
 
 def comparable(value: str) -> str:
@@ -222,7 +199,7 @@ class Selector:
     `size` lists holding at most `budget` ids in all (a list of every deal at 5,000,000
     resources holds 750,000)."""
 
-    def __init__(self, data: Dataset, size: int = 128, budget: int = 4_000_000) -> None:
+    def __init__(self, data: Rows, size: int = 128, budget: int = 4_000_000) -> None:
         self.data = data
         self.cache: OrderedDict[tuple[Any, ...], list[int]] = OrderedDict()
         self.size = size
@@ -230,7 +207,7 @@ class Selector:
         self.held = 0
 
     def select(self, type_name: str, mall: int | None, q: Query) -> list[int]:
-        # A mall's deals depend on stores and malls too (`Dataset.mall_deals`).
+        # A mall's deals depend on stores and malls too (`Rows.mall_deals`).
         version = self.data.generation if mall is not None and type_name == "deals" else None
         key = (type_name, mall, self.data.version[type_name], version, q.key())
         hit = self.cache.get(key)
@@ -295,149 +272,3 @@ def _matches(rec: Rec, q: Query) -> bool:
         if q.term not in hay.lower():
             return False
     return True
-
-
-def linkage(data: Dataset, rec: Rec, name: str) -> Any:
-    """Relationship `data` for an included relationship."""
-    value = data.linkage(rec, name)
-    target = TARGET.get(name, name)
-    if name in TO_ONE:
-        return {"type": target, "id": str(value)} if isinstance(value, int) else None
-    return [{"type": target, "id": str(i)} for i in value] if isinstance(value, list) else []
-
-
-def derived(type_name: str, include: tuple[str, ...]) -> bool:
-    """Whether `include` names a relationship of `type_name` whose linkage is computed from
-    other resources (an inverse, a mall's members): such encodings are never cached."""
-    return any(
-        (type_name, n) in INVERSE or (type_name == "malls" and n in MALL_MEMBERS) for n in include
-    )
-
-
-def related(data: Dataset, rec: Rec, name: str) -> list[Rec]:
-    value = data.linkage(rec, name)
-    target = TARGET.get(name, name)
-    ids = [value] if isinstance(value, int) else value if isinstance(value, list) else []
-    store = data.by_type.get(target, {})
-    return [store[i] for i in ids if i in store]
-
-
-#: Absolute timestamp attributes (ISO 8601 UTC); see `stamp_form`.
-ABSOLUTE = ("created_at", "updated_at", "opening_date", "trending_expired_at")
-
-
-def stamp_form(stamp: str, n: int) -> str:
-    """`stamp` (`YYYY-MM-DDTHH:MM:SS.sssZ`) written in another ISO 8601 form of the same instant.
-
-    The spec promises the `.sssZ` form; an emulator started with `--stamp-forms` serves these
-    others too (picked by `n`), so a client that compares stamps as text is caught: `+00:00`
-    for `Z`, the local time of a `+01:00` zone, microseconds, and no fraction when it is zero.
-    """
-    form = n % 4
-    if form == 1:
-        return stamp[:-1] + "+00:00"
-    if form == 2:
-        dt = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ") + timedelta(hours=1)
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + stamp[20:23] + "+01:00"
-    if form == 3:
-        return stamp[:19] + "Z" if stamp[20:23] == "000" else stamp[:-1] + "000Z"
-    return stamp
-
-
-def resource_obj(
-    data: Dataset,
-    base: str,
-    rec: Rec,
-    include: tuple[str, ...],
-    fields: tuple[str, ...] | None,
-    forms: bool = False,
-) -> dict[str, Any]:
-    """The JSON:API resource object for one record (`forms`: see `stamp_form`)."""
-    path = path_of(rec.type)
-    attrs = rec.decoded()
-    if fields is not None:
-        attrs = {k: v for k, v in attrs.items() if k in fields}
-    if forms:
-        attrs = {
-            k: stamp_form(v, rec.id + i) if k in ABSOLUTE and isinstance(v, str) else v
-            for i, (k, v) in enumerate(attrs.items())
-        }
-    obj: dict[str, Any] = {
-        "id": str(rec.id),
-        "type": rec.type,
-        "links": {"self": f"{base}/{path}/{rec.id}"},
-        "attributes": attrs,
-    }
-    rels: dict[str, Any] = {}
-    for name in RELATIONSHIPS.get(rec.type, ()):
-        if fields is not None and name not in fields:
-            continue
-        hy = name.replace("_", "-")
-        entry: dict[str, Any] = {
-            "links": {
-                "self": f"{base}/{path}/{rec.id}/relationships/{hy}",
-                "related": f"{base}/{path}/{rec.id}/{hy}",
-            }
-        }
-        if name in include:
-            entry["data"] = linkage(data, rec, name)
-        rels[name] = entry
-    if rels:
-        obj["relationships"] = rels
-    if rec.meta:
-        obj["meta"] = rec.meta
-    return obj
-
-
-def variant(include: tuple[str, ...], fields: tuple[str, ...] | None) -> str:
-    """The cache key of one encoding of a resource (its include and sparse fieldset)."""
-    return ",".join(include) if fields is None else f"{','.join(include)};{','.join(fields)}"
-
-
-def encode_plain(data: Dataset, base: str, recs: list[Rec]) -> list[bytes]:
-    """The plain form (every attribute, relationships as links) of `recs`: their types'
-    templates with each id put in, around the stored attribute bytes."""
-    templates = data.templates
-    if templates.base != base:
-        templates = data.templates = Templates(base)
-    out = []
-    last = ""
-    head: list[bytes] = []
-    tail: list[bytes] = []
-    for rec in recs:
-        if rec.type != last:
-            last = rec.type
-            head, tail = templates.parts(last, path_of(last), RELATIONSHIPS.get(last, ()), rec.meta)
-        if rec.meta is not None and rec.meta is not JOB_META:  # not what the template holds
-            out.append(orjson.dumps(resource_obj(data, base, rec, (), None)))
-            continue
-        rid = str(rec.id).encode()
-        out.append(b"".join((rid.join(head), rec.blob, rid.join(tail))))
-    return out
-
-
-def encode_resource(
-    data: Dataset,
-    base: str,
-    rec: Rec,
-    include: tuple[str, ...],
-    fields: tuple[str, ...] | None,
-    key: str | None = None,
-    forms: bool = False,
-) -> bytes:
-    """Encoded resource (`key`: `variant(include, fields)`, passed in by callers that encode
-    many resources of one variant; `forms`: see `stamp_form`). The plain form comes from the
-    type's template; other variants are cached in `data.encodings` by record revision, except
-    those with linkage computed from other resources."""
-    if not include and fields is None and not forms and (rec.meta is None or rec.meta is JOB_META):
-        return encode_plain(data, base, [rec])[0]
-    if include and derived(rec.type, include):
-        return orjson.dumps(resource_obj(data, base, rec, include, fields, forms))
-    if key is None:
-        key = variant(include, fields)
-    cache_key = (rec.type, rec.id, rec.rev, f"{key}~" if forms else key)
-    blob = data.encodings.get(cache_key)
-    if blob is None:
-        blob = orjson.dumps(resource_obj(data, base, rec, include, fields, forms))
-        data.encodings.put(cache_key, blob)
-    return blob

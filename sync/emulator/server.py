@@ -17,15 +17,19 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from sync.emulator.app import EmulatorApp, make_app, resource_dict
+from sync.emulator import churn
+from sync.emulator.app import EmulatorApp
 from sync.emulator.auth import ALL_CHANNELS, Accounts
-from sync.emulator.dataset import Dataset, iso_ms
+from sync.emulator.dataset import Dataset
 from sync.emulator.faults import Faults
 from sync.emulator.hard import Hard
 from sync.emulator.management import Management
 from sync.emulator.pagecache import PageCache
+from sync.emulator.render import resource_obj
+from sync.emulator.routes import make_app
 from sync.emulator.traffic import Traffic
 from sync.emulator.webhooks import Dispatcher
+from sync.model.stamps import iso_ms
 
 #: Peak memory a resource takes while the emulator builds and serves its data set, with a margin
 #: (bench/emulator_speed.py measured 1,327 MB peak at 1,000,000 resources, ~1.2 KB a resource
@@ -192,7 +196,8 @@ class Emulator:
     def resource(
         self, type_name: str, id: int | str, include: Sequence[str] = ()
     ) -> dict[str, Any]:
-        return resource_dict(self.app, self.data.by_type[type_name][int(id)], tuple(include))
+        rec = self.data.by_type[type_name][int(id)]
+        return resource_obj(self.data, self.app.base, rec, tuple(include), None)
 
     def snapshot(self, type_name: str) -> dict[str, dict[str, Any]]:
         return {str(i): r.decoded() for i, r in self.data.by_type[type_name].items()}
@@ -237,7 +242,7 @@ class Emulator:
         return n
 
     def mutate_randomly(self, n: int, rng_seed: int) -> list[tuple[str, str, str]]:
-        return self.data.mutate_randomly(n, rng_seed)
+        return churn.mutate_randomly(self.data, n, rng_seed)
 
 
 async def serve_forever(

@@ -13,9 +13,10 @@ and notice). `Dataset.shifted` counts them.
 
 from __future__ import annotations
 
-from sync.emulator.dataset import Dataset, iso_ms
+from sync.emulator.dataset import Dataset
 from sync.emulator.memberships import MOVABLE
 from sync.emulator.query import Query, Selector, comparable
+from sync.model.stamps import iso_ms
 
 EVERY = 3
 

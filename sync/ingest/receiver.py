@@ -1,4 +1,9 @@
-"""The webhook receiver: the aiohttp endpoint the upstream posts change notices to.
+"""The webhook receiver: verifying a delivery of change notices and committing it to the queue.
+
+One call, `Receiver.accept`, takes a delivery (what the HTTP layer read off the request: the
+path's secret, method, content type, length, the body as it streams in) and answers with the
+status to send. The HTTP route (`sync.daemon.http`) only translates a request into a
+`Delivery` and the `Answer` into a response, so everything below is testable without a server.
 
 `POST /webhooks/<secret>` only: the secret path segment is the callback's only guard (the upstream
 does not sign notices), compared in constant time and never logged. A valid body is committed to
@@ -8,7 +13,6 @@ problem (404 path, 405 method, 408 body too slow, 413 too large, 415 content typ
 off-spec), and logged. While the mirror cannot take writes (disk full, read-only, locked too
 long: `sync.store.watch`), or when the queue write itself fails so, a delivery is answered 503 with
 the reason: it was not committed, so the upstream must retry it rather than count it done.
-The same app serves `GET /healthz` and `GET /metrics`.
 """
 
 from __future__ import annotations
@@ -16,11 +20,10 @@ from __future__ import annotations
 import asyncio
 import hmac
 import sqlite3
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterable, Callable
+from dataclasses import dataclass, field, replace
 
 import orjson
-from aiohttp import web
 
 from sync.core.config import WebhookSettings
 from sync.core.errors import StorageFault
@@ -33,127 +36,145 @@ from sync.store.watch import StorageWatch
 
 CONTENT_TYPES = frozenset({"application/json", "application/vnd.api+json"})
 MASKED_PATH = "/webhooks/***"
+#: The body is read in chunks of this many bytes, each checked against the size limit.
+CHUNK = 65536
 
 
-def _reply(status: int, reason: str, extra: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        status=status,
-        body=orjson.dumps({"error": reason, **(extra or {})}),
-        content_type="application/json",
-    )
+@dataclass(frozen=True)
+class Delivery:
+    """One request to the callback, as the HTTP layer hands it over; `body` is read lazily."""
+
+    secret: str
+    method: str
+    content_type: str
+    content_length: int | None
+    body: AsyncIterable[bytes]
+    path: str
+    peer: str | None = None
 
 
-def make_receiver_app(
-    settings: WebhookSettings,
-    queue: ChangeQueue,
-    *,
-    on_enqueued: Callable[[], None] | None = None,
-    metrics: Metrics | None = None,
-    health: Callable[[], dict[str, Any]] | None = None,
-    storage: StorageWatch | None = None,
-) -> web.Application:
-    """The receiver application; see the module docstring."""
-    log = get_logger("sync.webhooks")
-    secret = settings.secret.get_secret_value().encode() if settings.secret else None
-    limit = settings.max_body_bytes
+@dataclass(frozen=True)
+class Answer:
+    """The status to answer; a rejection carries its reason (sent as `{"error": reason}` plus
+    `extra`), and `close` asks for the connection to be closed after it."""
+
+    status: int
+    reason: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    close: bool = False
+
+    def body(self) -> bytes | None:
+        if self.reason is None:
+            return None
+        return orjson.dumps({"error": self.reason, **self.extra})
+
+
+ACCEPTED = Answer(202)
+
+
+class Receiver:
+    """Verifies deliveries and commits their notices to `queue`; see the module docstring.
+    `on_enqueued` runs after a commit that queued something (the queue worker's `wake`)."""
+
+    def __init__(
+        self,
+        settings: WebhookSettings,
+        queue: ChangeQueue,
+        *,
+        on_enqueued: Callable[[], None] | None = None,
+        metrics: Metrics | None = None,
+        storage: StorageWatch | None = None,
+    ) -> None:
+        self.settings = settings
+        self.queue = queue
+        self.on_enqueued = on_enqueued
+        self.metrics = metrics
+        self.storage = storage
+        self.secret = settings.secret.get_secret_value().encode() if settings.secret else None
+        self.limit = settings.max_body_bytes
+        self.log = get_logger("sync.webhooks")
 
     def reject(
-        status: int, reason: str, request: web.Request, extra: dict[str, str] | None = None
-    ) -> web.Response:
-        path = MASKED_PATH if request.path.startswith("/webhooks/") else request.path
-        log.warning(
-            "webhook.rejected", status=status, reason=reason, path=path, peer=request.remote
-        )
-        if metrics is not None:
-            metrics.notices.labels(outcome=f"rejected_{status}").inc()
-        return _reply(status, reason, extra)
+        self,
+        status: int,
+        reason: str,
+        path: str,
+        peer: str | None,
+        extra: dict[str, str] | None = None,
+    ) -> Answer:
+        """A logged and counted rejection; the secret in a callback path is never logged."""
+        shown = MASKED_PATH if path.startswith("/webhooks/") else path
+        self.log.warning("webhook.rejected", status=status, reason=reason, path=shown, peer=peer)
+        if self.metrics is not None:
+            self.metrics.notices.labels(outcome=f"rejected_{status}").inc()
+        return Answer(status, reason, extra or {})
 
-    def unwritable(fault: StorageFault, request: web.Request) -> web.Response:
-        reason = f"the mirror cannot take writes now: {fault}"
-        return reject(503, reason, request, {"reason": fault.reason})
-
-    async def receive(request: web.Request) -> web.StreamResponse:
-        given = request.match_info.get("secret", "").encode()
-        if secret is None or not hmac.compare_digest(given, secret):
-            return reject(404, "unknown path", request)
-        if request.method != "POST":
-            return reject(405, "only POST is accepted", request)
-        if request.content_type not in CONTENT_TYPES:
-            return reject(
-                415,
-                f"content type must be application/json, not {request.content_type or 'none'}",
-                request,
-            )
-        if request.content_length is not None and request.content_length > limit:
-            return reject(413, f"body over {limit} bytes", request)
+    async def accept(self, delivery: Delivery) -> Answer:
+        """Verify `delivery` and commit its valid notices to the queue; the answer to send."""
+        d = delivery
+        if self.secret is None or not hmac.compare_digest(d.secret.encode(), self.secret):
+            return self.reject(404, "unknown path", d.path, d.peer)
+        if d.method != "POST":
+            return self.reject(405, "only POST is accepted", d.path, d.peer)
+        if d.content_type not in CONTENT_TYPES:
+            given = d.content_type or "none"
+            reason = f"content type must be application/json, not {given}"
+            return self.reject(415, reason, d.path, d.peer)
+        too_large = f"body over {self.limit} bytes"
+        if d.content_length is not None and d.content_length > self.limit:
+            return self.reject(413, too_large, d.path, d.peer)
         body = bytearray()
+        timeout = self.settings.body_timeout
         try:
             # A total deadline, not an idle one: a sender dribbling a byte at a time must not
             # hold a handler (and its connection) for ever.
-            async with asyncio.timeout(settings.body_timeout):
-                async for chunk in request.content.iter_chunked(65536):
+            async with asyncio.timeout(timeout):
+                async for chunk in d.body:
                     body += chunk
-                    if len(body) > limit:
-                        return reject(413, f"body over {limit} bytes", request)
+                    if len(body) > self.limit:
+                        return self.reject(413, too_large, d.path, d.peer)
         except TimeoutError:
-            response = reject(408, f"body not received within {settings.body_timeout:g} s", request)
-            response.force_close()
-            return response
+            slow = f"body not received within {timeout:g} s"
+            return replace(self.reject(408, slow, d.path, d.peer), close=True)
         try:
             notices, problems = parse_batch(bytes(body))
         except NoticeError as exc:
-            return reject(400, str(exc), request)
+            return self.reject(400, str(exc), d.path, d.peer)
         for problem in problems:  # the valid items are kept; each invalid one is reported
-            log.warning("webhook.item_invalid", problem=problem)
-        if metrics is not None and problems:
-            metrics.notice_items_invalid.inc(len(problems))
-        if storage is not None and storage.fault is not None:
-            return unwritable(storage.fault, request)  # not committed: the upstream retries
-        try:
-            queued = queue.enqueue(notices)
-        except (sqlite3.Error, OSError) as exc:
-            fault = (
-                storage.report(exc)
-                if storage is not None
-                else storage_fault(exc, "the mirror", then="then the upstream's retry lands")
-            )
-            if fault is None:
-                raise
-            return unwritable(fault, request)
-        if on_enqueued is not None and queued:
-            on_enqueued()
-        if metrics is not None:
-            metrics.notices.labels(outcome="accepted").inc()
-        log.info(
+            self.log.warning("webhook.item_invalid", problem=problem)
+        if self.metrics is not None and problems:
+            self.metrics.notice_items_invalid.inc(len(problems))
+        fault = self.storage.fault if self.storage is not None else None
+        if fault is None:
+            try:
+                queued = self.queue.enqueue(notices)
+            except (sqlite3.Error, OSError) as exc:
+                fault = self._fault(exc)
+        if fault is not None:  # not committed: the upstream retries
+            reason = f"the mirror cannot take writes now: {fault}"
+            return self.reject(503, reason, d.path, d.peer, {"reason": fault.reason})
+        if self.on_enqueued is not None and queued:
+            self.on_enqueued()
+        if self.metrics is not None:
+            self.metrics.notices.labels(outcome="accepted").inc()
+        self.log.info(
             "webhook.accepted",
             items=len(notices),
             updates=sum(n.kind == "update" for n in notices),
             deletions=sum(n.kind == "deletion" for n in notices),
             ignored_unknown_types=len(notices) - queued,
             invalid_items=len(problems),
-            queue_depth=queue.depth(),
+            queue_depth=self.queue.depth(),
         )
-        return web.Response(status=202)
+        return ACCEPTED
 
-    async def healthz(request: web.Request) -> web.StreamResponse:
-        data = health() if health is not None else {"status": "ok"}
-        status = 200 if data.get("status") == "ok" else 503
-        return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
-
-    async def metrics_view(request: web.Request) -> web.StreamResponse:
-        if metrics is None:
-            return _reply(404, "metrics are not enabled")
-        body, content_type = metrics.render()
-        resp = web.Response(body=body)
-        resp.headers["Content-Type"] = content_type
-        return resp
-
-    async def not_found(request: web.Request) -> web.StreamResponse:
-        return reject(404, "unknown path", request)
-
-    app = web.Application(client_max_size=limit + 1)
-    app.router.add_route("*", "/webhooks/{secret}", receive)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_view)
-    app.router.add_route("*", "/{tail:.*}", not_found)
-    return app
+    def _fault(self, exc: sqlite3.Error | OSError) -> StorageFault:
+        """The storage fault a failed queue write is, reported; anything else is raised."""
+        fault = (
+            self.storage.report(exc)
+            if self.storage is not None
+            else storage_fault(exc, "the mirror", then="then the upstream's retry lands")
+        )
+        if fault is None:
+            raise exc
+        return fault

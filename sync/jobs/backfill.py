@@ -33,13 +33,13 @@ import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import date
 
 from sync.channel.client import ChannelClient
+from sync.channel.paging import next_number
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.fanout import bounded as bounded  # the daemon still imports it from here
+from sync.jobs.fanout import bounded
 from sync.jobs.hours import MallHours
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.missedrows import MissedRows
@@ -52,8 +52,9 @@ from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms
+from sync.pipeline.batches import StagedPage
 from sync.pipeline.pagepool import PagePool
-from sync.pipeline.staging import StagedPage, bulk_gc
+from sync.pipeline.worker import bulk_gc
 from sync.store import Mirror, PageCheckpoint
 from sync.store.mirror import INCLUDED_SEEN
 
@@ -383,14 +384,21 @@ class Backfill:
         # Past `links.last`: an upstream whose `links.last` is short (or a listing that grew
         # while walked) has more behind a full last page. Asked one at a time.
         paging = self.client.paging
-        while tail[0] and paging.more_after(*tail, self._asked()):
-            number = tail[0] + 1
+        if not tail[0] or not paging.more_after(*tail, self._asked()):
+            return
+
+        async def past(number: int) -> StagedPage:
             async with self.in_flight:
                 page = await self._fetch(scope, number)
-                tail = (number, page.resources, page.last)
                 if page.resources:
                     self.progress.add_pages(name, 1)
                     self._write(scope, page, report, last)
+            return page
+
+        # The one paging loop (`Paging.walk`); its stop rule asks for the page size live, as
+        # `_asked` does.
+        async for page in paging.walk(past, tail[0] + 1, next_number):
+            number = page.number
             if page.resources and number > last:
                 # Rows past `links.last`: it named fewer pages than the listing holds (an empty
                 # page there is the ordinary end of a listing whose last page was full).
@@ -453,7 +461,3 @@ class Backfill:
         result = await self.reconciler.reconcile(scopes)
         report.repaired += result.fetched
         report.removed += result.removed
-
-    async def refresh_hours(self, mall_id: int, start: date, end: date) -> None:
-        """One mall's hours (`MallHours.refresh`), for the daemon's hours job."""
-        await self.hours.refresh(mall_id, start, end)

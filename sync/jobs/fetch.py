@@ -18,6 +18,7 @@ from sync.channel.profile import UpstreamProfile
 from sync.core.errors import BadResponseError, NotFoundError
 from sync.model.scopes import Scope
 from sync.model.stamps import iso_ms
+from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
 
@@ -62,11 +63,8 @@ class Fetcher:
                 scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
             )
             if page.resources:
-                self.mirror.write_page(
-                    scope.rtype,
-                    page.resources,
-                    page.included,
-                    mall_id=scope.mall_id,
+                self.mirror.write_staged(
+                    stage_resources(scope.rtype, page.resources, page.included, scope.mall_id),
                     scripts=page.meta.get("scripts"),
                 )
                 found.update(parse_id(r["id"]) for r in page.resources)
@@ -96,8 +94,8 @@ class Fetcher:
             except NotFoundError:
                 continue  # the mall itself is gone: so are its rows
             if page.resources:
-                self.mirror.write_page(
-                    scope.rtype, page.resources, page.included, mall_id=scope.mall_id
+                self.mirror.write_staged(
+                    stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
                 )
                 still_there.update(parse_id(r["id"]) for r in page.resources)
         return [i for i in ids if i not in still_there]

@@ -15,6 +15,7 @@ from sync.channel.client import ChannelClient
 from sync.core.errors import ForbiddenError, NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
+from sync.pipeline.hours import stage_hours
 from sync.store import Mirror
 
 
@@ -49,7 +50,7 @@ class MallHours:
         """
         try:
             items = await self.client.hours(mall_id, start, end)
-            self.mirror.write_hours(mall_id, items, start, end)
+            self.mirror.write_hours(mall_id, stage_hours(mall_id, items), start, end)
             self.mirror.write_current_hours(mall_id, await self.client.current_hours(mall_id))
         except ForbiddenError as exc:
             self.log.warning("backfill.hours_forbidden", mall_id=mall_id, hint=exc.hint)

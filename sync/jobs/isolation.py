@@ -5,8 +5,9 @@ object instead of a list, bytes that are not UTF-8, retries spent) fails the wor
 type only. The queue worker and the poll job record each failure here; the type then waits out
 an exponential backoff (`base` seconds doubling per failure in a row, at most `cap`) before its
 next attempt, while every other type goes on. One success ends it. `ccsync status` shows each
-type's last error (the daemon records it in the mirror), `/healthz` lists the failing types,
-and `sync_type_errors_total{type}` / `sync_type_failures{type}` count them.
+type's last error (whoever met the failure, the queue worker or a daemon job, records it in the
+mirror), `/healthz` lists the failing types, and `sync_type_errors_total{type}` /
+`sync_type_failures{type}` count them.
 """
 
 from __future__ import annotations

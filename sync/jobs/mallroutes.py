@@ -133,9 +133,8 @@ class MallRoutes:
 
                 pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))
             tail = pages[-1]
-            while self.client.paging.more(tail) and tail.number >= first.last:
-                tail = await page(tail.number + 1)
-                pages.append(tail)
+            if self.client.paging.more(tail) and tail.number >= first.last:
+                pages += [p async for p in self.client.walk(page, tail.number + 1)]
         except NotFoundError:
             return None
         return sorted({parse_id(r["id"]) for p in pages for r in p.resources})
@@ -149,12 +148,7 @@ class MallRoutes:
             listed = await self._route_ids("deals", mall)
             if listed is None:
                 continue
-            derived = sorted(
-                int(r[0])
-                for r in self.mirror.conn.execute(
-                    "SELECT DISTINCT deals_id FROM malls_deals WHERE malls_id = ?", (mall,)
-                )
-            )
+            derived = self.mirror.mall_deals(mall)
             if listed != derived:
                 return (
                     f"GET /malls/{mall}/deals lists {len(listed)} deals, the derivation "

@@ -31,6 +31,7 @@ from itertools import pairwise
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
+from sync.channel.paging import Paging, next_number
 from sync.channel.profile import (
     DELETIONS_ROUTE,
     Profiler,
@@ -47,6 +48,7 @@ from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
 from sync.model.stamps import iso_ms, normalize_or_none, shift
+from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
 DELETIONS = catalogue.DELETIONS_FEED
@@ -69,17 +71,25 @@ async def walk_by_stamp(
     fetch: Callable[[str, int], Awaitable[Page]],
     since: str,
     stamp_field: str,
-    more: Callable[[Page], bool],
+    paging: Paging,
+    asked: int,
     on_page: Callable[[Page], None],
 ) -> PollResult:
     """Walk a listing sorted by `stamp_field` from `since` by key; see the module docstring.
 
-    `more` is the stop rule every listing shares (`sync.channel.paging.Paging.more`): a page
-    shorter than asked ends the walk only when it is shorter than the upstream serves."""
+    The loop and its stop rule are the one every listing shares (`Paging.walk`, `Paging.more`
+    with `page[size]=asked`): a page shorter than asked ends the walk only when it is shorter
+    than the upstream serves. Its position is (anchor stamp, page number)."""
     result = PollResult()
-    anchor, number = since, 1
-    while True:
-        page = await fetch(anchor, number)
+
+    def step(at: tuple[str, int], page: Page) -> tuple[str, int]:
+        anchor, number = at
+        newest = result.cursor
+        if newest is None or newest <= anchor:
+            return anchor, number + 1  # a run of equal stamps longer than a page: by number
+        return newest, 1
+
+    async for page in paging.walk(lambda at: fetch(*at), (since, 1), step, asked=asked):
         result.requests += 1
         if page.resources:
             # Normalised: the cursor is compared as text and sent back as a filter value; a
@@ -92,37 +102,32 @@ async def walk_by_stamp(
             if any(a > b for a, b in pairwise(stamps)):
                 # Written anyway (the rows are real); the key must not jump on this page.
                 on_page(page)
-                raise OutOfOrder(f"rows out of {stamp_field} order on page {number}")
+                raise OutOfOrder(f"rows out of {stamp_field} order on page {page.number}")
             on_page(page)
             result.rows += len(page.resources)
             top = max(stamps) if stamps else None
             if top is not None and (result.cursor is None or top > result.cursor):
                 result.cursor = top
-        if not more(page):
-            return result
-        newest = result.cursor
-        if newest is None or newest <= anchor:
-            number += 1  # a run of equal stamps longer than a page: walk it by number
-        else:
-            anchor, number = newest, 1
+    return result
 
 
 async def walk_unsorted(
     fetch: Callable[[int], Awaitable[Page]],
     since: str,
     stamp_field: str,
-    more: Callable[[Page], bool],
+    paging: Paging,
+    asked: int,
     on_page: Callable[[Page], None],
 ) -> PollResult:
     """Every page by number (id order), rows stamped before `since` left out (an upstream that
     ignores the filter too serves them); the cursor is the newest stamp seen, or `since` when
     the listing changed while walked (`links.last` moved): the next poll reads it again."""
     result = PollResult()
-    number, first_last = 1, None
-    while True:
-        page = await fetch(number)
+    first_last = last = None  # `links.last` of the first page and of the last one read
+    async for page in paging.walk(fetch, 1, next_number, asked=asked):
         result.requests += 1
         first_last = page.last if first_last is None else first_last
+        last = page.last
         rows = []
         for r in page.resources:
             stamp = normalize_or_none((r.get("attributes") or {}).get(stamp_field))
@@ -134,10 +139,7 @@ async def walk_unsorted(
         if rows:
             on_page(replace(page, resources=rows))
             result.rows += len(rows)
-        if not more(page):
-            break
-        number += 1
-    if page.last != first_last and result.cursor is not None:
+    if last != first_last and result.cursor is not None:
         result.cursor = since
     return result
 
@@ -194,11 +196,8 @@ class Poller:
             return page
 
         def write(page: Page) -> None:
-            self.mirror.write_page(
-                rtype,
-                page.resources,
-                page.included,
-                mall_id=scope.mall_id,
+            self.mirror.write_staged(
+                stage_resources(rtype, page.resources, page.included, scope.mall_id),
                 scripts=page.meta.get("scripts"),
             )
 
@@ -243,12 +242,12 @@ class Poller:
         """By key where the order is honoured (or not yet probed), else unsorted; a walk by
         key that meets a page out of order re-probes the route and goes on unsorted."""
 
-        def more(p: Page) -> bool:
-            return self.client.paging.more(p, self.page_size)
-
+        paging = self.client.paging
         if sorted_ok is None or sorted_ok.sorted_walk:
             try:
-                return await walk_by_stamp(fetch, since, stamp_field, more, on_page)
+                return await walk_by_stamp(
+                    fetch, since, stamp_field, paging, self.page_size, on_page
+                )
             except OutOfOrder as exc:
                 # A lagging replica's page can look out of order too: the route is asked
                 # again, and marked only if the probe agrees. This poll goes on unsorted.
@@ -259,7 +258,7 @@ class Poller:
                         self.client.profile = UpstreamProfile()
                     contradicted(self.client.profile, key, str(exc), self.client.save_profile)
         return await walk_unsorted(
-            lambda n: fetch(since, n, "id"), since, stamp_field, more, on_page
+            lambda n: fetch(since, n, "id"), since, stamp_field, paging, self.page_size, on_page
         )
 
     async def poll_deletions(self, mirrored: set[str]) -> PollResult:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sync.core.config import ManagementSettings
-from sync.management.client import ManagementClient, mirror_press_releases
+from sync.management.client import ManagementClient
+from sync.management.press import mirror_press_releases
 from sync.store import Mirror
 from sync.store.press import PressReleases
 

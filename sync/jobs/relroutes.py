@@ -26,6 +26,7 @@ from sync.core.logs import get_logger
 from sync.jobs.fetch import parse_id
 from sync.model import catalogue
 from sync.model.catalogue import Relationship, ResourceType
+from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
 _log = get_logger("sync.relroutes")
@@ -118,5 +119,5 @@ class RelatedRoutes:
             return  # the owner is gone: the deletions feed or the reconcile removes it
         target = catalogue.TYPES[rel.target]
         if not target.listable and related:
-            self.mirror.write_page(target, related)
+            self.mirror.write_staged(stage_resources(target, related))
         self.mirror.replace_links(rtype, rel, rid, [parse_id(r["id"]) for r in related])

@@ -43,6 +43,7 @@ from sync.jobs.oneshot import connected
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms
+from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 from sync.store.repair import Repair, repair_page
 
@@ -227,10 +228,7 @@ class Verifier:
                 self._repaired(
                     repair_page(
                         self.mirror,
-                        scope.rtype,
-                        page.resources,
-                        page.included,
-                        mall_id=scope.mall_id,
+                        stage_resources(scope.rtype, page.resources, page.included, scope.mall_id),
                     ),
                     report,
                 )
@@ -254,10 +252,7 @@ class Verifier:
                             self._repaired(
                                 repair_page(
                                     self.mirror,
-                                    rtype,
-                                    page.resources,
-                                    page.included,
-                                    mall_id=mall,
+                                    stage_resources(rtype, page.resources, page.included, mall),
                                     lift_tombstones=True,
                                 ),
                                 report,

@@ -17,15 +17,20 @@ answers badly holds up only its own type's notices: the failing type keeps them,
 the mirror cannot take writes (`sync.store.watch`) no lane starts; one that meets the fault ends
 with its notices kept, and the worker waits until a write succeeds again.
 Fetching by id is `sync.jobs.fetch`'s. Mall-scoped types need a mall for `filter[id]`; the rows a
-notice names that the mirror does not hold yet (creations) are handed, all of a batch together,
-to `locate` (`Daemon.locate`: the malls' linkage, recently active malls first; see
-`sync.jobs.mallincludes`).
+notice names that the mirror does not hold yet (creations) are looked for, all of a batch
+together, through the malls' linkage or in recently active malls (`sync.jobs.mallincludes`);
+what a type polled per mall cannot place that way is caught by a poll of the type
+(`poll_type`, the daemon's per-type poll job).
+
+The worker holds what it works with (mirror, queue, fetcher, members, the type faults and the
+storage watch), given in its constructor; it records a failing type in the mirror itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -35,8 +40,10 @@ from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher
 from sync.jobs.isolation import TypeFaults
+from sync.jobs.mallincludes import PER_MALL, Members, refused
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
+from sync.model.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue, QueueItem
 from sync.store.watch import StorageWatch
@@ -55,23 +62,21 @@ class QueueWorker:
         fetcher: Fetcher,
         types: Sequence[ResourceType],
         *,
-        locate: Callable[[ResourceType, list[int]], Awaitable[object]],
-        touch: Callable[[int], None] | None = None,
+        members: Members,
+        poll_type: Callable[[ResourceType], Awaitable[object]],
+        faults: TypeFaults,
+        storage: StorageWatch,
         batch_delay: float = 0.05,
-        faults: TypeFaults | None = None,
-        storage: StorageWatch | None = None,
-        on_type_failed: Callable[[str, UpstreamError], None] | None = None,
     ) -> None:
         self.mirror = mirror
         self.queue = queue
         self.fetcher = fetcher
         self.types = {t.name: t for t in types}
-        self.locate = locate
-        self.touch = touch
-        self.batch_delay = batch_delay
-        self.faults = faults or TypeFaults()
+        self.members = members
+        self.poll_type = poll_type
+        self.faults = faults
         self.storage = storage
-        self.on_type_failed = on_type_failed
+        self.batch_delay = batch_delay
         self._wake = asyncio.Event()
         self._lanes: dict[str, asyncio.Task[None]] = {}
         self.log = get_logger("sync.worker")
@@ -96,7 +101,7 @@ class QueueWorker:
                 self._wake.clear()
                 if stop.is_set():
                     return
-                if self.storage is not None and self.storage.degraded:
+                if self.storage.degraded:
                     await self._writable(stop)
                     continue
                 if self.batch_delay:
@@ -110,7 +115,6 @@ class QueueWorker:
 
     async def _writable(self, stop: asyncio.Event) -> None:
         """Wait until the mirror takes writes again (`sync.store.watch`) or `stop`."""
-        assert self.storage is not None
         waits = [
             asyncio.ensure_future(self.storage.writable.wait()),
             asyncio.ensure_future(stop.wait()),
@@ -138,10 +142,9 @@ class QueueWorker:
             self.log.warning(
                 "worker.type_failed", type=type_name, error=str(exc), retry_in=round(delay, 2)
             )
-            if self.on_type_failed is not None:
-                self._report(type_name, exc)
+            self._record(type_name, exc)
         except Exception as exc:
-            if self.storage is not None and self.storage.report(exc) is not None:
+            if self.storage.report(exc) is not None:
                 return  # its notices stay queued; `run` waits until writes succeed again
             # A bug, not a fault of the upstream or the disk: shown whole, and the type backs
             # off like a failing one instead of being retried at every look.
@@ -153,12 +156,14 @@ class QueueWorker:
             self._lanes.pop(type_name, None)
             self._wake.set()  # notices that came while this lane ran, or another lane's turn
 
-    def _report(self, type_name: str, exc: UpstreamError) -> None:
-        assert self.on_type_failed is not None
+    def _record(self, type_name: str, exc: UpstreamError) -> None:
+        """`ccsync status` shows the error as the type's last."""
         try:
-            self.on_type_failed(type_name, exc)
+            self.mirror.record_type_status(
+                type_name, ok=False, error=str(exc), at=iso_ms(time.time())
+            )
         except Exception as err:  # recording it is a write: the mirror may not take it
-            if self.storage is None or self.storage.report(err) is None:
+            if self.storage.report(err) is None:
                 raise
 
     async def drain_type(self, type_name: str) -> int:
@@ -214,11 +219,24 @@ class QueueWorker:
             else:
                 unknown.append(rid)
         for mall_id, mall_ids in by_mall.items():
-            if self.touch is not None:
-                self.touch(mall_id)  # recent activity: creations are looked for here first
+            self.members.touch(mall_id)  # recent activity: creations are looked for here first
             await self._apply(kind, rtype, mall_id, mall_ids)
         if unknown:
-            await self.locate(rtype, unknown)  # new rows: their malls are not known yet
+            await self._locate(rtype, unknown)  # new rows: their malls are not known yet
+
+    async def _locate(self, rtype: ResourceType, ids: list[int]) -> None:
+        """Rows of a mall-scoped type the mirror does not hold (creations announced by
+        webhooks): found through the malls' linkage, or by `filter[id]` in recently active
+        malls; per mall, what is still not found makes a poll of every mall."""
+        try:
+            found = await self.members.locate(rtype, ids)
+        except UpstreamError as exc:
+            if not refused(exc):
+                raise
+            self.members.fall_back(f"GET /malls?include= answered {exc.status} (locate)")
+            found = set()
+        if len(found) < len(set(ids)) and self.members.mode(rtype) == PER_MALL:
+            await self.poll_type(rtype)
 
     async def _left_malls(self, rtype: ResourceType, ids: Sequence[int]) -> None:
         """A deletion notice for a mall-scoped row: asked by `filter[id]` in each of its malls;

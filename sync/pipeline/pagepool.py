@@ -8,10 +8,10 @@ and hands back plain row tuples (~40 KB a page in `marshal` form, ~0.1 ms each w
 main process keeps the HTTP client, the SQLite connection and every decision (what is committed, the
 included-row memo, tombstones, checkpoints). A worker's only state is which included rows the
 main process reported written (`written`), so that it stops sending copies of them
-(`sync.pipeline.staging.Sent`); it only saves work, so a killed run resumes exactly as before.
+(`sync.pipeline.seen.Sent`); it only saves work, so a killed run resumes exactly as before.
 
-A worker is a `python` running `sync.pipeline.staging.worker_main`, fed page bodies on its stdin
-(`sync.pipeline.staging.REQUEST`) and answering in order on its stdout. Not `multiprocessing`: its spawn
+A worker is a `python` running `sync.pipeline.worker.worker_main`, fed page bodies on its stdin
+(`sync.pipeline.worker.REQUEST`) and answering in order on its stdout. Not `multiprocessing`: its spawn
 start re-runs the caller's main script in every worker (a program embedding `sync` without a
 `__main__` guard would run twice), and its workers import much more. Robustness:
 - A worker imports only the staging code (orjson and the catalogue, ~18 MB).
@@ -38,13 +38,13 @@ from types import TracebackType
 
 from sync.core.errors import BadResponseError
 from sync.core.logs import get_logger
+from sync.pipeline.batches import StagedPage
 from sync.pipeline.seen import Seen
-from sync.pipeline.staging import (
+from sync.pipeline.worker import (
     ANSWER,
     PROTOCOL,
     REQUEST,
     Refused,
-    StagedPage,
     from_wire,
     stage_request,
 )
@@ -75,7 +75,7 @@ class _WorkerGone(Exception):
 
 
 class _Worker:
-    """One worker process (`sync.pipeline.staging.worker_main`) and the answers it owes, in order."""
+    """One worker process (`sync.pipeline.worker.worker_main`) and the answers it owes, in order."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
@@ -190,7 +190,7 @@ class PagePool:
                     proc = await asyncio.create_subprocess_exec(
                         sys.executable,
                         "-c",
-                        f"from sync.pipeline.staging import worker_main; worker_main({PROTOCOL})",
+                        f"from sync.pipeline.worker import worker_main; worker_main({PROTOCOL})",
                         stdin=asyncio.subprocess.PIPE,
                         stdout=asyncio.subprocess.PIPE,
                     )
@@ -282,7 +282,7 @@ class PagePool:
 
     def written(self, page: StagedPage) -> None:
         """Report `page` written to the mirror: its worker may now leave out its included rows
-        from later pages (`sync.pipeline.staging.Sent`). Call it only once the write succeeded."""
+        from later pages (`sync.pipeline.seen.Sent`). Call it only once the write succeeded."""
         worker = self._tickets.pop(page.ticket, None) if page.ticket else None
         if worker is not None and not worker.gone:
             worker.written.append(page.ticket)

@@ -4,7 +4,13 @@ Images, tags and groups come included with page after page (at 200k resources, 1
 copies of 33k distinct rows). Writing a copy identical to the one already written is wasted
 work twice over: in the page worker, which parses, stages and encodes it, and in the main
 process, which decodes it and binds it to SQLite. Both keep a `Seen` of what was written and
-leave such copies out (`sync.pipeline.staging.Sent`, `Mirror.write_staged`).
+leave such copies out: the worker's is `Sent` (it learns what was written from the main
+process, page by page), the writer's the store's (`Mirror.write_staged`, `Seen.leave_out` and
+`Seen.remember`); a page staged in the main process asks the writer's before staging an
+included copy at all (`written_already`, `PagePool.memo`).
+
+This module is the one home of that memo: which rows, how they are keyed and versioned, when
+they are forgotten, and how a batch is trimmed by it.
 
 The memo must hold every distinct included row of a backfill to be of use: includes are spread
 uniformly over the rows, so a memo of half of them catches about half of the copies (the one
@@ -17,18 +23,22 @@ staging writes). When full it forgets its oldest half rather than everything.
 Only an optimisation: a row it does not know is simply written again. Forgetting is always
 safe; remembering must be exact, which it is: keys and versions are compared whole, with no
 hashing of its own (a row without `updated_at` is versioned by the 128-bit digest that
-`sync.pipeline.staging.version` gives it, as before).
+`sync.pipeline.encoding.version` gives it, as before).
 """
 
 from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import orjson
 
 from sync.model import catalogue
+from sync.pipeline.batches import Staged, StagedPage
+from sync.pipeline.checks import check_stamps
+from sync.pipeline.encoding import version
 
 #: A small number per type, packed into the key beside the id (`Seen.key`).
 _CODES = {name: i for i, name in enumerate(catalogue.TYPES)}
@@ -113,6 +123,21 @@ class Seen:
             for i, v in zip(ids, versions, strict=True)
         ]
 
+    def leave_out(self, batches: Iterable[Staged]) -> None:
+        """Drop from each batch of included rows (one with `versions`) the copies this memo
+        holds at the same version: written already, they would be written again for nothing."""
+        if not len(self):
+            return
+        for b in batches:
+            if b.versions is not None:
+                b.keep(self.unwritten(b.type, b.ids, b.versions))
+
+    def remember(self, batches: Iterable[Staged]) -> None:
+        """Remember the included rows of `batches` (those with `versions`) as written."""
+        for b in batches:
+            if b.versions is not None:
+                self.add(b.type, b.ids, b.versions)
+
     def add(self, type_name: str, ids: Iterable[int], versions: Iterable[object]) -> None:
         """Remember these copies as the ones written (forgetting the oldest half when full:
         oldest by first insertion, which for rows included uniformly is as good as any)."""
@@ -133,7 +158,7 @@ class Seen:
 class SeenTable(Seen):
     """The same memo in an in-memory SQLite table: ~40 bytes a row against `Seen`'s ~115.
 
-    A page worker's memo (`sync.pipeline.staging.Sent`) must hold every distinct included row to catch
+    A page worker's memo (`Sent`) must hold every distinct included row to catch
     their copies, and at 1M resources there are ~165k of them: ~19 MB as a dict, which put
     sync's peak RSS near its 150 MB limit, so the dict was held to 80,000 rows and ~650k
     copies still reached the mirror (images 3.4 times each, tags 10.6 times). Here the rows
@@ -241,3 +266,70 @@ class SeenTable(Seen):
                 "DELETE FROM seen WHERE k IN (SELECT k FROM seen ORDER BY k LIMIT ?)", (drop,)
             )
             self._bound -= drop
+
+
+def written_already(res: dict[str, Any], have: object | None, written: Seen) -> bool:
+    """Whether an included resource is the very copy `written` holds for its (type, id)
+    (`have`, its version there, looked up a page at a time), by the version staging would
+    give it: staging it would only make a row that `Seen.leave_out` then drops. A resource
+    staging would refuse or re-stamp (`check_stamps`) is not decided here (it is staged and
+    left out as before), so the rows sent, and the refusals logged, are the same."""
+    if have is None:
+        return False
+    attrs = res.get("attributes") or {}
+    restamped: dict[str, Any] = {}
+    if check_stamps(0, attrs, restamped) is not None or restamped:
+        return False
+    stamp = attrs.get("updated_at")
+    return bool(have == written.form(stamp if isinstance(stamp, str) else version(res)))
+
+
+class Sent:
+    """A worker's memory of the included rows the main process has written, to send them once.
+
+    Images and tags repeat on page after page (at 200k resources, 146k included copies of 33k
+    distinct rows): staging and pickling the copies here, and unpickling and comparing them in
+    the main process, cost both processes CPU for rows the writer then skips. A worker leaves
+    out an included row whose (type, id) and version are in `written` (a `Seen`):
+    before staging it (`stage_resources`), and, for a copy only staging can version, after
+    (`filter`). A row enters `written` only when the main process reports that the page which
+    carried it was written (`confirm`, with the next request): a page staged here but dropped
+    there (its task cancelled: a type refused with 403 stops its other pages while the rest
+    run on) must not make a later page leave out a row that never reached the mirror. Bounded:
+    `written` forgets its oldest half when full (those rows are then sent again), and
+    unconfirmed pages are forgotten.
+    """
+
+    #: Rows remembered: every distinct included row up to ~1.8M resources (33k of them at
+    #: 200k, ~165k at 1M). Up to `DICT_ROWS` in a dict (`Seen`, ~115 bytes a row, ~4.6 MB),
+    #: the fastest to look up; past it in SQLite (`SeenTable`, ~40 bytes a row, ~12 MB full),
+    #: which costs ~0.1 ms a page more. A dict held to 80,000 caught only about a third of
+    #: the copies at 1M.
+    LIMIT = 300_000
+    DICT_ROWS = 40_000
+    PENDING = 512
+
+    def __init__(self) -> None:
+        self.written: Seen = Seen(2 * self.DICT_ROWS)  # moved to SQLite before it is full
+        self.pending: dict[int, list[tuple[str, list[int], list[object]]]] = {}
+
+    def confirm(self, tickets: Sequence[int]) -> None:
+        """The main process wrote the pages with these tickets."""
+        for ticket in tickets:
+            for name, ids, versions in self.pending.pop(ticket, ()):
+                self.written.add(name, ids, versions)
+        if type(self.written) is Seen and len(self.written) > self.DICT_ROWS:
+            self.written = SeenTable.holding(self.written, self.LIMIT)
+
+    def filter(self, page: StagedPage, ticket: int) -> None:
+        """Leave out the included rows already written; remember the rest under `ticket`."""
+        self.written.leave_out(page.batches[1:])
+        rows = [
+            (b.type, b.ids, b.versions)
+            for b in page.batches[1:]
+            if b.versions is not None and b.ids
+        ]
+        page.ticket = ticket
+        self.pending[ticket] = rows
+        if len(self.pending) > self.PENDING:  # pages the main process dropped: never written
+            del self.pending[next(iter(self.pending))]

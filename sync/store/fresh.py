@@ -2,9 +2,9 @@
 
 A page write asks, for every owner of links in a batch, whether the row existed before this
 upsert: an owner that did not cannot have links to delete first, nor a stored `updated_at` for
-the guard to compare (`Mirror._link_guard`). For a table the mirror created itself (the tables
+the guard to compare (`PageWriter.link_guard`, `sync.store.pagewrite`). For a table the mirror created itself (the tables
 of a first backfill), the answer needs no query: a content row only ever enters through
-`Mirror._upsert`, and link rows only with their owner's upsert, so an id this process never
+`PageWriter.write`, and link rows only with their owner's upsert, so an id this process never
 upserted into the table has neither. Two queries a batch (the guard's SELECT and one DELETE per
 link table, ~0.3 ms a page at 200k) become a bit test per owner.
 

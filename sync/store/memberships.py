@@ -22,8 +22,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from sync.model import catalogue
+from sync.store import changes
+
+if TYPE_CHECKING:
+    from sync.store.schema import Schema
 
 #: Types whose rows belong to malls by the routes that list them.
 MEMBER_TYPES: tuple[str, ...] = tuple(n for n, t in catalogue.TYPES.items() if t.level == "mall")
@@ -40,6 +45,14 @@ def table(type_name: str) -> str:
 def columns(type_name: str) -> tuple[str, str]:
     """(mall column, row column) of the membership table."""
     return "malls_id", f"{type_name}_id"
+
+
+def ensure(schema: Schema, type_name: str) -> None:
+    """The membership table of a mall-scoped type, shaped as the malls' link table."""
+    made = not schema.columns(table(type_name))
+    schema.ensure_link(table(type_name), *columns(type_name), "malls", type_name)
+    if made and not schema.defer_indexes:  # a bulk load makes the feed's triggers at its end
+        changes.create_membership_triggers(schema.conn, type_name)
 
 
 def _exists(conn: sqlite3.Connection, name: str) -> bool:
@@ -62,6 +75,20 @@ def add(conn: sqlite3.Connection, type_name: str, pairs: Iterable[tuple[int, int
         "VALUES (?, ?, 0)",
         pairs,
     )
+
+
+def add_held(conn: sqlite3.Connection, type_name: str, mall_id: int, ids: Sequence[int]) -> None:
+    """`mall_id` lists those of `ids` the mirror holds: their pairs, and their `mall_id`."""
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        held = [
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT id FROM [{type_name}] WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            )
+        ]
+        add(conn, type_name, [(mall_id, i) for i in held])
+        refresh_mall_id(conn, type_name, held)
 
 
 def remove(conn: sqlite3.Connection, type_name: str, mall_id: int, ids: Sequence[int]) -> int:

@@ -17,15 +17,13 @@ replica) never wins, exactly as in the page write, which does the writing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sync.model.catalogue import ResourceType
 from sync.model.stamps import now_iso
-from sync.pipeline.staging import Staged, stage_resources
+from sync.pipeline.batches import Staged
+from sync.store.deletions import tombstone_holds
 from sync.store.memberships import MEMBER_TYPES
-from sync.store.tombstones import tombstone_holds
 
 if TYPE_CHECKING:
     from sync.store.mirror import Mirror
@@ -42,22 +40,16 @@ class Repair:
 
 
 def repair_page(
-    mirror: Mirror,
-    rtype: ResourceType,
-    resources: Sequence[dict[str, Any]],
-    included: Sequence[dict[str, Any]] = (),
-    *,
-    mall_id: int | None = None,
-    lift_tombstones: bool = False,
+    mirror: Mirror, batches: list[Staged], *, lift_tombstones: bool = False
 ) -> list[Repair]:
-    """Compare a page of whole copies with the mirror, write it, and return the repairs.
+    """Compare a staged page of whole copies (`sync.pipeline.staging.stage_resources`) with
+    the mirror, write it, and return the repairs.
 
     `lift_tombstones`: the listed rows (not the included ones) are served by the upstream now,
     so an id remembered as deleted is forgotten and the row written (a "current" list that
     dropped an item and took it back).
     """
-    batches = stage_resources(rtype, resources, included, mall_id)
-    mirror._ensure_schema(batches)
+    mirror.ensure_schema(batches)
     conn = mirror.conn
     if lift_tombstones and batches[0].ids:
         ids = batches[0].ids

@@ -3,7 +3,10 @@
 Content tables are named as their JSON:API type and keyed by the integer `id`; a new attribute
 upstream adds a column (never a failure). Bookkeeping tables all start with `_sync_`, so a user
 can tell at a glance what is upstream data and what is ours. The schema version lives in
-`_sync_meta`; a file written by a newer `sync` is refused rather than misread.
+`_sync_meta`; a file written by a newer `sync` is refused rather than misread (`sync.store.file`).
+This module creates and widens; bringing a file an older sync wrote up to date is
+`sync.store.migrations`'s, and the full-text indexes and the change feed's triggers it asks for
+are `sync.store.fts`'s and `sync.store.changes`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import sqlite_utils
 from sync.core.logs import get_logger
 from sync.model import catalogue
 from sync.model.columns import declared
-from sync.store.ftsbuild import fts_sql
+from sync.store import changes, fts
+from sync.store.fts import FTS_COLUMNS as FTS_COLUMNS
 
 _log = get_logger("sync.store")
 PYTYPE_NAME = {int: "INTEGER", float: "REAL", str: "TEXT"}
@@ -115,29 +119,6 @@ VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
     ),
 }
 
-#: Text people search, per table: an FTS5 index (`<table>_fts`, sqlite-utils' `enable_fts` with
-#: triggers) over those of the columns the table has, so Datasette's `?_search=` works.
-FTS_COLUMNS: dict[str, tuple[str, ...]] = {
-    "articles": ("title", "subtitle", "teaser", "content"),
-    "contacts": ("name", "title"),
-    "deals": ("title", "retailer_name", "description"),
-    "events": ("title", "short_text", "description"),
-    "ifeatures": ("headline", "sub_heading", "description"),
-    "job_listings": ("title", "store_name", "description"),
-    "mall_messages": ("description",),
-    "malls": ("name", "city", "description"),
-    "press_releases": ("name", "headline", "content"),
-    "products": ("name", "description"),
-    "programs": ("name",),
-    "stores": ("name", "description"),
-    "images": ("alt_text",),
-    "tags": ("name",),
-    "groups": ("name",),
-}
-
-#: The triggers sqlite-utils' `enable_fts` names `<table><suffix>` to keep an index in step.
-FTS_TRIGGERS = ("_ai", "_ad", "_au")
-
 
 def foreign_keys(table: str) -> list[tuple[str, str, str]]:
     """(column, other table, other column) a content table declares: its to-one columns and
@@ -156,7 +137,7 @@ def foreign_keys(table: str) -> list[tuple[str, str, str]]:
     return list(out.values())
 
 
-def _link_sql(table: str, owner_col: str, related_col: str, owner: str, target: str) -> str:
+def link_sql(table: str, owner_col: str, related_col: str, owner: str, target: str) -> str:
     return (
         f"CREATE TABLE IF NOT EXISTS [{table}] ("
         f"[{owner_col}] INTEGER NOT NULL REFERENCES [{owner}](id), "
@@ -250,7 +231,8 @@ class Schema:
                 self._types[table] = found
         return found
 
-    def _forget(self, table: str) -> None:
+    def forget(self, table: str) -> None:
+        """Drop the cached columns of `table` (after a change made outside this class)."""
         self._columns.pop(table, None)
         self._types.pop(table, None)
 
@@ -287,7 +269,7 @@ class Schema:
                     self.db.table(table).add_column(key, PYTYPE[a])
                 else:
                     self.conn.execute(f"ALTER TABLE [{table}] ADD COLUMN [{key}]")
-        self._forget(table)
+        self.forget(table)
         if not self.defer_indexes:
             self.create_indexes([table])
             self.ensure_fts([table])
@@ -316,7 +298,7 @@ class Schema:
             if widest != current:
                 change[col] = PYTYPE[widest]
         if change:
-            self._transform(table, change, "widened: a value did not fit the inferred type")
+            self.transform(table, change, "widened: a value did not fit the inferred type")
 
     def ensure_views(self) -> None:
         """Create each of `VIEWS` whose tables and columns exist (cheap once all exist)."""
@@ -366,13 +348,15 @@ class Schema:
             self.conn.execute(f"DROP VIEW IF EXISTS [{name}]")
         self._views_done = False
 
-    def _transform(self, table: str, change: dict[str, type], why: str) -> None:
+    def transform(self, table: str, change: dict[str, type], why: str) -> None:
+        """Change column types with sqlite-utils' `transform` (a rebuilt table), keeping its
+        full-text index, feed triggers and views, and logging `why`."""
         rows = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
         self.drop_views()
-        fts = self._fts_table(table)
+        searched = self.fts_table(table)
         self.db.table(table).transform(types=change)
-        self._forget(table)
-        if fts:  # the rebuilt table lost the triggers that keep its FTS index in step
+        self.forget(table)
+        if searched:  # the rebuilt table lost the triggers that keep its FTS index in step
             self.ensure_fts([table], replace=True)
         if not self.defer_indexes:
             self.ensure_change_triggers([table])
@@ -380,7 +364,7 @@ class Schema:
         after = self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
         if after != rows:  # never expected: transform copies every row in one transaction
             raise RuntimeError(f"{table}: {rows} rows before a column type change, {after} after")
-        self._forget(table)
+        self.forget(table)
         _log.warning(
             "mirror.column_types_changed",
             table=table,
@@ -388,19 +372,6 @@ class Schema:
             rows=rows,
             why=why,
         )
-
-    def repair_types(self, tables: list[str]) -> None:
-        """Give columns of an older mirror the type the spec declares (a first page of nulls
-        once made `social_feeds.is_active` TEXT), converting the stored values in place."""
-        for table in tables:
-            have = self.types(table)
-            change = {
-                c: PYTYPE[want]
-                for c, a in have.items()
-                if (want := declared(table, c)) is not None and a != want
-            }
-            if change:
-                self._transform(table, change, "the spec declares another type")
 
     def create_indexes(self, tables: list[str]) -> None:
         """Indexes on mall_id, updated_at and seo_slug wherever those tables have them."""
@@ -420,56 +391,15 @@ class Schema:
         no order), with both columns declared as foreign keys."""
         if self.columns(table):
             return
-        self.conn.execute(_link_sql(table, owner_col, related_col, owner, target))
+        self.conn.execute(link_sql(table, owner_col, related_col, owner, target))
         self._columns.pop(table, None)
         if not self.defer_indexes:
             self.ensure_views()
         if not self.defer_indexes:
             self.create_link_index(table, related_col)
 
-    def repair_foreign_keys(self, links: list[tuple[str, str, str, str, str]]) -> None:
-        """Declare the foreign keys an older mirror's tables lack: content tables through
-        sqlite-utils' `transform`, link tables (`links`: table, owner column, related column,
-        owner, target) rebuilt in one transaction. Runs once: a table that has them is left."""
-        for table in [*catalogue.TYPES, catalogue.HOURS_TABLE, catalogue.CURRENT_HOURS_TABLE]:
-            cols = self.columns(table)
-            if not cols:
-                continue
-            have = {fk.column for fk in self.db.table(table).foreign_keys}
-            missing = [
-                fk
-                for fk in foreign_keys(table)
-                if fk[0] in cols and fk[0] not in have and "id" in self.columns(fk[1])
-            ]
-            if missing:
-                self.drop_views()
-                fts = self._fts_table(table)
-                self.db.table(table).transform(add_foreign_keys=missing)
-                self._forget(table)
-                if fts:
-                    self.ensure_fts([table], replace=True)
-        for table, owner_col, related_col, owner, target in links:
-            if not self.columns(table):
-                continue
-            if list(self.conn.execute(f"PRAGMA foreign_key_list([{table}])")):
-                continue
-            self.drop_views()
-            self.conn.execute("SAVEPOINT sync_fk")
-            try:
-                self.conn.execute(f"ALTER TABLE [{table}] RENAME TO [{table}_old_fk]")
-                self.conn.execute(_link_sql(table, owner_col, related_col, owner, target))
-                self.conn.execute(f"INSERT INTO [{table}] SELECT * FROM [{table}_old_fk]")
-                self.conn.execute(f"DROP TABLE [{table}_old_fk]")
-                self.conn.execute("RELEASE sync_fk")
-            except BaseException:
-                self.conn.execute("ROLLBACK TO sync_fk")
-                self.conn.execute("RELEASE sync_fk")
-                raise
-            self._forget(table)
-            self.create_link_index(table, related_col)
-        self.ensure_views()
-
-    def _fts_table(self, table: str) -> str | None:
+    def fts_table(self, table: str) -> str | None:
+        """The full-text index of `table`, as sqlite-utils detects it (None: none)."""
         return self.db.table(table).detect_fts() if self.columns(table) else None
 
     def fts_missing(self, tables: list[str], *, replace: bool = False) -> dict[str, list[str]]:
@@ -478,8 +408,8 @@ class Schema:
         plan = {}
         for table in tables:
             cols = self.columns(table)
-            wanted = [c for c in FTS_COLUMNS.get(table, ()) if c in cols]
-            if wanted and (replace or not self._fts_table(table)):
+            wanted = fts.wanted(table, cols)
+            if wanted and (replace or not self.fts_table(table)):
                 plan[table] = wanted
         return plan
 
@@ -487,129 +417,15 @@ class Schema:
         """FTS5 over the `FTS_COLUMNS` of each table, kept in step by triggers (built once,
         at the end of a bulk load like the deferred indexes)."""
         for table, wanted in self.fts_missing(tables, replace=replace).items():
-            self.build_fts(table, wanted)
-
-    def build_fts(self, table: str, columns: list[str]) -> None:
-        """(Re)build the FTS5 index of `table` over `columns`, with its triggers, in one
-        savepoint. sqlite-utils' `enable_fts` (whose SQL this runs, `fts_sql`) commits its
-        steps one by one: a process killed between them left an index without triggers
-        (stale from then on, and never rebuilt: the index exists) or, replacing one, triggers
-        without their index (every write to the table failing)."""
-        create, *triggers = fts_sql(table, columns)
-        cols = ", ".join(f"[{c}]" for c in columns)
-        self.conn.execute("SAVEPOINT sync_fts")
-        try:
-            self.conn.execute(f"DROP TABLE IF EXISTS [{table}_fts]")
-            for suffix in FTS_TRIGGERS:
-                self.conn.execute(f"DROP TRIGGER IF EXISTS [{table}{suffix}]")
-            self.conn.execute(create)
-            self.conn.execute(
-                f"INSERT INTO [{table}_fts] (rowid, {cols}) SELECT rowid, {cols} FROM [{table}]"
-            )
-            for trigger in triggers:
-                self.conn.execute(trigger)
-            self.conn.execute("RELEASE sync_fts")
-        except BaseException:
-            self.conn.execute("ROLLBACK TO sync_fts")
-            self.conn.execute("RELEASE sync_fts")
-            raise
-
-    def repair_fts(self, tables: list[str], *, check: bool) -> list[str]:
-        """Rebuild the full-text indexes an interrupted process left incomplete: an index
-        lacking any of its triggers, triggers without their index, and, with `check` (the end
-        phase of a bulk load did not finish), an index that fails FTS5's integrity-check
-        against its table (rank 1: the index must match the rows, not only itself). Each is
-        logged; returns their tables."""
-        names = {
-            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type != 'index'")
-        }
-        rebuilt = []
-        for table in tables:
-            wanted = [c for c in FTS_COLUMNS.get(table, ()) if c in self.columns(table)]
-            fts = f"{table}_fts"
-            triggers = [f"{table}{suffix}" in names for suffix in FTS_TRIGGERS]
-            if not wanted or (fts not in names and not any(triggers)):
-                continue  # no index to repair (`ensure_fts` builds a missing one)
-            why = None
-            if fts not in names:
-                why = "its triggers were left without their index"
-            elif not all(triggers):
-                why = "its triggers are missing"
-            elif check:
-                try:
-                    self.conn.execute(
-                        f"INSERT INTO [{fts}]([{fts}], rank) VALUES ('integrity-check', 1)"
-                    )
-                except sqlite3.DatabaseError as exc:
-                    why = f"its integrity-check failed ({exc})"
-            if why is not None:
-                self.build_fts(table, wanted)
-                rebuilt.append(table)
-                _log.warning(
-                    "mirror.fts_rebuilt",
-                    table=fts,
-                    why=why,
-                    hint="an interrupted run left it incomplete; rebuilt from the table",
-                )
-        return rebuilt
+            fts.build(self.conn, table, wanted)
 
     def ensure_change_triggers(self, tables: list[str]) -> None:
-        """Triggers that append every change of a content table to `_sync_changes` (the change
-        feed), in the writing statement's own transaction: `upsert` when a row is inserted or
-        takes another `updated_at` (a re-write of the same copy is no change), `delete` when it
-        goes. Tables without `updated_at` (tags, groups) log an update whose columns differ.
-        Dropped during a bulk load, which logs one `backfill` entry per type instead."""
-        now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+        """The change feed's triggers on each of `tables` that exists (`sync.store.changes`)."""
         for table in tables:
-            cols = self.columns(table)
-            if not cols:
-                continue
-            stamped = "updated_at" in cols
-            new_stamp = "new.updated_at" if stamped else "NULL"
-            old_stamp = "old.updated_at" if stamped else "NULL"
-            changed = (
-                "old.updated_at IS NOT new.updated_at"
-                if stamped
-                else " OR ".join(f"old.[{c}] IS NOT new.[{c}]" for c in sorted(cols) if c != "id")
-                or "0"
-            )
-            ins = f"INSERT INTO _sync_changes (type, id, op, updated_at, at) VALUES ('{table}', "
-            self.conn.executescript(
-                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_insert] AFTER INSERT ON "
-                f"[{table}] BEGIN {ins}new.id, 'upsert', {new_stamp}, {now}); END;\n"
-                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_update] AFTER UPDATE ON "
-                f"[{table}] WHEN {changed} BEGIN {ins}new.id, 'upsert', {new_stamp}, {now}); END;\n"
-                f"CREATE TRIGGER IF NOT EXISTS [_sync_changes_{table}_delete] AFTER DELETE ON "
-                f"[{table}] BEGIN {ins}old.id, 'delete', {old_stamp}, {now}); END;"
-            )
-
-    def drop_change_triggers(self) -> None:
-        for (name,) in self.conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '\\_sync\\_changes\\_%' ESCAPE '\\'"
-        ).fetchall():
-            self.conn.execute(f"DROP TRIGGER IF EXISTS [{name}]")
+            changes.create_triggers(self.conn, table, self.columns(table))
 
     def create_link_index(self, table: str, related_col: str) -> None:
         """The reverse index of a link table (which rows link to a given related id)."""
         self.conn.execute(
             f"CREATE INDEX IF NOT EXISTS [idx_{table}_{related_col}] ON [{table}] ([{related_col}])"
         )
-
-    def ensure_hours(self, sample: dict[str, Any]) -> None:
-        """The `hours` table, keyed by (mall_id, date), widened like content tables."""
-        have = self.columns("hours")
-        if not have:
-            cols = {"mall_id": int, "date": str, "fetched_at": str}
-            cols.update({k: column_type(v) for k, v in sample.items() if k not in cols})
-            defs = ", ".join(
-                f"[{k}] {PYTYPE_NAME[t]}" + (" REFERENCES [malls](id)" if k == "mall_id" else "")
-                for k, t in cols.items()
-            )
-            self.conn.execute(
-                f"CREATE TABLE IF NOT EXISTS hours ({defs}, PRIMARY KEY (mall_id, date))"
-            )
-        else:
-            for key, value in sample.items():
-                if key not in have:
-                    self.db.table("hours").add_column(key, column_type(value))
-        self._columns.pop("hours", None)

@@ -21,7 +21,7 @@ from sync.core.logs import get_logger
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import now_iso
-from sync.pipeline.staging import dumps
+from sync.pipeline.encoding import dumps
 from sync.store.schema import META_SCRIPTS
 from sync.store.transaction import write_transaction
 

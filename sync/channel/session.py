@@ -1,0 +1,396 @@
+"""`ChannelSession`: the signed, authenticated request to the Channel Content API, in layers.
+
+This module owns the session (the aiohttp session, the login token, the clock offset) and the
+path one request takes through it, apart from any endpoint. As httpx's `send` ->
+`_send_handling_auth` -> `_send_handling_redirects` -> `_send_single_request`, each layer is one
+method with one job:
+
+    request               status -> exception (403, 404, other 4xx)
+    _send_handling_auth   log in first; re-login once on 401
+    _send_handling_skew   sign again when a 401's `Date` taught another clock offset
+    _send_signed          sign the attempt (`sync.channel.signing`) and hand it to the transport
+    Transport.send        retries, backoff, concurrency, the request budget (`sync.channel.transport`)
+
+401 means the session ended (someone logged the account out elsewhere, which ends every session
+sharing the token): the client logs in again, once per request. A 401 right after that fresh
+login cannot be cured by another one and is an `AuthError`. Concurrent 401s share one login.
+
+The paged GET sits on the session too, because the page size it asks is session state: the one
+page-number loop (`walk`) with the one stop rule (`Paging.more`), and `get_listing`, which asks a
+page again smaller when the upstream refuses `page[size]`. The endpoints are built on it:
+`sync.channel.client` (listings), `sync.channel.includes`, `sync.channel.webhooks`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+import orjson
+
+from sync.channel.budget import RequestBudget
+from sync.channel.pages import Page, decode, to_page
+from sync.channel.paging import Paging, next_number
+from sync.channel.profile import UpstreamProfile
+from sync.channel.signing import Credentials
+from sync.channel.transport import Response, Stats, Transport, scrub
+from sync.core.config import UpstreamSettings
+from sync.core.errors import (
+    AuthError,
+    BadResponseError,
+    ForbiddenError,
+    NotFoundError,
+    UpstreamError,
+)
+from sync.core.logs import get_logger
+
+ACCEPT = {"Accept": "application/vnd.api+json"}
+#: Headers of a request with a JSON:API body: JSON:API requires its media type for bodies too
+#: (a strict server answers 415 to `application/json`).
+JSONAPI_BODY = {**ACCEPT, "Content-Type": "application/vnd.api+json"}
+#: Times a 401 after a fresh login is signed again because its `Date` taught another offset.
+RESKEWS = 2
+
+
+def error_detail(body: bytes) -> str:
+    """The JSON:API error's detail (or title), clipped; '' when the body says nothing usable."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        # An HTML error page may echo the request URL: scrub auth parameters from it.
+        return scrub(body[:120].decode("utf-8", "replace").strip())
+    errors = doc.get("errors") if isinstance(doc, dict) else None
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        e = errors[0]
+        return str(e.get("detail") or e.get("title") or "")[:300]
+    if isinstance(doc, dict) and "error" in doc:
+        return str(doc["error"])[:300]
+    return ""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One request as the layers hand it down (httpx's `Request`), all but its signature,
+    which `_send_signed` adds to each attempt."""
+
+    method: str
+    path: str  # below `base`, as logs name it
+    url: str
+    params: Mapping[str, str]
+    json: Any
+    headers: Mapping[str, str]
+    once: bool  # never repeated blind (`Transport.send`)
+
+
+class ChannelSession:
+    """Signed, retried requests to the Channel Content API, and the paged GET."""
+
+    def __init__(
+        self,
+        settings: UpstreamSettings,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+        fail_fast: bool = True,
+    ) -> None:
+        """`fail_fast=False` is for the daemon: an upstream unreachable from the start is
+        logged and retried until it answers instead of raised (see `sync.channel.transport`)."""
+        self.settings = settings
+        self.fail_fast = fail_fast
+        self.base = settings.base_url
+        self._session = session
+        self._own_session = session is None
+        self._sleep = sleep
+        self._clock = clock
+        self.credentials = Credentials(settings.email, clock)
+        self._login_lock = asyncio.Lock()
+        self.api_version: str | None = None
+        self._first_major: str | None = None
+        self._warned_major = False
+        self.log = get_logger("sync.channel")
+        self.stats = Stats()  # outlives the transport, so metrics can read it at any time
+        self._transport: Transport | None = None
+        #: The ETag each conditional listing last answered with (bounded by the client's
+        #: `ETAG_ENTRIES`, oldest dropped): `If-None-Match` is a header of the session's GET.
+        self._etags: OrderedDict[str, str] = OrderedDict()
+        #: The page size asked and the size the upstream proved it serves (`sync.channel.paging`).
+        self.paging = Paging(settings.page_size)
+        #: What the upstream answered where the spec is silent (`sync.channel.profile`): None
+        #: until probed or loaded; `save_profile` keeps a change (set by whoever owns a mirror).
+        self.profile: UpstreamProfile | None = None
+        self.save_profile: Callable[[], None] | None = None
+        rate = settings.max_requests_per_second
+        #: The request budget every request of this client takes a slot from (None: off).
+        self.budget = (
+            RequestBudget(rate, sleep=sleep, concurrency=settings.concurrency) if rate > 0 else None
+        )
+
+    async def __aenter__(self) -> Self:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=max(self.settings.concurrency * 2, 10))
+            )
+        self._transport = Transport(
+            self._session,
+            concurrency=self.settings.concurrency,
+            timeout=self.settings.timeout,
+            retry_budget=self.settings.retry_budget,
+            max_backoff=self.settings.max_backoff,
+            sleep=self._sleep,
+            upstream_now=lambda: self._clock() + self.credentials.offset,
+            on_response=self._observe,
+            stats=self.stats,
+            fail_fast=self.fail_fast,
+            budget=self.budget,
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.budget is not None:
+            await self.budget.close()
+        if self._own_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            raise RuntimeError("use `async with ChannelClient(...)`")
+        return self._transport
+
+    @property
+    def unreachable(self) -> str | None:
+        """Why the upstream was never reached, while a daemon's client keeps trying; else None."""
+        return self._transport.unreachable_reason if self._transport is not None else None
+
+    @property
+    def clock_offset(self) -> float:
+        """Seconds to add to local time to get the upstream's time."""
+        return self.credentials.offset
+
+    def _observe(self, response: Response) -> None:
+        self.credentials.learn_offset(response.headers.get("Date"))
+        version = response.headers.get("X-API-Version")
+        if not version:
+            return
+        self.api_version = version
+        major = version.lstrip("v").split(".")[0]
+        if self._first_major is None:
+            self._first_major = major
+        elif major != self._first_major and not self._warned_major:
+            self._warned_major = True
+            self.log.warning(
+                "upstream.api_major_changed",
+                first=f"v{self._first_major}",
+                now=version,
+                hint="the upstream changed its major API version; check the changelog",
+            )
+
+    # -- auth ----------------------------------------------------------------------------------
+
+    async def login(self) -> None:
+        """POST /accounts/login; stores the session token."""
+        url = f"{self.base}/accounts/login"
+        body = {
+            "data": {
+                "type": "accounts",
+                "attributes": {
+                    "email": self.settings.email,
+                    "password": self.settings.secret_password(),
+                },
+            }
+        }
+        resp = await self.transport.send("POST", url, json=body, headers=JSONAPI_BODY)
+        if resp.status in (401, 403, 422):
+            raise AuthError(
+                "login refused",
+                url=url,
+                status=resp.status,
+                hint="check [upstream] email and the password source",
+            )
+        if resp.status >= 400:
+            raise UpstreamError(
+                f"login failed: {error_detail(resp.body)}", url=url, status=resp.status
+            )
+        doc = decode(resp.body, url, resp.status)
+        token = ((doc.get("data") or {}).get("attributes") or {}).get("authentication_token")
+        if not isinstance(token, str) or not token:
+            raise BadResponseError(
+                "login answered without an authentication_token", url=url, status=resp.status
+            )
+        self.credentials.set_token(token)
+        # No e-mail here: it is the auth_id, and logs never carry auth parameters.
+        self.log.info("upstream.logged_in")
+
+    async def _ensure_login(self, seen_generation: int, *, relogin: bool) -> None:
+        """Log in unless another task already did since `seen_generation` (one login for many
+        concurrent 401s)."""
+        async with self._login_lock:
+            if self.credentials.generation == seen_generation or not self.credentials.has_token:
+                await self.login()
+                if relogin:
+                    self.stats.relogins += 1
+
+    # -- the request, layer by layer -----------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        *,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        once: bool = False,
+    ) -> Response:
+        """A signed request; re-login once on 401; 4xx mapped to exceptions. `once`: never
+        repeated blind after a 5xx or timeout (`Transport.send`, `MaybeAppliedError`)."""
+        outgoing = Outgoing(
+            method,
+            path,
+            f"{self.base}{path}",
+            dict(params or {}),
+            json,
+            {**(ACCEPT if json is None else JSONAPI_BODY), **(headers or {})},
+            once,
+        )
+        return self._raise_for_status(await self._send_handling_auth(outgoing), outgoing.url)
+
+    def _raise_for_status(self, resp: Response, url: str) -> Response:
+        """`resp` when it is no error; else the exception its status means."""
+        if resp.status == 403:
+            raise ForbiddenError(
+                f"not allowed: {error_detail(resp.body)}",
+                url=url,
+                status=403,
+                hint="the account's channels do not include this type",
+            )
+        if resp.status == 404:
+            raise NotFoundError(f"not found: {error_detail(resp.body)}", url=url, status=404)
+        if resp.status >= 400:
+            raise UpstreamError(
+                f"request rejected: {error_detail(resp.body)}", url=url, status=resp.status
+            )
+        return resp
+
+    async def _send_handling_auth(self, outgoing: Outgoing) -> Response:
+        """Log in if there is no token yet; on a 401, log in again and send once more."""
+        if not self.credentials.has_token:
+            await self._ensure_login(self.credentials.generation, relogin=False)
+        # Set once this request has re-logged in after a 401: another 401 then is final. The
+        # first login does not count: a 401 just after it may be a logout elsewhere in between,
+        # or a clock skew the 401's own `Date` header has just taught us to correct.
+        fresh = False
+        while True:
+            generation = self.credentials.generation
+            resp = await self._send_handling_skew(outgoing, fresh=fresh)
+            if resp.status != 401:
+                return resp
+            if fresh:
+                raise AuthError(
+                    f"the upstream refused a fresh session (401): {error_detail(resp.body)}",
+                    url=outgoing.url,
+                    status=401,
+                    hint="check the account, and that this machine's clock is roughly right",
+                )
+            self.log.info("upstream.relogin", reason="401", path=outgoing.path)
+            await self._ensure_login(generation, relogin=True)
+            fresh = True
+
+    async def _send_handling_skew(self, outgoing: Outgoing, *, fresh: bool) -> Response:
+        """Send signed; a 401 after a fresh login (`fresh`) is signed again (`RESKEWS` times at
+        most) when its own `Date` taught another skew than the one the attempt was signed
+        with: the upstream's clock moved, or an answer sent before the move was read after
+        one sent after it."""
+        reskews = 0
+        while True:
+            resp, signed_with = await self._send_signed(outgoing)
+            if (
+                resp.status != 401
+                or not fresh
+                or self.credentials.offset == signed_with
+                or reskews >= RESKEWS
+            ):
+                return resp
+            reskews += 1
+            self.log.info("upstream.resigned", reason="clock skew changed", path=outgoing.path)
+
+    async def _send_signed(self, outgoing: Outgoing) -> tuple[Response, float]:
+        """One logical request through the transport, each attempt signed afresh; the answer
+        and the clock offset its last attempt was signed with."""
+        signed_with = [self.credentials.offset]
+
+        def signed() -> dict[str, str]:
+            # Called per attempt: the timestamp (and so the token) must be current each time.
+            signed_with[0] = self.credentials.offset
+            return {**outgoing.params, **self.credentials.params()}
+
+        resp = await self.transport.send(
+            outgoing.method,
+            outgoing.url,
+            params=signed,
+            json=outgoing.json,
+            headers=outgoing.headers,
+            once=outgoing.once,
+        )
+        return resp, signed_with[0]
+
+    async def get_document(
+        self, path: str, params: Mapping[str, str]
+    ) -> tuple[Any, Mapping[str, str]]:
+        """GET `path` signed and retried; the parsed JSON body and the response headers."""
+        resp = await self.request("GET", path, params)
+        return decode(resp.body, resp.url, resp.status), resp.headers
+
+    # -- the paged GET -------------------------------------------------------------------------
+
+    def page_size(self, size: int | None = None) -> int:
+        """The `page[size]` to ask: `size` (default `[upstream] page_size`), never more than
+        the upstream proved it serves or accepts (`Paging`)."""
+        return min(size or self.paging.asked, self.paging.size)
+
+    def page_query(self, number: int, size: int | None = None) -> dict[str, str]:
+        """`page[size]` (`page_size`) and `page[number]`, both explicit (the spec advises it)."""
+        return {"page[size]": str(self.page_size(size)), "page[number]": str(number)}
+
+    async def get_page(
+        self, path: str, number: int, params: Mapping[str, str], size: int | None = None
+    ) -> Page:
+        """Page `number` of a plain listing (no include fallback, no ETag), validated."""
+        resp = await self.get_listing(path, {**self.page_query(number, size), **params})
+        doc = decode(resp.body, resp.url, resp.status)
+        return to_page(doc, number, resp.url, resp.status, self.api_version)
+
+    async def get_listing(
+        self, path: str, query: dict[str, str], headers: Mapping[str, str] | None = None
+    ) -> Response:
+        """GET one listing page; a 400 naming `page[size]` is asked again smaller (and the
+        smaller size kept for every later request, `Paging.refused`)."""
+        while True:
+            try:
+                return await self.request("GET", path, query, headers=headers)
+            except UpstreamError as exc:
+                if exc.status != 400 or "page" not in str(exc).lower():
+                    raise
+                asked = int(query.get("page[size]", "0") or 0)
+                if asked > self.paging.asked or (asked > 1 and self.paging.refused()):
+                    query = {**query, "page[size]": str(self.page_size(asked))}
+                    continue
+                raise
+
+    def walk(self, fetch: Callable[[int], Awaitable[Page]], start: int = 1) -> AsyncIterator[Page]:
+        """The page-number loop every listing walks through: pages from `start` until the
+        stop rule of `Paging.more` (see `Paging.walk`)."""
+        return self.paging.walk(fetch, start, next_number)

@@ -1,0 +1,85 @@
+"""The daemon's HTTP face: the aiohttp app with the webhook route, `GET /healthz` and `GET /metrics`.
+
+Thin handlers (like stripe-sync-engine's webhook route): each turns a request into one library
+call and its result into a response. Verifying and queueing a delivery is the receiver's
+(`sync.ingest.receiver`), the health report is `sync.daemon.health`'s, the exposition is
+`sync.core.metrics`'. Any other path is a logged and counted 404, like a wrong secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from sync.core.metrics import Metrics
+from sync.ingest.receiver import CHUNK, Answer, Delivery, Receiver
+
+
+def respond(answer: Answer) -> web.Response:
+    """The receiver's `answer` as an aiohttp response (an error body as JSON, or none)."""
+    body = answer.body()
+    if body is None:
+        response = web.Response(status=answer.status)
+    else:
+        response = web.Response(status=answer.status, body=body, content_type="application/json")
+    if answer.close:
+        response.force_close()
+    return response
+
+
+def make_app(
+    receiver: Receiver,
+    *,
+    health: Callable[[], dict[str, Any]] | None = None,
+    metrics: Metrics | None = None,
+) -> web.Application:
+    """The app the daemon serves on `[webhooks] listen`; see the module docstring."""
+
+    async def webhook(request: web.Request) -> web.StreamResponse:
+        delivery = Delivery(
+            secret=request.match_info.get("secret", ""),
+            method=request.method,
+            content_type=request.content_type,
+            content_length=request.content_length,
+            body=request.content.iter_chunked(CHUNK),
+            path=request.path,
+            peer=request.remote,
+        )
+        return respond(await receiver.accept(delivery))
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        data = health() if health is not None else {"status": "ok"}
+        status = 200 if data.get("status") == "ok" else 503
+        return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
+
+    async def metrics_view(request: web.Request) -> web.StreamResponse:
+        if metrics is None:
+            return respond(Answer(404, "metrics are not enabled"))
+        body, content_type = metrics.render()
+        response = web.Response(body=body)
+        response.headers["Content-Type"] = content_type
+        return response
+
+    async def not_found(request: web.Request) -> web.StreamResponse:
+        return respond(receiver.reject(404, "unknown path", request.path, request.remote))
+
+    # One byte over the limit, so the receiver (not aiohttp) names a body that is too large.
+    app = web.Application(client_max_size=receiver.limit + 1)
+    app.router.add_route("*", "/webhooks/{secret}", webhook)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_view)
+    app.router.add_route("*", "/{tail:.*}", not_found)
+    return app
+
+
+async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Start serving `app` on `host:port` (0: any free port); the runner and the bound port."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    sockets = getattr(site._server, "sockets", None) or []
+    return runner, sockets[0].getsockname()[1] if sockets else port

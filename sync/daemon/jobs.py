@@ -1,0 +1,361 @@
+"""The daemon's scheduled job bodies: what each of its jobs does, over one open mirror and client.
+
+Each body wires library jobs (`sync.jobs`) together the way the long-running service needs
+them: the incremental polls side by side with each type isolated (`sync.jobs.isolation`), the
+deletions feed, the reconcile (`reconcile_every_type`, shared with `ccsync reconcile`), the
+rolling verify's share per tick, the change feed's retention, the hours window, the management
+press releases and the webhook subscription check. When and how they run (the scheduler, the
+run records, pausing while the mirror cannot take writes) is `sync.daemon.service`'s.
+
+A type that succeeds is recorded as synced (`SyncState.synced`, and in the mirror for `ccsync
+status`); one that fails is recorded and backs off while the others go on, and the job run then
+fails naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from sync.channel.budget import Priority, priority
+from sync.channel.client import ChannelClient
+from sync.channel.profile import Profiler, stale
+from sync.core.config import Settings
+from sync.core.errors import ForbiddenError, SyncError, UpstreamError
+from sync.core.logs import get_logger
+from sync.core.metrics import Metrics
+from sync.daemon.health import SyncState
+from sync.daemon.schedule import poll_cycle, verify_share
+from sync.ingest.subscriptions import Subscriptions
+from sync.jobs.backfill import Backfill
+from sync.jobs.fanout import bounded
+from sync.jobs.hours import MallHours
+from sync.jobs.isolation import TypeFaults
+from sync.jobs.mallincludes import Members, refused
+from sync.jobs.mallroutes import ROUTED_BY_MALL, MallRoutes
+from sync.jobs.poll import Poller, poll_types
+from sync.jobs.press import mirror_press
+from sync.jobs.progress import Progress
+from sync.jobs.reconcile import MassDeleteRefused, Reconciler, reconcile_every_type
+from sync.jobs.verify import Verifier
+from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope, scopes_of
+from sync.model.stamps import iso_ms
+from sync.store import Mirror
+
+
+class Jobs:
+    """The job bodies and the library jobs they drive, built once the mirror is open and the
+    client connected (`Daemon.run`)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        types: Sequence[ResourceType],
+        client: ChannelClient,
+        mirror: Mirror,
+        *,
+        state: SyncState,
+        faults: TypeFaults,
+        metrics: Metrics,
+        progress: Progress,
+    ) -> None:
+        s = settings
+        self.settings = settings
+        self.types = list(types)
+        self.client = client
+        self.mirror = mirror
+        self.state = state
+        self.faults = faults
+        self.progress = progress
+        self.log = get_logger("sync.daemon")
+        self.poller = Poller(
+            client, mirror, page_size=s.upstream.page_size, overlap=s.schedule.poll_overlap
+        )
+        self.reconciler = Reconciler(
+            client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share
+        )
+        self.backfill = Backfill(client, mirror, s, progress=progress)
+        self.verifier = Verifier(
+            client,
+            mirror,
+            on_repair=lambda r: metrics.verify_repairs.labels(type=r.type).inc(),
+        )
+        self.members = Members(
+            client,
+            mirror,
+            self.reconciler.fetcher,
+            self.types,
+            self.malls,
+            page_size=s.upstream.members_page_size,
+            enabled=s.upstream.mall_includes == "auto",
+        )
+        # The bound port is set once the receiver listens (`Daemon._serve`).
+        self.subscriptions = Subscriptions(client, s.webhooks, self.types)
+        #: Requests the rolling verify may spend (`verify_step`); may be set to run a whole cycle.
+        self.verify_credit = 0.0
+        self.members_detected = False  # `detect_members` has decided (`sync.jobs.mallincludes`)
+
+    # -- polls ---------------------------------------------------------------------------------
+
+    async def poll_all(self) -> None:
+        """Incremental poll of every type and scope: the mall-scoped types on the fast path
+        in one walk of `/malls?include=` (`sync.jobs.mallincludes`), the others by listing, side by
+        side (the walk beside `concurrency` listed types at a time), so a slow or failing
+        route holds up only its own types. A type that fails is recorded and backs off
+        (`sync.jobs.isolation`) while the others are polled; the run then fails naming it."""
+        if not self.members_detected:
+            await self.detect_members()
+        fast = {t.name for t in self.members.fast()}
+        limit = self.settings.upstream.concurrency
+
+        def listed(names: set[str]) -> Awaitable[None]:
+            due = [t for t in poll_types(self.types) if t.name in names]
+            due = [t for t in due if self.faults.due(t.name)]
+            return bounded(due, limit, lambda rtype: self._isolated(rtype, self.poll_type(rtype)))
+
+        async def walk() -> None:
+            if not any(self.faults.due(name) for name in fast):
+                return
+            try:
+                covered = await self._poll_members()
+            except UpstreamError as exc:
+                for name in sorted(fast):  # one walk serves them all: it failed for each
+                    self._type_failed(name, exc)
+                return
+            await listed(fast - covered)  # it fell back to per-mall listings mid-walk
+
+        others = {t.name for t in poll_types(self.types)} - fast
+        parts: list[Callable[[], Awaitable[None]]] = [walk, lambda: listed(others)]
+        await bounded(parts, len(parts), lambda part: part())
+        self._raise_failing({t.name for t in poll_types(self.types)})
+
+    async def poll_type(self, rtype: ResourceType) -> None:
+        """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
+        time: the request budget, not one-at-a-time round trips, bounds how fast a cycle goes.
+        A mall-scoped type on the fast path is polled through `/malls?include=` instead."""
+        if rtype.level == "mall" and await self._poll_members({rtype.name}):
+            return
+        changed = 0
+
+        async def one(scope: Scope) -> None:
+            nonlocal changed
+            try:
+                rows = (await self.poller.poll_scope(scope)).rows
+            except LookupError:
+                # A mall that appeared since the backfill: its scope starts from now.
+                self.mirror.set_cursor(rtype.name, scope.key, iso_ms(self.upstream_now() - 86400))
+                rows = (await self.poller.poll_scope(scope)).rows
+            changed += rows  # after the await: scopes run side by side
+
+        await bounded(scopes_of(rtype, self.malls()), self.settings.upstream.concurrency, one)
+        if changed and rtype.name in ROUTED_BY_MALL:
+            # Where the malls' contacts or deals come from their routes (`sync.jobs.mallroutes`), a
+            # row created or changed may have joined a mall: the routes are listed again.
+            routes = MallRoutes(self.client, self.mirror)
+            if routes.decisions().get(rtype.name) == "route":
+                await routes.from_routes(rtype.name, self.malls())
+        self.ok(rtype.name)
+        if changed:
+            self.log.info("poll.changed", type=rtype.name, rows=changed)
+
+    async def detect_members(self) -> None:
+        """Decide again how each mall-scoped type is polled (at start, before each reconcile).
+        A transient failure keeps the last decision; the next poll tries again."""
+        try:
+            await self.members.detect()
+            self.members_detected = True
+        except UpstreamError as exc:
+            self.log.warning("members.detect_failed", error=str(exc))
+
+    async def _poll_members(self, only: set[str] | None = None) -> set[str]:
+        """Poll the fast path's types (those of `only`, when given); the names it covered. A
+        4xx mid-walk (the upstream stopped serving it) falls back to per-mall listings now."""
+        names = {t.name for t in self.members.fast()}
+        if only is not None and not names & only:
+            return set()
+        try:
+            written = await self.members.poll()
+        except UpstreamError as exc:
+            if not refused(exc):
+                raise
+            self.members.fall_back(f"GET /malls?include= answered {exc.status} during a poll")
+            return set()
+        for name in names:
+            self.ok(name)
+            if written.get(name):
+                self.log.info("poll.changed", type=name, rows=written[name], via="members")
+        return names
+
+    async def poll_deletions(self) -> None:
+        result = await self.poller.poll_deletions({t.name for t in self.types})
+        if result.rows:
+            self.log.info("deletions.applied", entries=result.rows)
+
+    def poll_cycle(self) -> dict[str, float]:
+        """What one poll cycle costs when nothing changed (one request per scope, plus the
+        deletions feed), how long it takes at the request budget, and so the staleness bound
+        without webhooks: `poll_interval` + that time (logged at start as `poll.cycle`)."""
+        malls = self.malls()
+        fast = {t.name for t in self.members.fast()}
+        requests = 1 + sum(
+            len(scopes_of(t, malls)) for t in poll_types(self.types) if t.name not in fast
+        )
+        if fast:
+            requests += self.members.pages()  # one walk of `/malls?include=` covers them all
+        return poll_cycle(
+            requests,
+            self.settings.upstream.max_requests_per_second,
+            self.settings.schedule.poll_interval,
+        )
+
+    # -- repairs -------------------------------------------------------------------------------
+
+    async def reconcile_all(self) -> None:
+        """The deletions feed first (a day of churn is not a glitch), then every type
+        (`reconcile_every_type`, shared with `ccsync reconcile`); a refusal in one type or mall
+        never stops the others, and all are raised together at the end (the job's outcome is
+        then `refused`, and health says so)."""
+        with contextlib.suppress(LookupError):
+            await self.poll_deletions()
+        await self.detect_members()
+        await self.probe_if_stale()
+        result = await reconcile_every_type(self.reconciler, self.types, each=self._reconciled)
+        if result.pruned:
+            self.log.info("sideloads.pruned", **result.pruned)
+        if result.refusals:
+            raise MassDeleteRefused("; ".join(result.refusals))
+        self._raise_failing({t.name for t in self.types})
+
+    async def _reconciled(self, rtype: ResourceType, work: Awaitable[None]) -> None:
+        """One type's part of the reconcile, isolated (`_isolated`); healthy once it is done."""
+
+        async def then_ok() -> None:
+            await work
+            self.ok(rtype.name)
+
+        await self._isolated(rtype, then_ok())
+
+    async def verify_step(self) -> None:
+        """The next share of the rolling verify (`sync.jobs.verify`); repairs are counted."""
+        malls = self.malls()
+        interval = self.settings.schedule.verify_interval
+        self.verify_credit += verify_share(self.verifier.cost(self.types, malls), interval)
+        if self.verify_credit < 1:
+            return  # a small mirror: not one request due yet
+        report = await self.verifier.step(self.types, malls, int(self.verify_credit))
+        self.verify_credit -= report.requests
+        if report.repaired or report.cycle_done:
+            self.log.info(
+                "verify.step",
+                rows=report.rows,
+                requests=report.requests,
+                repaired=report.repairs,
+                removed=report.removed,
+                cycle_done=report.cycle_done,
+            )
+
+    async def probe_quietly(self) -> None:
+        """Beside the first jobs: the upstream profile, and the `malls_deals` derivation a
+        backfill left unchecked (`sync.jobs.mallroutes`)."""
+        with priority(Priority.POLL):
+            await self.probe_if_stale()
+            routes = MallRoutes(self.client, self.mirror)
+            if routes.decisions().get("deals") == "unchecked":
+                try:
+                    await routes.refresh(["deals"], self.malls())
+                except UpstreamError as exc:
+                    self.log.warning("mall_routes.check_failed", error=str(exc))
+
+    async def probe_if_stale(self) -> None:
+        """Probe what the spec leaves open (`sync.channel.profile`) when no profile is kept or
+        it is a day old; a failure keeps the last profile (strategies fall back safely)."""
+        if not stale(self.client.profile, time.time()):
+            return
+        try:
+            self.client.profile = await Profiler(self.client).probe(self.types, self.malls())
+        except UpstreamError as exc:
+            self.log.warning("upstream.probe_failed", error=str(exc))
+            return
+        if self.client.save_profile is not None:
+            self.client.save_profile()
+        self.log.info("upstream.probed", routes=len(self.client.profile.routes))
+
+    # -- upkeep --------------------------------------------------------------------------------
+
+    async def prune_changes(self) -> None:
+        """Drop change feed entries older than `[mirror] changes_retention_days`."""
+        n = self.mirror.prune_changes(self.settings.mirror.changes_retention_days)
+        if n:
+            self.log.info("changes.pruned", entries=n)
+
+    async def refresh_hours(self) -> None:
+        """The hours of every mall for the next `[schedule] hours_days`, one mall at a time."""
+        hours = MallHours(self.client, self.mirror)
+        await hours.refresh_all(self.malls(), self.settings.schedule.hours_days, limit=1)
+
+    async def mirror_press(self) -> None:
+        """Full listing of the management API's press releases (no updated-since filter)."""
+        if self.settings.management is not None:
+            await mirror_press(self.mirror, self.settings.management, fail_fast=False)
+
+    async def check_subscriptions(self) -> None:
+        vanished = await self.subscriptions.ensure()
+        self.record_subscriptions()
+        for topic in vanished:
+            rtype = next((t for t in self.types if t.name == topic), None)
+            if rtype is not None:
+                await self.poll_type(rtype)  # catch up on what the lost subscription missed
+
+    def record_subscriptions(self) -> None:
+        self.mirror.set_meta("webhook_topics", ",".join(sorted(self.subscriptions.topics)))
+        self.mirror.set_meta("webhook_topics_checked_at", iso_ms(time.time()))
+
+    # -- per type ------------------------------------------------------------------------------
+
+    async def _isolated(self, rtype: ResourceType, work: Awaitable[object]) -> None:
+        """One type's part of a job, whose failure cannot stop the types after it. A type
+        the account may not read (403) is reported in `ccsync status` and skipped; any other
+        upstream failure (a bad answer, retries spent) is recorded against the type and backs
+        it off (`_type_failed`)."""
+        try:
+            await work
+        except ForbiddenError as exc:
+            error = f"not readable by this account (403); skipped: {exc.message}"
+            self.mirror.record_type_status(
+                rtype.name, ok=False, error=error, at=iso_ms(time.time())
+            )
+            self.state.skipped(rtype.name)
+            self.log.warning("job.type_forbidden", type=rtype.name, hint=exc.hint)
+        except UpstreamError as exc:
+            self._type_failed(rtype.name, exc)
+
+    def _type_failed(self, name: str, exc: UpstreamError) -> None:
+        """Type `name` failed (a job's part): its backoff grows, and `ccsync status` shows the
+        error as its last."""
+        delay = self.faults.failed(name, str(exc))
+        self.log.warning("type.failed", type=name, error=str(exc), retry_in=round(delay, 2))
+        self.mirror.record_type_status(name, ok=False, error=str(exc), at=iso_ms(time.time()))
+
+    def _raise_failing(self, names: set[str]) -> None:
+        """End a job run that went on past failing types by naming them (its outcome is then
+        `error`, in `ccsync status` and `/healthz`)."""
+        failing = sorted(n for n in names if n in self.faults.failing)
+        if failing:
+            raise SyncError(
+                f"{', '.join(failing)} failing; the other types went on: "
+                + "; ".join(f"{n}: {self.faults.failing[n].error}" for n in failing)
+            )
+
+    def ok(self, name: str) -> None:
+        """Type `name` synced: fresh for health, its backoff over, recorded in the mirror."""
+        self.state.synced(name)
+        self.faults.succeeded(name)
+        self.mirror.record_type_status(name, ok=True, at=iso_ms(time.time()))
+
+    def malls(self) -> list[int]:
+        return list(self.mirror.ids("malls"))
+
+    def upstream_now(self) -> float:
+        return time.time() + self.client.clock_offset

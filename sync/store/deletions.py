@@ -1,0 +1,159 @@
+"""Deletions and their tombstones: rows removed with their links, and kept from coming back.
+
+Deleting a row takes its links, the links that name it and its memberships with it, in one
+transaction (`Deletions.delete`); a mall takes its memberships and hours too.
+
+Tombstones are versioned: a tombstone (`_sync_tombstones`: type, id, deleted_at) is written with every deletion the
+mirror applies, at the moment of the deletion: the deletions feed entry's `created_at`, else the
+upstream's time when `filter[id]` confirmed the row gone. It exists for one race: a page fetched
+before the deletion and written after it must not bring the row back. The spec never says ids
+are not reused, so a copy created or updated after the deletion wins (the writer then lifts the
+tombstone): a re-created row reaches the mirror.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sync.core.logs import get_logger
+from sync.model import catalogue
+from sync.model.stamps import now_iso, shift
+from sync.pipeline.batches import Staged
+from sync.store import links, memberships
+from sync.store.schema import Schema
+from sync.store.transaction import write_transaction
+
+_log = get_logger("sync.store")
+
+#: How long a tombstone of a row without `updated_at` (tags, groups) refuses copies: those
+#: carry no stamp to compare with the deletion's, so a copy is taken for a page fetched before
+#: the deletion only within this window, and for a re-created row after it.
+STAMPLESS_TOMBSTONE_SECONDS = 600.0
+
+
+def tombstone_holds(deleted_at: str | None, stamp: Any, now: str) -> bool:
+    """Whether a tombstone of `deleted_at` refuses a copy stamped `stamp` (normalised
+    `updated_at`, or None for a type without one) at local time `now`."""
+    if deleted_at is None:
+        return True  # a tombstone from before versions: as before, it holds
+    if isinstance(stamp, str):
+        return stamp <= deleted_at
+    return shift(deleted_at, STAMPLESS_TOMBSTONE_SECONDS) > now
+
+
+class Deletions:
+    """Deletes rows with their links and memberships, and keeps their tombstones.
+
+    Whether any tombstone exists is looked up once and then kept: on a mirror that never
+    deleted anything, a page write asks nothing of `_sync_tombstones`.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, schema: Schema) -> None:
+        self.conn = conn
+        self.schema = schema
+        self._any: bool | None = None  # whether any tombstone exists; None until looked up
+
+    def held(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
+        """The tombstones of those of `ids` that have one: id -> deleted_at."""
+        if self._any is None:
+            self._any = bool(self.conn.execute("SELECT 1 FROM _sync_tombstones LIMIT 1").fetchone())
+        if not self._any or not ids:
+            return {}
+        out: dict[int, str | None] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            for rid, at in self.conn.execute(
+                f"SELECT id, deleted_at FROM _sync_tombstones WHERE type = ? AND id IN "
+                f"({','.join('?' * len(chunk))})",
+                (type_name, *chunk),
+            ):
+                out[int(rid)] = at
+        return out
+
+    def drop_tombstoned(self, b: Staged) -> None:
+        """Leave out of `b` the rows a tombstone refuses; lift those a newer copy outlives."""
+        if not b.ids:
+            return
+        dead = self.held(b.rtype.name, b.ids)
+        if not dead:
+            return
+        pos = b.columns.index("updated_at") + 1 if "updated_at" in b.columns else None
+        now = now_iso()
+        keep: list[bool] = []
+        lifted: list[int] = []
+        for row in b.rows:
+            rid = row[0]
+            if rid not in dead:
+                keep.append(True)
+            elif tombstone_holds(dead[rid], row[pos] if pos is not None else None, now):
+                keep.append(False)
+            else:
+                keep.append(True)
+                lifted.append(rid)
+        if lifted:
+            # Created again (an id re-used) or changed after its deletion: the copy wins.
+            self.conn.execute(
+                f"DELETE FROM _sync_tombstones WHERE type = ? AND id IN "
+                f"({','.join('?' * len(lifted))})",
+                (b.rtype.name, *lifted),
+            )
+            _log.info("tombstone.lifted", type=b.rtype.name, ids=lifted[:20], count=len(lifted))
+        if not all(keep):
+            b.keep(keep)
+            b.dropped = keep.count(False)
+
+    def delete(
+        self,
+        type_name: str,
+        ids: list[int],
+        *,
+        remember: bool,
+        deleted_at: str | Mapping[int, str | None] | None,
+    ) -> int:
+        """Delete rows (`ids`, distinct) with their links, memberships and the links naming
+        them, in one transaction; with `remember`, tombstone them at `deleted_at` (one stamp,
+        or one per id; default now). A mall takes its memberships and hours with it."""
+        if not ids:
+            return 0
+        if remember:
+            self._any = True
+        removed = 0
+        with write_transaction(self.conn):
+            if remember:
+                per = deleted_at if isinstance(deleted_at, Mapping) else {}
+                one = deleted_at if isinstance(deleted_at, str) else now_iso()
+                self.conn.executemany(
+                    "INSERT INTO _sync_tombstones (type, id, deleted_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (type, id) DO UPDATE SET deleted_at = max("
+                    "coalesce(_sync_tombstones.deleted_at, ''), excluded.deleted_at)",
+                    [(type_name, i, per.get(i) or one) for i in ids],
+                )
+            if self.schema.columns(type_name):
+                for start in range(0, len(ids), 500):
+                    removed += self._delete_rows(type_name, ids[start : start + 500])
+            if type_name == "malls":
+                # A mall's members lose it (their rows stay until no mall lists them), and its
+                # hours and current hours go with it.
+                for mall in ids:
+                    memberships.drop_mall(self.conn, mall)
+        return removed
+
+    def _delete_rows(self, type_name: str, chunk: list[int]) -> int:
+        marks = ",".join("?" * len(chunk))
+        n = self.conn.execute(f"DELETE FROM [{type_name}] WHERE id IN ({marks})", chunk).rowcount
+        rtype = catalogue.TYPES.get(type_name)
+        for table, owner in links.owned(self.schema, rtype) if rtype else ():
+            self.conn.execute(f"DELETE FROM [{table}] WHERE [{owner}] IN ({marks})", chunk)
+        # Other rows' links to the deleted rows go with them (a join row upstream): their
+        # owners' link lists changed, which the change feed says.
+        notes = links.feed_notes(self.conn, self.schema)
+        for table, owner_type, owner, other in links.pointing_at(self.schema, type_name):
+            owners = self.conn.execute(
+                f"DELETE FROM [{table}] WHERE [{other}] IN ({marks}) RETURNING [{owner}]", chunk
+            ).fetchall()
+            if notes is not None and owners:
+                notes.note(owner_type, (int(r[0]) for r in owners))
+        memberships.drop_rows(self.conn, type_name, chunk)
+        return int(n)

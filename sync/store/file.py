@@ -1,0 +1,180 @@
+"""The mirror's file: opening it (checks, writer lock, connection), its pragmas, closing it.
+
+Opening refuses, with the problem and its fix (`MirrorError`), a directory, a file that is not
+SQLite, a missing file opened read-only, a file that fails its integrity check and one written
+by a newer sync; it never changes such a file. A writer takes the file's lock first
+(`sync.store.lock`), so two writers by any name cannot interleave, and sets the pragmas of a
+WAL database written in short transactions. The schema steps that follow (bookkeeping tables,
+migrations) are `Mirror.open`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from pathlib import Path
+
+from sync.core.errors import MirrorError
+from sync.core.logs import get_logger
+from sync.store.faults import storage_fault
+from sync.store.lock import WriterLock, open_database, take
+from sync.store.schema import SCHEMA_VERSION
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_log = get_logger("sync.store")
+
+#: The writer's page cache in KiB: 8 MiB, and 16 MiB during a bulk load (group commit).
+CACHE_KIB = 8192
+BULK_CACHE_KIB = 16384
+
+#: `PRAGMA wal_autocheckpoint` (WAL frames after which a commit runs a PASSIVE checkpoint) per
+#: `[mirror] checkpoints` mode: (normally, during a bulk load). SQLite's default, and ~64 MiB
+#: during a bulk load, which rewrites the same B-tree pages over and over (each checkpoint
+#: copies and syncs them). With Litestream replicating the file, 0: sync never checkpoints, so
+#: no checkpoint of ours races Litestream's copy of the WAL (litestream.io/tips, "Disable
+#: autocheckpoints"); Litestream checkpoints once it has copied the frames. No mode ever runs
+#: a RESTART or TRUNCATE checkpoint.
+AUTOCHECKPOINT: dict[str, tuple[int, int]] = {"sqlite": (1000, 16384), "litestream": (0, 0)}
+
+_DAMAGED_HINT = "restore it from a backup, or move it away and run `ccsync backfill`"
+
+
+def connect(p: Path, *, readonly: bool) -> tuple[sqlite3.Connection, WriterLock | None]:
+    """The connection to the mirror at `p` (created, with its directory, unless `readonly`),
+    and the writer lock a writer holds."""
+    if p.is_dir():
+        raise MirrorError(
+            f"mirror {p} is a directory",
+            hint=f"[mirror] path names the database file, e.g. {p / 'mirror.db'}",
+        )
+    if readonly and p.exists():
+        _check_header(p)
+    elif readonly:
+        raise MirrorError(
+            f"mirror {p} does not exist yet",
+            hint="run `ccsync backfill` first, or check [mirror] path",
+        )
+    else:
+        parent = p.parent if str(p.parent) else Path(".")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MirrorError(
+                f"cannot create the directory of mirror {p}: {exc.strerror}",
+                hint="create it, or point [mirror] path somewhere writable",
+            ) from None
+    lock = None if readonly else _take_lock(p)
+    mode = "ro" if readonly else "rwc"
+    try:
+        conn = sqlite3.connect(
+            f"file:{p}?mode={mode}", uri=True, isolation_level=None, timeout=10.0
+        )
+    except sqlite3.Error as exc:
+        release(lock)
+        raise MirrorError(
+            f"cannot open mirror {p}: {exc}", hint="check the path and its permissions"
+        ) from None
+    return conn, lock
+
+
+def refusal(exc: sqlite3.DatabaseError, p: Path) -> MirrorError:
+    """The error an open that failed on `exc` raises: locked past the wait, read-only or full
+    are named with their fix (exit 4, `sync.store.faults`); anything else is damage."""
+    fault = storage_fault(exc, p, then="then retry; nothing was changed")
+    if fault is not None:
+        return fault
+    return MirrorError(f"mirror {p} is damaged ({exc}); nothing was changed", hint=_DAMAGED_HINT)
+
+
+def prepare(conn: sqlite3.Connection, p: Path, *, readonly: bool, autocheckpoint: int) -> bool:
+    """Check an existing file (integrity, schema version) and set a writer's pragmas; returns
+    whether the file was empty (a new mirror, nothing to check or migrate)."""
+    fresh: bool = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    if not fresh:
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            check = " ".join(str(check).split())[:200]  # one line, however long the report
+            raise MirrorError(
+                f"mirror {p} failed its integrity check ({check}); nothing was changed",
+                hint=_DAMAGED_HINT,
+            )
+    if readonly:
+        return fresh
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
+    conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+    newer = None if fresh else _written_by_newer(conn)
+    if newer is not None:
+        raise MirrorError(
+            f"mirror {p} was written by a newer sync (schema {newer})",
+            hint="upgrade sync, or point [mirror] path at another file",
+        )
+    return fresh
+
+
+def _written_by_newer(conn: sqlite3.Connection) -> str | None:
+    """The schema version of a file a newer sync wrote (None: ours or older)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_sync_meta'").fetchone():
+        return None
+    row = conn.execute("SELECT value FROM _sync_meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and int(row[0]) > SCHEMA_VERSION:
+        return str(row[0])
+    return None
+
+
+def close(conn: sqlite3.Connection, lock: WriterLock | None) -> None:
+    """Close the connection (whatever state it is in) and release the writer lock."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.close()
+    release(lock)
+
+
+def release(lock: WriterLock | None) -> None:
+    if lock is not None:
+        lock.release()
+
+
+def _check_header(p: Path) -> None:
+    try:
+        with p.open("rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise MirrorError(
+            f"mirror {p} cannot be read: {exc.strerror}", hint="check its owner and permissions"
+        ) from None
+    _refuse_other(p, head)
+
+
+def _refuse_other(p: Path, head: bytes) -> None:
+    """A file that is not SQLite is never opened, let alone written."""
+    if head and head != _SQLITE_HEADER:
+        raise MirrorError(
+            f"{p} is not a SQLite database; nothing was changed",
+            hint="point [mirror] path at another file, or move this one away",
+        )
+
+
+def _take_lock(p: Path) -> WriterLock:
+    """One writer per mirror file, whatever path names it (`sync.store.lock`): the header is
+    checked through the locked descriptor, so the file is opened once."""
+    fd = open_database(p)
+    try:
+        _refuse_other(p, os.pread(fd, 16, 0))
+        lock = take(p, fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    links = os.fstat(fd).st_nlink
+    if links > 1:
+        # The lock keeps out a second writer by any name, but SQLite names the WAL after the
+        # path: a reader through another name would not see this writer's pages.
+        _log.warning(
+            "mirror.hard_links",
+            path=str(p),
+            links=links,
+            hint="open the mirror by one name only (SQLite keys its WAL on the path)",
+        )
+    return lock

@@ -1,0 +1,199 @@
+"""Link tables: one per to-many relationship, the rows of an owner's linkage in order.
+
+A to-many relationship of `<owner>` named `<rel>` is the table `<owner>_<rel>` (owner column,
+related column, `position`), declared by `sync.model.catalogue`; a to-one relationship is a
+column of the owner's own table. An owner's links are replaced as a whole whenever a copy of
+the owner is written with that relationship's linkage (its members and their order are what
+the copy says), and go with the owner when it is deleted. Routes that list one relationship or
+one mall's related rows (`sync.jobs.relroutes`, `sync.jobs.mallroutes`) replace just that.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from sync.model import catalogue
+from sync.model.catalogue import ResourceType
+from sync.store.changes import LinkNotes
+from sync.store.schema import Schema
+from sync.store.transaction import write_transaction
+
+#: A page's linkage of one type: relationship name -> (owner id, related ids in order).
+Links = dict[str, list[tuple[int, list[int]]]]
+
+
+def link_tables() -> list[tuple[str, str, str, str, str]]:
+    """(table, owner column, related column, owner, target) of every link table."""
+    return [
+        (rel.link_table(name), *rel.link_columns(name), name, rel.target)
+        for name, rtype in catalogue.TYPES.items()
+        for rel in rtype.relationships
+        if not rel.to_one
+    ]
+
+
+def owned(schema: Schema, rtype: ResourceType) -> list[tuple[str, str]]:
+    """(link table, owner column) of each existing link table whose rows `rtype` owns."""
+    out = []
+    for rel in rtype.relationships:
+        table = rel.link_table(rtype.name)
+        if not rel.to_one and schema.columns(table):
+            out.append((table, rel.link_columns(rtype.name)[0]))
+    return out
+
+
+def pointing_at(schema: Schema, target: str) -> list[tuple[str, str, str, str]]:
+    """(link table, owner type, owner column, related column) of each existing link table whose
+    rows name `target`."""
+    out = []
+    for name, rtype in catalogue.TYPES.items():
+        for rel in rtype.relationships:
+            if rel.target == target and not rel.to_one:
+                table = rel.link_table(name)
+                if schema.columns(table):
+                    out.append((table, name, *rel.link_columns(name)))
+    return out
+
+
+def ensure(schema: Schema, rtype: ResourceType, names: Sequence[str] | Links) -> None:
+    """The link tables of the to-many relationships of `rtype` named in `names`.
+
+    Schema changes come before the write's transaction: sqlite-utils commits on its own."""
+    for rel in rtype.relationships:
+        if not rel.to_one and rel.name in names:
+            schema.ensure_link(
+                rel.link_table(rtype.name), *rel.link_columns(rtype.name), rtype.name, rel.target
+            )
+
+
+def none_held(conn: sqlite3.Connection, schema: Schema, rtype: ResourceType) -> bool:
+    """Whether no link table of `rtype` holds a row (each is absent or empty): a link table
+    left over from a content table dropped by hand must not be taken for empty."""
+    return not any(
+        conn.execute(f"SELECT 1 FROM [{table}] LIMIT 1").fetchone()
+        for table, _ in owned(schema, rtype)
+    )
+
+
+def write(
+    conn: sqlite3.Connection,
+    rtype: ResourceType,
+    links: Links,
+    new: set[int] | frozenset[int] = frozenset(),
+    notes: LinkNotes | None = None,
+) -> None:
+    """The link rows of the owners in `links` become what `links` says. Owners in `new` had no
+    row before this write, hence no links: theirs are inserted without a look. The others' are
+    compared first and rewritten only where they differ (members or order), and those owners
+    get a `links` entry in the change feed through `notes` (None during a bulk load, whose feed
+    is one entry per type)."""
+    for rel in rtype.relationships:
+        pairs = links.get(rel.name)
+        if not pairs:
+            continue
+        table = rel.link_table(rtype.name)
+        owner, other = rel.link_columns(rtype.name)
+        wanted = {rid: list(dict.fromkeys(related)) for rid, related in pairs}
+        held = _held(conn, table, owner, other, [rid for rid in wanted if rid not in new])
+        changed = [rid for rid in wanted if rid not in new and held.get(rid, []) != wanted[rid]]
+        if changed:
+            conn.execute(
+                f"DELETE FROM [{table}] WHERE [{owner}] IN ({','.join('?' * len(changed))})",
+                changed,
+            )
+            if notes is not None:
+                notes.note(rtype.name, changed)
+        write_ids = [rid for rid in wanted if rid in new] + changed
+        conn.executemany(
+            f"INSERT OR IGNORE INTO [{table}] ([{owner}], [{other}], position) VALUES (?, ?, ?)",
+            [(rid, rel_id, pos) for rid in write_ids for pos, rel_id in enumerate(wanted[rid])],
+        )
+
+
+def _held(
+    conn: sqlite3.Connection, table: str, owner: str, other: str, owners: list[int]
+) -> dict[int, list[int]]:
+    """The link lists the mirror holds for `owners`, each in its order."""
+    out: dict[int, list[int]] = {}
+    for start in range(0, len(owners), 500):
+        chunk = owners[start : start + 500]
+        for rid, rel_id in conn.execute(
+            f"SELECT [{owner}], [{other}] FROM [{table}] WHERE [{owner}] IN "
+            f"({','.join('?' * len(chunk))}) ORDER BY [{owner}], position",
+            chunk,
+        ):
+            out.setdefault(int(rid), []).append(int(rel_id))
+    return out
+
+
+def replace(
+    conn: sqlite3.Connection,
+    schema: Schema,
+    rtype: ResourceType,
+    rel: catalogue.Relationship,
+    owner: int,
+    targets: Sequence[int],
+) -> None:
+    """One owner's links of one to-many relationship become `targets`, in order."""
+    ensure(schema, rtype, [rel.name])
+    with write_transaction(conn):
+        write(conn, rtype, {rel.name: [(owner, list(targets))]}, notes=feed_notes(conn, schema))
+
+
+def replace_mall_links(
+    conn: sqlite3.Connection, schema: Schema, type_name: str, mall_id: int, ids: Sequence[int]
+) -> int:
+    """`malls_<type_name>` of one mall becomes `ids`, in order; returns how many. Rewritten
+    only when it differs; the rows that joined or left the mall get a `links` entry (and the
+    mall too, where the table is one of its relationships: `malls_contacts`)."""
+    table = f"malls_{type_name}"
+    schema.ensure_link(table, "malls_id", f"{type_name}_id", "malls", type_name)
+    wanted = list(dict.fromkeys(ids))
+    with write_transaction(conn):
+        held = _held(conn, table, "malls_id", f"{type_name}_id", [mall_id]).get(mall_id, [])
+        if held == wanted:
+            return len(ids)
+        conn.execute(f"DELETE FROM [{table}] WHERE malls_id = ?", (mall_id,))
+        conn.executemany(
+            f"INSERT OR IGNORE INTO [{table}] (malls_id, [{type_name}_id], position) "
+            "VALUES (?, ?, ?)",
+            [(mall_id, rid, pos) for pos, rid in enumerate(wanted)],
+        )
+        notes = feed_notes(conn, schema)
+        if notes is not None:
+            notes.note(type_name, set(held) ^ set(wanted))
+            if any(r.name == type_name for r in catalogue.TYPES["malls"].relationships):
+                notes.note("malls", [mall_id])
+    return len(ids)
+
+
+def feed_notes(conn: sqlite3.Connection, schema: Schema) -> LinkNotes | None:
+    """Where link changes are entered in the change feed: nowhere during a bulk load (its feed
+    is one `backfill` entry per type, `sync.store.indexes`)."""
+    return None if schema.defer_indexes else LinkNotes(conn)
+
+
+def set_to_one(
+    conn: sqlite3.Connection,
+    schema: Schema,
+    rtype: ResourceType,
+    column: str,
+    rid: int,
+    target: int | None,
+) -> None:
+    """One owner's to-one column, from its relationship's own route."""
+    if column not in schema.columns(rtype.table):
+        schema.ensure_content(rtype.table, {"id": rid, column: target or 0})
+    with write_transaction(conn):
+        conn.execute(f"UPDATE [{rtype.table}] SET [{column}] = ? WHERE id = ?", (target, rid))
+
+
+def mall_deals(conn: sqlite3.Connection, mall_id: int) -> list[int]:
+    """The deals `malls_deals` (the derived view, or the table the routes fill) gives a mall."""
+    return sorted(
+        int(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT deals_id FROM malls_deals WHERE malls_id = ?", (mall_id,)
+        )
+    )

@@ -1,0 +1,73 @@
+"""The daemon's schedule arithmetic alone, without a clock, a mirror or a network
+(`sync.daemon.schedule`, like arq's `cron.py:next_cron` tests)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sync.daemon.schedule import (
+    CATCH_UP,
+    OVERDUE_JITTER,
+    VERIFY_TICK,
+    first_run,
+    parse_stamp,
+    poll_cycle,
+    verify_share,
+    verify_tick,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+DAY = 86400.0
+
+
+def test_first_run_keeps_the_schedule_across_restarts() -> None:
+    # Polls and the deletions feed catch up at once, whatever was stored.
+    assert first_run("poll", 60.0, CATCH_UP, "2026-01-01T00:00:50.000Z", NOW) == NOW + timedelta(
+        seconds=CATCH_UP
+    )
+    # Never run: one interval from now.
+    assert first_run("reconcile", DAY, DAY, None, NOW) == NOW + timedelta(days=1)
+    # Still ahead: kept.
+    ahead = first_run("reconcile", DAY, DAY, "2026-01-01T05:00:00.000Z", NOW)
+    assert ahead == NOW + timedelta(hours=5)
+    # Overdue (a restart more often than the interval): soon, with jitter, never a full day.
+    for _ in range(50):
+        due = first_run("reconcile", DAY, DAY, "2025-12-31T00:00:00.000Z", NOW)
+        assert NOW + timedelta(seconds=OVERDUE_JITTER[0]) <= due
+        assert due <= NOW + timedelta(seconds=OVERDUE_JITTER[1])
+
+
+def test_a_stored_run_is_capped_at_one_interval_and_junk_is_ignored() -> None:
+    """A next run stored by a process with a longer interval is not waited for; a stamp the
+    bookkeeping never writes counts as none."""
+    far = first_run("hours", 3600.0, 3600.0, "2026-02-01T00:00:00.000Z", NOW)
+    assert far == NOW + timedelta(hours=1)
+    assert first_run("hours", 3600.0, 3600.0, "yesterday", NOW) == NOW + timedelta(hours=1)
+    assert parse_stamp("yesterday") is None
+    assert parse_stamp("2026-01-01T00:00:00.000Z") == NOW
+
+
+def test_an_overdue_job_with_a_short_interval_runs_within_it() -> None:
+    for _ in range(50):
+        due = first_run("subscriptions", 10.0, 10.0, "2025-12-31T00:00:00.000Z", NOW)
+        assert NOW < due <= NOW + timedelta(seconds=10.0)
+
+
+def test_the_verify_ticks_at_most_every_minute_and_a_cycle_takes_its_interval() -> None:
+    assert verify_tick(7 * DAY) == VERIFY_TICK
+    assert verify_tick(300.0) == 3.0  # a short interval: still about 100 steps
+    assert verify_tick(10.0) == 1.0  # never below a second
+    # The shares of the ticks in one interval add up to the cycle's cost.
+    cost, interval = 12_345, DAY
+    steps = interval / verify_tick(interval)
+    assert abs(verify_share(cost, interval) * steps - cost) < 1e-6
+
+
+def test_the_poll_cycle_and_its_staleness_bound() -> None:
+    assert poll_cycle(41, 20.0, 60.0) == {
+        "requests": 41,
+        "seconds_at_budget": 2.0,
+        "staleness_bound_s": 62.0,
+    }
+    # No request budget: the cycle is as fast as the upstream answers.
+    assert poll_cycle(41, 0.0, 60.0)["staleness_bound_s"] == 60.0

@@ -22,7 +22,7 @@ from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -152,7 +152,7 @@ async def test_a_429_storm_upstream_slows_a_backfill_which_still_mirrors_exactly
     from sync.core.config import parse_config
     from sync.jobs.backfill import Backfill
     from sync.store import Mirror
-    from tests.mirror_compare import compare
+    from tests.support.compare import compare
 
     async with make_emulator(resources=300, seed=2) as emu:
         emu.faults.rate_429, emu.faults.retry_after = 0.3, 1

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from sync.cli import main
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.backfilled import backfill
+from tests.support.backfilled import backfill
 
 DEALS = catalogue.TYPES["deals"]
 

@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from sync.emulator import Emulator
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "chaos-secret-0123456789abcdef"

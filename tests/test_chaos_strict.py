@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from sync.emulator import Emulator
-from tests.mirror_compare import compare, lost_rows, record_deletions, watch_deletions
+from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
 from tests.test_chaos import Daemon, _config, _env_int, _free_port, _run_cli, _storm_faults
 
 SECRET = "chaos-secret-0123456789abcdef"

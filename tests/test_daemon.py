@@ -23,7 +23,7 @@ from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "test-secret-0123456789abcdef"

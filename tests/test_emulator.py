@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 
 from sync.emulator import Emulator
-from tests.emulator_client import Signed
+from tests.support.emulator_client import Signed
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((Path(__file__).parent / "data" / "jsonapi-schema-1.0.json").read_text())

@@ -18,7 +18,7 @@ from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
 from sync.emulator.query import encode_resource, resource_obj
 from sync.emulator.server import footprint, max_resources
-from tests.emulator_client import Signed
+from tests.support.emulator_client import Signed
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
 

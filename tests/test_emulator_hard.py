@@ -18,7 +18,7 @@ from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
 from sync.emulator.hard import STRICT_PAGE_BOUND, Hard
 from sync.emulator.memberships import MULTI_MALL_TYPES
-from tests.emulator_client import Signed
+from tests.support.emulator_client import Signed
 from tests.test_emulator import valid
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]

@@ -24,7 +24,7 @@ from yarl import URL
 from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.readers.status import status_data
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 from tests.test_daemon import SECRET, eventually, row, running
 
 TYPES = ["malls", "articles", "contacts", "deals", "events", "job_listings"]

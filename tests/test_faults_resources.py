@@ -39,7 +39,7 @@ from sync.core.config import Settings
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 from tests.test_cli import config
 from tests.test_daemon import SECRET, eventually, row, settings_for
 

@@ -24,8 +24,8 @@ from sync.model import catalogue
 from sync.pipeline.staging import VALUE_CHARS, coerce, from_wire, stage_listing, to_wire
 from sync.readers.status import status_data
 from sync.store import Mirror
-from tests.backfilled import backfill, settings_for
-from tests.mirror_compare import compare
+from tests.support.backfilled import backfill, settings_for
+from tests.support.compare import compare
 
 ARTICLES = catalogue.TYPES["articles"]
 MALLS = catalogue.TYPES["malls"]

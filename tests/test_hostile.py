@@ -38,7 +38,7 @@ from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 from tests.test_cli import sync
 from tests.test_daemon import SECRET, eventually, running, settings_for
 from tests.test_receiver import json_values

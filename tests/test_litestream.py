@@ -36,7 +36,7 @@ from sync.model import catalogue
 from sync.model.notices import WebhookNotice
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 from tests.test_chaos import FAST_BUDGET, FAST_SCHEDULE, SECRET, Daemon, _free_port, _run_cli
 
 #: A 4 KiB row: each commit of 100 of them adds ~100 WAL frames.

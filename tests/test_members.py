@@ -22,8 +22,8 @@ from sync.jobs.mallincludes import INCLUDE, PER_MALL, Members, recorded, refused
 from sync.model import catalogue
 from sync.readers.status import status_data
 from sync.store import Mirror
-from tests.backfilled import settings_for
-from tests.mirror_compare import compare
+from tests.support.backfilled import settings_for
+from tests.support.compare import compare
 
 MALL_SCOPED = ["stores", "products", "programs", "social_feeds", "press_releases"]
 TYPES = ["malls", *MALL_SCOPED]

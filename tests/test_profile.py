@@ -22,8 +22,8 @@ from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.readers.status import status_data
 from sync.store import Mirror
-from tests.backfilled import backfill, settings_for
-from tests.mirror_compare import compare
+from tests.support.backfilled import backfill, settings_for
+from tests.support.compare import compare
 
 
 def _route(profile: UpstreamProfile, key: str) -> Any:

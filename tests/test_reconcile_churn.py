@@ -11,7 +11,7 @@ from sync.commands.daemon import reconcile
 from sync.core.config import Settings, parse_config
 from sync.jobs.backfill import Backfill
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 
 TYPES = ["malls", "articles", "contacts", "deals"]
 

@@ -18,7 +18,7 @@ from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 
 
 def settings_for(emu: Emulator, db: Path, **up: Any) -> Settings:

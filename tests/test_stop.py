@@ -20,7 +20,7 @@ from sync.commands.daemon import reconcile
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 from tests.test_daemon import SECRET, TYPES, eventually, settings_for
 
 ROOT = Path(__file__).resolve().parent.parent

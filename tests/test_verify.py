@@ -27,7 +27,7 @@ from sync.model.catalogue import LISTABLE, TYPES
 from sync.readers.status import status_data
 from sync.store import Mirror
 from sync.store.repair import repair_page
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Every listable type: the comparison then covers the sideloaded images, tags and groups too.

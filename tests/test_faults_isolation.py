@@ -21,11 +21,14 @@ import pytest
 from aioresponses import aioresponses
 from yarl import URL
 
-from sync.core.config import Settings, parse_config
+from sync.core.config import Settings
 from sync.emulator import Emulator
 from sync.readers.status import status_data
 from tests.support.compare import compare
-from tests.test_daemon import SECRET, eventually, row, running
+from tests.support.daemon import running
+from tests.support.mirror_rows import row
+from tests.support.settings import daemon_settings
+from tests.support.waiting import eventually
 
 TYPES = ["malls", "articles", "contacts", "deals", "events", "job_listings"]
 OTHERS = ["contacts", "deals", "events", "job_listings"]
@@ -60,30 +63,13 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
 
 
 def settings_for(emu: Emulator, db: Path, *, webhooks: bool) -> Settings:
-    return parse_config(
-        {
-            "upstream": {
-                "base_url": emu.base_url,
-                "email": emu.email,
-                "password": emu.password,
-                "types": TYPES,
-                "max_backoff": 0.05,
-                "retry_budget": 2.0,
-            },
-            "mirror": {"path": str(db)},
-            "webhooks": {"enabled": webhooks, "listen": "127.0.0.1:0", "secret": SECRET},
-            "schedule": {
-                # With webhooks the notices carry the changes; without, a poll every 0.3 s.
-                "poll_interval": 3600.0 if webhooks else 0.3,
-                "deletions_interval": 3600.0,
-                "reconcile_interval": 3600.0,
-                "hours_interval": 3600.0,
-                "subscriptions_interval": 3600.0,
-                "poll_overlap": 2.0,
-                "queue_batch_delay": 0.01,
-            },
-            "logging": {"level": "warning", "format": "json"},
-        }
+    # With webhooks the notices carry the changes; without, a poll every 0.3 s.
+    return daemon_settings(
+        emu,
+        db,
+        webhooks=webhooks,
+        upstream={"types": TYPES, "retry_budget": 2.0},
+        poll_interval=3600.0 if webhooks else 0.3,
     )
 
 

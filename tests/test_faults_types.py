@@ -24,8 +24,9 @@ from sync.model import catalogue
 from sync.pipeline.staging import VALUE_CHARS, coerce, from_wire, stage_listing, to_wire
 from sync.readers.status import status_data
 from sync.store import Mirror
-from tests.support.backfilled import backfill, settings_for
+from tests.support.backfilled import backfill
 from tests.support.compare import compare
+from tests.support.settings import settings_for
 
 ARTICLES = catalogue.TYPES["articles"]
 MALLS = catalogue.TYPES["malls"]

@@ -18,7 +18,7 @@ from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.pipeline.staging import encode, stage_listing, version
 from sync.store import Mirror
-from tests.test_backfill import make_settings
+from tests.support.settings import make_settings
 from tests.test_hostile import documents
 
 

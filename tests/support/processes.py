@@ -14,6 +14,8 @@ from pathlib import Path
 
 import aiohttp
 
+from sync.emulator import Emulator
+
 #: The project's root: `python -m sync` runs from there, as it does from a checkout.
 ROOT = Path(__file__).resolve().parents[2]
 PIPE = asyncio.subprocess.PIPE
@@ -50,6 +52,16 @@ async def run(
     proc = await spawn(*args, env=env, module=module)
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     return proc.returncode or 0, out.decode(), err.decode()
+
+
+#: The variable the CLI suites' config files (`settings.cli_config`) read the password from.
+CLI_PASSWORD_ENV = "CLI_PW"
+
+
+async def ccsync(*args: str, emu: Emulator, timeout: float = 120.0) -> tuple[int, str, str]:
+    """Run `ccsync <args>` against `emu` (its password in `$CLI_PW`): exit code, stdout,
+    stderr."""
+    return await run(*args, env={CLI_PASSWORD_ENV: emu.password}, timeout=timeout)
 
 
 async def spawn_logged(

@@ -57,9 +57,17 @@ def make_settings(
     return settings_for(emu, db, sections, **up)
 
 
-def daemon_settings(emu: Emulator, db: Path, *, webhooks: bool, **schedule: Any) -> Settings:
+def daemon_settings(
+    emu: Emulator,
+    db: Path,
+    *,
+    webhooks: bool,
+    upstream: Mapping[str, Any] | None = None,
+    **schedule: Any,
+) -> Settings:
     """The daemon suites' settings: `DAEMON_TYPES`, every job an hour apart unless `schedule`
-    says otherwise (a test drives the one it tests), webhooks on a port of the OS's choosing."""
+    says otherwise (a test drives the one it tests), webhooks on a port of the OS's choosing;
+    `upstream` adds or overrides `[upstream]` keys."""
     sched = {
         "poll_interval": 3600.0,
         "deletions_interval": 3600.0,
@@ -78,9 +86,7 @@ def daemon_settings(emu: Emulator, db: Path, *, webhooks: bool, **schedule: Any)
             "schedule": sched,
             "logging": {"level": "warning", "format": "json"},
         },
-        types=DAEMON_TYPES,
-        max_backoff=0.05,
-        retry_budget=20.0,
+        **{"types": DAEMON_TYPES, "max_backoff": 0.05, "retry_budget": 20.0, **(upstream or {})},
     )
 
 
@@ -113,3 +119,17 @@ def write_config(path: Path, **sections: Mapping[str, Any]) -> Path:
         lines += [f"{key} = {toml_value(value)}" for key, value in keys.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def cli_config(tmp_path: Path, emu: Emulator, **webhooks: str) -> Path:
+    """The CLI suites' `sync.toml`: malls, deals and articles of `emu` into `tmp_path/m.db`,
+    the password from `$CLI_PW`; `webhooks` adds `[webhooks]` keys."""
+    return write_config(
+        tmp_path / "sync.toml",
+        upstream=upstream_keys(
+            emu, "CLI_PW", types=["malls", "deals", "articles"], max_backoff=0.05
+        ),
+        mirror={"path": tmp_path / "m.db"},
+        webhooks={"listen": "127.0.0.1:8999", **webhooks},
+        logging={"level": "warning", "format": "json"},
+    )

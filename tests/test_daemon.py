@@ -19,7 +19,7 @@ from sync.jobs.backfill import Backfill
 from sync.store import Mirror
 from tests.support.compare import compare
 from tests.support.daemon import running
-from tests.support.mirror_rows import row
+from tests.support.mirror_rows import query, row
 from tests.support.ports import free_port
 from tests.support.processes import DEVNULL, run, spawn, wait_healthy
 from tests.support.settings import DAEMON_TYPES as TYPES
@@ -140,11 +140,7 @@ async def _start(cfg: Path, emu: Emulator) -> asyncio.subprocess.Process:
 
 
 def _queue_depth(db: Path) -> int:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return int(conn.execute("select count(*) from _sync_queue").fetchone()[0])
-    finally:
-        conn.close()
+    return int(query(db, "select count(*) from _sync_queue")[0][0])
 
 
 async def test_kill_9_with_a_full_queue_loses_nothing_and_sigterm_exits_cleanly(
@@ -299,14 +295,10 @@ async def test_schedules_survive_a_restart_and_status_shows_them(
 
 
 def _jobs(db: Path) -> dict[str, dict[str, Any]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    conn.row_factory = sqlite3.Row
     try:
-        return {r["name"]: dict(r) for r in conn.execute("select * from _sync_jobs")}
+        return {r["name"]: dict(r) for r in query(db, "select * from _sync_jobs")}
     except sqlite3.OperationalError:
         return {}
-    finally:
-        conn.close()
 
 
 async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(
@@ -366,13 +358,10 @@ async def test_sigterm_during_the_first_backfill_exits_promptly_and_loses_nothin
 
 
 def _has_table(db: Path, name: str) -> bool:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
     try:
-        return bool(conn.execute("select 1 from sqlite_master where name = ?", (name,)).fetchone())
+        return bool(query(db, "select 1 from sqlite_master where name = ?", name))
     except sqlite3.Error:
         return False
-    finally:
-        conn.close()
 
 
 async def test_metrics_are_live_from_the_first_request(emulator: Emulator, tmp_path: Path) -> None:

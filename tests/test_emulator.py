@@ -5,40 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import signal
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
-import jsonschema
 import pytest
 from aiohttp import web
 
 from sync.emulator import Emulator
-from tests.support.emulator_client import Signed
-
-ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = json.loads((Path(__file__).parent / "data" / "jsonapi-schema-1.0.json").read_text())
-VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
-
-JSONAPI = {"Content-Type": "application/vnd.api+json"}
-
-
-def valid(doc: Any) -> None:
-    errors = sorted(VALIDATOR.iter_errors(doc), key=str)
-    assert not errors, errors[0]
+from tests.support.emulator_client import JSONAPI, Signed, signed, valid
+from tests.support.processes import spawn
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
 async def api(emulator: Emulator) -> AsyncIterator[Signed]:
-    async with aiohttp.ClientSession() as http:
-        client = Signed(http, emulator.base_url, emulator.email, emulator.password)
-        await client.login()
+    async with signed(emulator) as client:
         yield client
 
 
@@ -509,14 +494,6 @@ async def _receiver(status: int = 204) -> tuple[Receiver, web.AppRunner]:
     return rec, runner
 
 
-async def _until(check: Any, timeout: float = 10.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("not reached")
-
-
 async def test_webhook_subscription_and_batched_delivery(api: Signed, emulator: Emulator) -> None:
     rec, runner = await _receiver()
     try:
@@ -539,7 +516,7 @@ async def test_webhook_subscription_and_batched_delivery(api: Signed, emulator: 
         for d in ids:
             emulator.update("deals", d)
         gone = emulator.delete("deals", ids[2])
-        await _until(lambda: sum(len(b["data"]) for b in rec.bodies) >= 4)
+        await eventually(lambda: sum(len(b["data"]) for b in rec.bodies) >= 4)
         items = [i for b in rec.bodies for i in b["data"]]
         assert len(rec.bodies) < 4  # batched
         assert {
@@ -585,7 +562,7 @@ async def test_failing_receiver_is_unsubscribed_after_five_attempts(
             },
         )
         emulator.update("deals", emulator.ids("deals")[0])
-        await _until(lambda: not emulator.webhooks())
+        await eventually(lambda: not emulator.webhooks())
         assert len(rec.bodies) == 5 and emulator.dispatcher.auto_unsubscribed == 1
     finally:
         await runner.cleanup()
@@ -612,7 +589,7 @@ async def test_webhook_loss_duplication_reorder(api: Signed, emulator: Emulator)
         emulator.faults.webhook_duplicate_rate = 1.0
         emulator.faults.webhook_reorder = True
         emulator.update("events", emulator.ids("events")[1])
-        await _until(lambda: rec.bodies)
+        await eventually(lambda: rec.bodies)
         assert (
             len(rec.bodies[0]["data"]) == 2 and rec.bodies[0]["data"][0] == rec.bodies[0]["data"][1]
         )
@@ -703,22 +680,7 @@ async def test_page_cache_stops_at_its_budget(
 
 
 async def test_cli_serves_prints_and_stops_on_sigterm() -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        "emulator",
-        "--resources",
-        "300",
-        "--port",
-        "0",
-        "--page-cache-mb",
-        "8",
-        cwd=ROOT,
-        env=dict(os.environ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await spawn("emulator", "--resources", "300", "--port", "0", "--page-cache-mb", "8")
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
     base = line.strip().rsplit(" ", 1)[1]

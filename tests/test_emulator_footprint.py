@@ -5,10 +5,9 @@ templates, variants in a bounded LRU, revisions after mutations), `--malls`, the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -18,17 +17,9 @@ from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
 from sync.emulator.query import encode_resource, resource_obj
 from sync.emulator.server import footprint, max_resources
-from tests.support.emulator_client import Signed
+from tests.support.emulator_client import signed
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
-
-
-@contextlib.asynccontextmanager
-async def signed(emu: Emulator) -> AsyncIterator[Signed]:
-    async with aiohttp.ClientSession() as http:
-        client = Signed(http, emu.base_url, emu.email, emu.password)
-        await client.login()
-        yield client
 
 
 def test_the_plain_form_from_templates_is_the_resource_object() -> None:

@@ -5,11 +5,10 @@ strict profile with every switch on."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import aiohttp
 import pytest
 from click.testing import CliRunner
 
@@ -18,19 +17,10 @@ from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
 from sync.emulator.hard import STRICT_PAGE_BOUND, Hard
 from sync.emulator.memberships import MULTI_MALL_TYPES
-from tests.support.emulator_client import Signed
-from tests.test_emulator import valid
+from tests.support.emulator_client import Signed, control, signed, valid
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
 Notice = tuple[str, str, int]
-
-
-@contextlib.asynccontextmanager
-async def signed(emu: Emulator) -> AsyncIterator[Signed]:
-    async with aiohttp.ClientSession() as http:
-        client = Signed(http, emu.base_url, emu.email, emu.password)
-        await client.login()
-        yield client
 
 
 def notices(emu: Emulator) -> list[Notice]:
@@ -60,15 +50,6 @@ async def listed(api: Signed, path: str, params: dict[str, str] | None = None) -
         for p in await walk(api, path, {"page[size]": "100", **(params or {})})
         for r in p["data"]
     ]
-
-
-async def control(emu: Emulator, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    async with (
-        aiohttp.ClientSession() as http,
-        http.request(method, f"{emu.base_url}/_emulator/{path}", json=body) as r,
-    ):
-        raw = await r.read()
-        return r.status, (await r.json(content_type=None) if raw else None)
 
 
 def feed(emu: Emulator) -> list[dict[str, Any]]:

@@ -18,9 +18,7 @@ from click.testing import CliRunner
 from sync.commands import emulator as emulator_cmd
 from sync.emulator import Emulator
 from sync.emulator.hard import STRICT_SIGNING_WINDOW, Hard
-from tests.support.emulator_client import JSONAPI, Signed
-from tests.test_emulator import valid
-from tests.test_emulator_hard import control, signed
+from tests.support.emulator_client import JSONAPI, Signed, control, signed, valid
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
 

@@ -10,7 +10,6 @@ per type; once the fault is lifted, articles converge too.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ from sync.emulator import Emulator
 from sync.readers.status import status_data
 from tests.support.compare import compare
 from tests.support.daemon import running
-from tests.support.mirror_rows import row
+from tests.support.mirror_rows import query, row
 from tests.support.settings import daemon_settings
 from tests.support.waiting import eventually
 
@@ -89,11 +88,7 @@ def calls(mocked: aioresponses, path: str) -> int:
 
 
 def type_errors(db: Path) -> dict[str, str | None]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return dict(conn.execute("select type, last_error from _sync_types").fetchall())
-    finally:
-        conn.close()
+    return {r[0]: r[1] for r in query(db, "select type, last_error from _sync_types")}
 
 
 def change_every_type(emu: Emulator, stamp: str) -> dict[str, str]:

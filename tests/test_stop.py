@@ -16,6 +16,7 @@ from sync.commands.daemon import reconcile
 from sync.emulator import Emulator
 from tests.support.backfilled import run_backfill
 from tests.support.compare import compare
+from tests.support.mirror_rows import query
 from tests.support.ports import free_port
 from tests.support.processes import DEVNULL, spawn, stop
 from tests.support.settings import DAEMON_TYPES as TYPES
@@ -57,11 +58,7 @@ async def _backfilled(emu: Emulator, db: Path) -> None:
 
 
 def _ids(db: Path, table: str) -> set[str]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return {str(r[0]) for r in conn.execute(f"select id from [{table}]")}
-    finally:
-        conn.close()
+    return {str(r[0]) for r in query(db, f"select id from [{table}]")}
 
 
 def _integrity(db: Path) -> str:
@@ -146,15 +143,11 @@ async def test_a_signal_during_sync_reconcile_exits_promptly_and_the_mirror_is_i
 
 
 def _job(db: Path, name: str) -> dict[str, object]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    conn.row_factory = sqlite3.Row
     try:
-        r = conn.execute("select * from _sync_jobs where name = ?", (name,)).fetchone()
-        return dict(r) if r else {}
+        rows = query(db, "select * from _sync_jobs where name = ?", name)
     except sqlite3.Error:
         return {}
-    finally:
-        conn.close()
+    return dict(rows[0]) if rows else {}
 
 
 async def test_sigterm_during_the_daemons_reconcile_exits_promptly_and_loses_nothing(

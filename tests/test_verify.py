@@ -6,7 +6,6 @@ counts and logs each repair, and never lets an older copy win."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from sync.store import Mirror
 from sync.store.repair import repair_page
 from tests.support.backfilled import run_backfill
 from tests.support.compare import compare
+from tests.support.mirror_rows import query
 from tests.support.processes import run
 from tests.support.settings import settings_for as shared_settings_for
 from tests.support.settings import upstream_keys, write_config
@@ -82,12 +82,8 @@ def differing(db: Path, emu: Emulator) -> dict[str, set[str]]:
 
 
 def mall_of(db: Path, table: str, rid: str) -> int | None:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        r = conn.execute(f"select mall_id from [{table}] where id = ?", (int(rid),)).fetchone()
-        return None if r is None else int(r[0])
-    finally:
-        conn.close()
+    rows = query(db, f"select mall_id from [{table}] where id = ?", int(rid))
+    return None if not rows else int(rows[0][0])
 
 
 async def test_plain_reconcile_leaves_silent_changes_and_the_full_verify_repairs_them(

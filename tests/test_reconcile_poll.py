@@ -23,7 +23,9 @@ from tests.support.settings import settings_for as shared_settings_for
 
 
 def settings_for(emu: Emulator, db: Path, **up: Any) -> Settings:
-    return shared_settings_for(emu, db, types=["articles", "deals"], max_backoff=0.05, **up)
+    return shared_settings_for(
+        emu, db, **{"types": ["articles", "deals"], "max_backoff": 0.05, **up}
+    )
 
 
 class Counting:

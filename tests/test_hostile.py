@@ -38,6 +38,7 @@ from sync.model import catalogue
 from sync.store import Mirror
 from tests.support.compare import compare
 from tests.support.daemon import running
+from tests.support.documents import documents
 from tests.support.ports import free_port
 from tests.support.processes import CLI_PASSWORD_ENV, spawn
 from tests.support.processes import ccsync as sync
@@ -45,7 +46,6 @@ from tests.support.settings import SECRET, upstream_keys
 from tests.support.settings import daemon_settings as settings_for
 from tests.support.settings import write_config as write_toml
 from tests.support.waiting import eventually
-from tests.test_receiver import json_values
 
 STAMPS = frozenset({"fetched_at", "first_seen_at", "last_seen_at"})
 #: Bookkeeping, and the hours windows every run replaces wholesale (for the malls it knows).
@@ -651,53 +651,6 @@ async def test_a_mirror_in_a_read_only_directory_is_not_overwritten(
 # -- fuzz: the JSON:API page parser and the page write --------------------------------------------
 
 URL_ = "http://upstream.invalid/deals?page[number]=1"
-links = st.one_of(
-    json_values,
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "last": st.one_of(
-                json_values,
-                st.text(max_size=30),
-                st.text(max_size=12).map(lambda n: f"http://x/deals?page%5Bnumber%5D={n}"),
-                st.fixed_dictionaries({"href": st.text(max_size=30)}),
-            )
-        },
-    ),
-)
-objects = st.dictionaries(st.text(max_size=8), json_values, max_size=5)
-resources = st.one_of(
-    json_values,
-    st.fixed_dictionaries(
-        {"id": st.one_of(st.integers(0, 10**6).map(str), json_values)},
-        optional={
-            "type": st.sampled_from(["deals", "images", "tags", "stores", "x"]),
-            "attributes": st.one_of(objects, json_values),
-            "meta": st.one_of(objects, json_values),
-            "relationships": st.one_of(
-                st.dictionaries(
-                    st.sampled_from(["images", "tags", "mall", "x"]),
-                    st.one_of(json_values, st.fixed_dictionaries({"data": json_values})),
-                    max_size=3,
-                ),
-                json_values,
-            ),
-        },
-    ),
-)
-documents = st.one_of(
-    json_values,
-    st.fixed_dictionaries(
-        {"data": st.one_of(st.lists(resources, max_size=4), json_values)},
-        optional={
-            "included": st.one_of(st.lists(resources, max_size=3), json_values),
-            "links": links,
-            "meta": st.one_of(
-                objects, st.fixed_dictionaries({"scripts": json_values}), json_values
-            ),
-        },
-    ),
-)
 
 
 def test_fuzz_page_parser_and_page_write_raise_only_our_errors(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.pipeline.staging import encode, stage_listing, version
 from sync.store import Mirror
+from tests.support.documents import documents
 from tests.support.settings import make_settings
-from tests.test_hostile import documents
 
 
 def _without_links(doc: Any) -> Any:

@@ -11,7 +11,7 @@ import structlog
 
 from sync.core import logs
 from sync.emulator import Emulator
-from tests.emulator_client import Signed, signed
+from tests.support.emulator_client import Signed, signed
 
 
 @pytest.fixture(autouse=True)

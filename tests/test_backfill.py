@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sqlite3
-import sys
 from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
@@ -17,50 +15,14 @@ import pytest
 
 from sync.channel.client import ChannelClient
 from sync.channel.transport import Response
-from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
 from sync.jobs.hours import MallHours
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.mirror_compare import compare
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def make_settings(
-    emu: Emulator, db: Path, *, parse_workers: int | None = None, **upstream: Any
-) -> Settings:
-    up: dict[str, Any] = {
-        "base_url": emu.base_url,
-        "email": emu.email,
-        "password": emu.password,
-        "concurrency": 4,
-        "retry_budget": 30.0,
-        "max_backoff": 0.05,
-        "timeout": 10.0,
-    }
-    up.update(upstream)
-    config: dict[str, Any] = {"upstream": up, "mirror": {"path": str(db)}}
-    if parse_workers is not None:
-        config["backfill"] = {"parse_workers": parse_workers}
-    return parse_config(config)
-
-
-async def run_backfill(
-    settings: Settings,
-    *,
-    wrap: Callable[[ChannelClient], None] | None = None,
-    restart: bool = False,
-) -> Any:
-    mirror = Mirror.open(settings.mirror.path)
-    try:
-        async with ChannelClient(settings.upstream) as client:
-            if wrap:
-                wrap(client)
-            return await Backfill(client, mirror, settings).run(restart=restart)
-    finally:
-        mirror.close()
+from tests.support.backfilled import run_backfill
+from tests.support.compare import compare
+from tests.support.processes import spawn
+from tests.support.settings import make_settings, upstream_keys, write_config
 
 
 async def test_backfill_mirrors_every_type_exactly(emulator: Emulator, tmp_path: Path) -> None:
@@ -332,33 +294,10 @@ async def test_forbidden_type_is_reported_and_skipped(make_emulator: Any, tmp_pa
 
 
 def _write_config(path: Path, emu: Emulator, db: Path, **extra: Any) -> Path:
-    lines = [
-        "[upstream]",
-        f'base_url = "{emu.base_url}"',
-        f'email = "{emu.email}"',
-        'password_env = "TEST_SYNC_PW"',
-        "page_size = 5",
-        "concurrency = 1",
-        "max_backoff = 0.05",
-        *(f"{k} = {v!r}".replace("'", '"') for k, v in extra.items()),
-        "[mirror]",
-        f'path = "{db}"',
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-async def _cli(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        *args,
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    upstream = upstream_keys(
+        emu, "TEST_SYNC_PW", page_size=5, concurrency=1, max_backoff=0.05, **extra
     )
+    return write_config(path, upstream=upstream, mirror={"path": db})
 
 
 async def _pages_done(db: Path) -> int:
@@ -382,7 +321,7 @@ async def test_kill_9_mid_backfill_then_resume_has_no_gap(
     cfg = _write_config(tmp_path / "sync.toml", emulator, db)
     env = {"TEST_SYNC_PW": emulator.password}
     emulator.faults.latency = 0.02  # slow enough that the kill lands mid-way
-    proc = await _cli("backfill", "--quiet", "--config", str(cfg), env=env)
+    proc = await spawn("backfill", "--quiet", "--config", str(cfg), env=env)
     for _ in range(500):
         if await _pages_done(db) >= 5:
             break
@@ -392,13 +331,13 @@ async def test_kill_9_mid_backfill_then_resume_has_no_gap(
     done_before = await _pages_done(db)
     assert done_before >= 5
     emulator.faults.latency = 0
-    proc = await _cli("backfill", "--quiet", "--config", str(cfg), env=env)
+    proc = await spawn("backfill", "--quiet", "--config", str(cfg), env=env)
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     result = compare(db, emulator)
     assert result.differences == 0, result.summary()
 
-    proc = await _cli("status", "--json", "--config", str(cfg), env=env)
+    proc = await spawn("status", "--json", "--config", str(cfg), env=env)
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     assert b'"deals"' in out
@@ -418,7 +357,7 @@ async def test_kill_9_mid_backfill_then_resume_has_no_gap(
 async def test_bad_configuration_is_one_line_exit_2(tmp_path: Path, body: str, needle: str) -> None:
     cfg = tmp_path / "sync.toml"
     cfg.write_text(body)
-    proc = await _cli("backfill", "--config", str(cfg), env={})
+    proc = await spawn("backfill", "--config", str(cfg), env={})
     out, err = await proc.communicate()
     assert proc.returncode == 2
     text = err.decode().strip()
@@ -432,7 +371,7 @@ async def test_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
         "retry_budget=0.5\nmax_backoff=0.05\n"
         f"[mirror]\npath='{tmp_path / 'm.db'}'\n"
     )
-    proc = await _cli("backfill", "--quiet", "--config", str(cfg), env={})
+    proc = await spawn("backfill", "--quiet", "--config", str(cfg), env={})
     out, err = await proc.communicate()
     assert proc.returncode == 3  # unreachable, will not heal (docs/commands.md, exit codes)
     assert "[upstream] base_url" in err.decode() and "http://127.0.0.1:9" in err.decode()

@@ -149,26 +149,16 @@ async def test_a_429_storm_upstream_slows_a_backfill_which_still_mirrors_exactly
     make_emulator: Any, tmp_path: Path
 ) -> None:
     from sync.channel.client import ChannelClient
-    from sync.core.config import parse_config
     from sync.jobs.backfill import Backfill
     from sync.store import Mirror
-    from tests.mirror_compare import compare
+    from tests.support.compare import compare
+    from tests.support.settings import settings_for
 
     async with make_emulator(resources=300, seed=2) as emu:
         emu.faults.rate_429, emu.faults.retry_after = 0.3, 1
         db = tmp_path / "m.db"
-        settings = parse_config(
-            {
-                "upstream": {
-                    "base_url": emu.base_url,
-                    "email": emu.email,
-                    "password": emu.password,
-                    "types": ["malls", "deals"],
-                    "max_backoff": 0.2,
-                    "max_requests_per_second": 40,
-                },
-                "mirror": {"path": str(db)},
-            }
+        settings = settings_for(
+            emu, db, types=["malls", "deals"], max_backoff=0.2, max_requests_per_second=40
         )
         mirror = Mirror.open(db)
         async with ChannelClient(settings.upstream) as client:
@@ -190,7 +180,10 @@ async def test_a_burst_of_10000_notices_keeps_the_daemon_within_its_budget(
     import aiohttp
     import orjson
 
-    from tests.test_daemon import SECRET, eventually, running, settings_for
+    from tests.support.daemon import running
+    from tests.support.settings import SECRET
+    from tests.support.settings import daemon_settings as settings_for
+    from tests.support.waiting import eventually
 
     db = tmp_path / "m.db"
     settings = settings_for(emulator, db, webhooks=True)

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from sync.cli import main
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.backfilled import backfill
-from tests.pages import write_page
+from tests.support.backfilled import backfill
+from tests.support.pages import write_page
 
 DEALS = catalogue.TYPES["deals"]
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,74 +1,62 @@
-"""The upstream client: signing, retries, re-login, errors — faults injected at the HTTP seam
-with aioresponses; the happy paths run against the emulator elsewhere."""
+"""The upstream client, unit level: signing, clock skew, sessions, retries, errors, secrets
+and the listing routes, with faults and answers injected at the HTTP seam (aioresponses).
+
+A small fake upstream (`FakeUpstream`) checks signatures the way the spec describes, so
+re-login, clock skew and concurrency are tested on behaviour rather than on the order of canned
+answers; the other faults are canned answers. Sleeps are faked: every test is instant. The
+happy paths run against the emulator elsewhere.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import re
+from collections.abc import Iterator
 from email.utils import formatdate
-from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 from aioresponses import aioresponses
 from structlog.testing import capture_logs
 
-from sync.channel.client import ChannelClient
 from sync.channel.signing import Credentials, sign
-from sync.core.config import parse_config
+from sync.channel.transport import retry_after, scrub
 from sync.core.errors import (
     AuthError,
     BadResponseError,
     ForbiddenError,
     NotFoundError,
     RetriesExhaustedError,
+    UpstreamError,
 )
 from sync.model import catalogue
+from tests.support.channel_fakes import (
+    BASE,
+    DEALS_URL,
+    LOGIN,
+    NOW,
+    PASSWORD,
+    FakeSleep,
+    FakeUpstream,
+    collection,
+    make_client,
+    page_doc,
+    token_doc,
+)
 
-BASE = "http://upstream.test"
-PASSWORD = "pw-very-secret-42"
-DEALS = re.compile(r"^http://upstream\.test/deals\?.*$")
-LOGIN = f"{BASE}/accounts/login"
-
-
-def token_doc(token: str = "tok-abc") -> dict[str, Any]:
-    return {"data": {"id": "1", "type": "accounts", "attributes": {"authentication_token": token}}}
-
-
-def page_doc(n: int = 2, last: int = 1) -> dict[str, Any]:
-    return {
-        "data": [
-            {"id": str(i), "type": "deals", "attributes": {"title": "x"}} for i in range(1, n + 1)
-        ],
-        "links": {"last": f"{BASE}/deals?page%5Bnumber%5D={last}&page%5Bsize%5D=100"},
-        "meta": {"scripts": []},
-    }
+DEALS = catalogue.TYPES["deals"]
 
 
-class FakeSleep:
-    def __init__(self) -> None:
-        self.calls: list[float] = []
+@pytest.fixture
+def upstream() -> Iterator[tuple[FakeUpstream, aioresponses]]:
+    fake = FakeUpstream()
+    with aioresponses() as m:
+        fake.install(m)
+        yield fake, m
 
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
 
-
-def client(sleep: FakeSleep | None = None, **upstream: Any) -> ChannelClient:
-    # No request budget by default here: it keeps real time, which a FakeSleep does not
-    # advance (tests/test_budget.py runs it on a fake clock; the e2e suites run it as shipped).
-    settings = parse_config(
-        {
-            "upstream": {
-                "base_url": BASE,
-                "email": "a@b.c",
-                "password": PASSWORD,
-                "max_backoff": 1.0,
-                "max_requests_per_second": 0,
-                **upstream,
-            }
-        }
-    )
-    return ChannelClient(settings.upstream, sleep=sleep or FakeSleep())
+# -- signing and clock skew --------------------------------------------------------------------
 
 
 def test_signature_is_md5_of_timestamp_and_token() -> None:
@@ -85,59 +73,170 @@ def test_signature_is_md5_of_timestamp_and_token() -> None:
     assert creds.params()["auth_timestamp"] == "1700000100"
 
 
-async def test_every_listing_parameter_is_explicit_and_sort_can_be_overridden() -> None:
+async def test_requests_are_signed_with_a_ten_digit_timestamp(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    fake, _ = upstream
+    async with make_client(clock=lambda: NOW + 0.7) as c:
+        await c.list_page(DEALS, 1)
+    q = fake.requests[0].query
+    assert q["auth_timestamp"] == "1700000000" and len(q["auth_timestamp"]) == 10
+    assert q["auth_token"] == hashlib.md5(b"1700000000:token-1").hexdigest()
+    assert q["auth_token"] == q["auth_token"].lower()
+
+
+async def test_clock_skew_is_learned_from_the_date_header(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    fake, _ = upstream
+    fake.server_time = NOW + 120  # our clock is two minutes slow
+    async with make_client(clock=lambda: NOW) as c:
+        assert c.clock_offset == 0
+        page = await c.list_page(DEALS, 1)  # the login's Date already corrects the first call
+        assert c.clock_offset == pytest.approx(120)
+    assert len(page.resources) == 2 and fake.logins == 1
+    assert fake.requests[0].query["auth_timestamp"] == "1700000120"
+
+
+async def test_small_skews_below_the_date_resolution_are_ignored(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    async with make_client(clock=lambda: NOW + 0.9) as c:
+        await c.list_page(DEALS, 1)
+        assert c.clock_offset == 0.0
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+async def test_login_posts_the_json_api_body_without_auth_params() -> None:
     with aioresponses() as m:
-        m.post(LOGIN, payload=token_doc(), status=201)
-        m.get(DEALS, payload=page_doc())
-        m.get(DEALS, payload=page_doc())
-        async with client() as c:
-            await c.list_page(
-                catalogue.TYPES["deals"], 3, scope_params={"filter[visibility]": "Unlisted"}
-            )
-            await c.list_page(
-                catalogue.TYPES["deals"],
-                1,
-                params={"sort": "updated_at"},
-                fields=["updated_at"],
-                include=False,
-            )
-        urls = [str(k[1]) for k in m.requests if k[0] == "GET"]
-        calls = [c for k, v in m.requests.items() if k[0] == "GET" for c in v]
-        first, second = (dict(c.kwargs["params"]) for c in calls)
-    assert urls
-    assert first["page[size]"] == "100" and first["page[number]"] == "3" and first["sort"] == "id"
-    assert (
-        first["include"] == "images,images.tags,tags,tags.tags,stores"
-        and first["filter[visibility]"] == "Unlisted"
-    )
-    assert {"auth_id", "auth_timestamp", "auth_token"} <= set(first)
-    assert (
-        second["sort"] == "updated_at"
-        and second["fields[deals]"] == "updated_at"
-        and "include" not in second
-    )
+        m.post(LOGIN, status=201, payload={"data": {"attributes": {"authentication_token": "t"}}})
+        async with make_client() as c:
+            await c.login()
+        ((key, calls),) = m.requests.items()
+    assert key[0] == "POST" and "auth_" not in str(key[1])
+    assert calls[0].kwargs["json"] == {
+        "data": {
+            "type": "accounts",
+            "attributes": {"email": "me@example.com", "password": PASSWORD},
+        }
+    }
+
+
+async def test_logout_elsewhere_is_cured_by_one_relogin(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    fake, _ = upstream
+    async with make_client(clock=lambda: NOW) as c:
+        await c.list_page(DEALS, 1)
+        fake.logout()
+        page = await c.list_page(DEALS, 2)
+        assert c.stats.relogins == 1 and c.stats.statuses[401] == 1
+    assert fake.logins == 2 and page.number == 2
+
+
+async def test_concurrent_401s_share_one_relogin(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    fake, _ = upstream
+    fake.delay = 0.01
+    async with make_client(clock=lambda: NOW, concurrency=8) as c:
+        await c.login()
+        fake.logout()
+        pages = await asyncio.gather(*(c.list_page(DEALS, n) for n in range(1, 7)))
+        assert c.stats.relogins == 1
+    assert fake.logins == 2 and [p.number for p in pages] == [1, 2, 3, 4, 5, 6]
+
+
+async def test_401_after_the_relogin_is_an_auth_error(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    fake, _ = upstream
+    fake.reject_all = True
+    async with make_client(clock=lambda: NOW) as c:
+        with pytest.raises(AuthError, match="fresh session") as info:
+            await c.list_page(DEALS, 1)
+    assert fake.logins == 2 and info.value.status == 401
+    assert "token-" not in str(info.value) and PASSWORD not in str(info.value)
+
+
+async def test_a_401_after_the_relogin_showing_another_skew_is_signed_again(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    """The upstream's clock moves two minutes between the relogin and the retry (or an older
+    answer taught the older skew): the retry's 401 carries the new `Date`, so the request is
+    signed again with it instead of failing as a refused fresh session (the chaos storm saw a
+    restarted daemon exit on this)."""
+    fake, _ = upstream
+    async with make_client(clock=lambda: NOW) as c:
+        await c.list_page(DEALS, 1)
+        fake.logout()
+        fake.clock_jump_at_login = 120.0
+        page = await c.list_page(DEALS, 2)
+        assert c.clock_offset == pytest.approx(120) and c.stats.relogins == 1
+    assert page.number == 2 and fake.logins == 2
+    assert fake.requests[-1].query["auth_timestamp"] == str(int(NOW + 120))
+
+
+async def test_login_refused_and_status_errors() -> None:
+    with aioresponses() as m:
+        m.post(LOGIN, status=401, payload={"errors": [{"detail": "bad"}]})
+        async with make_client() as c:
+            with pytest.raises(AuthError, match="login refused"):
+                await c.login()
+    for status, exc in ((403, ForbiddenError), (404, NotFoundError)):
+        with aioresponses() as m:
+            m.post(LOGIN, payload=token_doc(), status=201)
+            m.get(DEALS_URL, status=status, payload={"errors": [{"detail": "nope"}]})
+            async with make_client() as c:
+                with pytest.raises(exc):
+                    await c.list_page(catalogue.TYPES["deals"], 1)
+
+
+# -- retries -----------------------------------------------------------------------------------
 
 
 async def test_retries_5xx_then_succeeds() -> None:
     sleep = FakeSleep()
     with aioresponses() as m:
         m.post(LOGIN, payload=token_doc(), status=201)
-        m.get(DEALS, status=503)
-        m.get(DEALS, status=500)
-        m.get(DEALS, payload=page_doc(3))
-        async with client(sleep) as c:
+        m.get(DEALS_URL, status=503)
+        m.get(DEALS_URL, status=500)
+        m.get(DEALS_URL, payload=page_doc(3))
+        async with make_client(sleep) as c:
             page = await c.list_page(catalogue.TYPES["deals"], 1)
             assert c.stats.retries == 2
     assert len(page.resources) == 3 and len(sleep.calls) == 2
+
+
+async def test_every_5xx_is_retried_other_4xx_are_not() -> None:
+    sleep = FakeSleep()
+    with aioresponses() as m:
+        m.post(LOGIN, status=201, payload={"data": {"attributes": {"authentication_token": "t"}}})
+        m.get(DEALS_URL, status=501)
+        m.get(DEALS_URL, status=599)
+        m.get(DEALS_URL, payload=collection([1]))
+        m.get(
+            DEALS_URL,
+            status=400,
+            payload={"errors": [{"status": "400", "detail": "unknown filter filter[x]"}]},
+        )
+        async with make_client(sleep) as c:
+            await c.list_page(DEALS, 1)
+            with pytest.raises(UpstreamError, match=r"unknown filter filter\[x\]") as info:
+                await c.list_page(DEALS, 1)
+    assert type(info.value) is UpstreamError and info.value.status == 400
+    assert len(sleep.calls) == 2
 
 
 async def test_429_honours_retry_after() -> None:
     sleep = FakeSleep()
     with aioresponses() as m:
         m.post(LOGIN, payload=token_doc(), status=201)
-        m.get(DEALS, status=429, headers={"Retry-After": "7"})
-        m.get(DEALS, payload=page_doc())
-        async with client(sleep, retry_budget=60) as c:
+        m.get(DEALS_URL, status=429, headers={"Retry-After": "7"})
+        m.get(DEALS_URL, payload=page_doc())
+        async with make_client(sleep, retry_budget=60) as c:
             await c.list_page(catalogue.TYPES["deals"], 1)
     assert sleep.calls == [7.0]
 
@@ -145,55 +244,118 @@ async def test_429_honours_retry_after() -> None:
 async def test_dropped_connection_and_timeout_are_retried() -> None:
     with aioresponses() as m:
         m.post(LOGIN, payload=token_doc(), status=201)
-        m.get(DEALS, exception=aiohttp.ServerDisconnectedError())
-        m.get(DEALS, exception=TimeoutError())
-        m.get(DEALS, payload=page_doc())
-        async with client() as c:
+        m.get(DEALS_URL, exception=aiohttp.ServerDisconnectedError())
+        m.get(DEALS_URL, exception=TimeoutError())
+        m.get(DEALS_URL, payload=page_doc())
+        async with make_client() as c:
             page = await c.list_page(catalogue.TYPES["deals"], 1)
     assert len(page.resources) == 2
+
+
+async def test_a_body_shorter_than_its_content_length_is_retried_not_parsed() -> None:
+    """aiohttp does not always raise when the connection drops after part of a body: the
+    transport checks Content-Length itself, so a cut page is fetched again."""
+    whole = orjson.dumps(collection([1]))
+    with aioresponses() as m:
+        m.post(LOGIN, status=201, payload={"data": {"attributes": {"authentication_token": "t"}}})
+        m.get(DEALS_URL, body=whole[: len(whole) // 2], headers={"Content-Length": str(len(whole))})
+        m.get(DEALS_URL, body=whole, headers={"Content-Length": str(len(whole))})
+        async with make_client() as c:
+            page = await c.list_page(DEALS, 1)
+            assert [r["id"] for r in page.resources] == ["1"]
+            assert c.stats.errors == {"ClientPayloadError": 1} and c.stats.retries == 1
+
+
+async def test_payload_errors_are_retried_and_counted() -> None:
+    with aioresponses() as m:
+        m.post(LOGIN, status=201, payload={"data": {"attributes": {"authentication_token": "t"}}})
+        m.get(DEALS_URL, exception=aiohttp.ClientPayloadError("cut"))
+        m.get(DEALS_URL, exception=aiohttp.ClientConnectionError("reset"))
+        m.get(DEALS_URL, payload=collection([1]))
+        async with make_client() as c:
+            await c.list_page(DEALS, 1)
+            assert c.stats.errors == {"ClientPayloadError": 1, "ClientConnectionError": 1}
+            assert c.stats.retries == 2
 
 
 async def test_budget_exhausted_names_the_cause() -> None:
     sleep = FakeSleep()
     with aioresponses() as m:
         m.post(LOGIN, payload=token_doc(), status=201)
-        m.get(DEALS, status=502, repeat=True)
-        async with client(sleep, retry_budget=0.5, max_backoff=0.2) as c:
+        m.get(DEALS_URL, status=502, repeat=True)
+        async with make_client(sleep, retry_budget=0.5, max_backoff=0.2) as c:
             with pytest.raises(RetriesExhaustedError, match="HTTP 502") as info:
                 await c.list_page(catalogue.TYPES["deals"], 1)
     assert "retry_budget" in str(info.value)
 
 
-async def test_401_relogs_in_once_then_gives_up() -> None:
+async def test_backoff_is_jittered_and_capped_and_the_budget_is_virtual_time() -> None:
+    sleep = FakeSleep()
     with aioresponses() as m:
-        m.post(LOGIN, payload=token_doc("t1"), status=201)
-        m.get(DEALS, status=401)
-        m.post(LOGIN, payload=token_doc("t2"), status=201)
-        m.get(DEALS, payload=page_doc())
-        async with client() as c:
-            await c.list_page(catalogue.TYPES["deals"], 1)
-            assert c.stats.relogins >= 1
-    with aioresponses() as m:
-        m.post(LOGIN, payload=token_doc(), status=201, repeat=True)
-        m.get(DEALS, status=401, repeat=True)
-        async with client() as c:
-            with pytest.raises(AuthError):
-                await c.list_page(catalogue.TYPES["deals"], 1)
+        m.post(LOGIN, status=201, payload={"data": {"attributes": {"authentication_token": "t"}}})
+        m.get(DEALS_URL, status=503, repeat=True)
+        async with make_client(sleep, retry_budget=20, max_backoff=2.0) as c:
+            with pytest.raises(RetriesExhaustedError, match="last: HTTP 503"):
+                await c.list_page(DEALS, 1)
+    # The fake sleeps are what used the budget: no real time passed.
+    assert 15 < sum(sleep.calls) <= 20
+    assert all(0 <= s <= 2.0 for s in sleep.calls) and len(set(sleep.calls)) > 1
 
 
-async def test_login_refused_and_status_errors() -> None:
+async def test_retry_after_as_an_http_date_uses_the_upstream_clock() -> None:
+    sleep = FakeSleep()
+    server = NOW + 300  # upstream ahead of us: the Date header teaches the offset first
     with aioresponses() as m:
-        m.post(LOGIN, status=401, payload={"errors": [{"detail": "bad"}]})
-        async with client() as c:
-            with pytest.raises(AuthError, match="login refused"):
-                await c.login()
-    for status, exc in ((403, ForbiddenError), (404, NotFoundError)):
-        with aioresponses() as m:
-            m.post(LOGIN, payload=token_doc(), status=201)
-            m.get(DEALS, status=status, payload={"errors": [{"detail": "nope"}]})
-            async with client() as c:
-                with pytest.raises(exc):
-                    await c.list_page(catalogue.TYPES["deals"], 1)
+        m.post(
+            LOGIN,
+            status=201,
+            payload={"data": {"attributes": {"authentication_token": "t"}}},
+            headers={"Date": formatdate(server, usegmt=True)},
+        )
+        m.get(
+            DEALS_URL,
+            status=429,
+            headers={
+                "Date": formatdate(server, usegmt=True),
+                "Retry-After": formatdate(server + 12, usegmt=True),
+            },
+        )
+        m.get(DEALS_URL, payload=collection([1]))
+        async with make_client(sleep, clock=lambda: NOW, retry_budget=60) as c:
+            await c.list_page(DEALS, 1)
+    assert sleep.calls == [pytest.approx(12)]
+
+
+async def test_retry_after_beyond_the_budget_fails_at_once() -> None:
+    sleep = FakeSleep()
+    with aioresponses() as m:
+        m.post(LOGIN, status=201, payload={"data": {"attributes": {"authentication_token": "t"}}})
+        m.get(DEALS_URL, status=429, headers={"Retry-After": "3600"})
+        async with make_client(sleep, retry_budget=60) as c:
+            with pytest.raises(RetriesExhaustedError, match="HTTP 429"):
+                await c.list_page(DEALS, 1)
+    assert sleep.calls == []
+
+
+def test_retry_after_parsing() -> None:
+    assert retry_after("7", NOW) == 7.0
+    assert retry_after(" 1.5 ", NOW) == 1.5
+    assert retry_after(formatdate(NOW + 30, usegmt=True), NOW) == pytest.approx(30)
+    assert retry_after(formatdate(NOW - 30, usegmt=True), NOW) == 0.0
+    assert retry_after("soon", NOW) is None and retry_after(None, NOW) is None
+
+
+async def test_requests_in_flight_are_bounded_by_concurrency(
+    upstream: tuple[FakeUpstream, aioresponses],
+) -> None:
+    fake, _ = upstream
+    fake.delay = 0.01
+    async with make_client(clock=lambda: NOW, concurrency=3) as c:
+        await asyncio.gather(*(c.list_page(DEALS, n) for n in range(1, 13)))
+    assert fake.max_in_flight == 3
+
+
+# -- answers -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -202,8 +364,8 @@ async def test_login_refused_and_status_errors() -> None:
 async def test_truncated_or_off_spec_pages_are_errors_not_empty_pages(body: bytes) -> None:
     with aioresponses() as m:
         m.post(LOGIN, payload=token_doc(), status=201)
-        m.get(DEALS, body=body, content_type="application/vnd.api+json")
-        async with client() as c:
+        m.get(DEALS_URL, body=body, content_type="application/vnd.api+json")
+        async with make_client() as c:
             with pytest.raises(BadResponseError):
                 await c.list_page(catalogue.TYPES["deals"], 1)
 
@@ -211,19 +373,29 @@ async def test_truncated_or_off_spec_pages_are_errors_not_empty_pages(body: byte
 async def test_api_major_change_warns_once() -> None:
     with aioresponses() as m, capture_logs() as logs:
         m.post(LOGIN, payload=token_doc(), status=201, headers={"X-API-Version": "v12.1.0"})
-        m.get(DEALS, payload=page_doc(), headers={"X-API-Version": "v13.0.0"}, repeat=True)
-        async with client() as c:
+        m.get(DEALS_URL, payload=page_doc(), headers={"X-API-Version": "v13.0.0"}, repeat=True)
+        async with make_client() as c:
             for _ in range(3):
                 await c.list_page(catalogue.TYPES["deals"], 1)
             assert c.api_version == "v13.0.0"
     assert [e["event"] for e in logs].count("upstream.api_major_changed") == 1
 
 
+async def test_stats_exist_before_the_session_opens() -> None:
+    c = make_client()
+    assert c.stats.requests == 0 and c.stats.retries == 0
+    with pytest.raises(RuntimeError, match="async with"):
+        await c.list_page(DEALS, 1)
+
+
+# -- secrets -----------------------------------------------------------------------------------
+
+
 async def test_secrets_never_in_errors_or_logs() -> None:
     with aioresponses() as m, capture_logs() as logs:
         m.post(LOGIN, payload=token_doc("tok-SECRET-123"), status=201)
-        m.get(DEALS, status=500, repeat=True)
-        async with client(retry_budget=0.3, max_backoff=0.1) as c:
+        m.get(DEALS_URL, status=500, repeat=True)
+        async with make_client(retry_budget=0.3, max_backoff=0.1) as c:
             with pytest.raises(RetriesExhaustedError) as info:
                 await c.list_page(catalogue.TYPES["deals"], 1)
     text = str(info.value) + repr(logs)
@@ -231,7 +403,29 @@ async def test_secrets_never_in_errors_or_logs() -> None:
     assert "auth_token=" not in text or "auth_token=%2A%2A%2A" in text or "auth_token=***" in text
 
 
-async def test_fetch_ids_limits_batches() -> None:
-    async with client() as c:
-        with pytest.raises(ValueError, match="at most 100"):
-            await c.fetch_ids(catalogue.TYPES["deals"], list(range(101)))
+async def test_secrets_stay_out_of_errors_and_logs_on_every_failure_path() -> None:
+    token = "tok-TOPSECRET-9"
+    secret_url = f"{BASE}/deals?auth_token=abcdef0123&auth_id=me@example.com"
+    with aioresponses() as m, capture_logs() as logs:
+        m.post(LOGIN, status=201, payload={"data": {"attributes": {"authentication_token": token}}})
+        m.get(
+            DEALS_URL, exception=aiohttp.ClientConnectionError(f"reset while fetching {secret_url}")
+        )
+        m.get(DEALS_URL, status=418, body=f"<html>teapot at {secret_url}</html>".encode())
+        m.get(DEALS_URL, status=404, payload={"errors": [{"detail": "no route"}]})
+        errors: list[str] = []
+        async with make_client(retry_budget=30) as c:
+            for _ in range(2):
+                with pytest.raises(UpstreamError) as info:
+                    await c.list_page(DEALS, 1)
+                errors.append(str(info.value) + repr(info.value.__cause__))
+    text = " ".join(errors) + repr(logs)
+    for secret in (PASSWORD, token, "abcdef0123", "auth_id=me@example.com"):
+        assert secret not in text
+    assert "me@example.com" not in repr(logs)
+
+
+def test_scrub_masks_auth_params_in_free_text() -> None:
+    assert scrub("GET /x?auth_token=ab12&auth_timestamp=1700000000&a=1") == (
+        "GET /x?auth_token=***&auth_timestamp=***&a=1"
+    )

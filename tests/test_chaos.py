@@ -28,10 +28,7 @@ import asyncio
 import json
 import os
 import random
-import signal
-import socket
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,14 +37,10 @@ from typing import Any
 import pytest
 
 from sync.emulator import Emulator
-from tests.mirror_compare import compare
-
-ROOT = Path(__file__).resolve().parent.parent
-SECRET = "chaos-secret-0123456789abcdef"
-
-
-def _env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
+from tests.support.chaos import FAST_SCHEDULE, SECRET, chaos_config, env_int, storm_faults
+from tests.support.compare import compare
+from tests.support.ports import free_port
+from tests.support.processes import DaemonProcess, run_logged
 
 
 @dataclass
@@ -63,12 +56,12 @@ class Plan:
 
     @classmethod
     def from_env(cls) -> Plan:
-        seed = _env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
+        seed = env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
         plan = cls(
             seed=seed,
-            mutations=_env_int("SYNC_CHAOS_MUTATIONS", 600),
-            kills=_env_int("SYNC_CHAOS_KILLS", 3),
-            resources=_env_int("SYNC_CHAOS_RESOURCES", 1500),
+            mutations=env_int("SYNC_CHAOS_MUTATIONS", 600),
+            kills=env_int("SYNC_CHAOS_KILLS", 3),
+            resources=env_int("SYNC_CHAOS_RESOURCES", 1500),
             rate=float(os.environ.get("SYNC_CHAOS_RATE", "60")),
         )
         rng = random.Random(seed)
@@ -81,111 +74,6 @@ class Plan:
             )
             plan.kill_times = [first, *rest]
         return plan
-
-
-@dataclass
-class Daemon:
-    """`ccsync run` as a real subprocess, its log in a file (a pipe nobody reads would block it)."""
-
-    config: Path
-    env: dict[str, str]
-    log: Path
-    proc: asyncio.subprocess.Process | None = None
-    starts: int = 0
-
-    async def start(self) -> None:
-        self.starts += 1
-        with self.log.open("ab") as out:
-            out.write(f"--- start {self.starts} ---\n".encode())
-            out.flush()
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "sync",
-                "run",
-                "--config",
-                str(self.config),
-                cwd=ROOT,
-                env={**os.environ, **self.env},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-            )
-
-    async def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        await self.proc.wait()
-
-    async def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(self.proc.wait(), 60)
-        return int(self.proc.returncode or 0)
-
-    def tail(self, n: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-n:]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-#: The storm's schedule: every job every few seconds, so kills land mid-reconcile.
-FAST_SCHEDULE = (
-    "[schedule]\npoll_interval = 2.0\ndeletions_interval = 1.0\nreconcile_interval = 4.0\n"
-    "subscriptions_interval = 1.0\nqueue_batch_delay = 0.02\nreconcile_max_delete_share = 1.0\n"
-)
-
-
-#: The fast schedule runs every job ~30x as often as the shipped one; its request budget is
-#: scaled alike (the shipped 20/s would starve the reconcile and verify priorities by design).
-FAST_BUDGET = "max_requests_per_second = 200.0\n"
-
-
-def _config(tmp: Path, emu: Emulator, db: Path, port: int, schedule: str = FAST_SCHEDULE) -> Path:
-    """The daemon's config; `schedule=""` keeps the shipped defaults of every job, the
-    request budget included."""
-    cfg = tmp / "sync.toml"
-    cfg.write_text(
-        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "CHAOS_PW"\n'
-        "timeout = 1.0\nmax_backoff = 0.3\nretry_budget = 120.0\n"
-        + (FAST_BUDGET if schedule.startswith(FAST_SCHEDULE) else "")
-        + f'[mirror]\npath = "{db}"\n'
-        f'[webhooks]\nlisten = "127.0.0.1:{port}"\nsecret_env = "CHAOS_SECRET"\n'
-        + schedule
-        + '[logging]\nlevel = "warning"\nformat = "json"\n'
-    )
-    return cfg
-
-
-def _storm_faults(emu: Emulator) -> None:
-    f = emu.faults
-    f.error_rate, f.rate_429, f.retry_after = 0.04, 0.02, 1
-    f.stall_rate, f.stall_seconds, f.drop_rate = 0.02, 2.0, 0.01
-    f.webhook_loss_rate, f.webhook_duplicate_rate, f.webhook_reorder = 0.2, 0.1, True
-    f.clock_offset = 10.0  # inside the 30 s signature window
-    f.stale_rate = 0.05  # a lagging replica answers some listing pages with older copies
-    emu.data.stamp_forms = True  # absolute stamps in several ISO forms of the same instant
-
-
-async def _run_cli(*args: str, env: dict[str, str], log: Path) -> int:
-    with log.open("ab") as out:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "sync",
-            *args,
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-        )
-        return await asyncio.wait_for(proc.wait(), 600)
 
 
 def _mirror_has_secret(db: Path, secrets: list[str]) -> list[str]:
@@ -231,11 +119,11 @@ async def _storm(
     async with make_emulator(resources=plan.resources, seed=plan.seed % 100_000) as emu:
         assert isinstance(emu, Emulator)
         db = tmp_path / "mirror.db"
-        schedule = FAST_SCHEDULE + ("verify_interval = 20.0\n" if silent else "")
-        cfg = _config(tmp_path, emu, db, _free_port(), schedule)
+        schedule = {**FAST_SCHEDULE, **({"verify_interval": 20.0} if silent else {})}
+        cfg = chaos_config(tmp_path, emu, db, free_port(), schedule)
         env = {"CHAOS_PW": emu.password, "CHAOS_SECRET": SECRET}
-        daemon = Daemon(cfg, env, tmp_path / "daemon.log")
-        _storm_faults(emu)
+        daemon = DaemonProcess(cfg, env, tmp_path / "daemon.log")
+        storm_faults(emu)
         emu.data.silent_rate = 0.15 if silent else 0.0
         # The plain storm starts with the malls' members served in `GET /malls?include=` (the
         # fast path) and stops serving them after the storm: the daemon must fall back to
@@ -298,11 +186,11 @@ async def _storm(
         assert code == 0, f"{replay}: daemon exit {code}\n{daemon.tail()}"
         before = plain = compare(db, emu)
         emu.data.silent_rate = 0.0
-        rc = await _run_cli("reconcile", "--config", str(cfg), env=env, log=daemon.log)
+        rc = await run_logged("reconcile", "--config", str(cfg), env=env, log=daemon.log)
         assert rc == 0, f"{replay}: reconcile exit {rc}\n{daemon.tail()}"
         if silent:
             plain = compare(db, emu)
-            rc = await _run_cli(
+            rc = await run_logged(
                 "reconcile", "--full", "--config", str(cfg), env=env, log=daemon.log
             )
             assert rc == 0, f"{replay}: reconcile --full exit {rc}\n{daemon.tail()}"

@@ -27,10 +27,11 @@ from typing import Any
 import pytest
 
 from sync.emulator import Emulator
-from tests.mirror_compare import compare
-from tests.test_chaos import Daemon, _config, _env_int, _free_port, _run_cli, _storm_faults
+from tests.support.chaos import SECRET, chaos_config, env_int, storm_faults
+from tests.support.compare import compare
+from tests.support.ports import free_port
+from tests.support.processes import DaemonProcess, run_logged
 
-SECRET = "chaos-secret-0123456789abcdef"
 SMALL_TABLES = ("contacts", "mall_messages")
 
 
@@ -38,19 +39,19 @@ SMALL_TABLES = ("contacts", "mall_messages")
 async def test_converges_with_the_shipped_schedule_restarts_and_small_churny_tables(
     make_emulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seed = _env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
+    seed = env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
     rng = random.Random(seed)
     replay = f"replay with SYNC_CHAOS_SEED={seed}"
-    mutations = _env_int("SYNC_CHAOS_OPS_MUTATIONS", 300)
-    resources = _env_int("SYNC_CHAOS_OPS_RESOURCES", 3000)
+    mutations = env_int("SYNC_CHAOS_OPS_MUTATIONS", 300)
+    resources = env_int("SYNC_CHAOS_OPS_RESOURCES", 3000)
     rate = 20.0
     async with make_emulator(resources=resources, seed=seed % 100_000) as emu:
         assert isinstance(emu, Emulator)
         db = tmp_path / "mirror.db"
-        cfg = _config(tmp_path, emu, db, _free_port(), schedule="")  # the shipped defaults
+        cfg = chaos_config(tmp_path, emu, db, free_port(), schedule=None)  # the shipped defaults
         env = {"CHAOS_PW": emu.password, "CHAOS_SECRET": SECRET}
-        daemon = Daemon(cfg, env, tmp_path / "daemon.log")
-        _storm_faults(emu)
+        daemon = DaemonProcess(cfg, env, tmp_path / "daemon.log")
+        storm_faults(emu)
         await daemon.start()
         t0 = time.monotonic()
         next_restart = rng.uniform(4.0, 8.0)
@@ -107,7 +108,7 @@ async def test_converges_with_the_shipped_schedule_restarts_and_small_churny_tab
         )
 
         before = compare(db, emu)
-        rc = await _run_cli("reconcile", "--config", str(cfg), env=env, log=daemon.log)
+        rc = await run_logged("reconcile", "--config", str(cfg), env=env, log=daemon.log)
         assert rc == 0, f"{replay}: reconcile exit {rc} (refused?)\n{daemon.tail()}"
         result = compare(db, emu)
         with capsys.disabled():
@@ -121,7 +122,7 @@ async def test_converges_with_the_shipped_schedule_restarts_and_small_churny_tab
         assert daemon.starts - 1 >= 2
         assert result.differences == 0, f"{replay}: {result.summary()}\n{daemon.tail()}"
         # A full verify after it finds nothing left to repair and changes nothing.
-        rc = await _run_cli("reconcile", "--full", "--config", str(cfg), env=env, log=daemon.log)
+        rc = await run_logged("reconcile", "--full", "--config", str(cfg), env=env, log=daemon.log)
         assert rc == 0, f"{replay}: reconcile --full exit {rc}\n{daemon.tail()}"
         full = compare(db, emu)
         assert full.differences == 0, f"{replay}: {full.summary()}\n{daemon.tail()}"

@@ -25,38 +25,38 @@ from typing import Any
 import pytest
 
 from sync.emulator import Emulator
-from tests.mirror_compare import compare, lost_rows, record_deletions, watch_deletions
-from tests.test_chaos import Daemon, _config, _env_int, _free_port, _run_cli, _storm_faults
-
-SECRET = "chaos-secret-0123456789abcdef"
+from tests.support.chaos import SECRET, chaos_config, env_int, storm_faults
+from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
+from tests.support.ports import free_port
+from tests.support.processes import DaemonProcess, run_logged
 
 
 @pytest.mark.slow
 async def test_no_live_row_is_lost_against_the_strict_profile(
     make_emulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seed = _env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
+    seed = env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
     rng = random.Random(seed)
     replay = f"replay with SYNC_CHAOS_SEED={seed}"
-    mutations = _env_int("SYNC_STRICT_MUTATIONS", 300)
-    resources = _env_int("SYNC_STRICT_RESOURCES", 1500)
+    mutations = env_int("SYNC_STRICT_MUTATIONS", 300)
+    resources = env_int("SYNC_STRICT_RESOURCES", 1500)
     rate = 20.0
     async with make_emulator(
         resources=resources, seed=seed % 100_000, malls=12, profile="strict"
     ) as emu:
         assert isinstance(emu, Emulator)
         db = tmp_path / "mirror.db"
-        cfg = _config(tmp_path, emu, db, _free_port(), schedule="")  # the shipped defaults
+        cfg = chaos_config(tmp_path, emu, db, free_port(), schedule=None)  # the shipped defaults
         env = {"CHAOS_PW": emu.password, "CHAOS_SECRET": SECRET}
         log = tmp_path / "daemon.log"
         deleted = record_deletions(emu)  # listings change while walked: from the first page on
-        rc = await _run_cli("backfill", "--config", str(cfg), env=env, log=log)
+        rc = await run_logged("backfill", "--config", str(cfg), env=env, log=log)
         # (Not compared yet: the strict listings change while walked, so the upstream moved
         # on during the backfill; the daemon and the reconcile must catch up.)
         assert rc == 0, f"{replay}: backfill exit {rc}\n{log.read_text()[-4000:]}"
         watch_deletions(db)
-        daemon = Daemon(cfg, env, log)
-        _storm_faults(emu)
+        daemon = DaemonProcess(cfg, env, log)
+        storm_faults(emu)
         await daemon.start()
         t0 = time.monotonic()
         killed = False
@@ -86,7 +86,7 @@ async def test_no_live_row_is_lost_against_the_strict_profile(
             code = await daemon.stop()
         assert code == 0, f"{replay}: daemon exit {code}\n{daemon.tail()}"
         before = compare(db, emu)
-        rc = await _run_cli("reconcile", "--config", str(cfg), env=env, log=log)
+        rc = await run_logged("reconcile", "--config", str(cfg), env=env, log=log)
         assert rc == 0, f"{replay}: reconcile exit {rc}\n{daemon.tail()}"
         result = compare(db, emu)
         lost = lost_rows(db, emu, deleted)
@@ -114,7 +114,7 @@ async def test_every_stamped_change_arrives_within_two_poll_intervals_with_notic
     deletion in the feed, into the mirror within two poll intervals, with no reconcile.
     (Changes under an unchanged stamp, silent moves among them, are the reconcile's, and so is
     pruning a sideload no owner links to any more.)"""
-    seed = _env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
+    seed = env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
     rng = random.Random(seed)
     replay = f"replay with SYNC_CHAOS_SEED={seed}"
     async with make_emulator(resources=1200, seed=seed % 100_000, malls=8, profile="strict") as emu:
@@ -122,13 +122,13 @@ async def test_every_stamped_change_arrives_within_two_poll_intervals_with_notic
         # Stamped changes only, and a listing that holds still while walked: what a poll can see.
         emu.hard.silent_moves = emu.hard.shifting_listings = False
         db = tmp_path / "mirror.db"
-        cfg = _config(tmp_path, emu, db, _free_port(), schedule="")  # the shipped defaults
+        cfg = chaos_config(tmp_path, emu, db, free_port(), schedule=None)  # the shipped defaults
         env = {"CHAOS_PW": emu.password, "CHAOS_SECRET": SECRET}
         log = tmp_path / "daemon.log"
-        rc = await _run_cli("backfill", "--config", str(cfg), env=env, log=log)
+        rc = await run_logged("backfill", "--config", str(cfg), env=env, log=log)
         assert rc == 0, f"{replay}: backfill exit {rc}\n{log.read_text()[-4000:]}"
         emu.faults.webhook_loss_rate = 1.0  # every notice lost: the polls alone
-        daemon = Daemon(cfg, env, log)
+        daemon = DaemonProcess(cfg, env, log)
         await daemon.start()
         try:
             await asyncio.sleep(5.0)  # started: its catch-up polls ran

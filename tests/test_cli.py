@@ -2,43 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
 
 from sync.emulator import Emulator
+from tests.support.processes import ROOT
+from tests.support.processes import ccsync as sync
+from tests.support.settings import cli_config as config
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = "cli-secret-0123456789abcdef"
-
-
-def config(tmp_path: Path, emu: Emulator, **webhooks: str) -> Path:
-    cfg = tmp_path / "sync.toml"
-    hooks = "".join(f'{k} = "{v}"\n' for k, v in webhooks.items())
-    cfg.write_text(
-        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "CLI_PW"\n'
-        'types = ["malls", "deals", "articles"]\nmax_backoff = 0.05\n'
-        f'[mirror]\npath = "{tmp_path / "m.db"}"\n'
-        f'[webhooks]\nlisten = "127.0.0.1:8999"\n{hooks}'
-        '[logging]\nlevel = "warning"\nformat = "json"\n'
-    )
-    return cfg
-
-
-async def sync(*args: str, emu: Emulator) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        *args,
-        cwd=ROOT,
-        env={**os.environ, "CLI_PW": emu.password},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    return proc.returncode or 0, out.decode(), err.decode()
 
 
 async def test_webhooks_subscribe_list_unsubscribe(emulator: Emulator, tmp_path: Path) -> None:

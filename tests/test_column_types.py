@@ -8,14 +8,12 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from sync.channel.client import ChannelClient
-from sync.core.config import parse_config
-from sync.jobs.backfill import Backfill
 from sync.model import catalogue
 from sync.model.columns import DECLARED, NULLABLE
 from sync.store import Mirror
 from sync.store.schema import affinity
-from tests.pages import write_page
+from tests.support.backfilled import backfill
+from tests.support.pages import write_page
 
 #: What typeof() may say of a value in a column of each declared affinity.
 ALLOWED = {"TEXT": {"text", "null"}, "INTEGER": {"integer", "null"}, "REAL": {"real", "null"}}
@@ -29,20 +27,7 @@ async def test_a_first_page_of_nulls_still_gets_the_spec_types(
         first = emu.ids("social_feeds")[0]
         assert emu.snapshot("social_feeds")[first]["is_active"] is None
         db = tmp_path / "m.db"
-        settings = parse_config(
-            {
-                "upstream": {
-                    "base_url": emu.base_url,
-                    "email": emu.email,
-                    "password": emu.password,
-                },
-                "mirror": {"path": str(db)},
-            }
-        )
-        mirror = Mirror.open(db)
-        async with ChannelClient(settings.upstream) as client:
-            await Backfill(client, mirror, settings).run()
-        mirror.close()
+        await backfill(emu, db)
     conn = sqlite3.connect(db)
     checked = 0
     for table, columns in DECLARED.items():

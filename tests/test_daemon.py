@@ -4,12 +4,8 @@ resubscription, kill -9 with a full queue, SIGTERM, and the demo."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
-import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,79 +14,18 @@ import orjson
 import structlog
 
 from sync.channel.client import ChannelClient
-from sync.core.config import Settings, parse_config
-from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.store import Mirror
-from tests.mirror_compare import compare
-
-ROOT = Path(__file__).resolve().parent.parent
-SECRET = "test-secret-0123456789abcdef"
-TYPES = ["malls", "deals", "articles", "stores"]
-
-
-def settings_for(emu: Emulator, db: Path, *, webhooks: bool, **schedule: Any) -> Settings:
-    sched = {
-        "poll_interval": 3600.0,
-        "deletions_interval": 3600.0,
-        "reconcile_interval": 3600.0,
-        "hours_interval": 3600.0,
-        "subscriptions_interval": 3600.0,
-        "poll_overlap": 2.0,
-        "queue_batch_delay": 0.01,
-    }
-    sched.update(schedule)
-    return parse_config(
-        {
-            "upstream": {
-                "base_url": emu.base_url,
-                "email": emu.email,
-                "password": emu.password,
-                "types": TYPES,
-                "max_backoff": 0.05,
-                "retry_budget": 20.0,
-            },
-            "mirror": {"path": str(db)},
-            "webhooks": {"enabled": webhooks, "listen": "127.0.0.1:0", "secret": SECRET},
-            "schedule": sched,
-            "logging": {"level": "warning", "format": "json"},
-        }
-    )
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Wait until `check()` holds (no timing assertion: only an upper bound against hangs)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
-
-
-def row(db: Path, table: str, rid: str) -> dict[str, Any] | None:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    conn.row_factory = sqlite3.Row
-    try:
-        r = conn.execute(f"select * from [{table}] where id = ?", (int(rid),)).fetchone()
-        return dict(r) if r else None
-    finally:
-        conn.close()
-
-
-@asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[Daemon]:
-    daemon = Daemon(settings)
-    task = asyncio.create_task(daemon.run())
-    try:
-        await eventually(lambda: daemon.is_ready or task.done(), timeout=60)
-        if task.done():
-            task.result()
-        yield daemon
-    finally:
-        daemon.request_stop()
-        await asyncio.wait_for(task, timeout=15)
+from tests.support.compare import compare
+from tests.support.daemon import running
+from tests.support.mirror_rows import query, row
+from tests.support.ports import free_port
+from tests.support.processes import DEVNULL, run, spawn, wait_healthy
+from tests.support.settings import DAEMON_TYPES as TYPES
+from tests.support.settings import SECRET, upstream_keys, write_config
+from tests.support.settings import daemon_settings as settings_for
+from tests.support.waiting import eventually
 
 
 async def test_change_reaches_the_mirror_through_a_webhook(
@@ -182,81 +117,37 @@ async def test_a_vanished_subscription_is_renewed_and_caught_up(
 
 
 def _config_file(tmp_path: Path, emu: Emulator, db: Path, port: int) -> Path:
-    cfg = tmp_path / "sync.toml"
-    cfg.write_text(
-        "[upstream]\n"
-        f'base_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "T_PW"\n'
-        f"types = {orjson.dumps(TYPES).decode()}\nmax_backoff = 0.05\n"
-        f'[mirror]\npath = "{db}"\n'
-        f'[webhooks]\nlisten = "127.0.0.1:{port}"\nsecret_env = "T_SECRET"\n'
-        "[schedule]\npoll_interval = 3600.0\ndeletions_interval = 3600.0\n"
-        "reconcile_interval = 3600.0\nqueue_batch_delay = 0.01\n"
-        '[logging]\nformat = "json"\n'
+    return write_config(
+        tmp_path / "sync.toml",
+        upstream=upstream_keys(emu, "T_PW", types=TYPES, max_backoff=0.05),
+        mirror={"path": db},
+        webhooks={"listen": f"127.0.0.1:{port}", "secret_env": "T_SECRET"},
+        schedule={
+            "poll_interval": 3600.0,
+            "deletions_interval": 3600.0,
+            "reconcile_interval": 3600.0,
+            "queue_batch_delay": 0.01,
+        },
+        logging={"format": "json"},
     )
-    return cfg
 
 
 async def _start(cfg: Path, emu: Emulator) -> asyncio.subprocess.Process:
-    proc = await _spawn(cfg, emu)
+    env = {"T_PW": emu.password, "T_SECRET": SECRET}
+    proc = await spawn("run", "--config", str(cfg), env=env, stdout=DEVNULL)
     _started.append(proc)
     return proc
 
 
-async def _spawn(cfg: Path, emu: Emulator) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        "run",
-        "--config",
-        str(cfg),
-        cwd=ROOT,
-        env={**os.environ, "T_PW": emu.password, "T_SECRET": SECRET},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def _healthy(port: int) -> bool:
-    try:
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
-                return resp.status == 200
-    except aiohttp.ClientError:
-        return False
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _wait_healthy(port: int, proc: asyncio.subprocess.Process) -> None:
-    for _ in range(600):
-        if proc.returncode is not None:
-            raise AssertionError(f"daemon exited: {(await proc.stderr.read()).decode()[-2000:]}")  # type: ignore[union-attr]
-        if await _healthy(port):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("daemon never became healthy")
-
-
 def _queue_depth(db: Path) -> int:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return int(conn.execute("select count(*) from _sync_queue").fetchone()[0])
-    finally:
-        conn.close()
+    return int(query(db, "select count(*) from _sync_queue")[0][0])
 
 
 async def test_kill_9_with_a_full_queue_loses_nothing_and_sigterm_exits_cleanly(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     db = tmp_path / "m.db"
-    port = _free_port()
+    port = free_port()
     cfg = _config_file(tmp_path, emulator, db, port)
     proc = await _start(cfg, emulator)
     try:
@@ -276,7 +167,7 @@ _started: list[asyncio.subprocess.Process] = []
 async def _kill_9_then_restart(
     proc: asyncio.subprocess.Process, cfg: Path, emulator: Emulator, db: Path, port: int
 ) -> None:
-    await _wait_healthy(port, proc)
+    await wait_healthy(port, proc)
     # Slow the upstream so the worker cannot keep up, then change many rows.
     emulator.faults.latency = 0.5
     changed = emulator.ids("deals")[:40]
@@ -288,7 +179,7 @@ async def _kill_9_then_restart(
     assert _queue_depth(db) >= 1
     emulator.faults.latency = 0
     proc = await _start(cfg, emulator)
-    await _wait_healthy(port, proc)
+    await wait_healthy(port, proc)
     await eventually(
         lambda: all(
             (row(db, "deals", d) or {}).get("title") == f"queued change {i}"
@@ -302,24 +193,9 @@ async def _kill_9_then_restart(
 
 
 async def test_demo_runs_as_the_readme_says(tmp_path: Path) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        "demo",
-        "--dir",
-        str(tmp_path / "demo"),
-        "--resources",
-        "400",
-        "--duration",
-        "6",
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
-    assert proc.returncode == 0, err.decode()[-3000:]
-    text = out.decode()
+    demo = str(tmp_path / "demo")
+    rc, text, err = await run("demo", "--dir", demo, "--resources", "400", "--duration", "6")
+    assert rc == 0, err[-3000:]
     assert "mirror left at" in text and "rows" in text
     conn = sqlite3.connect(tmp_path / "demo" / "mirror.db")
     assert conn.execute("select count(*) from deals").fetchone()[0] > 0
@@ -396,21 +272,17 @@ async def test_schedules_survive_a_restart_and_status_shows_them(
 
 
 def _jobs(db: Path) -> dict[str, dict[str, Any]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    conn.row_factory = sqlite3.Row
     try:
-        return {r["name"]: dict(r) for r in conn.execute("select * from _sync_jobs")}
+        return {r["name"]: dict(r) for r in query(db, "select * from _sync_jobs")}
     except sqlite3.OperationalError:
         return {}
-    finally:
-        conn.close()
 
 
 async def test_sigterm_during_the_first_backfill_exits_promptly_and_loses_nothing(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     db = tmp_path / "m.db"
-    cfg = _config_file(tmp_path, emulator, db, _free_port())
+    cfg = _config_file(tmp_path, emulator, db, free_port())
     emulator.faults.latency = 0.2  # a backfill that takes far longer than the test waits
     proc = await _start(cfg, emulator)
     try:
@@ -435,13 +307,10 @@ async def test_sigterm_during_the_first_backfill_exits_promptly_and_loses_nothin
 
 
 def _has_table(db: Path, name: str) -> bool:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
     try:
-        return bool(conn.execute("select 1 from sqlite_master where name = ?", (name,)).fetchone())
+        return bool(query(db, "select 1 from sqlite_master where name = ?", name))
     except sqlite3.Error:
         return False
-    finally:
-        conn.close()
 
 
 async def test_the_daemon_drops_change_feed_entries_past_their_retention(

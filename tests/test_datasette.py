@@ -13,7 +13,7 @@ from datasette.app import Datasette
 from sync.cli import main
 from sync.readers.datasette import BOOKKEEPING_TABLES, datasette_metadata
 from sync.store import Mirror
-from tests.backfilled import backfill
+from tests.support.backfilled import backfill
 
 
 async def test_datasette_follows_foreign_keys_and_searches(

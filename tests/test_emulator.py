@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from sync.emulator import Emulator
-from tests.emulator_client import Signed, valid
+from tests.support.emulator_client import Signed, valid
 
 ROOT = Path(__file__).resolve().parent.parent
 

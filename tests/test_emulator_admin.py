@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from sync.emulator import Emulator
-from tests.emulator_client import Signed, valid
+from tests.support.emulator_client import Signed, valid
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 
 from sync.emulator import Emulator
-from tests.emulator_client import JSONAPI, Signed, valid
+from tests.support.emulator_client import JSONAPI, Signed, valid
 
 ROOT = Path(__file__).resolve().parent.parent
 

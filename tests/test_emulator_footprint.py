@@ -17,7 +17,7 @@ from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
 from sync.emulator.render import encode_resource, resource_obj
 from sync.emulator.server import footprint, max_resources
-from tests.emulator_client import signed
+from tests.support.emulator_client import signed
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
 

@@ -16,7 +16,7 @@ from sync.commands import emulator as emulator_cmd
 from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
 from sync.emulator.hard import STRICT_PAGE_BOUND, Hard
-from tests.emulator_client import control, listed, notices, signed, valid, walk
+from tests.support.emulator_client import control, listed, notices, signed, valid, walk
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
 from sync.emulator.memberships import MULTI_MALL_TYPES
-from tests.emulator_client import control, feed, listed, notices, signed, valid
+from tests.support.emulator_client import control, feed, listed, notices, signed, valid
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
 

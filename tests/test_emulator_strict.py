@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from sync.commands import emulator as emulator_cmd
 from sync.emulator import Emulator
 from sync.emulator.hard import STRICT_SIGNING_WINDOW, Hard
-from tests.emulator_client import JSONAPI, Signed, control, signed, valid
+from tests.support.emulator_client import JSONAPI, Signed, control, signed, valid
 
 MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
 

@@ -11,7 +11,8 @@ from typing import Any
 from aiohttp import web
 
 from sync.emulator import Emulator
-from tests.emulator_client import Signed, valid
+from tests.support.emulator_client import Signed, valid
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,14 +49,6 @@ async def _subscribe(api: Signed, url: str, topic: str) -> Any:
     return await api.send("POST", "/webhooks", body)
 
 
-async def _until(check: Any, timeout: float = 10.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("not reached")
-
-
 async def test_webhook_subscription_and_batched_delivery(api: Signed, emulator: Emulator) -> None:
     rec, runner = await _receiver()
     try:
@@ -78,7 +71,7 @@ async def test_webhook_subscription_and_batched_delivery(api: Signed, emulator: 
         for d in ids:
             emulator.update("deals", d)
         gone = emulator.delete("deals", ids[2])
-        await _until(lambda: sum(len(b["data"]) for b in rec.bodies) >= 4)
+        await eventually(lambda: sum(len(b["data"]) for b in rec.bodies) >= 4)
         items = [i for b in rec.bodies for i in b["data"]]
         assert len(rec.bodies) < 4  # batched
         assert {
@@ -115,7 +108,7 @@ async def test_failing_receiver_is_unsubscribed_after_five_attempts(
     try:
         await _subscribe(api, rec.url, "deals")
         emulator.update("deals", emulator.ids("deals")[0])
-        await _until(lambda: not emulator.webhooks())
+        await eventually(lambda: not emulator.webhooks())
         assert len(rec.bodies) == 5 and emulator.dispatcher.auto_unsubscribed == 1
     finally:
         await runner.cleanup()
@@ -133,7 +126,7 @@ async def test_webhook_loss_duplication_reorder(api: Signed, emulator: Emulator)
         emulator.faults.webhook_duplicate_rate = 1.0
         emulator.faults.webhook_reorder = True
         emulator.update("events", emulator.ids("events")[1])
-        await _until(lambda: rec.bodies)
+        await eventually(lambda: bool(rec.bodies))
         assert (
             len(rec.bodies[0]["data"]) == 2 and rec.bodies[0]["data"][0] == rec.bodies[0]["data"][1]
         )

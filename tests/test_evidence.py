@@ -21,9 +21,9 @@ from sync.jobs.reconcile import Reconciler, reconcile_every_type
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.store import Mirror
-from tests.backfilled import backfill
-from tests.mirror_compare import compare, lost_rows, record_deletions, watch_deletions
-from tests.pages import write_page
+from tests.support.backfilled import backfill
+from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
+from tests.support.pages import write_page
 
 STAMP = "2026-01-01T00:00:00.000Z"
 

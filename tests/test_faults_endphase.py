@@ -26,7 +26,7 @@ from structlog.testing import capture_logs
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.mirror import END_PHASE
-from tests.pages import write_page
+from tests.support.pages import write_page
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = 200
@@ -38,7 +38,7 @@ import os, signal, sqlite3, sys, threading
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.mirror import END_PHASE
-from tests.pages import write_page
+from tests.support.pages import write_page
 
 path, mode, kind, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 TICK = int(sys.argv[5])

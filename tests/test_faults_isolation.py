@@ -10,7 +10,6 @@ per type; once the fault is lifted, articles converge too.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,11 +20,14 @@ import pytest
 from aioresponses import aioresponses
 from yarl import URL
 
-from sync.core.config import Settings, parse_config
+from sync.core.config import Settings
 from sync.emulator import Emulator
 from sync.readers.status import status_data
-from tests.mirror_compare import compare
-from tests.test_daemon import SECRET, eventually, row, running
+from tests.support.compare import compare
+from tests.support.daemon import running
+from tests.support.mirror_rows import query, row
+from tests.support.settings import daemon_settings
+from tests.support.waiting import eventually
 
 TYPES = ["malls", "articles", "contacts", "deals", "events", "job_listings"]
 OTHERS = ["contacts", "deals", "events", "job_listings"]
@@ -60,30 +62,13 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
 
 
 def settings_for(emu: Emulator, db: Path, *, webhooks: bool) -> Settings:
-    return parse_config(
-        {
-            "upstream": {
-                "base_url": emu.base_url,
-                "email": emu.email,
-                "password": emu.password,
-                "types": TYPES,
-                "max_backoff": 0.05,
-                "retry_budget": 2.0,
-            },
-            "mirror": {"path": str(db)},
-            "webhooks": {"enabled": webhooks, "listen": "127.0.0.1:0", "secret": SECRET},
-            "schedule": {
-                # With webhooks the notices carry the changes; without, a poll every 0.3 s.
-                "poll_interval": 3600.0 if webhooks else 0.3,
-                "deletions_interval": 3600.0,
-                "reconcile_interval": 3600.0,
-                "hours_interval": 3600.0,
-                "subscriptions_interval": 3600.0,
-                "poll_overlap": 2.0,
-                "queue_batch_delay": 0.01,
-            },
-            "logging": {"level": "warning", "format": "json"},
-        }
+    # With webhooks the notices carry the changes; without, a poll every 0.3 s.
+    return daemon_settings(
+        emu,
+        db,
+        webhooks=webhooks,
+        upstream={"types": TYPES, "retry_budget": 2.0},
+        poll_interval=3600.0 if webhooks else 0.3,
     )
 
 
@@ -103,11 +88,7 @@ def calls(mocked: aioresponses, path: str) -> int:
 
 
 def type_errors(db: Path) -> dict[str, str | None]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return dict(conn.execute("select type, last_error from _sync_types").fetchall())
-    finally:
-        conn.close()
+    return {r[0]: r[1] for r in query(db, "select type, last_error from _sync_types")}
 
 
 def change_every_type(emu: Emulator, stamp: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 from sync.core.errors import MirrorError
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.pages import write_page
+from tests.support.pages import write_page
 
 ROOT = Path(__file__).resolve().parent.parent
 DEALS = catalogue.TYPES["deals"]

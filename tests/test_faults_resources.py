@@ -21,12 +21,10 @@ opened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +37,15 @@ from sync.core.config import Settings
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.store import Mirror
-from tests.mirror_compare import compare
-from tests.test_cli import config
-from tests.test_daemon import SECRET, eventually, row, settings_for
+from tests.support.compare import compare
+from tests.support.daemon import running
+from tests.support.mirror_rows import row
+from tests.support.processes import CLI_PASSWORD_ENV, run
+from tests.support.settings import SECRET, upstream_keys, write_config
+from tests.support.settings import cli_config as config
+from tests.support.settings import daemon_settings as settings_for
+from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
 TYPES = ["malls", "deals", "articles"]  # what `tests.test_cli.config` mirrors
 EXIT_STORAGE = 4
 
@@ -92,22 +94,8 @@ def _inject_on_open() -> None:
 
 async def ccsync(*args: str, emu: Emulator, fault: str | None = None) -> tuple[int, str, str]:
     """Run a `ccsync` command as a process (with `fault` on its mirror): rc, stdout, stderr."""
-    env = {**os.environ, "CLI_PW": emu.password}
-    env.pop("SYNC_TEST_FAULT", None)
-    if fault is not None:
-        env["SYNC_TEST_FAULT"] = fault
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.test_faults_resources" if fault else "sync",
-        *args,
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    return proc.returncode or 0, out.decode(), err.decode()
+    env = {CLI_PASSWORD_ENV: emu.password, "SYNC_TEST_FAULT": fault or ""}
+    return await run(*args, env=env, module="tests.test_faults_resources" if fault else "sync")
 
 
 def one_line(rc: int, err: str) -> str:
@@ -167,20 +155,9 @@ async def test_a_reconcile_on_a_read_only_mirror_says_one_line_and_the_next_run_
 # -- the daemon ----------------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def following(settings: Settings) -> AsyncIterator[Daemon]:
+def following(settings: Settings) -> contextlib.AbstractAsyncContextManager[Daemon]:
     """The daemon, backfilled and ready, probing its mirror every 0.1 s."""
-    daemon = Daemon(settings)
-    daemon.storage.interval = daemon.storage.healthy_interval = 0.1
-    task = asyncio.create_task(daemon.run())
-    try:
-        await eventually(lambda: daemon.is_ready or task.done(), timeout=60)
-        if task.done():
-            task.result()
-        yield daemon
-    finally:
-        daemon.request_stop()
-        await asyncio.wait_for(task, timeout=15)
+    return running(settings, probe_every=0.1)
 
 
 async def get(url: str) -> tuple[int, Any]:
@@ -214,10 +191,11 @@ def tracebacks(caplog: pytest.LogCaptureFixture, events: list[dict[str, Any]]) -
 
 
 async def ccsync_status(tmp_path: Path, emu: Emulator, db: Path) -> str:
-    cfg = tmp_path / "status.toml"
-    cfg.write_text(
-        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\n'
-        f'password_env = "CLI_PW"\n[mirror]\npath = "{db}"\n[webhooks]\nenabled = false\n'
+    cfg = write_config(
+        tmp_path / "status.toml",
+        upstream=upstream_keys(emu, CLI_PASSWORD_ENV),
+        mirror={"path": db},
+        webhooks={"enabled": False},
     )
     rc, out, err = await ccsync("status", "--config", str(cfg), emu=emu)
     assert rc == 0, err

@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import signal
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,55 +23,41 @@ from sync.core import logs
 from sync.core.errors import SyncError, redact_url
 from sync.core.redact import redact_text, register
 from sync.emulator import Emulator
-from tests.test_daemon import eventually, row
+from tests.support.mirror_rows import row
+from tests.support.ports import free_port
+from tests.support.processes import run, spawn
+from tests.support.settings import upstream_keys, write_config
+from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
 HOOK_SECRET = "hook-Secret-5d1c0b2a9e8f7a6b"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _config(tmp_path: Path, emu: Emulator, port: int) -> Path:
-    cfg = tmp_path / "sync.toml"
-    cfg.write_text(
-        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "T_PW"\n'
-        'types = ["malls", "deals", "articles"]\nmax_backoff = 0.05\nretry_budget = 20.0\n'
-        f'[mirror]\npath = "{tmp_path / "m.db"}"\n'
-        f'[webhooks]\nlisten = "127.0.0.1:{port}"\nsecret_env = "T_SECRET"\n'
-        "[schedule]\npoll_interval = 1.0\ndeletions_interval = 1.0\nqueue_batch_delay = 0.01\n"
-        f'[management]\nbase_url = "{emu.base_url}"\nproduct = "loyalty"\n'
-        'loyalty_club = "demo-club"\nbearer_token_env = "T_MGMT"\npress_releases_interval = 1.0\n'
-        '[logging]\nlevel = "debug"\nformat = "json"\n'
+    return write_config(
+        tmp_path / "sync.toml",
+        upstream=upstream_keys(
+            emu, "T_PW", types=["malls", "deals", "articles"], max_backoff=0.05, retry_budget=20.0
+        ),
+        mirror={"path": tmp_path / "m.db"},
+        webhooks={"listen": f"127.0.0.1:{port}", "secret_env": "T_SECRET"},
+        schedule={"poll_interval": 1.0, "deletions_interval": 1.0, "queue_batch_delay": 0.01},
+        management={
+            "base_url": emu.base_url,
+            "product": "loyalty",
+            "loyalty_club": "demo-club",
+            "bearer_token_env": "T_MGMT",
+            "press_releases_interval": 1.0,
+        },
+        logging={"level": "debug", "format": "json"},
     )
-    return cfg
 
 
 def _env(emu: Emulator) -> dict[str, str]:
-    return {
-        **os.environ,
-        "T_PW": emu.password,
-        "T_SECRET": HOOK_SECRET,
-        "T_MGMT": emu.management.token,
-    }
+    return {"T_PW": emu.password, "T_SECRET": HOOK_SECRET, "T_MGMT": emu.management.token}
 
 
 async def _ccsync(emu: Emulator, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        *args,
-        cwd=ROOT,
-        env=_env(emu),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode(), err.decode()
+    return await run(*args, env=_env(emu), timeout=60)
 
 
 async def _raw(port: int, request: bytes) -> bytes:
@@ -105,22 +89,11 @@ async def test_no_secret_reaches_any_log_line_status_or_health(
 ) -> None:
     """Drive a daemon through deliveries, failures and hostile requests; collect everything it
     and `ccsync status` print, and `/healthz`: no secret anywhere."""
-    port = _free_port()
+    port = free_port()
     cfg = _config(tmp_path, emulator, port)
     db = tmp_path / "m.db"
     tokens = set()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        "run",
-        "--config",
-        str(cfg),
-        cwd=ROOT,
-        env=_env(emulator),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await spawn("run", "--config", str(cfg), env=_env(emulator))
     outputs: list[str] = []
     base = f"http://127.0.0.1:{port}"
     try:

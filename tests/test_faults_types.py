@@ -26,9 +26,10 @@ from sync.pipeline.staging import stage_listing
 from sync.pipeline.worker import from_wire, to_wire
 from sync.readers.status import status_data
 from sync.store import Mirror
-from tests.backfilled import backfill, settings_for
-from tests.mirror_compare import compare
-from tests.pages import write_page
+from tests.support.backfilled import backfill
+from tests.support.compare import compare
+from tests.support.pages import write_page
+from tests.support.settings import settings_for
 
 ARTICLES = catalogue.TYPES["articles"]
 MALLS = catalogue.TYPES["malls"]

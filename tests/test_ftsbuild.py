@@ -14,7 +14,7 @@ import sqlite_utils
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.ftsbuild import SideBuild, fts_sql
-from tests.pages import write_page
+from tests.support.pages import write_page
 
 ARTICLES = catalogue.TYPES["articles"]
 DEALS = catalogue.TYPES["deals"]

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from sync.model import catalogue
 from sync.model.stamps import StampError, normalize
 from sync.store import Mirror
-from tests.pages import write_page
+from tests.support.pages import write_page
 
 NEW = "2026-01-01T01:02:00.000Z"
 OLD = "2026-01-01T01:01:00.000Z"

@@ -10,7 +10,8 @@ from pathlib import Path
 import aiohttp
 
 from sync.emulator import Emulator
-from tests.test_daemon import running, settings_for
+from tests.support.daemon import running
+from tests.support.settings import daemon_settings as settings_for
 
 
 async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(

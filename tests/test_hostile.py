@@ -16,9 +16,7 @@ import json
 import os
 import re
 import signal
-import socket
 import sqlite3
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -38,13 +36,18 @@ from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.mirror_compare import compare
-from tests.pages import write_page
-from tests.test_cli import sync
-from tests.test_daemon import SECRET, eventually, running, settings_for
-from tests.test_receiver import json_values
+from tests.support.compare import compare
+from tests.support.daemon import running
+from tests.support.documents import documents
+from tests.support.pages import write_page
+from tests.support.ports import free_port
+from tests.support.processes import CLI_PASSWORD_ENV, spawn
+from tests.support.processes import ccsync as sync
+from tests.support.settings import SECRET, upstream_keys
+from tests.support.settings import daemon_settings as settings_for
+from tests.support.settings import write_config as write_toml
+from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
 STAMPS = frozenset({"fetched_at", "first_seen_at", "last_seen_at"})
 #: Bookkeeping, and the hours windows every run replaces wholesale (for the malls it knows).
 NOT_MIRRORED_ROWS = ("_sync_", "sqlite_", "hours", "current_hours")
@@ -95,19 +98,25 @@ def write_config(
     types: tuple[str, ...] = ("malls", "deals", "articles"),
     db: Path | None = None,
     level: str = "warning",
-    webhooks: str = "enabled = false\n",
+    webhooks: dict[str, Any] | None = None,
 ) -> Path:
-    """A sync.toml for the CLI (the password comes from $CLI_PW, see tests.test_cli.sync)."""
-    cfg = tmp_path / "sync.toml"
-    cfg.write_text(
-        f'[upstream]\nbase_url = "{base_url}"\nemail = "{emu.email}"\npassword_env = "CLI_PW"\n'
-        f"types = {json.dumps(list(types))}\npage_size = 10\nconcurrency = 2\n"
-        "max_backoff = 0.05\nretry_budget = 10.0\n"
-        f'[mirror]\npath = "{db or tmp_path / "m.db"}"\n'
-        f"[webhooks]\n{webhooks}"
-        f'[logging]\nlevel = "{level}"\nformat = "json"\n'
+    """A sync.toml for the CLI (the password comes from $CLI_PW, see `support.processes.ccsync`)."""
+    return write_toml(
+        tmp_path / "sync.toml",
+        upstream=upstream_keys(
+            emu,
+            CLI_PASSWORD_ENV,
+            base_url=base_url,
+            types=list(types),
+            page_size=10,
+            concurrency=2,
+            max_backoff=0.05,
+            retry_budget=10.0,
+        ),
+        mirror={"path": db or tmp_path / "m.db"},
+        webhooks=webhooks or {"enabled": False},
+        logging={"level": level, "format": "json"},
     )
-    return cfg
 
 
 def with_body_timeout(s: Settings, seconds: float) -> Settings:
@@ -644,53 +653,6 @@ async def test_a_mirror_in_a_read_only_directory_is_not_overwritten(
 # -- fuzz: the JSON:API page parser and the page write --------------------------------------------
 
 URL_ = "http://upstream.invalid/deals?page[number]=1"
-links = st.one_of(
-    json_values,
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "last": st.one_of(
-                json_values,
-                st.text(max_size=30),
-                st.text(max_size=12).map(lambda n: f"http://x/deals?page%5Bnumber%5D={n}"),
-                st.fixed_dictionaries({"href": st.text(max_size=30)}),
-            )
-        },
-    ),
-)
-objects = st.dictionaries(st.text(max_size=8), json_values, max_size=5)
-resources = st.one_of(
-    json_values,
-    st.fixed_dictionaries(
-        {"id": st.one_of(st.integers(0, 10**6).map(str), json_values)},
-        optional={
-            "type": st.sampled_from(["deals", "images", "tags", "stores", "x"]),
-            "attributes": st.one_of(objects, json_values),
-            "meta": st.one_of(objects, json_values),
-            "relationships": st.one_of(
-                st.dictionaries(
-                    st.sampled_from(["images", "tags", "mall", "x"]),
-                    st.one_of(json_values, st.fixed_dictionaries({"data": json_values})),
-                    max_size=3,
-                ),
-                json_values,
-            ),
-        },
-    ),
-)
-documents = st.one_of(
-    json_values,
-    st.fixed_dictionaries(
-        {"data": st.one_of(st.lists(resources, max_size=4), json_values)},
-        optional={
-            "included": st.one_of(st.lists(resources, max_size=3), json_values),
-            "links": links,
-            "meta": st.one_of(
-                objects, st.fixed_dictionaries({"scripts": json_values}), json_values
-            ),
-        },
-    ),
-)
 
 
 def test_fuzz_page_parser_and_page_write_raise_only_our_errors(tmp_path: Path) -> None:
@@ -730,25 +692,6 @@ def test_fuzz_page_parser_and_page_write_raise_only_our_errors(tmp_path: Path) -
 # -- secrets ---------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def spawn(*args: str, password: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        *args,
-        cwd=ROOT,
-        env={**os.environ, "CLI_PW": password},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
 def text_values(db: Path) -> list[str]:
     """Every text (or blob) value of every table and column of the database."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
@@ -765,7 +708,7 @@ def text_values(db: Path) -> list[str]:
 async def test_no_secret_in_any_log_line_error_or_table(emulator: Emulator, tmp_path: Path) -> None:
     hook_secret = "hook-SECRET-0123456789abcdef"
     port = free_port()
-    hooks = f'listen = "127.0.0.1:{port}"\nsecret = "{hook_secret}"\n'
+    hooks = {"listen": f"127.0.0.1:{port}", "secret": hook_secret}
     cfg = str(write_config(tmp_path, emulator.base_url, emulator, level="debug", webhooks=hooks))
     db = tmp_path / "m.db"
     tokens = {emulator.accounts.by_email[emulator.email].token}
@@ -779,7 +722,7 @@ async def test_no_secret_in_any_log_line_error_or_table(emulator: Emulator, tmp_
     emulator.faults.error_rate = 0.2  # retries log their (redacted) URLs at debug level
     assert await run("backfill") == 0
     emulator.faults.error_rate = 0
-    proc = await spawn("run", "--config", cfg, password=emulator.password)
+    proc = await spawn("run", "--config", cfg, env={CLI_PASSWORD_ENV: emulator.password})
     try:
         base = f"http://127.0.0.1:{port}"
 
@@ -825,7 +768,7 @@ async def test_no_secret_in_any_log_line_error_or_table(emulator: Emulator, tmp_
 
 async def run_with_wrong_password(cfg: str, outputs: list[str]) -> int:
     """A refused login prints an error that names the problem, never the password tried."""
-    proc = await spawn("backfill", "--config", cfg, password="wrong-PASSWORD-42")
+    proc = await spawn("backfill", "--config", cfg, env={CLI_PASSWORD_ENV: "wrong-PASSWORD-42"})
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     outputs.extend([out.decode(), err.decode()])
     assert "login refused" in error_line(proc.returncode or 0, err.decode())

@@ -19,8 +19,8 @@ from sync.model import catalogue
 from sync.pipeline.encoding import encode, version
 from sync.pipeline.staging import stage_listing
 from sync.store import Mirror
-from tests.test_backfill import make_settings
-from tests.test_hostile import documents
+from tests.support.documents import documents
+from tests.support.settings import make_settings
 
 
 def _without_links(doc: Any) -> Any:

@@ -36,9 +36,12 @@ from sync.model import catalogue
 from sync.model.notices import WebhookNotice
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue
-from tests.mirror_compare import compare
-from tests.pages import write_page
-from tests.test_chaos import FAST_BUDGET, FAST_SCHEDULE, SECRET, Daemon, _free_port, _run_cli
+from tests.support.chaos import FAST_BUDGET, FAST_SCHEDULE, SECRET
+from tests.support.compare import compare
+from tests.support.pages import write_page
+from tests.support.ports import free_port
+from tests.support.processes import DaemonProcess, reap, run_logged, spawn_logged
+from tests.support.settings import upstream_keys, write_config
 
 #: A 4 KiB row: each commit of 100 of them adds ~100 WAL frames.
 _ROW = "x" * 4000
@@ -192,25 +195,14 @@ def _litestream_config(tmp: Path, db: Path, replica: Path) -> Path:
 
 
 def _daemon_config(tmp: Path, emu: Emulator, db: Path, port: int) -> Path:
-    cfg = tmp / "sync.toml"
-    cfg.write_text(
-        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "LS_PW"\n'
-        "timeout = 2.0\nmax_backoff = 0.3\n"
-        + FAST_BUDGET
-        + f'[mirror]\npath = "{db}"\ncheckpoints = "litestream"\n'
-        + f'[webhooks]\nlisten = "127.0.0.1:{port}"\nsecret_env = "LS_SECRET"\n'
-        + FAST_SCHEDULE
-        + '[logging]\nlevel = "warning"\nformat = "json"\n'
+    return write_config(
+        tmp / "sync.toml",
+        upstream=upstream_keys(emu, "LS_PW", timeout=2.0, max_backoff=0.3, **FAST_BUDGET),
+        mirror={"path": db, "checkpoints": "litestream"},
+        webhooks={"listen": f"127.0.0.1:{port}", "secret_env": "LS_SECRET"},
+        schedule=FAST_SCHEDULE,
+        logging={"level": "warning", "format": "json"},
     )
-    return cfg
-
-
-async def _spawn(log: Path, *args: str) -> asyncio.subprocess.Process:
-    """A subprocess with its output in `log` (a pipe nobody reads would block it)."""
-    with log.open("ab") as out:
-        return await asyncio.create_subprocess_exec(
-            *args, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out
-        )
 
 
 async def _until(what: str, check: Callable[[], bool], timeout: float, logs: list[Path]) -> float:
@@ -307,12 +299,6 @@ class Changes:
         self.lags.append(lag)
 
 
-async def _stop(proc: asyncio.subprocess.Process | None) -> None:
-    if proc is not None and proc.returncode is None:
-        proc.kill()
-        await proc.wait()
-
-
 @pytest.mark.slow
 async def test_a_follower_on_another_host_converges_with_the_writer(
     make_emulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -330,14 +316,14 @@ async def test_a_follower_on_another_host_converges_with_the_writer(
     logs = {n: tmp_path / f"{n}.log" for n in ("daemon", "replicate", "follow")}
     async with make_emulator(resources=400, seed=19) as emu:
         assert isinstance(emu, Emulator)
-        port = _free_port()
+        port = free_port()
         cfg = _daemon_config(tmp_path, emu, db, port)
         env = {"LS_PW": emu.password, "LS_SECRET": SECRET}
-        daemon = Daemon(cfg, env, logs["daemon"])
+        daemon = DaemonProcess(cfg, env, logs["daemon"])
         changes = Changes(emu, follower, list(logs.values()))
         replicate = follow = None
         try:
-            replicate = await _spawn(
+            replicate = await spawn_logged(
                 logs["replicate"],
                 binary,
                 "replicate",
@@ -352,7 +338,7 @@ async def test_a_follower_on_another_host_converges_with_the_writer(
                 30.0,
                 list(logs.values()),
             )
-            follow = await _spawn(
+            follow = await spawn_logged(
                 logs["follow"],
                 binary,
                 "restore",
@@ -377,7 +363,7 @@ async def test_a_follower_on_another_host_converges_with_the_writer(
             assert await daemon.stop() == 0, daemon.tail()
             for rid in emu.ids("deals")[:5]:
                 emu.update("deals", rid)  # notices fail: the daemon is down
-            rc = await _run_cli(
+            rc = await run_logged(
                 "backfill", "--restart", "--config", str(cfg), env=env, log=logs["daemon"]
             )
             assert rc == 0, daemon.tail()
@@ -391,7 +377,7 @@ async def test_a_follower_on_another_host_converges_with_the_writer(
             for rid in emu.ids("deals")[-3:]:
                 emu.delete("deals", rid)
             emu.create("deals")
-            rc = await _run_cli("reconcile", "--config", str(cfg), env=env, log=logs["daemon"])
+            rc = await run_logged("reconcile", "--config", str(cfg), env=env, log=logs["daemon"])
             assert rc == 0, daemon.tail()
 
             result = compare(db, emu)
@@ -406,9 +392,9 @@ async def test_a_follower_on_another_host_converges_with_the_writer(
             )
             replicated = logs["replicate"].read_text(errors="replace")
         finally:
-            await _stop(daemon.proc)
-            await _stop(follow)
-            await _stop(replicate)
+            await reap(daemon.proc)
+            await reap(follow)
+            await reap(replicate)
     # Litestream saw no checkpoint it did not make: no forced snapshot, no error.
     assert "level=ERROR" not in replicated, replicated[-3000:]
     assert "another process" not in replicated, replicated[-3000:]

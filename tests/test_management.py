@@ -3,11 +3,8 @@ article and message updates from the CLI with validation, dry runs, 404 and 422.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +18,8 @@ from sync.management.fields import load_update
 from sync.management.press import mirror_press_releases
 from sync.store import Mirror
 from sync.store.press import PressReleases
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.management import ccsync as sync
+from tests.support.management import management_config, write
 
 
 def mgmt(emu: Emulator, **extra: Any) -> dict[str, Any]:
@@ -89,12 +86,6 @@ async def test_press_releases_two_locales_several_pages_then_pruned(
     mirror.close()
 
 
-def write(tmp_path: Path, name: str, body: Any) -> Path:
-    p = tmp_path / name
-    p.write_text(json.dumps(body))
-    return p
-
-
 @pytest.mark.parametrize(
     ("body", "needle"),
     [
@@ -137,29 +128,7 @@ def test_message_files_are_validated(tmp_path: Path) -> None:
 
 
 def cfg(tmp_path: Path, emu: Emulator) -> str:
-    p = tmp_path / "sync.toml"
-    p.write_text(
-        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword = "{emu.password}"\n'
-        f'[mirror]\npath = "{tmp_path / "m.db"}"\n'
-        f'[management]\nbase_url = "{emu.base_url}"\nproduct = "loyalty"\nloyalty_club = "demo-club"\n'
-        'bearer_token_env = "T_MGMT"\nlocales = ["en", "de"]\n'
-    )
-    return str(p)
-
-
-async def sync(emu: Emulator, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        *args,
-        cwd=ROOT,
-        env={**os.environ, "T_MGMT": emu.management.token},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode(), err.decode()
+    return management_config(tmp_path, emu, bearer_token_env="T_MGMT", locales=["en", "de"])
 
 
 async def test_article_update_dry_run_404_and_422(emulator: Emulator, tmp_path: Path) -> None:

@@ -27,8 +27,7 @@ from sync.management.session import segment
 from sync.management.walk import Walk
 from sync.store import Mirror
 from sync.store.press import PressReleases
-from tests.test_management import sync as ccsync
-from tests.test_management import write
+from tests.support.management import ccsync, management_config, write
 
 FAKE = "http://mgmt.test"
 PRESS = re.compile(r"^http://mgmt\.test/v1/content/press_releases.*$")
@@ -332,14 +331,8 @@ async def test_the_service_lands_in_one_encoded_path_segment(emulator: Emulator)
 
 
 def client_only(emu: Emulator, tmp_path: Path) -> str:
-    p = tmp_path / "client-only.toml"
-    p.write_text(
-        f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\n'
-        f'password = "{emu.password}"\n[mirror]\npath = "{tmp_path / "m.db"}"\n'
-        f'[management]\nbase_url = "{emu.base_url}"\nproduct = "loyalty"\n'
-        f'loyalty_club = "demo-club"\nclient_token = "{emu.management.client_token}"\n'
-    )
-    return str(p)
+    token = emu.management.client_token
+    return management_config(tmp_path, emu, "client-only.toml", client_token=token)
 
 
 async def test_a_client_token_alone_stops_the_commands_that_need_a_user_token(

@@ -22,8 +22,8 @@ from sync.jobs.mallincludes import INCLUDE, PER_MALL, Members, recorded, refused
 from sync.model import catalogue
 from sync.readers.status import status_data
 from sync.store import Mirror
-from tests.backfilled import settings_for
-from tests.mirror_compare import compare
+from tests.support.compare import compare
+from tests.support.settings import settings_for
 
 MALL_SCOPED = ["stores", "products", "programs", "social_feeds", "press_releases"]
 TYPES = ["malls", *MALL_SCOPED]
@@ -196,8 +196,9 @@ async def test_the_daemon_locates_webhook_creations_and_falls_back_when_refused(
     """End to end: the daemon detects the fast path, a store created upstream reaches the
     mirror through its webhook at the cost of a page of malls and a fetch, and when the
     upstream stops serving the includes the next poll falls back to per-mall listings."""
-    from tests.test_daemon import eventually, running
-    from tests.test_daemon import settings_for as daemon_settings
+    from tests.support.daemon import running
+    from tests.support.settings import daemon_settings
+    from tests.support.waiting import eventually
 
     async with make_emulator(resources=3000, malls=MALLS, seed=22) as emu:
         emu.app.mall_includes = True

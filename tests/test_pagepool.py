@@ -26,7 +26,7 @@ from sync.pipeline import batches, encoding, pagepool, staging, worker
 from sync.pipeline.pagepool import PagePool
 from sync.pipeline.seen import Seen, SeenTable, Sent, written_already
 from sync.pipeline.staging import stage_listing
-from tests.test_backfill import make_settings
+from tests.support.settings import make_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,10 @@ from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.readers.status import status_data
 from sync.store import Mirror
-from tests.backfilled import backfill, settings_for
-from tests.mirror_compare import compare
+from tests.support.backfilled import backfill
+from tests.support.compare import compare
+from tests.support.processes import run
+from tests.support.settings import settings_for, upstream_keys, write_config
 
 
 def _route(profile: UpstreamProfile, key: str) -> Any:
@@ -59,26 +59,16 @@ async def test_the_probe_command_prints_a_table_and_json(
     make_emulator: Any, tmp_path: Path
 ) -> None:
     async with make_emulator(resources=400, seed=2, profile="strict") as emu:
-        cfg = tmp_path / "sync.toml"
-        cfg.write_text(
-            f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\n'
-            f'password_env = "PROBE_PW"\n[mirror]\npath = "{tmp_path / "m.db"}"\n'
+        cfg = write_config(
+            tmp_path / "sync.toml",
+            upstream=upstream_keys(emu, "PROBE_PW"),
+            mirror={"path": tmp_path / "m.db"},
         )
-        env = {**os.environ, "PROBE_PW": emu.password}
 
         async def ccsync(*args: str) -> tuple[int, str]:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "sync",
-                *args,
-                env=env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            out, err = await asyncio.wait_for(proc.communicate(), 120)
-            assert proc.returncode == 0, err.decode()[-2000:]
-            return int(proc.returncode or 0), out.decode()
+            rc, out, err = await run(*args, env={"PROBE_PW": emu.password})
+            assert rc == 0, err[-2000:]
+            return rc, out
 
         table = await ccsync("probe", "--config", str(cfg))
         as_json = await ccsync("probe", "--config", str(cfg), "--json")
@@ -165,27 +155,21 @@ async def test_a_subscription_that_timed_out_is_adopted_not_made_twice(
 
     from aioresponses import CallbackResult, aioresponses
 
-    from sync.core.config import parse_config
     from sync.ingest.subscriptions import Subscriptions
 
     async with make_emulator(resources=300, seed=1) as emu:
-        settings = parse_config(
-            {
-                "upstream": {
-                    "base_url": emu.base_url,
-                    "email": emu.email,
-                    "password": emu.password,
-                    "types": ["articles", "deals"],
-                    "max_backoff": 0.01,
-                },
-                "mirror": {"path": str(tmp_path / "m.db")},
-                "webhooks": {
-                    "enabled": True,
-                    "public_url": "http://127.0.0.1:9",
-                    "secret": "s" * 20,
-                    "topics": ["articles", "deals"],
-                },
-            }
+        webhooks = {
+            "enabled": True,
+            "public_url": "http://127.0.0.1:9",
+            "secret": "s" * 20,
+            "topics": ["articles", "deals"],
+        }
+        settings = settings_for(
+            emu,
+            tmp_path / "m.db",
+            {"webhooks": webhooks},
+            types=["articles", "deals"],
+            max_backoff=0.01,
         )
         account = emu.accounts.login(emu.email, emu.password)
         assert account is not None

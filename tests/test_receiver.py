@@ -19,6 +19,7 @@ from sync.core.config import WebhookSettings
 from sync.core.metrics import Metrics
 from sync.model.notices import NoticeError, WebhookNotice, parse_notices
 from sync.store.queue import ChangeQueue
+from tests.support.documents import json_values
 
 SECRET = "s3cret-path-0123456789"
 
@@ -97,19 +98,6 @@ def test_parse_valid_notices_and_normalise_types() -> None:
 def test_off_spec_bodies_name_the_problem(raw: bytes, reason: str) -> None:
     with pytest.raises(NoticeError, match=reason):
         parse_notices(raw)
-
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
 
 
 @settings(max_examples=300, deadline=None)

@@ -6,37 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sync.channel.client import ChannelClient
-from sync.core.config import Settings, parse_config
-from sync.jobs.backfill import Backfill
+from sync.core.config import Settings
 from sync.jobs.reconcile import run_reconcile
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.backfilled import run_backfill
+from tests.support.compare import compare
+from tests.support.settings import settings_for
 
 TYPES = ["malls", "articles", "contacts", "deals"]
 
 
 def _settings(emu: Any, db: Path) -> Settings:
-    return parse_config(
-        {
-            "upstream": {
-                "base_url": emu.base_url,
-                "email": emu.email,
-                "password": emu.password,
-                "types": TYPES,
-                "max_backoff": 0.05,
-            },
-            "mirror": {"path": str(db)},
-            "schedule": {"reconcile_max_delete_share": 0.2},
-        }
-    )
-
-
-async def _backfill(settings: Settings) -> None:
-    mirror = Mirror.open(settings.mirror.path)
-    async with ChannelClient(settings.upstream) as client:
-        await Backfill(client, mirror, settings).run()
-    mirror.close()
+    sections = {"schedule": {"reconcile_max_delete_share": 0.2}}
+    return settings_for(emu, db, sections, types=TYPES, max_backoff=0.05)
 
 
 async def test_a_quarter_of_a_small_table_deleted_while_down_is_reconciled(
@@ -45,7 +27,7 @@ async def test_a_quarter_of_a_small_table_deleted_while_down_is_reconciled(
     async with make_emulator(resources=3500, seed=8) as emu:
         db = tmp_path / "m.db"
         settings = _settings(emu, db)
-        await _backfill(settings)
+        await run_backfill(settings)
         contacts = emu.ids("contacts")
         assert 80 <= len(contacts) <= 150
         for rid in contacts[: len(contacts) // 4]:  # churn, all in the deletions feed
@@ -64,7 +46,7 @@ async def test_a_refusal_in_one_type_leaves_the_others_reconciled(
     async with make_emulator(resources=3500, seed=9) as emu:
         db = tmp_path / "m.db"
         settings = _settings(emu, db)
-        await _backfill(settings)
+        await run_backfill(settings)
         emu.data.feed_deletions = False  # deletions nothing explains
         contacts = emu.ids("contacts")
         for rid in contacts[: len(contacts) // 2]:

@@ -10,7 +10,7 @@ import pytest
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
-from sync.core.config import Settings, parse_config
+from sync.core.config import Settings
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.jobs.poll import Poller
@@ -18,22 +18,13 @@ from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
+from tests.support.settings import settings_for as shared_settings_for
 
 
 def settings_for(emu: Emulator, db: Path, **up: Any) -> Settings:
-    return parse_config(
-        {
-            "upstream": {
-                "base_url": emu.base_url,
-                "email": emu.email,
-                "password": emu.password,
-                "types": ["articles", "deals"],
-                "max_backoff": 0.05,
-                **up,
-            },
-            "mirror": {"path": str(db)},
-        }
+    return shared_settings_for(
+        emu, db, **{"types": ["articles", "deals"], "max_backoff": 0.05, **up}
     )
 
 

@@ -17,8 +17,8 @@ from sync.jobs.reconcile import run_reconcile
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.schema import VIEWS
-from tests.backfilled import backfill
-from tests.mirror_compare import compare
+from tests.support.backfilled import backfill
+from tests.support.compare import compare
 
 #: The link tables and views docs/schema.md lists beyond the first round's.
 NEW_TABLES = (

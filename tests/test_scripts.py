@@ -18,8 +18,9 @@ from sync.jobs.poll import Poller
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.store import Mirror
-from tests.backfilled import backfill, settings_for
-from tests.pages import write_page
+from tests.support.backfilled import backfill
+from tests.support.pages import write_page
+from tests.support.settings import settings_for
 
 DEALS = catalogue.TYPES["deals"]
 ARTICLES = catalogue.TYPES["articles"]

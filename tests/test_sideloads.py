@@ -6,12 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sync.channel.client import ChannelClient
-from sync.core.config import parse_config
-from sync.jobs.backfill import Backfill
 from sync.jobs.reconcile import run_reconcile
 from sync.store import Mirror
-from tests.pages import write_page
+from tests.support.backfilled import backfill
+from tests.support.pages import write_page
 
 
 def _linked_images(emu: Any, type_name: str) -> list[tuple[int, str]]:
@@ -37,21 +35,7 @@ async def test_sideload_changes_and_deletions_reach_the_mirror_in_one_reconcile(
     async with make_emulator(resources=800, seed=21) as emu:
         assert not emu.data.touch_owners
         db = tmp_path / "m.db"
-        settings = parse_config(
-            {
-                "upstream": {
-                    "base_url": emu.base_url,
-                    "email": emu.email,
-                    "password": emu.password,
-                    "types": ["deals", "articles"],
-                },
-                "mirror": {"path": str(db)},
-            }
-        )
-        mirror = Mirror.open(db)
-        async with ChannelClient(settings.upstream) as client:
-            await Backfill(client, mirror, settings).run()
-        mirror.close()
+        settings = await backfill(emu, db, types=["deals", "articles"])
         pairs = _linked_images(emu, "deals")
         shared = {i for _, i in pairs}
         changed, deleted = sorted(shared, key=int)[:2]

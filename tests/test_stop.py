@@ -6,32 +6,23 @@ The first backfill's case is in `test_daemon.py`."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
-import sys
 from pathlib import Path
 
-import orjson
 import pytest
 
-from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
 from sync.jobs.reconcile import run_reconcile
-from sync.store import Mirror
-from tests.mirror_compare import compare
-from tests.test_daemon import SECRET, TYPES, eventually, settings_for
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.backfilled import run_backfill
+from tests.support.compare import compare
+from tests.support.mirror_rows import query
+from tests.support.ports import free_port
+from tests.support.processes import DEVNULL, spawn, stop
+from tests.support.settings import DAEMON_TYPES as TYPES
+from tests.support.settings import SECRET, upstream_keys, write_config
+from tests.support.settings import daemon_settings as settings_for
+from tests.support.waiting import eventually
 
 
 def _config(
@@ -39,63 +30,35 @@ def _config(
 ) -> Path:
     """Long waits between retries (max_backoff 20 s) and the default 300 s budget: a process
     that does not cancel its waits is still waiting when the test gives up on it."""
-    cfg = tmp_path / "sync.toml"
-    cfg.write_text(
-        "[upstream]\n"
-        f'base_url = "{emu.base_url}"\nemail = "{emu.email}"\npassword_env = "T_PW"\n'
-        f"types = {orjson.dumps(TYPES).decode()}\nmax_backoff = 20.0\npage_size = 10\n"
-        f'[mirror]\npath = "{db}"\n'
-        f"[webhooks]\nenabled = {'true' if webhooks else 'false'}\n"
-        f'listen = "127.0.0.1:{_free_port()}"\nsecret_env = "T_SECRET"\n'
-        "[schedule]\npoll_interval = 3600.0\ndeletions_interval = 3600.0\n"
-        f"reconcile_interval = {reconcile_every}\n"
-        '[logging]\nformat = "json"\nlevel = "warning"\n'
+    return write_config(
+        tmp_path / "sync.toml",
+        upstream=upstream_keys(emu, "T_PW", types=TYPES, max_backoff=20.0, page_size=10),
+        mirror={"path": db},
+        webhooks={
+            "enabled": webhooks,
+            "listen": f"127.0.0.1:{free_port()}",
+            "secret_env": "T_SECRET",
+        },
+        schedule={
+            "poll_interval": 3600.0,
+            "deletions_interval": 3600.0,
+            "reconcile_interval": reconcile_every,
+        },
+        logging={"format": "json", "level": "warning"},
     )
-    return cfg
 
 
 async def _spawn(cfg: Path, emu: Emulator, *command: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        *command,
-        "--config",
-        str(cfg),
-        cwd=ROOT,
-        env={**os.environ, "T_PW": emu.password, "T_SECRET": SECRET},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def _stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> tuple[int, str]:
-    """Send `sig`; the exit code and stderr, the exit awaited at most 10 s."""
-    proc.send_signal(sig)
-    try:
-        code = await asyncio.wait_for(proc.wait(), timeout=10)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.stderr is not None
-    return code, (await proc.stderr.read()).decode()
+    env = {"T_PW": emu.password, "T_SECRET": SECRET}
+    return await spawn(*command, "--config", str(cfg), env=env, stdout=DEVNULL)
 
 
 async def _backfilled(emu: Emulator, db: Path) -> None:
-    settings = settings_for(emu, db, webhooks=False)
-    mirror = Mirror.open(db)
-    async with ChannelClient(settings.upstream) as client:
-        await Backfill(client, mirror, settings).run()
-    mirror.close()
+    await run_backfill(settings_for(emu, db, webhooks=False))
 
 
 def _ids(db: Path, table: str) -> set[str]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return {str(r[0]) for r in conn.execute(f"select id from [{table}]")}
-    finally:
-        conn.close()
+    return {str(r[0]) for r in query(db, f"select id from [{table}]")}
 
 
 def _integrity(db: Path) -> str:
@@ -120,7 +83,7 @@ async def test_sigterm_while_the_daemon_retries_a_failing_upstream_exits_promptl
         await eventually(lambda: emulator.faults.injected.get("http_5xx", 0) >= 3, timeout=30)
         assert proc.returncode is None
     finally:
-        code, err = await _stop(proc)
+        code, err = await stop(proc)
     assert code == 0, err[-2000:]
     emulator.faults.off()
     assert compare(db, emulator, TYPES).differences == 0
@@ -136,7 +99,7 @@ async def test_sigterm_while_a_one_shot_backfill_retries_exits_143_and_resumes(
         await eventually(lambda: emulator.faults.injected.get("http_5xx", 0) >= 5, timeout=30)
     finally:
         # Before the fix SIGTERM killed the process where it stood (no exit code, no cleanup).
-        code, err = await _stop(proc)
+        code, err = await stop(proc)
     assert code == 143 and "interrupted by SIGTERM" in err, err[-2000:]
     assert "Traceback" not in err
     assert _integrity(db) == "ok"
@@ -166,7 +129,7 @@ async def test_a_signal_during_sync_reconcile_exits_promptly_and_the_mirror_is_i
         await asyncio.sleep(0.5)
         assert proc.returncode is None
     finally:
-        code, err = await _stop(proc, sig)
+        code, err = await stop(proc, sig)
     assert code == expected, err[-2000:]
     assert "Traceback" not in err
     # Intact: nothing torn, and no row the upstream still has went missing.
@@ -180,15 +143,11 @@ async def test_a_signal_during_sync_reconcile_exits_promptly_and_the_mirror_is_i
 
 
 def _job(db: Path, name: str) -> dict[str, object]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    conn.row_factory = sqlite3.Row
     try:
-        r = conn.execute("select * from _sync_jobs where name = ?", (name,)).fetchone()
-        return dict(r) if r else {}
+        rows = query(db, "select * from _sync_jobs where name = ?", name)
     except sqlite3.Error:
         return {}
-    finally:
-        conn.close()
+    return dict(rows[0]) if rows else {}
 
 
 async def test_sigterm_during_the_daemons_reconcile_exits_promptly_and_loses_nothing(
@@ -208,7 +167,7 @@ async def test_sigterm_during_the_daemons_reconcile_exits_promptly_and_loses_not
         await asyncio.sleep(1.0)  # inside the reconcile, listing pages
         assert proc.returncode is None
     finally:
-        code, err = await _stop(proc)
+        code, err = await stop(proc)
     assert code == 0, err[-2000:]
     assert _job(db, "reconcile")["outcome"] == "interrupted"  # stopped mid-run
     assert _integrity(db) == "ok"

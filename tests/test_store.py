@@ -13,7 +13,7 @@ from sync.core.errors import MirrorError
 from sync.model import catalogue
 from sync.pipeline.hours import stage_hours
 from sync.store import Mirror, PageCheckpoint, links
-from tests.pages import write_page
+from tests.support.pages import write_page
 
 DEALS = catalogue.TYPES["deals"]
 EVENTS = catalogue.TYPES["events"]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-UNITS = Path(__file__).resolve().parent.parent / "systemd"
+from tests.support.units import UNITS, parse
+
 SERVICES = (
     "sync.service",
     "sync-reconcile.service",
@@ -35,21 +36,6 @@ def _checkable(unit: Path) -> str:
     return unit.read_text().replace(
         "/opt/sync/.venv/bin/ccsync", shutil.which("true") or "/bin/true"
     )
-
-
-def parse(name: str) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    section = ""
-    for line in (UNITS / name).read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("["):
-            section = line.strip("[]")
-            continue
-        key, _, value = line.partition("=")
-        out.setdefault(f"{section}.{key}", []).append(value)
-    return out
 
 
 def test_daemon_unit_directives() -> None:

@@ -16,7 +16,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -28,9 +27,11 @@ import orjson
 import pytest
 
 from sync.emulator import Emulator
-from tests.mirror_compare import compare
-from tests.test_daemon import eventually, row
-from tests.test_systemd_units import parse
+from tests.support.compare import compare
+from tests.support.mirror_rows import row
+from tests.support.ports import free_port
+from tests.support.units import parse
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = "ccsync@.service"
@@ -59,12 +60,6 @@ class Tenant:
     @property
     def mirror(self) -> Path:
         return self.state / MIRROR
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _under(root: Path, path: str) -> Path:
@@ -99,7 +94,7 @@ def lay_out(root: Path, logs: Path, name: str, emu: Emulator, secret: str) -> Te
         src.parent.mkdir(parents=True, exist_ok=True)
         src.write_text(values[cred] + "\n")
         shutil.copyfile(src, credentials / cred)
-    port = _free_port()
+    port = free_port()
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         "[upstream]\n"

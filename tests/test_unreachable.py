@@ -5,51 +5,31 @@ command exits 3, the daemon logs it and keeps retrying; transient faults keep th
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
-import socket
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import aiohttp
 import pytest
 from aioresponses import aioresponses
 from structlog.testing import capture_logs
 
-from sync.channel.client import ChannelClient
 from sync.channel.transport import UNREACHABLE_GRACE
-from sync.core.config import parse_config
 from sync.core.errors import RetriesExhaustedError, UnreachableError
 from sync.model import catalogue
-from tests.test_channel import DEALS, LOGIN, PASSWORD, FakeSleep, page_doc, token_doc
-
-ROOT = Path(__file__).resolve().parent.parent
-BASE = "http://upstream.test"
+from tests.support.channel_fakes import BASE, LOGIN, PASSWORD, FakeSleep, page_doc, token_doc
+from tests.support.channel_fakes import DEALS_URL as DEALS
+from tests.support.channel_fakes import channel_client as client
+from tests.support.ports import free_port as _closed_port
+from tests.support.processes import spawn
+from tests.support.settings import write_config
 
 
 def refused() -> aiohttp.ClientConnectorError:
     key = SimpleNamespace(host="upstream.test", port=80, ssl=True)
     return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "Connect call failed"))  # type: ignore[arg-type]
-
-
-def client(sleep: FakeSleep, *, fail_fast: bool = True, **upstream: Any) -> ChannelClient:
-    settings = parse_config(
-        {
-            "upstream": {
-                "base_url": BASE,
-                "email": "a@b.c",
-                "password": PASSWORD,
-                # The budget would share the fake sleep on a real clock: it is not under test.
-                "max_requests_per_second": 0,
-                **upstream,
-            }
-        }
-    )
-    return ChannelClient(settings.upstream, sleep=sleep, fail_fast=fail_fast)
 
 
 async def test_refused_from_the_start_gives_up_within_the_grace_naming_url_and_fix() -> None:
@@ -132,38 +112,21 @@ async def test_the_daemon_logs_unreachable_once_and_keeps_retrying_until_it_answ
 # -- the commands, as a user runs them ---------------------------------------------------------
 
 
-def _closed_port() -> int:
-    """A 127.0.0.1 port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _config(tmp_path: Path, base_url: str, *, listen: int | None = None) -> Path:
     webhooks = (
-        f'[webhooks]\nlisten = "127.0.0.1:{listen}"\nsecret = "{"s" * 24}"\n'
-        if listen
-        else "[webhooks]\nenabled = false\n"
+        {"listen": f"127.0.0.1:{listen}", "secret": "s" * 24} if listen else {"enabled": False}
     )
-    cfg = tmp_path / "sync.toml"
-    cfg.write_text(
-        f'[upstream]\nbase_url = "{base_url}"\nemail = "ops@example.com"\n'
-        'password_env = "T_PW"\ntypes = ["malls", "deals"]\n'
-        f'[mirror]\npath = "{tmp_path / "m.db"}"\n{webhooks}[logging]\nformat = "json"\n'
-    )
-    return cfg
-
-
-async def _spawn(*args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        *args,
-        cwd=ROOT,
-        env={**os.environ, "T_PW": PASSWORD},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    return write_config(
+        tmp_path / "sync.toml",
+        upstream={
+            "base_url": base_url,
+            "email": "ops@example.com",
+            "password_env": "T_PW",
+            "types": ["malls", "deals"],
+        },
+        mirror={"path": tmp_path / "m.db"},
+        webhooks=webhooks,
+        logging={"format": "json"},
     )
 
 
@@ -172,7 +135,7 @@ async def test_a_one_shot_command_gives_up_within_seconds_naming_url_and_base_ur
     tmp_path: Path, command: list[str]
 ) -> None:
     base = f"http://127.0.0.1:{_closed_port()}/api"
-    proc = await _spawn(*command, "--config", str(_config(tmp_path, base)))
+    proc = await spawn(*command, "--config", str(_config(tmp_path, base)), env={"T_PW": PASSWORD})
     try:
         # Before: silent for the whole retry budget (300 s), then "raise retry_budget".
         _, err = await asyncio.wait_for(proc.communicate(), timeout=15)
@@ -191,7 +154,8 @@ async def test_the_daemon_names_an_unreachable_upstream_within_seconds_and_keeps
 ) -> None:
     base = f"http://127.0.0.1:{_closed_port()}"
     port = _closed_port()
-    proc = await _spawn("run", "--config", str(_config(tmp_path, base, listen=port)))
+    cfg = _config(tmp_path, base, listen=port)
+    proc = await spawn("run", "--config", str(cfg), env={"T_PW": PASSWORD})
     assert proc.stderr is not None
     try:
         seen = ""

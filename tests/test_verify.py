@@ -6,9 +6,6 @@ counts and logs each repair, and never lets an older copy win."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +13,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from sync.channel.client import ChannelClient
-from sync.core.config import Settings, parse_config
+from sync.core.config import Settings
 from sync.core.errors import UpstreamError
 from sync.daemon.schedule import verify_share, verify_tick
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
 from sync.jobs.reconcile import run_reconcile
 from sync.jobs.verify import POSITION_KEY, Verifier, run_verify
 from sync.model.catalogue import LISTABLE, TYPES
@@ -29,39 +25,26 @@ from sync.pipeline.staging import stage_resources
 from sync.readers.status import status_data
 from sync.store import Mirror
 from sync.store.repair import repair_page
-from tests.mirror_compare import compare
-from tests.pages import write_page
+from tests.support.backfilled import run_backfill
+from tests.support.compare import compare
+from tests.support.mirror_rows import query
+from tests.support.pages import write_page
+from tests.support.processes import run
+from tests.support.settings import settings_for as shared_settings_for
+from tests.support.settings import upstream_keys, write_config
 
-ROOT = Path(__file__).resolve().parent.parent
 #: Every listable type: the comparison then covers the sideloaded images, tags and groups too.
 TYPES_MIRRORED = list(LISTABLE)
 
 
 def settings_for(emu: Emulator, db: Path) -> Settings:
-    return parse_config(
-        {
-            "upstream": {
-                "base_url": emu.base_url,
-                "email": emu.email,
-                "password": emu.password,
-                "types": TYPES_MIRRORED,
-                "max_backoff": 0.05,
-            },
-            "mirror": {"path": str(db)},
-            "webhooks": {"enabled": False},
-            "logging": {"level": "warning", "format": "json"},
-        }
-    )
+    sections = {"webhooks": {"enabled": False}, "logging": {"level": "warning", "format": "json"}}
+    return shared_settings_for(emu, db, sections, types=TYPES_MIRRORED, max_backoff=0.05)
 
 
 async def backfilled(emu: Emulator, db: Path) -> Settings:
     settings = settings_for(emu, db)
-    mirror = Mirror.open(db)
-    try:
-        async with ChannelClient(settings.upstream) as client:
-            await Backfill(client, mirror, settings).run()
-    finally:
-        mirror.close()
+    await run_backfill(settings)
     return settings
 
 
@@ -102,12 +85,8 @@ def differing(db: Path, emu: Emulator) -> dict[str, set[str]]:
 
 
 def mall_of(db: Path, table: str, rid: str) -> int | None:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        r = conn.execute(f"select mall_id from [{table}] where id = ?", (int(rid),)).fetchone()
-        return None if r is None else int(r[0])
-    finally:
-        conn.close()
+    rows = query(db, f"select mall_id from [{table}] where id = ?", int(rid))
+    return None if not rows else int(rows[0][0])
 
 
 async def test_plain_reconcile_leaves_silent_changes_and_the_full_verify_repairs_them(
@@ -317,29 +296,16 @@ async def test_sync_reconcile_full_prints_the_repairs_per_type(
         db = tmp_path / "m.db"
         await backfilled(emu, db)
         emu.silent_update("deals", emu.data.order["deals"][0], {"title": "silently retitled"})
-        cfg = tmp_path / "sync.toml"
-        types = ", ".join(f'"{t}"' for t in TYPES_MIRRORED)
-        cfg.write_text(
-            f'[upstream]\nbase_url = "{emu.base_url}"\nemail = "{emu.email}"\n'
-            f'password_env = "VERIFY_PW"\ntypes = [{types}]\nmax_backoff = 0.05\n'
-            f'[mirror]\npath = "{db}"\n[logging]\nlevel = "warning"\nformat = "json"\n'
+        cfg = write_config(
+            tmp_path / "sync.toml",
+            upstream=upstream_keys(emu, "VERIFY_PW", types=TYPES_MIRRORED, max_backoff=0.05),
+            mirror={"path": db},
+            logging={"level": "warning", "format": "json"},
         )
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "sync",
-            "reconcile",
-            "--full",
-            "--config",
-            str(cfg),
-            cwd=ROOT,
-            env={**os.environ, "VERIFY_PW": emu.password},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
-        assert proc.returncode == 0, err.decode()
-        lines = out.decode().splitlines()
+        env = {"VERIFY_PW": emu.password}
+        rc, out, err = await run("reconcile", "--full", "--config", str(cfg), env=env)
+        assert rc == 0, err
+        lines = out.splitlines()
         assert any(line.split()[:3] == ["deals", "repaired", "1"] for line in lines), lines
         assert "verify: 1 rows repaired" in lines
         assert differing(db, emu) == {}

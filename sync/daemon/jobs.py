@@ -40,7 +40,7 @@ from sync.jobs.progress import Progress
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, reconcile_every_type
 from sync.jobs.verify import Verifier
 from sync.model.catalogue import ResourceType
-from sync.model.scopes import Scope, scopes_of
+from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
 from sync.store import Mirror
 
@@ -137,19 +137,9 @@ class Jobs:
         A mall-scoped type on the fast path is polled through `/malls?include=` instead."""
         if rtype.level == "mall" and await self._poll_members({rtype.name}):
             return
-        changed = 0
-
-        async def one(scope: Scope) -> None:
-            nonlocal changed
-            try:
-                rows = (await self.poller.poll_scope(scope)).rows
-            except LookupError:
-                # A mall that appeared since the backfill: its scope starts from now.
-                self.mirror.set_cursor(rtype.name, scope.key, iso_ms(self.upstream_now() - 86400))
-                rows = (await self.poller.poll_scope(scope)).rows
-            changed += rows  # after the await: scopes run side by side
-
-        await bounded(scopes_of(rtype, self.malls()), self.settings.upstream.concurrency, one)
+        changed = await self.poller.poll_type(
+            rtype, self.malls(), self.settings.upstream.concurrency
+        )
         if changed and rtype.name in ROUTED_BY_MALL:
             # Where the malls' contacts or deals come from their routes (`sync.jobs.mallroutes`), a
             # row created or changed may have joined a mall: the routes are listed again.

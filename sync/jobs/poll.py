@@ -25,7 +25,7 @@ listing and writes only the rows stamped since the cursor.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -43,10 +43,11 @@ from sync.channel.profile import (
 )
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
+from sync.jobs.fanout import bounded
 from sync.jobs.fetch import parse_id
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
-from sync.model.scopes import Scope
+from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms, normalize_or_none, shift
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
@@ -167,6 +168,25 @@ class Poller:
         if cursor is None:
             return None
         return min(cursor, iso_ms(time.time() + self.client.clock_offset))
+
+    async def poll_type(self, rtype: ResourceType, malls: Sequence[int], concurrency: int) -> int:
+        """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
+        time; the rows changed. A scope never polled (a mall that appeared since the backfill)
+        starts from a day ago on the upstream's clock."""
+        changed = 0
+
+        async def one(scope: Scope) -> None:
+            nonlocal changed
+            try:
+                rows = (await self.poll_scope(scope)).rows
+            except LookupError:
+                start = iso_ms(time.time() + self.client.clock_offset - 86400)
+                self.mirror.set_cursor(rtype.name, scope.key, start)
+                rows = (await self.poll_scope(scope)).rows
+            changed += rows  # after the await: scopes run side by side
+
+        await bounded(scopes_of(rtype, malls), concurrency, one)
+        return changed
 
     async def poll_scope(self, scope: Scope) -> PollResult:
         """Fetch the rows of one scope changed since its cursor; advance the cursor."""

@@ -19,11 +19,12 @@ with its notices kept, and the worker waits until a write succeeds again.
 Fetching by id is `sync.jobs.fetch`'s. Mall-scoped types need a mall for `filter[id]`; the rows a
 notice names that the mirror does not hold yet (creations) are looked for, all of a batch
 together, through the malls' linkage or in recently active malls (`sync.jobs.mallincludes`);
-what a type polled per mall cannot place that way is caught by a poll of the type
-(`poll_type`, the daemon's per-type poll job).
+what a type polled per mall cannot place that way is caught by a poll of the type in every
+mall (`Poller.poll_type`).
 
-The worker holds what it works with (mirror, queue, fetcher, members, the type faults and the
-storage watch), given in its constructor; it records a failing type in the mirror itself.
+The worker holds what it works with (mirror, queue, fetcher, members, poller, the type faults
+and the storage watch), given in its constructor; it records a failing type in the mirror
+itself.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import structlog
 
@@ -41,6 +42,7 @@ from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher
 from sync.jobs.isolation import TypeFaults
 from sync.jobs.mallincludes import PER_MALL, Members, refused
+from sync.jobs.poll import Poller
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
@@ -63,7 +65,8 @@ class QueueWorker:
         types: Sequence[ResourceType],
         *,
         members: Members,
-        poll_type: Callable[[ResourceType], Awaitable[object]],
+        poller: Poller,
+        concurrency: int,
         faults: TypeFaults,
         storage: StorageWatch,
         batch_delay: float = 0.05,
@@ -73,7 +76,8 @@ class QueueWorker:
         self.fetcher = fetcher
         self.types = {t.name: t for t in types}
         self.members = members
-        self.poll_type = poll_type
+        self.poller = poller
+        self.concurrency = concurrency
         self.faults = faults
         self.storage = storage
         self.batch_delay = batch_delay
@@ -236,7 +240,7 @@ class QueueWorker:
             self.members.fall_back(f"GET /malls?include= answered {exc.status} (locate)")
             found = set()
         if len(found) < len(set(ids)) and self.members.mode(rtype) == PER_MALL:
-            await self.poll_type(rtype)
+            await self.poller.poll_type(rtype, list(self.mirror.ids("malls")), self.concurrency)
 
     async def _left_malls(self, rtype: ResourceType, ids: Sequence[int]) -> None:
         """A deletion notice for a mall-scoped row: asked by `filter[id]` in each of its malls;

@@ -1,6 +1,6 @@
-"""A minimal signed client for emulator tests, independent of `sync.channel` on purpose, and the
-helpers the emulator's test files share: a logged-in client, a listing walked page by page (every
-page checked against the JSON:API schema), the `/_emulator/` control routes, the notices sent."""
+"""Talking to the emulator from a test, independent of `sync.channel` on purpose (a bug there
+must not hide one here): a minimal signed client, a listing walked page by page (every page
+checked against the JSON:API 1.0 schema), the `/_emulator` control routes, the notices sent."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from sync.emulator import Emulator
 
 JSONAPI = {"Content-Type": "application/vnd.api+json"}
 Notice = tuple[str, str, int]
-SCHEMA = json.loads((Path(__file__).parent / "data" / "jsonapi-schema-1.0.json").read_text())
+SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "jsonapi-schema-1.0.json").read_text())
 VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
 
 
 def valid(doc: Any) -> None:
-    """Assert that `doc` is a valid JSON:API 1.0 document."""
+    """Assert `doc` is a valid JSON:API 1.0 document."""
     errors = sorted(VALIDATOR.iter_errors(doc), key=str)
     assert not errors, errors[0]
 
@@ -95,6 +95,7 @@ class Signed:
 
 @contextlib.asynccontextmanager
 async def signed(emu: Emulator) -> AsyncIterator[Signed]:
+    """A `Signed` client of `emu`, logged in."""
     async with aiohttp.ClientSession() as http:
         client = Signed(http, emu.base_url, emu.email, emu.password)
         await client.login()
@@ -131,6 +132,7 @@ async def listed(api: Signed, path: str, params: dict[str, str] | None = None) -
 
 
 async def control(emu: Emulator, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """Call the emulator's control route `/_emulator/<path>`: status, parsed body or None."""
     async with (
         aiohttp.ClientSession() as http,
         http.request(method, f"{emu.base_url}/_emulator/{path}", json=body) as r,

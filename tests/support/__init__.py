@@ -1,0 +1,11 @@
+"""Helpers the test suites share, one concept a module, so that no suite keeps its own copy
+(and no suite imports another suite's module for one).
+
+ports: a free 127.0.0.1 port. waiting: until a condition holds. settings: settings and config
+files pointed at an emulator. processes: `ccsync` and other subprocesses, spawned, logged and
+stopped. daemon: the daemon run in the test's process. backfilled: one backfill into a mirror
+file. mirror_rows: read-only queries of a mirror file. compare: a mirror against the emulator.
+emulator_client: a signed client of the emulator, independent of `sync.channel`, and the
+JSON:API schema. channel_fakes: the upstream faked at the HTTP seam for the client suites.
+chaos: the storm's config and faults. management: the management suites' config and runs.
+"""

@@ -1,0 +1,45 @@
+"""One backfill of a served emulator into a mirror file: the set-up many suites share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sync.channel.client import ChannelClient
+from sync.core.config import Settings
+from sync.emulator import Emulator
+from sync.jobs.backfill import Backfill
+from sync.store import Mirror
+from tests.support.settings import settings_for
+
+
+async def run_backfill(
+    settings: Settings,
+    *,
+    wrap: Callable[[ChannelClient], None] | None = None,
+    restart: bool = False,
+) -> Any:
+    """Backfill `settings.mirror.path` (closed afterwards); the backfill's report. `wrap`
+    sees the client first (to count or break its requests)."""
+    mirror = Mirror.open(settings.mirror.path)
+    try:
+        async with ChannelClient(settings.upstream) as client:
+            if wrap:
+                wrap(client)
+            return await Backfill(client, mirror, settings).run(restart=restart)
+    finally:
+        mirror.close()
+
+
+async def backfill(
+    emu: Emulator,
+    db: Path,
+    sections: Mapping[str, Mapping[str, Any]] | None = None,
+    **upstream: Any,
+) -> Settings:
+    """Backfill `emu` into `db` (closed afterwards); returns the settings used (see
+    `settings_for` for `sections` and `upstream`)."""
+    settings = settings_for(emu, db, sections, **upstream)
+    await run_backfill(settings)
+    return settings

@@ -22,7 +22,7 @@ from sync.emulator import Emulator
 from sync.ingest.subscriptions import Subscriptions
 from sync.jobs.backfill import Backfill
 from sync.store import Mirror
-from tests.mirror_compare import compare
+from tests.support.compare import compare
 
 TYPES = ["malls", "deals", "events", "stores", "articles", "products"]
 DEALS = ("deals@example.com", "deals-password")

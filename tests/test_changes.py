@@ -4,10 +4,7 @@ prints it; retention drops old entries."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +15,9 @@ from sync.model import catalogue
 from sync.store import Mirror
 from tests.support.backfilled import backfill
 from tests.support.pages import write_page
+from tests.support.processes import run
 
 DEALS = catalogue.TYPES["deals"]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _deal(rid: int, stamp: str, title: str = "t") -> dict[str, Any]:
@@ -102,21 +99,8 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
 
 async def _reconcile_full(cfg: Path, env: dict[str, str]) -> None:
     """`ccsync reconcile --full` in a process of its own (it runs its own event loop)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sync",
-        "reconcile",
-        "--full",
-        "--config",
-        str(cfg),
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode == 0, err.decode()
+    code, _, err = await run("reconcile", "--full", "--config", str(cfg), env=env)
+    assert code == 0, err
 
 
 def _feed(args: list[str]) -> list[dict[str, Any]]:

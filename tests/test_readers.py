@@ -6,33 +6,22 @@ all; the commands that talk to the upstream still resolve, and still require, ev
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.pages import write_page
+from tests.support.pages import write_page
+from tests.support.processes import run
 
-ROOT = Path(__file__).resolve().parent.parent
 READERS = [["status"], ["status", "--json"], ["changes"], ["datasette-metadata"]]
 
 
-def _ccsync(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "CREDENTIALS_DIRECTORY"}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "sync", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+@pytest.fixture(autouse=True)
+def _no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shell, not a unit: no $CREDENTIALS_DIRECTORY."""
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
 
 
 @pytest.fixture
@@ -65,57 +54,57 @@ def _service_config(tmp_path: Path, db: Path) -> Path:
 
 
 @pytest.mark.parametrize("args", READERS, ids=" ".join)
-def test_readers_run_under_the_service_config_without_its_secrets(
+async def test_readers_run_under_the_service_config_without_its_secrets(
     tmp_path: Path, mirror: Path, args: list[str]
 ) -> None:
     cfg = _service_config(tmp_path, mirror)
-    done = _ccsync([*args, "--config", str(cfg)], tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "CREDENTIALS_DIRECTORY" not in done.stderr
+    code, out, err = await run(*args, "--config", str(cfg))
+    assert code == 0, err
+    assert "CREDENTIALS_DIRECTORY" not in err
 
 
 @pytest.mark.parametrize("args", READERS, ids=" ".join)
-def test_readers_need_no_config_file_with_mirror(
+async def test_readers_need_no_config_file_with_mirror(
     tmp_path: Path, mirror: Path, args: list[str]
 ) -> None:
-    empty = tmp_path / "nowhere"
-    empty.mkdir()  # no sync.toml here
-    done = _ccsync([*args, "--mirror", str(mirror)], empty)
-    assert done.returncode == 0, done.stderr
+    code, out, err = await run(*args, "--mirror", str(mirror))
+    assert code == 0, err
     if args == ["status", "--json"]:
-        assert json.loads(done.stdout)["mirror"] == str(mirror)
+        assert json.loads(out)["mirror"] == str(mirror)
     if args == ["changes"]:
-        assert done.stdout.split("\t")[1:4] == ["deals", "1", "upsert"]
+        assert out.split("\t")[1:4] == ["deals", "1", "upsert"]
 
 
-def test_mirror_and_config_together_the_mirror_option_wins(tmp_path: Path, mirror: Path) -> None:
+async def test_mirror_and_config_together_the_mirror_option_wins(
+    tmp_path: Path, mirror: Path
+) -> None:
     cfg = _service_config(tmp_path, tmp_path / "elsewhere.db")
-    done = _ccsync(["status", "--json", "--config", str(cfg), "--mirror", str(mirror)], tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["mirror"] == str(mirror)
+    code, out, err = await run("status", "--json", "--config", str(cfg), "--mirror", str(mirror))
+    assert code == 0, err
+    assert json.loads(out)["mirror"] == str(mirror)
 
 
-def test_a_missing_mirror_is_named_with_the_fix(tmp_path: Path) -> None:
-    done = _ccsync(["status", "--mirror", str(tmp_path / "absent.db")], tmp_path)
-    assert done.returncode == 1
-    assert "absent.db" in done.stderr and "ccsync backfill" in done.stderr
+async def test_a_missing_mirror_is_named_with_the_fix(tmp_path: Path) -> None:
+    code, out, err = await run("status", "--mirror", str(tmp_path / "absent.db"))
+    assert code == 1
+    assert "absent.db" in err and "ccsync backfill" in err
 
 
-def test_commands_that_reach_the_upstream_still_need_the_secrets(
+async def test_commands_that_reach_the_upstream_still_need_the_secrets(
     tmp_path: Path, mirror: Path
 ) -> None:
     cfg = _service_config(tmp_path, mirror)
-    done = _ccsync(["backfill", "--config", str(cfg)], tmp_path)
-    assert done.returncode == 2
-    assert "password_credential" in done.stderr and "CREDENTIALS_DIRECTORY" in done.stderr
+    code, out, err = await run("backfill", "--config", str(cfg))
+    assert code == 2
+    assert "password_credential" in err and "CREDENTIALS_DIRECTORY" in err
 
 
-def test_readers_never_read_a_secret_file(tmp_path: Path, mirror: Path) -> Any:
+async def test_readers_never_read_a_secret_file(tmp_path: Path, mirror: Path) -> None:
     """A secret given as a file that this user cannot read is not even opened by a reader."""
     cfg = tmp_path / "sync.toml"
     cfg.write_text(
         '[upstream]\nbase_url = "https://upstream.invalid"\nemail = "ops@example.com"\n'
         f'password_file = "{tmp_path / "no-such-password"}"\n[mirror]\npath = "{mirror}"\n'
     )
-    assert _ccsync(["status", "--config", str(cfg)], tmp_path).returncode == 0
-    assert _ccsync(["backfill", "--config", str(cfg)], tmp_path).returncode == 2
+    assert (await run("status", "--config", str(cfg)))[0] == 0
+    assert (await run("backfill", "--config", str(cfg)))[0] == 2

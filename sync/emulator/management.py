@@ -27,11 +27,11 @@ from sync.emulator.management_data import (
 )
 from sync.emulator.management_rules import (
     ARTICLE_FIELDS,
-    ARTICLE_READ_ONLY,
     article_field_error,
     message_errors,
     publication_status,
 )
+from sync.model.articles import ARTICLE_READ_ONLY
 from sync.model.stamps import iso_ms
 
 CLUB = "demo-club"

@@ -12,21 +12,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from sync.model.articles import ARTICLE_READ_ONLY
 from sync.model.stamps import is_date_time
 
-ARTICLE_READ_ONLY = frozenset(
-    {
-        "id",
-        "customer_id",
-        "sorting_priority",
-        "image",
-        "url",
-        "publication_status",
-        "created_at",
-        "updated_at",
-        "archived_at",
-    }
-)
 # The writable fields of Article as the spec's table gives them: (kind, nullable).
 ARTICLE_WRITABLE: dict[str, tuple[str, bool]] = {
     "locales": ("strings", True),
@@ -44,7 +32,7 @@ ARTICLE_WRITABLE: dict[str, tuple[str, bool]] = {
     "tag_ids": ("tag ids", True),
     "category_ids": ("integers", False),
 }
-ARTICLE_FIELDS = frozenset(ARTICLE_WRITABLE) | ARTICLE_READ_ONLY
+ARTICLE_FIELDS = frozenset(ARTICLE_WRITABLE) | frozenset(ARTICLE_READ_ONLY)
 STATUSES = ("draft", "published", "unpublished")
 MESSAGE_WRITABLE = frozenset(
     {"name", "shorten_urls", "track_in_shortener", "marketing", "campaign_id", "channels"}

@@ -19,19 +19,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, fie
 from pydantic_core import ErrorDetails
 
 from sync.core.errors import ConfigError
+from sync.model.articles import ARTICLE_READ_ONLY
 from sync.model.stamps import is_date_time
 
-ARTICLE_READ_ONLY = (
-    "id",
-    "customer_id",
-    "sorting_priority",
-    "image",
-    "url",
-    "publication_status",
-    "created_at",
-    "updated_at",
-    "archived_at",
-)
 Localized = dict[str, str | None]
 ARTICLE_NOT_NULLABLE = ("status", "visible_in_list", "external_master", "category_ids")
 ARTICLE_DATE_TIMES = ("visible_since", "visible_until", "topic_relevant_until", "published_at")

@@ -22,8 +22,8 @@ from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.model import catalogue
 from sync.pipeline.checks import VALUE_CHARS, coerce
+from sync.pipeline.pageworker import from_wire, to_wire
 from sync.pipeline.staging import stage_listing
-from sync.pipeline.worker import from_wire, to_wire
 from sync.readers.status import status_data
 from sync.store import Mirror
 from tests.support.backfilled import backfill

@@ -22,7 +22,7 @@ from sync.channel.client import ChannelClient
 from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
 from sync.model import catalogue
-from sync.pipeline import batches, encoding, pagepool, staging, worker
+from sync.pipeline import batches, encoding, pagepool, pageworker, staging
 from sync.pipeline.pagepool import PagePool
 from sync.pipeline.seen import Seen, SeenTable, Sent, written_already
 from sync.pipeline.staging import stage_listing
@@ -218,13 +218,13 @@ def test_answers_cross_the_pipe_whole() -> None:
         mall_id=None,
     )
     page.ticket = 9
-    back = worker.from_wire(worker.to_wire(page))
+    back = pageworker.from_wire(pageworker.to_wire(page))
     problem = page.batches[0].refused[0][3]
     assert back == page and back.batches[0].refused == [(1, "updated_at", '"bad"', problem)]
     assert isinstance(back.batches[1].rows[0], tuple) and back.batches[0].versions is None
     assert any(isinstance(v, bytes) for b in back.batches for v in b.versions or ())
-    refused = worker.Refused("not JSON", "check the upstream")
-    assert worker.from_wire(worker.to_wire(refused)) == refused
+    refused = pageworker.Refused("not JSON", "check the upstream")
+    assert pageworker.from_wire(pageworker.to_wire(refused)) == refused
 
 
 def test_seen_is_exact_and_forgets_its_oldest_half_when_full() -> None:
@@ -373,7 +373,7 @@ async def test_a_stuck_worker_is_stopped_and_its_pages_staged_here(
 
 async def test_a_worker_from_another_install_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     """sync upgraded during a run: the new worker's framing may differ, so it must not answer."""
-    monkeypatch.setattr(pagepool, "PROTOCOL", worker.PROTOCOL + 1)
+    monkeypatch.setattr(pagepool, "PROTOCOL", pageworker.PROTOCOL + 1)
     async with PagePool(1) as pool:
         proc = pool._procs[0].proc
         assert await asyncio.wait_for(proc.wait(), 10) == 3

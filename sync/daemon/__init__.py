@@ -1,5 +1,5 @@
 """The daemon (`ccsync run`): its lifecycle (`service`), the schedule arithmetic (`schedule`), the job
-bodies it schedules (`jobs`) and their run records (`runs`), its health and live gauges (`health`),
+bodies it schedules (`bodies`) and their run records (`runs`), its health and live gauges (`health`),
 its HTTP app (`http`: webhook route, `/healthz`, `/metrics`), systemd integration (`systemd`) and
 the demo against the bundled emulator (`demo`).
 

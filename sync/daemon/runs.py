@@ -1,6 +1,6 @@
 """One run of a scheduled job: its record, its metrics, its pause and its cancellation.
 
-The scheduler (`sync.daemon.service`) never calls a job body (`sync.daemon.jobs`) directly: it
+The scheduler (`sync.daemon.service`) never calls a job body (`sync.daemon.bodies`) directly: it
 calls the wrapper `JobRuns.wrap` makes, which logs one summary line per run, counts it, keeps
 its start, end, outcome and next run in `_sync_jobs` (so a restart resumes the schedule and
 `ccsync status` shows it), runs it at its request-budget priority, and lets no exception escape.

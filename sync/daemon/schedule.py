@@ -2,7 +2,7 @@
 
 Pure maths, apart from I/O (like arq's `cron.py:next_cron`): nothing here reads the clock, the
 mirror or the network, so each rule is tested alone (`tests/test_schedule.py`) and the daemon
-(`sync.daemon.service`) and its job bodies (`sync.daemon.jobs`) only feed it numbers.
+(`sync.daemon.service`) and its job bodies (`sync.daemon.bodies`) only feed it numbers.
 """
 
 from __future__ import annotations

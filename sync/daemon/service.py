@@ -4,8 +4,8 @@ This module is the daemon's lifecycle: it builds the parts, backfills first when
 never been filled, schedules the jobs, and stops. The parts, each in its own module: the HTTP
 app (`sync.daemon.http`) hands webhook deliveries to the receiver (`sync.ingest.receiver`),
 which writes notices to the durable queue (`sync.store.queue`); the queue worker
-(`sync.jobs.worker`) drains it; APScheduler 3.x jobs (coalesced, one instance each) run the job
-bodies (`sync.daemon.jobs`: the incremental polls and the deletions feed, the reconcile, the
+(`sync.jobs.queueworker`) drains it; APScheduler 3.x jobs (coalesced, one instance each) run the job
+bodies (`sync.daemon.bodies`: the incremental polls and the deletions feed, the reconcile, the
 rolling verify, the hours window, the subscription check), each run recorded by
 `sync.daemon.runs`, at times `sync.daemon.schedule` computes; `sync.daemon.health` reports.
 
@@ -37,9 +37,9 @@ from sync.core.config import Settings
 from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
+from sync.daemon.bodies import Jobs
 from sync.daemon.health import Health, SyncState
 from sync.daemon.http import make_app, serve
-from sync.daemon.jobs import Jobs
 from sync.daemon.runs import JobRuns
 from sync.daemon.schedule import CATCH_UP, first_run, verify_tick
 from sync.daemon.systemd import Notifier, watchdog_loop
@@ -47,7 +47,7 @@ from sync.ingest.receiver import Receiver
 from sync.jobs.backfill import Backfill
 from sync.jobs.isolation import TypeFaults
 from sync.jobs.progress import Progress, for_terminal
-from sync.jobs.worker import QueueWorker
+from sync.jobs.queueworker import QueueWorker
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms
 from sync.store import Mirror

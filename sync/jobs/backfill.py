@@ -54,7 +54,7 @@ from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms
 from sync.pipeline.batches import StagedPage
 from sync.pipeline.pagepool import PagePool
-from sync.pipeline.worker import bulk_gc
+from sync.pipeline.pageworker import bulk_gc
 from sync.store import Mirror, PageCheckpoint
 from sync.store.mirror import INCLUDED_SEEN
 

@@ -1,7 +1,7 @@
 """A page as staged: the rows of each type, ready for the mirror's set-based page write.
 
 `Staged` is one type's part of a page, `StagedPage` a whole listing page; both are plain values
-(picklable, and sent across the page worker's pipe as tuples, `sync.pipeline.worker.to_wire`),
+(picklable, and sent across the page worker's pipe as tuples, `sync.pipeline.pageworker.to_wire`),
 built by `sync.pipeline.staging`, trimmed by the memo of written rows (`sync.pipeline.seen`) and
 written by the store (`Mirror.write_staged`).
 """

@@ -10,8 +10,8 @@ included-row memo, tombstones, checkpoints). A worker's only state is which incl
 main process reported written (`written`), so that it stops sending copies of them
 (`sync.pipeline.seen.Sent`); it only saves work, so a killed run resumes exactly as before.
 
-A worker is a `python` running `sync.pipeline.worker.worker_main`, fed page bodies on its stdin
-(`sync.pipeline.worker.REQUEST`) and answering in order on its stdout. Not `multiprocessing`: its spawn
+A worker is a `python` running `sync.pipeline.pageworker.worker_main`, fed page bodies on its stdin
+(`sync.pipeline.pageworker.REQUEST`) and answering in order on its stdout. Not `multiprocessing`: its spawn
 start re-runs the caller's main script in every worker (a program embedding `sync` without a
 `__main__` guard would run twice), and its workers import much more. Robustness:
 - A worker imports only the staging code (orjson and the catalogue, ~18 MB).
@@ -39,8 +39,7 @@ from types import TracebackType
 from sync.core.errors import BadResponseError
 from sync.core.logs import get_logger
 from sync.pipeline.batches import StagedPage
-from sync.pipeline.seen import Seen
-from sync.pipeline.worker import (
+from sync.pipeline.pageworker import (
     ANSWER,
     PROTOCOL,
     REQUEST,
@@ -48,6 +47,7 @@ from sync.pipeline.worker import (
     from_wire,
     stage_request,
 )
+from sync.pipeline.seen import Seen
 
 
 def _widen_pipes(proc: asyncio.subprocess.Process) -> None:
@@ -75,7 +75,7 @@ class _WorkerGone(Exception):
 
 
 class _Worker:
-    """One worker process (`sync.pipeline.worker.worker_main`) and the answers it owes, in order."""
+    """One worker process (`sync.pipeline.pageworker.worker_main`) and the answers it owes, in order."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
@@ -190,7 +190,7 @@ class PagePool:
                     proc = await asyncio.create_subprocess_exec(
                         sys.executable,
                         "-c",
-                        f"from sync.pipeline.worker import worker_main; worker_main({PROTOCOL})",
+                        f"from sync.pipeline.pageworker import worker_main; worker_main({PROTOCOL})",
                         stdin=asyncio.subprocess.PIPE,
                         stdout=asyncio.subprocess.PIPE,
                     )

@@ -5,7 +5,7 @@ to-many links (`sync.pipeline.linkage`); its stamps and declared values are held
 the way (`sync.pipeline.checks`). The included resources are grouped by type and staged the same
 way, each with its version, less those the memo of written rows holds (`sync.pipeline.seen`).
 Staging needs no connection and returns plain picklable values (`sync.pipeline.batches`), which
-is what lets a backfill stage pages in a worker process on another core (`sync.pipeline.worker`,
+is what lets a backfill stage pages in a worker process on another core (`sync.pipeline.pageworker`,
 `sync.pipeline.pagepool`) while the main process only binds the rows (`Mirror.write_staged`).
 """
 

@@ -9,7 +9,7 @@ The worker's only state is its memo of the included rows the main process wrote
 (`sync.pipeline.seen.Sent`). A page the worker cannot stage comes back as a `Refused` value,
 never as a pickled exception.
 
-Started as `python -c "from sync.pipeline.worker import worker_main; worker_main(<PROTOCOL>)"`,
+Started as `python -c "from sync.pipeline.pageworker import worker_main; worker_main(<PROTOCOL>)"`,
 it imports only this module and what staging needs (orjson, msgspec, the catalogue).
 """
 
@@ -168,10 +168,10 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
 
 
 def worker_main(protocol: int) -> None:
-    """Entry point of a page worker: `python -c "from sync.pipeline.worker import worker_main; ..."`.
+    """Entry point of a page worker: `python -c "from sync.pipeline.pageworker import worker_main; ..."`.
 
-    Not `python -m sync.pipeline.worker`: that would define these classes in `__main__` beside
-    the ones the main process imports from `sync.pipeline.worker`. `protocol` is the main process's
+    Not `python -m sync.pipeline.pageworker`: that would define these classes in `__main__` beside
+    the ones the main process imports from `sync.pipeline.pageworker`. `protocol` is the main process's
     `PROTOCOL`: a worker started from a newer install (sync upgraded during a run) exits at
     once instead of misreading the pipe, and the main process stages the pages itself.
     """

@@ -12,8 +12,8 @@ from pydantic import BaseModel
 
 from sync.core.config import Settings, load_config, parse_config
 from sync.core.errors import ConfigError
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "config.example.toml"
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import click
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
+
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 COMMANDS_PAGE = DOCS / "commands.md"

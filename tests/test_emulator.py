@@ -5,16 +5,12 @@ and the `/_emulator/` routes in test_emulator_admin.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from sync.emulator import Emulator
 from tests.support.emulator_client import Signed, valid
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 # -- routes --------------------------------------------------------------------------------------
 

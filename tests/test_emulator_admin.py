@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,9 +17,7 @@ import pytest
 
 from sync.emulator import Emulator
 from tests.support.emulator_client import Signed, valid
-
-ROOT = Path(__file__).resolve().parent.parent
-
+from tests.support.paths import ROOT
 
 # -- faults --------------------------------------------------------------------------------------
 

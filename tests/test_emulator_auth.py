@@ -11,9 +11,6 @@ import aiohttp
 from sync.emulator import Emulator
 from tests.support.emulator_client import JSONAPI, Signed, valid
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 # -- auth ----------------------------------------------------------------------------------------
 
 

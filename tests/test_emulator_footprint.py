@@ -4,8 +4,6 @@ templates, variants in a bounded LRU, revisions after mutations), `--malls`, the
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -13,13 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from sync.commands import emulator as emulator_cmd
-from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
 from sync.emulator.render import encode_resource, resource_obj
 from sync.emulator.server import footprint, max_resources
-from tests.support.emulator_client import signed
-
-MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
+from tests.support.emulator_client import MakeEmulator, signed
 
 
 def test_the_plain_form_from_templates_is_the_resource_object() -> None:

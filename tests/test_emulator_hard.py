@@ -4,8 +4,6 @@ strict profile with every switch on."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,10 +14,15 @@ from sync.commands import emulator as emulator_cmd
 from sync.emulator import Emulator
 from sync.emulator.dataset import Dataset
 from sync.emulator.hard import STRICT_PAGE_BOUND, Hard
-from tests.support.emulator_client import control, listed, notices, signed, valid, walk
-
-MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
-
+from tests.support.emulator_client import (
+    MakeEmulator,
+    control,
+    listed,
+    notices,
+    signed,
+    valid,
+    walk,
+)
 
 # -- the switches ------------------------------------------------------------------------------
 

@@ -4,15 +4,17 @@ deals tied to malls only by their routes (`route_memberships`)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
-
-from sync.emulator import Emulator
 from sync.emulator.hard import Hard
 from sync.emulator.memberships import MULTI_MALL_TYPES
-from tests.support.emulator_client import control, feed, listed, notices, signed, valid
-
-MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
+from tests.support.emulator_client import (
+    MakeEmulator,
+    control,
+    feed,
+    listed,
+    notices,
+    signed,
+    valid,
+)
 
 
 async def test_multi_mall(make_emulator: MakeEmulator) -> None:

@@ -4,9 +4,7 @@ few seconds, faults on `/accounts`; every JSON:API document valid, and the ways 
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -18,9 +16,7 @@ from click.testing import CliRunner
 from sync.commands import emulator as emulator_cmd
 from sync.emulator import Emulator
 from sync.emulator.hard import STRICT_SIGNING_WINDOW, Hard
-from tests.support.emulator_client import JSONAPI, Signed, control, signed, valid
-
-MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
+from tests.support.emulator_client import JSONAPI, MakeEmulator, Signed, control, signed, valid
 
 #: The listings whose spec row lists no `sort` (top-level, then under `/malls/{id}/`).
 UNSORTED = ["articles", "contacts", "ifeatures", "job-listings", "mall-messages", "deletions"]

@@ -5,7 +5,6 @@ unsubscription after five failures, and the loss, duplication and reordering fau
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -13,9 +12,6 @@ from aiohttp import web
 from sync.emulator import Emulator
 from tests.support.emulator_client import Signed, valid
 from tests.support.waiting import eventually
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 # -- webhooks ------------------------------------------------------------------------------------
 

@@ -27,8 +27,8 @@ from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.mirror import END_PHASE
 from tests.support.pages import write_page
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TICK = 200
 
 #: The child: a bulk load into a fresh mirror, then its end phase, with every SQLite connection

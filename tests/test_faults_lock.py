@@ -19,8 +19,8 @@ from sync.core.errors import MirrorError
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.support.pages import write_page
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DEALS = catalogue.TYPES["deals"]
 NAMES = ("symlink", "hard link", "dir/../")
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
+
 PKG = ROOT / "sync"
 
 #: The layers from the ground up. A package may import only packages before it in this list

@@ -26,9 +26,8 @@ from sync.pipeline import batches, encoding, pagepool, pageworker, staging
 from sync.pipeline.pagepool import PagePool
 from sync.pipeline.seen import Seen, SeenTable, Sent, written_already
 from sync.pipeline.staging import stage_listing
+from tests.support.paths import ROOT
 from tests.support.settings import make_settings
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 async def _bodies(emu: Emulator, tmp_path: Path) -> list[tuple[str, bytes, int | None]]:

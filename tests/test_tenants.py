@@ -29,11 +29,11 @@ import pytest
 from sync.emulator import Emulator
 from tests.support.compare import compare
 from tests.support.mirror_rows import row
+from tests.support.paths import ROOT
 from tests.support.ports import free_port
 from tests.support.units import parse
 from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = "ccsync@.service"
 TYPES = ["malls", "deals", "articles", "stores"]
 # The files a daemon may leave in its state directory: the mirror, SQLite's WAL and shared

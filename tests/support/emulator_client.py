@@ -8,7 +8,7 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -19,6 +19,8 @@ import orjson
 
 from sync.emulator import Emulator
 
+#: The `make_emulator` fixture: `async with make_emulator(resources=..., seed=...) as emu:`.
+MakeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[Emulator]]
 JSONAPI = {"Content-Type": "application/vnd.api+json"}
 Notice = tuple[str, str, int]
 SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "jsonapi-schema-1.0.json").read_text())

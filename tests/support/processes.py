@@ -15,9 +15,8 @@ from pathlib import Path
 import aiohttp
 
 from sync.emulator import Emulator
+from tests.support.paths import ROOT
 
-#: The project's root: `python -m sync` runs from there, as it does from a checkout.
-ROOT = Path(__file__).resolve().parents[2]
 PIPE = asyncio.subprocess.PIPE
 DEVNULL = asyncio.subprocess.DEVNULL
 

@@ -4,6 +4,7 @@ prints it; retention drops old entries."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from sync.model import catalogue
 from sync.store import Mirror
 from tests.support.backfilled import backfill
 from tests.support.pages import write_page
-from tests.support.processes import run
+from tests.support.processes import run, spawn, stop
 
 DEALS = catalogue.TYPES["deals"]
 
@@ -205,3 +206,47 @@ def test_the_feed_is_filtered_by_type_and_tells_a_reader_what_was_pruned(tmp_pat
     assert "were pruned" in text.stderr
     bad = CliRunner().invoke(main, ["changes", "--mirror", str(db), "--type", "nosuch"])
     assert bad.exit_code == 2 and "nosuch" in bad.output
+
+
+async def test_a_follower_filtered_by_type_gets_only_that_type_as_it_comes(tmp_path: Path) -> None:
+    """`--follow --type stores`: entries of other types written meanwhile are passed over, and
+    each stores entry arrives once, in order, while the follower runs."""
+    db = tmp_path / "m.db"
+    mirror = Mirror.open(db)
+    write_page(mirror, DEALS, [_deal(1, "2026-01-01T00:00:00.000Z")])
+    proc = await spawn(
+        "changes",
+        "--mirror",
+        str(db),
+        "--follow",
+        "--type",
+        "stores",
+        "--json",
+        "--interval",
+        "0.05",
+    )
+    try:
+        stores = catalogue.TYPES["stores"]
+        for rid in (7, 8):
+            write_page(mirror, DEALS, [_deal(100 + rid, "2026-01-02T00:00:00.000Z")])
+            write_page(
+                mirror,
+                stores,
+                [
+                    {
+                        "id": str(rid),
+                        "type": "stores",
+                        "attributes": {"name": "s", "updated_at": "2026-01-01T00:00:00.000Z"},
+                    }
+                ],
+                mall_id=1,
+            )
+        assert proc.stdout is not None
+        got = [json.loads(await asyncio.wait_for(proc.stdout.readline(), 30)) for _ in range(2)]
+        assert [(e["type"], e["id"], e["op"]) for e in got] == [
+            ("stores", 7, "upsert"),
+            ("stores", 8, "upsert"),
+        ]
+    finally:
+        await stop(proc)
+        mirror.close()

@@ -21,7 +21,10 @@ from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.ingest.subscriptions import Subscriptions
 from sync.jobs.backfill import Backfill
+from sync.jobs.fetch import Fetcher
+from sync.model import catalogue
 from sync.store import Mirror
+from tests.support.backfilled import backfill
 from tests.support.compare import compare
 
 TYPES = ["malls", "deals", "events", "stores", "articles", "products"]
@@ -41,7 +44,11 @@ async def _add_account(emu: Emulator, email: str, password: str, channels: list[
         }
     }
     async with aiohttp.ClientSession() as http:
-        async with http.post(f"{emu.base_url}/accounts", json=body) as resp:
+        async with http.post(
+            f"{emu.base_url}/accounts",
+            data=json.dumps(body),
+            headers={"Content-Type": "application/vnd.api+json"},  # JSON:API's body type
+        ) as resp:
             assert resp.status == 201, await resp.text()
 
 
@@ -133,3 +140,42 @@ def test_accounts_are_checked_like_the_single_account(tmp_path: Path) -> None:
         )
     one = parse_config({"upstream": {**base, "email": "a@b.c", "password": "p"}})
     assert [a.email for a in one.upstream.all_accounts()] == ["a@b.c"]
+
+
+async def test_a_restart_reads_each_route_with_the_account_learned_before(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """What the 403s taught is kept in the mirror: the next process sends each route straight
+    to its reader, without a 403; and it holds e-mails, never a password or a token."""
+    async with make_emulator(resources=200, seed=5, channels=["mall"]) as emu:
+        await _add_account(emu, *DEALS, ["deal", "store", "editorial", "product"])
+        db = tmp_path / "m.db"
+        settings = _settings(emu, db, types=["malls", "deals", "events"])
+        mirror = Mirror.open(db)
+        try:
+            async with ChannelClient(settings.upstream) as client:
+                await Backfill(client, mirror, settings).run()
+                assert client.stats.statuses[403] > 0  # learned the hard way
+            async with ChannelClient(settings.upstream) as client:
+                Fetcher(client, mirror)  # what a job does first: restore what was learned
+                for name in ("deals", "events", "malls"):
+                    await client.list_page(catalogue.TYPES[name], 1)
+                assert client.stats.statuses[403] == 0
+            stored = mirror.get_meta("upstream_accounts") or ""
+        finally:
+            mirror.close()
+        assert DEALS[0] in stored and DEALS[1] not in stored and emu.password not in stored
+
+
+async def test_one_account_records_nothing(make_emulator: Any, tmp_path: Path) -> None:
+    """With one account there is nothing to choose: nothing is learned or stored."""
+    async with make_emulator(resources=100, seed=5) as emu:
+        db = tmp_path / "m.db"
+        await backfill(emu, db, types=["malls", "deals"])
+        mirror = Mirror.open(db, readonly=True)
+        try:
+            assert mirror.get_meta("upstream_accounts") is None
+        finally:
+            mirror.close()
+        r = CliRunner().invoke(main, ["status", "--json", "--mirror", str(db)])
+        assert json.loads(r.stdout)["accounts"] == {}

@@ -65,6 +65,8 @@ def test_example_loads_with_its_defaults(monkeypatch: pytest.MonkeyPatch) -> Non
             if field.is_required() or key.endswith("_env"):
                 continue
             default = field.get_default(call_default_factory=True)
+            if key == "email" and default is None:  # the single account's: a value to fill in
+                continue
             assert value == (str(default) if isinstance(default, Path) else default), (
                 f"[{section}] {key}: example says {value!r}, model default is {default!r}"
             )

@@ -140,7 +140,7 @@ async def test_a_backfill_against_refused_includes_exits_ok_and_says_what_is_not
         assert _route(profile, "/deals").linkage_from["stores"] == "/deals/{id}/stores"
         assert _route(profile, "/malls").linkage_from["contacts"] == "/malls/{id}/contacts"
         assert _route(profile, "/malls/{id}/stores").linkage_from["groups"] == "not mirrored"
-        status = await asyncio.to_thread(status_data, settings)
+        status = await asyncio.to_thread(status_data, settings.mirror.path)
     routes = status["upstream_profile"]["routes"]
     assert routes["/articles"]["linkage_from"]["malls"] == "/articles/{id}/malls"
 

@@ -6,6 +6,7 @@ path one request takes through it, apart from any endpoint. As httpx's `send` ->
 method with one job:
 
     request               status -> exception (403, 404, other 4xx)
+    _send_routing         the account that reads the route; the next one after a 403
     _send_handling_auth   log in first; re-login once on 401
     _send_handling_skew   sign again when a 401's `Date` taught another clock offset
     _send_signed          sign the attempt (`sync.channel.signing`) and hand it to the transport
@@ -34,7 +35,7 @@ from typing import Any, Self
 import aiohttp
 import orjson
 
-from sync.channel.budget import RequestBudget
+from sync.channel.accounts import Account, Accounts, route_of
 from sync.channel.pages import Page, decode, to_page
 from sync.channel.paging import Paging, next_number
 from sync.channel.profile import UpstreamProfile
@@ -109,8 +110,9 @@ class ChannelSession:
         self._own_session = session is None
         self._sleep = sleep
         self._clock = clock
-        self.credentials = Credentials(settings.email, clock)
-        self._login_lock = asyncio.Lock()
+        #: The configured accounts (one unless `[[upstream.accounts]]`), each with its own
+        #: credentials, login lock and (per_account) budget, and which reads which route.
+        self.accounts = Accounts(settings, clock=clock, sleep=sleep)
         self.api_version: str | None = None
         self._first_major: str | None = None
         self._warned_major = False
@@ -126,11 +128,9 @@ class ChannelSession:
         #: until probed or loaded; `save_profile` keeps a change (set by whoever owns a mirror).
         self.profile: UpstreamProfile | None = None
         self.save_profile: Callable[[], None] | None = None
-        rate = settings.max_requests_per_second
-        #: The request budget every request of this client takes a slot from (None: off).
-        self.budget = (
-            RequestBudget(rate, sleep=sleep, concurrency=settings.concurrency) if rate > 0 else None
-        )
+        #: The request budget every request of this client takes a slot from (None: off); with
+        #: `budget = "per_account"`, the first account's (each account takes from its own).
+        self.budget = self.accounts.first.budget
 
     async def __aenter__(self) -> Self:
         if self._session is None:
@@ -158,8 +158,8 @@ class ChannelSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.budget is not None:
-            await self.budget.close()
+        for budget in self.accounts.budgets():
+            await budget.close()
         if self._own_session and self._session is not None:
             await self._session.close()
             self._session = None
@@ -176,12 +176,18 @@ class ChannelSession:
         return self._transport.unreachable_reason if self._transport is not None else None
 
     @property
+    def credentials(self) -> Credentials:
+        """The first account's credentials (the only ones unless `[[upstream.accounts]]`)."""
+        return self.accounts.first.credentials
+
+    @property
     def clock_offset(self) -> float:
         """Seconds to add to local time to get the upstream's time."""
         return self.credentials.offset
 
     def _observe(self, response: Response) -> None:
-        self.credentials.learn_offset(response.headers.get("Date"))
+        for account in self.accounts.all:  # one upstream clock, whichever account asked
+            account.credentials.learn_offset(response.headers.get("Date"))
         version = response.headers.get("X-API-Version")
         if not version:
             return
@@ -200,25 +206,31 @@ class ChannelSession:
 
     # -- auth ----------------------------------------------------------------------------------
 
-    async def login(self) -> None:
-        """POST /accounts/login; stores the session token."""
+    async def login(self, account: Account | None = None) -> None:
+        """POST /accounts/login as `account` (default the first); stores its session token."""
+        account = account or self.accounts.first
         url = f"{self.base}/accounts/login"
         body = {
             "data": {
                 "type": "accounts",
                 "attributes": {
-                    "email": self.settings.email,
-                    "password": self.settings.secret_password(),
+                    "email": account.email,
+                    "password": account.settings.secret_password(),
                 },
             }
         }
-        resp = await self.transport.send("POST", url, json=body, headers=JSONAPI_BODY)
+        resp = await self.transport.send(
+            "POST", url, json=body, headers=JSONAPI_BODY, budget=account.budget
+        )
         if resp.status in (401, 403, 422):
             raise AuthError(
                 "login refused",
                 url=url,
                 status=resp.status,
-                hint="check [upstream] email and the password source",
+                hint="check [upstream] email and the password source"
+                if not self.accounts.several
+                else f"check [[upstream.accounts]] number {account.number}: its email and "
+                "password source",
             )
         if resp.status >= 400:
             raise UpstreamError(
@@ -230,16 +242,17 @@ class ChannelSession:
             raise BadResponseError(
                 "login answered without an authentication_token", url=url, status=resp.status
             )
-        self.credentials.set_token(token)
+        account.credentials.set_token(token)
         # No e-mail here: it is the auth_id, and logs never carry auth parameters.
         self.log.info("upstream.logged_in")
 
-    async def _ensure_login(self, seen_generation: int, *, relogin: bool) -> None:
-        """Log in unless another task already did since `seen_generation` (one login for many
-        concurrent 401s)."""
-        async with self._login_lock:
-            if self.credentials.generation == seen_generation or not self.credentials.has_token:
-                await self.login()
+    async def _ensure_login(self, account: Account, seen_generation: int, *, relogin: bool) -> None:
+        """Log `account` in unless another task already did since `seen_generation` (one login
+        for many concurrent 401s)."""
+        async with account.login_lock:
+            credentials = account.credentials
+            if credentials.generation == seen_generation or not credentials.has_token:
+                await self.login(account)
                 if relogin:
                     self.stats.relogins += 1
 
@@ -266,7 +279,7 @@ class ChannelSession:
             {**(ACCEPT if json is None else JSONAPI_BODY), **(headers or {})},
             once,
         )
-        return self._raise_for_status(await self._send_handling_auth(outgoing), outgoing.url)
+        return self._raise_for_status(await self._send_routing(outgoing), outgoing.url)
 
     def _raise_for_status(self, resp: Response, url: str) -> Response:
         """`resp` when it is no error; else the exception its status means."""
@@ -285,17 +298,33 @@ class ChannelSession:
             )
         return resp
 
-    async def _send_handling_auth(self, outgoing: Outgoing) -> Response:
+    async def _send_routing(self, outgoing: Outgoing) -> Response:
+        """Send as the account that reads the request's route (`sync.channel.accounts`); after
+        a 403, at once as the next account not refused there, until one reads it or all did
+        refuse (then the 403 stands)."""
+        route = route_of(outgoing.path)
+        account = self.accounts.pick(route)
+        tried = {account.number}
+        while True:
+            resp = await self._send_handling_auth(outgoing, account)
+            after = self.accounts.next_after(route, account, resp.status)
+            if after is None or after.number in tried:
+                return resp
+            tried.add(after.number)
+            account = after
+
+    async def _send_handling_auth(self, outgoing: Outgoing, account: Account) -> Response:
         """Log in if there is no token yet; on a 401, log in again and send once more."""
-        if not self.credentials.has_token:
-            await self._ensure_login(self.credentials.generation, relogin=False)
+        credentials = account.credentials
+        if not credentials.has_token:
+            await self._ensure_login(account, credentials.generation, relogin=False)
         # Set once this request has re-logged in after a 401: another 401 then is final. The
         # first login does not count: a 401 just after it may be a logout elsewhere in between,
         # or a clock skew the 401's own `Date` header has just taught us to correct.
         fresh = False
         while True:
-            generation = self.credentials.generation
-            resp = await self._send_handling_skew(outgoing, fresh=fresh)
+            generation = credentials.generation
+            resp = await self._send_handling_skew(outgoing, account, fresh=fresh)
             if resp.status != 401:
                 return resp
             if fresh:
@@ -306,36 +335,40 @@ class ChannelSession:
                     hint="check the account, and that this machine's clock is roughly right",
                 )
             self.log.info("upstream.relogin", reason="401", path=outgoing.path)
-            await self._ensure_login(generation, relogin=True)
+            await self._ensure_login(account, generation, relogin=True)
             fresh = True
 
-    async def _send_handling_skew(self, outgoing: Outgoing, *, fresh: bool) -> Response:
+    async def _send_handling_skew(
+        self, outgoing: Outgoing, account: Account, *, fresh: bool
+    ) -> Response:
         """Send signed; a 401 after a fresh login (`fresh`) is signed again (`RESKEWS` times at
         most) when its own `Date` taught another skew than the one the attempt was signed
         with: the upstream's clock moved, or an answer sent before the move was read after
         one sent after it."""
         reskews = 0
         while True:
-            resp, signed_with = await self._send_signed(outgoing)
+            resp, signed_with = await self._send_signed(outgoing, account)
             if (
                 resp.status != 401
                 or not fresh
-                or self.credentials.offset == signed_with
+                or account.credentials.offset == signed_with
                 or reskews >= RESKEWS
             ):
                 return resp
             reskews += 1
             self.log.info("upstream.resigned", reason="clock skew changed", path=outgoing.path)
 
-    async def _send_signed(self, outgoing: Outgoing) -> tuple[Response, float]:
-        """One logical request through the transport, each attempt signed afresh; the answer
-        and the clock offset its last attempt was signed with."""
-        signed_with = [self.credentials.offset]
+    async def _send_signed(self, outgoing: Outgoing, account: Account) -> tuple[Response, float]:
+        """One logical request through the transport as `account`, each attempt signed afresh
+        and taking a slot of the account's budget; the answer and the clock offset its last
+        attempt was signed with."""
+        credentials = account.credentials
+        signed_with = [credentials.offset]
 
         def signed() -> dict[str, str]:
             # Called per attempt: the timestamp (and so the token) must be current each time.
-            signed_with[0] = self.credentials.offset
-            return {**outgoing.params, **self.credentials.params()}
+            signed_with[0] = credentials.offset
+            return {**outgoing.params, **credentials.params()}
 
         resp = await self.transport.send(
             outgoing.method,
@@ -344,6 +377,7 @@ class ChannelSession:
             json=outgoing.json,
             headers=outgoing.headers,
             once=outgoing.once,
+            budget=account.budget,
         )
         return resp, signed_with[0]
 

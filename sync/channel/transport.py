@@ -181,12 +181,16 @@ class Transport:
         json: Any = None,
         headers: Mapping[str, str] | None = None,
         once: bool = False,
+        budget: RequestBudget | None = None,
     ) -> Response:
         """One logical request; `params` is called per attempt because signatures expire.
+        `budget`: the request budget to take slots from instead of the transport's (an
+        account's own, with `budget = "per_account"`).
 
         `once`: a request that is not idempotent (a subscription) is not repeated after a 5xx,
         a timeout or a dropped connection, which may follow its effect: `MaybeAppliedError`.
         A 429 (not processed) and a connection never made are retried as usual."""
+        budget = budget if budget is not None else self.budget
         spent = 0.0  # seconds of this request's budget used: attempts plus waits
         attempt = 0
         while True:
@@ -196,7 +200,7 @@ class Transport:
             remaining = self.retry_budget - spent
             # Every attempt is a request the upstream sees: with a budget, its grant is also
             # the place in flight (`RequestBudget.slot`), so it is sent as it is granted.
-            slot = self.budget.slot() if self.budget is not None else self.limit
+            slot = budget.slot() if budget is not None else self.limit
             started: float | None = None
             try:
                 async with slot:
@@ -220,10 +224,10 @@ class Transport:
                     self.on_response(response)
                 if response.status == 429:
                     wait = retry_after(response.headers.get("Retry-After"), self.upstream_now())
-                    if self.budget is not None:
-                        self.budget.on_throttled(wait)
-                elif self.budget is not None:
-                    self.budget.on_answer()
+                    if budget is not None:
+                        budget.on_throttled(wait)
+                elif budget is not None:
+                    budget.on_answer()
                 if not is_retryable(response.status):
                     return response
                 cause = f"HTTP {response.status}"

@@ -9,10 +9,9 @@ held as `SecretStr` so they never print.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
@@ -26,7 +25,7 @@ from pydantic import (
 )
 
 from sync.core.errors import ConfigError
-from sync.core.redact import register
+from sync.core.secrets import WITHOUT_SECRETS, given, read_secret, resolving, sources
 from sync.model import catalogue
 
 DEFAULT_PATH = Path("sync.toml")
@@ -36,109 +35,6 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-#: The validation context of a configuration loaded without its secrets (`load_config(...,
-#: secrets=False)`): commands that only read the mirror never open a secret's file, variable or
-#: credential, so they run from a shell under the service's configuration.
-WITHOUT_SECRETS = {"secrets": False}
-
-
-def _resolving(info: ValidationInfo) -> bool:
-    """Whether this validation resolves secrets (every command that talks to the upstream)."""
-    return (info.context or {}).get("secrets", True) is not False
-
-
-def _read_secret(
-    value: SecretStr | None,
-    env: str | None,
-    path: Path | None,
-    key: str,
-    credential: str | None = None,
-    *,
-    resolve: bool = True,
-) -> SecretStr | None:
-    """Resolve a secret given inline, by environment variable name, by file path, or by the
-    name of a systemd credential (`LoadCredential=NAME:...`), read from
-    `$CREDENTIALS_DIRECTORY/NAME`: each unit gets its credentials under its own directory, so
-    naming the credential lets one config file serve every unit. The value is registered
-    with `sync.core.redact`: no log line, error or status output of this process shows it.
-    With `resolve` false only the shape is checked (at most one source): nothing is read."""
-    if not resolve:
-        _sources(value, env, path, key, credential)
-        return value
-    secret = _find_secret(value, env, path, key, credential)
-    if secret is not None:
-        register(secret.get_secret_value())
-    return secret
-
-
-def _given(model: BaseModel, key: str) -> tuple[Any, Any, Any, str, Any]:
-    """The sources of secret `key` on `model`, as `_read_secret` takes them: `key` inline,
-    `key_env`, `key_file`, the key's name, `key_credential`."""
-    return (
-        getattr(model, key),
-        getattr(model, f"{key}_env"),
-        getattr(model, f"{key}_file"),
-        key,
-        getattr(model, f"{key}_credential"),
-    )
-
-
-def _sources(
-    value: SecretStr | None, env: str | None, path: Path | None, key: str, credential: str | None
-) -> list[str]:
-    """The keys that give this secret; more than one is an error."""
-    given = [
-        n
-        for n, v in (
-            (key, value),
-            (f"{key}_env", env),
-            (f"{key}_file", path),
-            (f"{key}_credential", credential),
-        )
-        if v
-    ]
-    if len(given) > 1:
-        raise ValueError(f"give only one of {', '.join(given)}")
-    return given
-
-
-def _find_secret(
-    value: SecretStr | None,
-    env: str | None,
-    path: Path | None,
-    key: str,
-    credential: str | None,
-) -> SecretStr | None:
-    _sources(value, env, path, key, credential)
-    if credential:
-        if "/" in credential or credential in (".", ".."):
-            raise ValueError(f"{key}_credential is a credential name, not a path: {credential!r}")
-        directory = os.environ.get("CREDENTIALS_DIRECTORY")
-        if not directory:
-            raise ValueError(
-                f"{key}_credential = {credential!r} needs $CREDENTIALS_DIRECTORY, which is not set: "
-                f"run under systemd with LoadCredential={credential}:<file>, or use {key}_file"
-            )
-        path = Path(directory) / credential
-        try:
-            return SecretStr(path.read_text(encoding="utf-8").strip())
-        except OSError as exc:
-            raise ValueError(
-                f"{key}_credential {credential!r} cannot be read from {directory}: {exc.strerror} "
-                f"(is LoadCredential={credential}:<file> in the unit?)"
-            ) from None
-    if env:
-        if env not in os.environ:
-            raise ValueError(f"{key}_env names ${env}, which is not set in the environment")
-        return SecretStr(os.environ[env])
-    if path:
-        try:
-            return SecretStr(path.read_text(encoding="utf-8").strip())
-        except OSError as exc:
-            raise ValueError(f"{key}_file {str(path)!r} cannot be read: {exc.strerror}") from None
-    return value
-
-
 def _http_url(v: str) -> str:
     """A base URL: http(s) only, without a trailing slash (paths are appended to it)."""
     if not v.startswith(("http://", "https://")):
@@ -146,11 +42,11 @@ def _http_url(v: str) -> str:
     return v.rstrip("/")
 
 
-class UpstreamSettings(_Section):
-    """`[upstream]`: where the Channel Content API is and how to talk to it."""
+class _PasswordSource(_Section):
+    """An account's password, given by exactly one source (inline, `*_env`, `*_file` or
+    `*_credential`), resolved as every secret is (`read_secret`): the single account of
+    `[upstream]` and each `[[upstream.accounts]]` share these keys and this check."""
 
-    base_url: str = Field(description="Base URL of the Channel Content API, without a trailing /")
-    email: str = Field(description="Account e-mail used for POST /accounts/login")
     password: SecretStr | None = Field(default=None, description="Account password (inline)")
     password_env: str | None = Field(
         default=None, description="Environment variable holding the password"
@@ -158,6 +54,62 @@ class UpstreamSettings(_Section):
     password_file: Path | None = Field(default=None, description="File holding the password")
     password_credential: str | None = Field(
         default=None, description="systemd credential holding the password"
+    )
+
+    def _needs_password(self) -> bool:
+        """Whether this model must name a password source (always, for an account)."""
+        return True
+
+    @model_validator(mode="after")
+    def _password(self, info: ValidationInfo) -> Self:
+        secret = read_secret(*given(self, "password"), resolve=resolving(info))
+        if self._needs_password() and not sources(*given(self, "password")):
+            raise ValueError(
+                "set one of password, password_env, password_file or password_credential"
+            )
+        object.__setattr__(self, "password", secret)
+        return self
+
+    def secret_password(self) -> str:
+        """The resolved password; call only where it is sent to the upstream."""
+        if self.password is None:  # loaded with secrets=False: a reader's configuration
+            raise ConfigError(
+                "this command loaded the configuration without its secrets; "
+                "the upstream password is read only by commands that talk to the upstream"
+            )
+        return self.password.get_secret_value()
+
+
+class AccountSettings(_PasswordSource):
+    """`[[upstream.accounts]]`: one account of several (an upstream that issues one account per
+    channel set); its e-mail and its own password source."""
+
+    email: str = Field(description="Account e-mail used for POST /accounts/login")
+
+
+#: How `max_requests_per_second` applies to several accounts: one budget they all take from
+#: (`shared`), or a budget of that rate for each (`per_account`).
+BudgetMode = Literal["shared", "per_account"]
+
+
+class UpstreamSettings(_PasswordSource):
+    """`[upstream]`: where the Channel Content API is and how to talk to it."""
+
+    base_url: str = Field(description="Base URL of the Channel Content API, without a trailing /")
+    email: str | None = Field(
+        default=None,
+        description="Account e-mail used for POST /accounts/login (the single account; or "
+        "[[upstream.accounts]])",
+    )
+    accounts: list[AccountSettings] | None = Field(
+        default=None,
+        description="Several accounts instead of email and its password: each type is read by "
+        "an account whose channels allow it",
+    )
+    budget: BudgetMode = Field(
+        default="shared",
+        description="With several accounts: one max_requests_per_second budget for all "
+        "(shared) or one for each (per_account)",
     )
     types: list[str] = Field(
         default_factory=list, description="Resource types to mirror; empty means all readable"
@@ -198,24 +150,44 @@ class UpstreamSettings(_Section):
             )
         return v
 
+    def _needs_password(self) -> bool:
+        return self.accounts is None and self.email is not None
+
     @model_validator(mode="after")
-    def _password(self, info: ValidationInfo) -> UpstreamSettings:
-        secret = _read_secret(*_given(self, "password"), resolve=_resolving(info))
-        if not _sources(*_given(self, "password")):
+    def _accounts(self) -> UpstreamSettings:
+        """Either the single account (email and its password) or `accounts`, never both."""
+        if self.accounts is None:
+            if self.email is None:
+                raise ValueError("set email and a password source, or list [[upstream.accounts]]")
+            return self
+        if self.email is not None or sources(*given(self, "password")):
             raise ValueError(
-                "set one of password, password_env, password_file or password_credential"
+                "give either email (with its password) or [[upstream.accounts]], not both"
             )
-        object.__setattr__(self, "password", secret)
+        if not self.accounts:
+            raise ValueError(
+                "accounts is empty: list at least one [[upstream.accounts]] (email and a "
+                "password source), or give email and its password instead"
+            )
+        emails = [a.email for a in self.accounts]
+        if len(set(emails)) < len(emails):
+            raise ValueError("accounts: each [[upstream.accounts]] needs its own email")
         return self
 
-    def secret_password(self) -> str:
-        """The resolved password; call only where it is sent to the upstream."""
-        if self.password is None:  # loaded with secrets=False: a reader's configuration
-            raise ConfigError(
-                "this command loaded the configuration without its secrets; "
-                "the upstream password is read only by commands that talk to the upstream"
+    def all_accounts(self) -> list[AccountSettings]:
+        """The accounts in the order given: `accounts`, or the single one (`email` and its
+        password) as a one-item list. Nothing is resolved again: the secrets are already read."""
+        if self.accounts is not None:
+            return list(self.accounts)
+        return [
+            AccountSettings.model_construct(
+                email=self.email,
+                password=self.password,
+                password_env=self.password_env,
+                password_file=self.password_file,
+                password_credential=self.password_credential,
             )
-        return self.password.get_secret_value()
+        ]
 
     def mirrored_types(self) -> list[catalogue.ResourceType]:
         """Configured listable types in backfill order (all when none are configured)."""
@@ -304,8 +276,8 @@ class WebhookSettings(_Section):
 
     @model_validator(mode="after")
     def _secret(self, info: ValidationInfo) -> WebhookSettings:
-        resolve = _resolving(info)
-        secret = _read_secret(*_given(self, "secret"), resolve=resolve)
+        resolve = resolving(info)
+        secret = read_secret(*given(self, "secret"), resolve=resolve)
         if resolve and secret is not None and len(secret.get_secret_value()) < 16:
             raise ValueError(
                 "secret must be at least 16 characters (it is the callback's only guard)"
@@ -424,10 +396,10 @@ class ManagementSettings(_Section):
 
     @model_validator(mode="after")
     def _tokens(self, info: ValidationInfo) -> ManagementSettings:
-        resolve = _resolving(info)
+        resolve = resolving(info)
         keys = ("bearer_token", "client_token")
-        bearer, client = (_read_secret(*_given(self, k), resolve=resolve) for k in keys)
-        if not any(_sources(*_given(self, k)) for k in keys):
+        bearer, client = (read_secret(*given(self, k), resolve=resolve) for k in keys)
+        if not any(sources(*given(self, k)) for k in keys):
             raise ValueError("set a bearer_token or a client_token (inline, *_env or *_file)")
         object.__setattr__(self, "bearer_token", bearer)
         object.__setattr__(self, "client_token", client)

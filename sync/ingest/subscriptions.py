@@ -9,17 +9,25 @@ Subscribing is not idempotent: `POST /webhooks` is sent once, never retried blin
 or a timeout (it may have taken effect) the subscriptions are listed and a matching one adopted;
 only if none is there is it sent again. Duplicates for our callback (one topic subscribed twice,
 by an earlier run's retry or by hand) are removed, one kept per topic.
+
+With several accounts (`[[upstream.accounts]]`) GET /webhooks lists only the caller's
+subscriptions, so ours are the union over the accounts (each listed as itself); a missing topic
+is subscribed once, by the account that reads that type (else the first), and a duplicate is
+removed by the account that holds it, whichever account made the other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
+from sync.channel.accounts import Account
 from sync.channel.client import ChannelClient
+from sync.channel.profile import route_key
 from sync.core.config import Settings, WebhookSettings
 from sync.core.errors import ConfigError, MaybeAppliedError
 from sync.core.logs import get_logger
+from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 
 
@@ -32,6 +40,13 @@ def callback_url(settings: WebhookSettings, bound_port: int | None = None) -> st
         )
     base = settings.public_url or f"http://{settings.host}:{bound_port or settings.port}"
     return f"{base.rstrip('/')}/webhooks/{settings.secret.get_secret_value()}"
+
+
+class Held(NamedTuple):
+    """One subscription of ours upstream: its id and the account that holds it."""
+
+    id: str
+    account: Account
 
 
 class Subscriptions:
@@ -57,16 +72,28 @@ class Subscriptions:
 
     async def current(self) -> dict[str, str]:
         """Our subscriptions upstream: topic -> webhook id (the lowest, if several)."""
-        return {topic: ids[0] for topic, ids in (await self._ours()).items()}
+        return {topic: held[0].id for topic, held in (await self._ours()).items()}
 
-    async def _ours(self) -> dict[str, list[str]]:
-        """topic -> the ids of every subscription of ours to it, lowest first."""
-        mine: dict[str, list[str]] = {}
-        for hook in await self.client.list_webhooks():
-            attrs = hook.get("attributes") or {}
-            if attrs.get("callback_url") == self.url:
-                mine.setdefault(str(attrs.get("topic")), []).append(str(hook.get("id")))
-        return {t: sorted(ids, key=lambda i: (len(i), i)) for t, ids in mine.items()}
+    async def _ours(self) -> dict[str, list[Held]]:
+        """topic -> every subscription of ours to it, lowest id first, over every account."""
+        mine: dict[str, list[Held]] = {}
+        accounts = self.client.accounts
+        for account in accounts.all:
+            with accounts.pinned(account):
+                hooks = await self.client.list_webhooks()
+            for hook in hooks:
+                attrs = hook.get("attributes") or {}
+                if attrs.get("callback_url") == self.url:
+                    held = Held(str(hook.get("id")), account)
+                    mine.setdefault(str(attrs.get("topic")), []).append(held)
+        return {t: sorted(h, key=lambda h: (len(h.id), h.id)) for t, h in mine.items()}
+
+    def _subscriber(self, topic: str) -> Account:
+        """The account that subscribes `topic`: the one that reads that type's listing, else
+        the first."""
+        rtype = catalogue.TYPES.get(topic)
+        accounts = self.client.accounts
+        return accounts.reader(route_key(rtype)) if rtype is not None else accounts.first
 
     async def ensure(self) -> list[str]:
         """Subscribe every missing topic, remove duplicates; return the topics that had been
@@ -84,18 +111,20 @@ class Subscriptions:
             else:
                 self.log.info("subscriptions.subscribed", topic=topic)
             self._had.add(topic)
-        for topic, ids in ours.items():
-            for extra in ids[1:]:
-                await self.client.unsubscribe(extra)
-                self.log.warning("subscriptions.duplicate_removed", topic=topic, id=extra)
+        for topic, held in ours.items():
+            for extra in held[1:]:
+                await self._unsubscribe(extra)
+                self.log.warning("subscriptions.duplicate_removed", topic=topic, id=extra.id)
         return vanished
 
     async def _subscribe(self, topic: str, tries: int = 3) -> None:
         """`POST /webhooks` once; after an answer that may follow its effect, look before
         sending again."""
+        accounts = self.client.accounts
         for attempt in range(1, tries + 1):
             try:
-                await self.client.subscribe(self.url, topic)
+                with accounts.pinned(self._subscriber(topic)):
+                    await self.client.subscribe(self.url, topic)
                 return
             except MaybeAppliedError as exc:
                 if topic in await self.current():
@@ -106,10 +135,15 @@ class Subscriptions:
 
     async def unsubscribe_all(self) -> int:
         """Remove our subscriptions (all topics); returns how many were removed."""
-        ids = [i for found in (await self._ours()).values() for i in found]
-        for webhook_id in ids:
-            await self.client.unsubscribe(webhook_id)
-        return len(ids)
+        held = [h for found in (await self._ours()).values() for h in found]
+        for one in held:
+            await self._unsubscribe(one)
+        return len(held)
+
+    async def _unsubscribe(self, held: Held) -> None:
+        """DELETE a subscription as the account that holds it (no other may)."""
+        with self.client.accounts.pinned(held.account):
+            await self.client.unsubscribe(held.id)
 
 
 async def manage(

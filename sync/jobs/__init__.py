@@ -3,7 +3,8 @@
 (many malls in a request), `mallroutes` and `relroutes` (linkage from other routes),
 `reconcile`, `sideloads`, `verify`, `hours` (the malls' opening hours), `press` (the management
 API's press releases), `isolation` (faults kept in their type) and `progress`; with `fanout`
-(bounded concurrency), `oneshot` (a command's mirror and client) and `probe` (`ccsync probe`).
+(bounded concurrency), `oneshot` (a command's mirror and client), `probe` (`ccsync probe`) and
+`readers` (which account reads which type, for `ccsync status`).
 
 May import: model, core, channel, management, pipeline, store, ingest.
 """

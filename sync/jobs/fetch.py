@@ -42,6 +42,8 @@ class Fetcher:
         # The page size the upstream proved it serves outlives the process (`Paging`), and so
         # does what it answered where the spec is silent (`UpstreamProfile`).
         client.paging.keep(mirror.get_meta, mirror.set_meta)
+        # So does which account reads which route, with several (`sync.channel.accounts`).
+        client.accounts.keep(mirror.get_meta, mirror.set_meta)
         if client.profile is None:
             client.profile = UpstreamProfile.from_json(mirror.get_meta(PROFILE_KEY))
 

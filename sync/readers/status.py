@@ -1,6 +1,6 @@
 """What `ccsync status` reports: per type rows, last sync, lag, cursor and error; queue; subscriptions;
 each daemon job's last run, outcome and next run; whether the running daemon's mirror takes
-writes; values refused or coerced per type.
+writes; values refused or coerced per type; with several accounts, which account reads which type.
 
 `status_data` gathers it (what `--json` prints); `status_lines` renders it as text.
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from sync.core.redact import redact_text
 from sync.jobs.mallincludes import recorded
+from sync.jobs.readers import readers
 from sync.store import Mirror
 from sync.store.watch import read_health
 
@@ -107,6 +108,8 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             "mall_routes": json.loads(mirror.get_meta("mall_routes") or "{}") or None,
             # The page size the upstream was found to serve ("asked:served", `Paging`).
             "page_size": mirror.get_meta("upstream_paging"),
+            # With several accounts: which one reads each type (`sync.channel.accounts`).
+            "accounts": readers(mirror, [t["type"] for t in types]),
             # What the upstream answered where the spec is silent (`sync.channel.profile`).
             "upstream_profile": json.loads(mirror.get_meta("upstream_profile") or "null"),
             # Values that did not fit their declared type, per type: refused (the row kept
@@ -167,6 +170,10 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             if bare:
                 line += f"; include serves no linkage: {', '.join(bare)}"
             out.append(line)
+    if data.get("accounts"):
+        out.append("accounts (which one reads each type, learned from the upstream's 403s):")
+        for name, email in sorted(data["accounts"].items()):
+            out.append(f"  {name:<15} read by {email}")
     if data.get("page_size"):
         asked, _, served = str(data["page_size"]).partition(":")
         out.append(f"page size: asked {asked}, upstream serves {served or 'what is asked'}")

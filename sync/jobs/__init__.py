@@ -4,7 +4,7 @@
 `reconcile`, `sideloads`, `verify`, `hours` (the malls' opening hours), `press` (the management
 API's press releases), `isolation` (faults kept in their type) and `progress`; with `fanout`
 (bounded concurrency), `oneshot` (a command's mirror and client), `probe` (`ccsync probe`) and
-`readers` (which account reads which type, for `ccsync status`).
+`accountmap` (which account reads which type, for `ccsync status`).
 
 May import: model, core, channel, management, pipeline, store, ingest.
 """

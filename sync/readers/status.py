@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from sync.core.redact import redact_text
+from sync.jobs.accountmap import account_of_types
 from sync.jobs.mallincludes import recorded
-from sync.jobs.readers import readers
 from sync.store import Mirror
 from sync.store.watch import read_health
 
@@ -109,7 +109,7 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # The page size the upstream was found to serve ("asked:served", `Paging`).
             "page_size": mirror.get_meta("upstream_paging"),
             # With several accounts: which one reads each type (`sync.channel.accounts`).
-            "accounts": readers(mirror, [t["type"] for t in types]),
+            "accounts": account_of_types(mirror, [t["type"] for t in types]),
             # What the upstream answered where the spec is silent (`sync.channel.profile`).
             "upstream_profile": json.loads(mirror.get_meta("upstream_profile") or "null"),
             # Values that did not fit their declared type, per type: refused (the row kept

@@ -1,5 +1,5 @@
-"""Hostile and bad input (issue 7): webhook bodies, upstream answers, mirror files, fuzzed
-parsers and secrets.
+"""Hostile and bad input (issue 7): webhook bodies, upstream answers, fuzzed parsers and secrets
+(hostile mirror files are in test_hostile_files.py).
 
 Every case checks what a user sees (an HTTP status, an exit code, one clear line naming the
 problem and the fix) and that no mirrored row changed: the mirror is snapshotted before and
@@ -13,22 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import signal
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
-import pytest
-from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
-from yarl import URL
 
 from sync.channel.pages import decode, to_page
 from sync.core.config import Settings
@@ -39,84 +35,17 @@ from sync.store import Mirror
 from tests.support.compare import compare
 from tests.support.daemon import running
 from tests.support.documents import documents
+from tests.support.hostile import error_line, snapshot, without_row, write_config
 from tests.support.pages import write_page
 from tests.support.ports import free_port
 from tests.support.processes import CLI_PASSWORD_ENV, spawn
 from tests.support.processes import ccsync as sync
-from tests.support.settings import SECRET, upstream_keys
+from tests.support.proxy import is_page, proxy_for, short_page
+from tests.support.settings import SECRET
 from tests.support.settings import daemon_settings as settings_for
-from tests.support.settings import write_config as write_toml
 from tests.support.waiting import eventually
 
-STAMPS = frozenset({"fetched_at", "first_seen_at", "last_seen_at"})
-#: Bookkeeping, and the hours windows every run replaces wholesale (for the malls it knows).
-NOT_MIRRORED_ROWS = ("_sync_", "sqlite_", "hours", "current_hours")
-
-
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every mirrored row (see NOT_MIRRORED_ROWS), fetch stamps left out."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        tables = [
-            r[0]
-            for r in conn.execute("select name from sqlite_master where type = 'table'")
-            if not r[0].startswith(NOT_MIRRORED_ROWS)
-            # FTS5 shadow tables: an index's segments, not rows (a re-write of the same row
-            # adds segments); the content they index is compared in its own table.
-            and "_fts" not in r[0]
-        ]
-        out: dict[str, list[tuple[Any, ...]]] = {}
-        for table in tables:
-            cur = conn.execute(f"select * from [{table}]")
-            keep = [i for i, d in enumerate(cur.description) if d[0] not in STAMPS]
-            out[table] = sorted((tuple(r[i] for i in keep) for r in cur), key=repr)
-        return out
-    finally:
-        conn.close()
-
-
-def without_row(snap: dict[str, list[tuple[Any, ...]]], table: str, rid: str) -> dict[str, Any]:
-    """`snap` less one row (rows of content tables start with their id)."""
-    return {**snap, table: [r for r in snap[table] if r[0] != int(rid)]}
-
-
-def error_line(rc: int, err: str, expected_rc: int = 1) -> str:
-    """The one `ccsync: ...` line a failed command prints: no traceback, the right exit code."""
-    lines = [line for line in err.splitlines() if line.startswith("ccsync: ")]
-    assert rc == expected_rc and len(lines) == 1 and "Traceback" not in err, (rc, err)
-    return lines[0]
-
-
-def write_config(
-    tmp_path: Path,
-    base_url: str,
-    emu: Emulator,
-    *,
-    types: tuple[str, ...] = ("malls", "deals", "articles"),
-    db: Path | None = None,
-    level: str = "warning",
-    webhooks: dict[str, Any] | None = None,
-) -> Path:
-    """A sync.toml for the CLI (the password comes from $CLI_PW, see `support.processes.ccsync`)."""
-    return write_toml(
-        tmp_path / "sync.toml",
-        upstream=upstream_keys(
-            emu,
-            CLI_PASSWORD_ENV,
-            base_url=base_url,
-            types=list(types),
-            page_size=10,
-            concurrency=2,
-            max_backoff=0.05,
-            retry_budget=10.0,
-        ),
-        mirror={"path": db or tmp_path / "m.db"},
-        webhooks=webhooks or {"enabled": False},
-        logging={"level": level, "format": "json"},
-    )
 
 
 def with_body_timeout(s: Settings, seconds: float) -> Settings:
@@ -274,72 +203,6 @@ async def test_ten_thousand_forged_deletions_delete_nothing_and_do_not_stall(
 # -- upstream answers, through a tampering proxy in front of the emulator ------------------------
 
 
-class Proxy:
-    """Forwards every request to the emulator; `tamper` may rewrite an answer's body and `cut`
-    may drop the connection half-way through one (a body cut off mid-read)."""
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream
-        self.base_url = ""
-        self.seen: list[tuple[str, dict[str, str]]] = []
-        self.tamper: Callable[[str, dict[str, str], bytes], bytes | None] = lambda p, q, b: None
-        self.cut: Callable[[str, dict[str, str]], bool] = lambda p, q: False
-        self.http: aiohttp.ClientSession | None = None
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        query = dict(request.query)
-        self.seen.append((request.path, query))
-        assert self.http is not None
-        async with self.http.request(
-            request.method,
-            URL(self.upstream + request.raw_path, encoded=True),
-            data=await request.read(),
-            headers={k: v for k, v in request.headers.items() if k in ("Content-Type", "Accept")},
-        ) as r:
-            data, status = await r.read(), r.status
-            headers = {k: r.headers[k] for k in ("Content-Type", "Date") if k in r.headers}
-        if self.cut(request.path, query):
-            resp = web.StreamResponse(status=status, headers=headers)
-            resp.content_length = len(data)
-            await resp.prepare(request)
-            await resp.write(data[: len(data) // 2])
-            assert request.transport is not None
-            request.transport.close()
-            return resp
-        changed = self.tamper(request.path, query, data)
-        return web.Response(
-            status=status, body=data if changed is None else changed, headers=headers
-        )
-
-
-@contextlib.asynccontextmanager
-async def proxy_for(emu: Emulator) -> AsyncIterator[Proxy]:
-    proxy = Proxy(emu.base_url)
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", proxy.handle)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    proxy.base_url = f"http://127.0.0.1:{port}"
-    try:
-        async with aiohttp.ClientSession() as proxy.http:
-            yield proxy
-    finally:
-        await runner.cleanup()
-
-
-def is_page(path: str, query: dict[str, str], type_path: str, number: str, *, sparse: bool) -> bool:
-    """A plain listing request (no filter[id]) for page `number` of `type_path`."""
-    return (
-        path == type_path
-        and query.get("page[number]") == number
-        and "filter[id]" not in query
-        and any(k.startswith("fields[") for k in query) == sparse
-    )
-
-
 async def test_a_cut_off_body_is_retried_and_a_truncated_page_is_a_clear_error(
     emulator: Emulator, tmp_path: Path
 ) -> None:
@@ -375,18 +238,6 @@ async def test_a_cut_off_body_is_retried_and_a_truncated_page_is_a_clear_error(
         rc, out, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
         assert rc == 0, err
         assert compare(tmp_path / "m.db", emulator, types).differences == 0
-
-
-def short_page(keep: int) -> Callable[[bytes], bytes]:
-    """Rewrite a page to its first `keep` rows, `links` untouched (so `links.last` still says
-    there are more pages)."""
-
-    def rewrite(data: bytes) -> bytes:
-        doc = orjson.loads(data)
-        doc["data"] = doc["data"][:keep]
-        return orjson.dumps(doc)
-
-    return rewrite
 
 
 async def test_a_short_page_is_neither_the_end_nor_a_reason_to_delete(
@@ -497,157 +348,6 @@ async def test_a_forbidden_type_is_reported_and_skipped_and_starves_no_other(
                 )
             )
             assert daemon.health()["status"] == "ok"
-
-
-# -- the mirror file ------------------------------------------------------------------------------
-
-
-def files_in(directory: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
-
-
-@pytest.mark.parametrize(
-    "command", [("status",), ("backfill", "--quiet"), ("reconcile",), ("run",)]
-)
-async def test_a_file_that_is_not_a_database_is_left_alone(
-    emulator: Emulator, tmp_path: Path, command: tuple[str, ...]
-) -> None:
-    db = tmp_path / "data" / "m.db"
-    db.parent.mkdir()
-    db.write_bytes(b"\x00garbage\xff" + os.urandom(64 * 1024))
-    cfg = str(write_config(tmp_path, emulator.base_url, emulator, db=db))
-    before = files_in(db.parent)
-    rc, _, err = await sync(*command, "--config", cfg, emu=emulator)
-    line = error_line(rc, err)
-    assert f"{db} is not a SQLite database; nothing was changed" in line
-    assert "point [mirror] path at another file, or move this one away" in line
-    assert files_in(db.parent) == before  # not a byte changed, no lock or journal beside it
-
-
-@pytest.mark.parametrize("command", [("status",), ("backfill", "--quiet")])
-async def test_a_damaged_database_is_left_alone(
-    emulator: Emulator, tmp_path: Path, command: tuple[str, ...]
-) -> None:
-    db = tmp_path / "data" / "m.db"
-    db.parent.mkdir()
-    mirror = Mirror.open(db)
-    write_page(
-        mirror,
-        catalogue.TYPES["deals"],
-        [{"id": str(i), "attributes": {"title": "t" * 50}} for i in range(1, 2000)],
-    )
-    mirror.close()
-    (db.parent / "m.db.lock").unlink()
-    data = bytearray(db.read_bytes())
-    data[5000:9000] = b"\xff" * 4000
-    db.write_bytes(bytes(data))
-    cfg = str(write_config(tmp_path, emulator.base_url, emulator, db=db))
-    rc, _, err = await sync(*command, "--config", cfg, emu=emulator)
-    line = error_line(rc, err)
-    assert str(db) in line and re.search(r"damaged|integrity check", line)
-    assert "restore it from a backup, or move it away and run `ccsync backfill`" in line
-    after = files_in(db.parent)
-    assert after.pop("m.db") == bytes(data)  # SQLite may add its (empty) WAL beside it
-    assert set(after) <= {"m.db.lock", "m.db-wal", "m.db-shm"} and not after.get("m.db-wal")
-
-
-async def test_an_unreadable_mirror_path_is_a_clear_error(
-    emulator: Emulator, tmp_path: Path
-) -> None:
-    db = tmp_path / "m.db"
-    db.mkdir()  # a directory where the file should be: unreadable as a file even for root
-    cfg = str(write_config(tmp_path, emulator.base_url, emulator))
-    for command in (("status",), ("backfill", "--quiet")):
-        rc, _, err = await sync(*command, "--config", cfg, emu=emulator)
-        line = error_line(rc, err)
-        assert f"mirror {db} is a directory" in line and "[mirror] path" in line
-        assert "permissions" not in line  # not blamed on permissions (#18)
-    assert list(db.iterdir()) == []
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file: nothing to refuse")
-async def test_a_mirror_without_read_permission_is_a_clear_error(
-    emulator: Emulator, tmp_path: Path
-) -> None:
-    db = tmp_path / "m.db"
-    Mirror.open(db).close()
-    db.chmod(0)
-    try:
-        cfg = str(write_config(tmp_path, emulator.base_url, emulator))
-        rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
-        assert "cannot be read: Permission denied" in error_line(rc, err)
-    finally:
-        db.chmod(0o600)
-
-
-async def test_a_mirror_in_use_by_another_writer_is_not_touched(
-    emulator: Emulator, tmp_path: Path
-) -> None:
-    cfg = str(write_config(tmp_path, emulator.base_url, emulator, types=("deals",)))
-    rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
-    assert rc == 0, err
-    db = tmp_path / "m.db"
-    emulator.delete("deals", emulator.ids("deals")[0])  # work a second writer would do
-    before = snapshot(db)
-    holder = Mirror.open(db)  # another sync process's writer lock (the flock in sync.store)
-    try:
-        for command in (("backfill", "--quiet"), ("reconcile",), ("run",)):
-            rc, _, err = await sync(*command, "--config", cfg, emu=emulator)
-            line = error_line(rc, err)
-            assert f"mirror {db} is in use by another sync process" in line
-            assert "stop the other process" in line
-        rc, out, err = await sync("status", "--config", cfg, emu=emulator)
-        assert rc == 0 and "deals" in out, err  # readers are always welcome
-    finally:
-        holder.close()
-    assert snapshot(db) == before
-
-    # A program other than sync holding a write transaction: said so, not called damage.
-    other = sqlite3.connect(db, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")
-    try:
-        rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
-    line = error_line(rc, err, expected_rc=4)  # a storage fault (#31): exit 4
-    assert f"{db}: database is locked: another program held its write lock" in line
-    assert "then retry" in line and "damaged" not in line
-    assert snapshot(db) == before
-
-
-@pytest.mark.parametrize("where", ["under-a-file", "/proc"])
-async def test_a_mirror_where_nothing_can_be_written_is_a_clear_error(
-    emulator: Emulator, tmp_path: Path, where: str
-) -> None:
-    if where == "/proc":
-        db = Path("/proc/sync-hostile-test/m.db")  # read-only even for root
-    else:
-        (tmp_path / "a-file").write_text("keep me")
-        db = tmp_path / "a-file" / "m.db"
-    cfg = str(write_config(tmp_path, emulator.base_url, emulator, db=db))
-    rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
-    line = error_line(rc, err)
-    assert f"cannot create the directory of mirror {db}" in line
-    assert "point [mirror] path somewhere writable" in line
-    assert where == "/proc" or (tmp_path / "a-file").read_text() == "keep me"
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a chmod 555 directory")
-async def test_a_mirror_in_a_read_only_directory_is_not_overwritten(
-    emulator: Emulator, tmp_path: Path
-) -> None:
-    cfg = str(write_config(tmp_path / "..", emulator.base_url, emulator, db=tmp_path / "m.db"))
-    rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
-    assert rc == 0, err
-    before = files_in(tmp_path)
-    tmp_path.chmod(0o555)
-    try:
-        rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
-    finally:
-        tmp_path.chmod(0o755)
-    assert "read-only" in error_line(rc, err)
-    assert files_in(tmp_path) == before
 
 
 # -- fuzz: the JSON:API page parser and the page write --------------------------------------------

@@ -2,7 +2,9 @@
 
 The store binds staged rows and never stages them (`sync.store`): the jobs stage a page with
 `sync.pipeline.staging` and hand the batches to `Mirror.write_staged`. Tests that write a page of
-resources do the same through `write_page`, so none of them repeats the two steps.
+resources do the same through `write_page`, so none of them repeats the two steps; `res` builds
+one resource as the upstream serves it, and DEALS, EVENTS, STORES and JOBS are the types the
+store suites write.
 """
 
 from __future__ import annotations
@@ -10,9 +12,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror, PageCheckpoint, WriteResult
+
+DEALS = catalogue.TYPES["deals"]
+EVENTS = catalogue.TYPES["events"]
+STORES = catalogue.TYPES["stores"]
+JOBS = catalogue.TYPES["job_listings"]
+
+
+def res(
+    rid: int, updated: str = "2026-01-01T00:00:00.000Z", type_: str = "deals", **attrs: Any
+) -> dict[str, Any]:
+    return {
+        "id": str(rid),
+        "type": type_,
+        "attributes": {"title": f"t{rid}", "updated_at": updated, **attrs},
+    }
 
 
 def write_page(

@@ -94,21 +94,30 @@ def write(
             continue
         table = rel.link_table(rtype.name)
         owner, other = rel.link_columns(rtype.name)
-        wanted = {rid: list(dict.fromkeys(related)) for rid, related in pairs}
-        held = _held(conn, table, owner, other, [rid for rid in wanted if rid not in new])
-        changed = [rid for rid in wanted if rid not in new and held.get(rid, []) != wanted[rid]]
-        if changed:
-            conn.execute(
-                f"DELETE FROM [{table}] WHERE [{owner}] IN ({','.join('?' * len(changed))})",
-                changed,
-            )
-            if notes is not None:
-                notes.note(rtype.name, changed)
-        write_ids = [rid for rid in wanted if rid in new] + changed
+        # A first backfill's owners are all new: written without a look (nothing built to
+        # compare), duplicates left to INSERT OR IGNORE.
+        known = [(rid, related) for rid, related in pairs if rid not in new] if new else pairs
+        written = pairs
+        if known:
+            held = _held(conn, table, owner, other, [rid for rid, _ in known])
+            changed = [(r, rel_ids) for r, rel_ids in known if held.get(r, []) != _once(rel_ids)]
+            written = [(rid, rel_ids) for rid, rel_ids in pairs if rid in new] + changed
+            if changed:
+                ids = [rid for rid, _ in changed]
+                conn.execute(
+                    f"DELETE FROM [{table}] WHERE [{owner}] IN ({','.join('?' * len(ids))})", ids
+                )
+                if notes is not None:
+                    notes.note(rtype.name, ids)
         conn.executemany(
             f"INSERT OR IGNORE INTO [{table}] ([{owner}], [{other}], position) VALUES (?, ?, ?)",
-            [(rid, rel_id, pos) for rid in write_ids for pos, rel_id in enumerate(wanted[rid])],
+            [(rid, rel_id, pos) for rid, related in written for pos, rel_id in enumerate(related)],
         )
+
+
+def _once(ids: list[int]) -> list[int]:
+    """`ids` as the link table holds them: each once, where it first stands."""
+    return list(dict.fromkeys(ids))
 
 
 def _held(

@@ -3,14 +3,21 @@ the fresh-ids bitmap of a created table, and migrations of an older mirror."""
 
 from __future__ import annotations
 
+import gzip
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from sync.core.errors import MirrorError
+from sync.jobs.reconcile import run_reconcile
+from sync.jobs.verify import run_verify
 from sync.store import Mirror, PageCheckpoint, links
+from tests.support.compare import compare
+from tests.support.emulator_client import MakeEmulator
 from tests.support.pages import DEALS, res, write_page
+from tests.support.paths import ROOT
+from tests.support.settings import settings_for
 
 
 def test_open_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
@@ -197,3 +204,29 @@ def test_migrations_bring_an_older_mirror_up_to_date_and_run_again_as_no_ops(
     after = m.conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
     assert after == before
     m.close()
+
+
+async def test_a_mirror_written_by_the_previous_version_opens_and_converges(
+    make_emulator: MakeEmulator, tmp_path: Path
+) -> None:
+    """`tests/data/mirror-6b2c21e.db.gz`: a backfill of the emulator (150 resources, seed 3) by
+    the version before the layered packages (#32) and the change feed's new ops (#33). This
+    version opens it (its migrations, the feed's triggers made anew), and a verify and a
+    reconcile bring it level with the upstream after changes made meanwhile."""
+    db = tmp_path / "mirror.db"
+    db.write_bytes(gzip.decompress((ROOT / "tests" / "data" / "mirror-6b2c21e.db.gz").read_bytes()))
+    async with make_emulator(resources=150, seed=3) as emu:
+        emu.mutate_randomly(30, 5)
+        settings = settings_for(emu, db)
+        await run_verify(settings)
+        _, refusals = await run_reconcile(settings)
+        assert refusals == []
+        diff = compare(db, emu)
+        assert diff.differences == 0, diff.summary()
+    triggers = {
+        r[0]
+        for r in sqlite3.connect(db).execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '_sync_changes_deals%'"
+        )
+    }
+    assert "_sync_changes_deals_repair" in triggers and "_sync_changes_deals_links" in triggers

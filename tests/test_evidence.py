@@ -6,6 +6,8 @@ Each test here failed on the code before #29: the mirror deleted rows the upstre
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from sync.jobs.poll import Poller
 from sync.jobs.reconcile import Reconciler, reconcile_every_type
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
+from sync.model.stamps import iso_ms, shift
 from sync.store import Mirror
 from tests.support.backfilled import backfill
 from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
@@ -54,6 +57,49 @@ def test_a_copy_stamped_after_the_deletion_wins_and_lifts_the_tombstone(tmp_path
     row = m.get("articles", 1)
     assert row is not None and row["title"] == "created again"
     assert m.tombstones("articles", [1]) == {}
+    m.close()
+
+
+class _AnswersAbsentThenStalls:
+    """A client whose `filter[id]` finds nothing, and whose answer reaches the caller a while
+    after the upstream gave it (a busy event loop, a page write in between): the moment of the
+    answer is what the tombstone may claim, not the moment it was read."""
+
+    clock_offset = 0.0
+
+    def __init__(self) -> None:
+        self.answered_at = ""
+        self.paging = Paging(100)
+        self.profile: Any = None
+        self.save_profile: Any = None
+
+    class accounts:
+        @staticmethod
+        def keep(get: Any, put: Any) -> None:
+            return None
+
+    async def fetch_ids(self, rtype: Any, ids: Any, **_: Any) -> Page:
+        self.answered_at = iso_ms(time.time())
+        await asyncio.sleep(0.2)
+        return Page([], [], {}, 1, 1, None)
+
+
+async def test_a_row_created_again_right_after_its_confirmed_deletion_is_not_refused(
+    tmp_path: Path,
+) -> None:
+    """Ids may be re-used: a row created again just after `filter[id]` answered that it was
+    gone, but before that answer was written, carries a stamp before the moment of the write.
+    The tombstone is dated when the confirmation was asked, so that copy still wins."""
+    m = Mirror.open(tmp_path / "m.db")
+    articles = catalogue.TYPES["articles"]
+    write_page(m, articles, [_article(1, STAMP)])
+    client = _AnswersAbsentThenStalls()
+    fetcher = Fetcher(client, m)  # type: ignore[arg-type]
+    assert await fetcher.confirm_and_delete(scopes_of(articles, []), [1]) == 1
+    created_again = shift(client.answered_at, 0.05)  # after the answer, before the write
+    write_page(m, articles, [_article(1, created_again, "created again")])
+    row = m.get("articles", 1)
+    assert row is not None and row["title"] == "created again"
     m.close()
 
 

@@ -76,13 +76,17 @@ class Fetcher:
 
     async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others."""
+        asked = self.upstream_now()
         gone = await self.confirm_gone(scopes, ids)
         if not gone:
             return 0
-        return self.mirror.delete(scopes[0].rtype.name, gone, deleted_at=self.upstream_now())
+        return self.mirror.delete(scopes[0].rtype.name, gone, deleted_at=asked)
 
     def upstream_now(self) -> str:
-        """Now on the upstream's clock: the moment a deletion confirmed now happened by."""
+        """Now on the upstream's clock. Taken BEFORE a confirmation is asked, it is the moment
+        the deletion happened by: the tombstone's `deleted_at`. Taken after the answer, it would
+        be later than a row created again (an id re-used) between the answer and the write, and
+        that live row would be refused for good as an older copy."""
         return iso_ms(time.time() + self.client.clock_offset)
 
     async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:

@@ -137,6 +137,7 @@ class Reconciler:
             # An empty listing where the mirror holds rows: the glitch the guard exists for.
             self._refuse(rtype, mall_id, result, len(absent), "the upstream listed none")
         gone: list[int] = []
+        asked = self.fetcher.upstream_now()  # before the answers: `Fetcher.upstream_now`
         for start in range(0, len(absent), 100):
             gone += await self.fetcher.confirm_gone(scopes, absent[start : start + 100])
         if gone:
@@ -146,9 +147,7 @@ class Reconciler:
             limit = self._delete_limit(result.local)
             if limit is not None and len(gone) > limit:
                 self._refuse(rtype, mall_id, result, len(gone), "confirmed gone by filter[id]")
-            result.removed += self.mirror.delete(
-                rtype.name, gone, deleted_at=self.fetcher.upstream_now()
-            )
+            result.removed += self.mirror.delete(rtype.name, gone, deleted_at=asked)
         self._log_repaired(rtype, mall_id, result)
         return result
 
@@ -198,6 +197,7 @@ class Reconciler:
         back), and only those no mall serves are deleted, within the guard."""
         result = ReconcileResult()
         gone: list[int] = []
+        asked = self.fetcher.upstream_now()  # before the answers: `Fetcher.upstream_now`
         for batch in list(self.mirror.orphans(rtype.name)):
             found: set[int] = set()
             for mall in malls:
@@ -215,9 +215,7 @@ class Reconciler:
             limit = self._delete_limit(result.local)
             if limit is not None and len(gone) > limit:
                 self._refuse(rtype, None, result, len(gone), "listed by no mall, nor by filter[id]")
-            result.removed = self.mirror.delete(
-                rtype.name, gone, deleted_at=self.fetcher.upstream_now()
-            )
+            result.removed = self.mirror.delete(rtype.name, gone, deleted_at=asked)
             self.log.info("reconcile.orphans_removed", type=rtype.name, rows=result.removed)
         return result
 

@@ -97,7 +97,9 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # The request budget: as configured, and as the daemon last found it (a 429 lowers
             # it for a while).
             "request_budget": {
+                # Without a configuration read, the daemon's own record of it (`max_rate`).
                 "max_per_second": max_per_second or None,
+                "configured": max_per_second is not None,
                 **json.loads(mirror.get_meta("request_budget") or "{}"),
             },
             # How the mall-scoped types are polled: through `GET /malls?include=` or per mall,
@@ -130,12 +132,15 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
     )
     budget = data["request_budget"]
-    if budget.get("max_per_second"):
+    limit = budget.get("max_per_second") or budget.get("max_rate")
+    if limit:
         now = f", now {budget['rate']}/s" if "rate" in budget else ""
         hit = f", {budget['throttled']} answers 429" if budget.get("throttled") else ""
-        out.append(f"request budget: {budget['max_per_second']:g}/s{now}{hit}")
-    else:
+        out.append(f"request budget: {limit:g}/s{now}{hit}")
+    elif budget.get("configured", True):
         out.append("request budget: none ([upstream] max_requests_per_second = 0)")
+    else:
+        out.append("request budget: not recorded (no configuration read, no daemon has run)")
     members = data["mall_members"]
     if members and members.get("types"):
         out.append(f"mall-scoped types (detected {members.get('detected_at') or '?'}):")

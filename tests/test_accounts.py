@@ -179,3 +179,35 @@ async def test_one_account_records_nothing(make_emulator: Any, tmp_path: Path) -
             mirror.close()
         r = CliRunner().invoke(main, ["status", "--json", "--mirror", str(db)])
         assert json.loads(r.stdout)["accounts"] == {}
+
+
+async def test_per_account_budgets_are_recorded_and_shown_each(tmp_path: Path) -> None:
+    """With `budget = "per_account"` each account has its own request budget: the daemon records
+    every one (`record_budget`) and `ccsync status` shows a line per account."""
+    from sync.daemon.runs import record_budget
+
+    settings = parse_config(
+        {
+            "upstream": {
+                "base_url": "https://upstream.invalid",
+                "accounts": [
+                    {"email": "a@example.com", "password": "a"},
+                    {"email": "b@example.com", "password": "b"},
+                ],
+                "budget": "per_account",
+                "max_requests_per_second": 7,
+            },
+            "mirror": {"path": str(tmp_path / "m.db")},
+        }
+    )
+    async with ChannelClient(settings.upstream) as client:
+        budgets = client.accounts.budgets()
+        assert len(budgets) == 2
+        mirror = Mirror.open(settings.mirror.path)
+        record_budget(mirror, budgets)
+        mirror.close()
+    r = CliRunner().invoke(main, ["status", "--mirror", str(settings.mirror.path)])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert "request budget: 7/s, now 7.0/s" in lines
+    assert "  account 1: 7/s, now 7.0/s" in lines and "  account 2: 7/s, now 7.0/s" in lines

@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
 
-from sync.channel.budget import Priority, priority
+from sync.channel.budget import Priority, RequestBudget, priority
 from sync.channel.client import ChannelClient
 from sync.core.errors import SyncError
 from sync.core.logs import get_logger
@@ -112,8 +112,7 @@ class JobRuns:
         finally:
             if task is not None:
                 self.running.discard(task)
-            if self.client.budget is not None:  # for `ccsync status`
-                self.mirror.set_meta("request_budget", json.dumps(self.client.budget.snapshot()))
+            record_budget(self.mirror, self.client.accounts.budgets())
             self.mirror.job_finished(
                 name,
                 at=iso_ms(time.time()),
@@ -130,3 +129,14 @@ class JobRuns:
         for t in runs:
             t.cancel()
         await asyncio.gather(*runs, return_exceptions=True)
+
+
+def record_budget(mirror: Mirror, budgets: Sequence[RequestBudget]) -> None:
+    """The request budget as the daemon finds it, for `ccsync status`: the first account's,
+    and with `budget = "per_account"` every account's too (`per_account`, in their order)."""
+    if not budgets:
+        return
+    snapshot: dict[str, Any] = dict(budgets[0].snapshot())
+    if len(budgets) > 1:
+        snapshot["per_account"] = [b.snapshot() for b in budgets]
+    mirror.set_meta("request_budget", json.dumps(snapshot))

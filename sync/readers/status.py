@@ -137,6 +137,12 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         now = f", now {budget['rate']}/s" if "rate" in budget else ""
         hit = f", {budget['throttled']} answers 429" if budget.get("throttled") else ""
         out.append(f"request budget: {limit:g}/s{now}{hit}")
+        for number, account in enumerate(budget.get("per_account") or [], start=1):
+            hit = f", {account['throttled']} answers 429" if account.get("throttled") else ""
+            out.append(
+                f"  account {number}: {account.get('max_rate', 0):g}/s, now "
+                f"{account.get('rate', 0)}/s{hit}"
+            )
     elif budget.get("configured", True):
         out.append("request budget: none ([upstream] max_requests_per_second = 0)")
     else:

@@ -211,3 +211,31 @@ async def test_per_account_budgets_are_recorded_and_shown_each(tmp_path: Path) -
     lines = r.stdout.splitlines()
     assert "request budget: 7/s, now 7.0/s" in lines
     assert "  account 1: 7/s, now 7.0/s" in lines and "  account 2: 7/s, now 7.0/s" in lines
+
+
+async def test_an_upstream_that_answers_404_for_a_channel_not_permitted_fills_one_mirror(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """The spec does not show the status of "channel not permitted": an upstream answering 404
+    (`forbidden_as_not_found`) must not make a mall look gone to the account that may not read
+    its deals, stores or products. The other account is asked, reads it, and becomes its
+    reader; every row and membership is mirrored, and no mall is dropped."""
+    from sync.emulator.hard import Hard
+
+    hard = Hard(forbidden_as_not_found=True)
+    async with make_emulator(resources=400, seed=5, channels=["mall"], hard=hard) as emu:
+        await _add_account(emu, *DEALS, ["deal", "store", "editorial", "product"])
+        db = tmp_path / "m.db"
+        settings = _settings(emu, db)
+        mirror = Mirror.open(db)
+        try:
+            async with ChannelClient(settings.upstream) as client:
+                report = await Backfill(client, mirror, settings).run()
+        finally:
+            mirror.close()
+        assert {n: t.error for n, t in report.types.items() if t.error} == {}
+        diff = compare(db, emu, TYPES)
+        assert diff.differences == 0, diff.summary()
+        r = CliRunner().invoke(main, ["status", "--json", "--mirror", str(db)])
+        readers = json.loads(r.stdout)["accounts"]
+        assert readers["stores"] == DEALS[0] and readers["events"] == emu.email

@@ -147,12 +147,23 @@ class Accounts:
         email = self.readers.get(route)
         return next((a for a in self.all if a.email == email), self.first)
 
-    def next_after(self, route: str, account: Account, status: int) -> Account | None:
-        """Learn from `account`'s answer `status` on `route`; the account to send the request
-        again with after a 403, or None: the answer stands (not a 403, one account, a pinned
-        request, or every account refused)."""
+    def next_after(
+        self, route: str, account: Account, status: int, tried: set[int]
+    ) -> Account | None:
+        """Learn from `account`'s answer `status` on `route` (the accounts of `tried` asked it
+        already); the account to send the request again with, or None: the answer stands.
+
+        A 403 refuses the account there. How the upstream answers a channel it does not
+        permit is "not shown", so a 404 from an account not proven to read the route is asked
+        again as the others too: only when every account answers 404 is it a fact (a mall that
+        is gone), and when another reads it, the ones that answered 404 are refused there."""
         if not self.several or _pinned.get() is not None:
             return None
+        if status == 404 and self.readers.get(route) != account.email:
+            refused = self.refused.get(route, set())
+            return next(
+                (a for a in self.all if a.number not in tried and a.email not in refused), None
+            )
         if status == 403:
             refused = self.refused.setdefault(route, set())
             if account.email not in refused or self.readers.get(route) == account.email:
@@ -171,7 +182,9 @@ class Accounts:
             return after
         if status < 400 and self.readers.get(route) != account.email:
             self.readers[route] = account.email
-            self.refused.get(route, set()).discard(account.email)
+            refused = self.refused.setdefault(route, set())
+            refused.discard(account.email)
+            refused.update(a.email for a in self.all if a.number in tried and a is not account)
             self._save()
         return None
 

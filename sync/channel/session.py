@@ -300,14 +300,15 @@ class ChannelSession:
 
     async def _send_routing(self, outgoing: Outgoing) -> Response:
         """Send as the account that reads the request's route (`sync.channel.accounts`); after
-        a 403, at once as the next account not refused there, until one reads it or all did
-        refuse (then the 403 stands)."""
+        a refusal (a 403, or a 404 from an account not proven to read the route), at once as
+        the next account not refused there, until one reads it or every one refused (then the
+        answer stands)."""
         route = route_of(outgoing.path)
         account = self.accounts.pick(route)
         tried = {account.number}
         while True:
             resp = await self._send_handling_auth(outgoing, account)
-            after = self.accounts.next_after(route, account, resp.status)
+            after = self.accounts.next_after(route, account, resp.status, tried)
             if after is None or after.number in tried:
                 return resp
             tried.add(after.number)

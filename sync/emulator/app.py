@@ -105,11 +105,10 @@ class EmulatorApp:
         except AuthFailure as exc:
             raise Reply(error(401, "Unauthorized", str(exc))) from None
         if "ALL" not in channels and not (account.channels & set(channels)):
-            raise Reply(
-                error(
-                    403, "Forbidden", f"this account's channels do not include {'/'.join(channels)}"
-                )
-            )
+            why = f"this account's channels do not include {'/'.join(channels)}"
+            if self.hard.forbidden_as_not_found:
+                raise Reply(error(404, "Not Found", why))
+            raise Reply(error(403, "Forbidden", why))
         return account
 
     def public_query(self, request: web.Request, **override: str) -> str:

@@ -86,6 +86,9 @@ class Hard:
     #: The switchable faults (`sync.emulator.faults`: 5xx, 429, stalls, drops, latency) also
     #: apply to `/accounts` (creation, login, logout), exempt otherwise.
     account_faults: bool = False
+    #: A route the account's channels do not allow answers 404, not 403: the spec does not
+    #: show the status of "channel not permitted".
+    forbidden_as_not_found: bool = False
 
     # -- meta.scripts (#30) ----------------------------------------------------------------------
     #: Each type serves its own `meta.scripts` list, which `set_scripts` changes at run time

@@ -126,7 +126,9 @@ def test_writes_wait_for_a_write_lock_another_process_holds(tmp_path: Path) -> N
             }
         ]
         write_page(mirror, deals, page)
-        mirror.apply_feed("deals", {99: now_iso()})  # a tombstone: each page write now reads it first
+        mirror.apply_feed(
+            "deals", {99: now_iso()}
+        )  # a tombstone: each page write now reads it first
         # The control: a deferred transaction that has read cannot wait for the lock.
         holder = _hold_write_lock(db, 0.3)
         mirror.conn.execute("SAVEPOINT control")

@@ -233,3 +233,27 @@ def test_an_unknown_resource_type_is_logged_once_counted_and_shown(tmp_path: Pat
     m.close()
     lines = status_lines(status_data(db))
     assert "deletions feed: 4 entries of unknown resource_type 'coupon-37' (skipped)" in lines
+
+
+async def test_an_unknown_type_in_the_feed_makes_the_backfill_run_its_missed_row_pass(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """An entry whose type maps to nothing may be this type's: the pass runs (it was skipped)."""
+    from sync.emulator.records import Rec
+    from sync.jobs.missedrows import MissedRows
+
+    async with make_emulator(resources=100, seed=6) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"])
+        mirror = Mirror.open(db)
+        started = emu.data.fresh_stamp(None)  # as if a backfill started now
+        async with ChannelClient(settings.upstream) as client:
+            missed = MissedRows(client, mirror)
+            assert not await missed.needed(ARTICLES, started)
+            did = emu.data.next_id["deletions"]
+            emu.data.next_id["deletions"] += 1
+            stamp = emu.data.fresh_stamp(None)
+            attrs = {"resource_id": 1, "resource_type": "coupon-37", "created_at": stamp}
+            emu.data.add(Rec("deletions", did, {**attrs, "updated_at": stamp}))
+            assert await missed.needed(ARTICLES, started)
+        mirror.close()

@@ -22,7 +22,7 @@ from sync.jobs.poll import Poller
 from sync.jobs.reconcile import Reconciler, reconcile_every_type
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
-from sync.model.stamps import iso_ms, shift
+from sync.model.stamps import iso_ms, now_iso, shift
 from sync.store import Mirror
 from tests.support.backfilled import backfill
 from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
@@ -48,7 +48,7 @@ def test_a_copy_stamped_after_the_deletion_wins_and_lifts_the_tombstone(tmp_path
     m = Mirror.open(tmp_path / "m.db")
     articles = catalogue.TYPES["articles"]
     write_page(m, articles, [_article(1, STAMP)])
-    m.delete("articles", [1], deleted_at="2026-01-02T00:00:00.000Z")
+    m.apply_feed("articles", {1: "2026-01-02T00:00:00.000Z"})
     write_page(m, articles, [_article(1, STAMP, "stale copy")])
     assert m.get("articles", 1) is None
     write_page(m, articles, [_article(1, "2026-01-02T00:00:00.000Z", "same moment")])
@@ -89,7 +89,8 @@ async def test_a_row_created_again_right_after_its_confirmed_deletion_is_not_ref
 ) -> None:
     """Ids may be re-used: a row created again just after `filter[id]` answered that it was
     gone, but before that answer was written, carries a stamp before the moment of the write.
-    The tombstone is dated when the confirmation was asked, so that copy still wins."""
+    A confirmation is an inference and leaves no tombstone (only the feed's refuse older
+    copies), so that copy wins."""
     m = Mirror.open(tmp_path / "m.db")
     articles = catalogue.TYPES["articles"]
     write_page(m, articles, [_article(1, STAMP)])
@@ -111,7 +112,7 @@ def test_a_stampless_tombstone_holds_only_for_a_while(tmp_path: Path) -> None:
     article = _article(1, STAMP)
     article["relationships"] = {"tags": {"data": [{"type": "tags", "id": "5"}]}}
     write_page(m, catalogue.TYPES["articles"], [article], [tag])
-    m.delete("tags", [5])
+    m.apply_feed("tags", {5: now_iso()})
     write_page(m, catalogue.TYPES["articles"], [article], [tag])
     assert m.get("tags", 5) is None
     m.conn.execute("UPDATE _sync_tombstones SET deleted_at = '2020-01-01T00:00:00.000Z'")

@@ -34,6 +34,7 @@ from sync.core.config import CheckpointMode
 from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.model.notices import WebhookNotice
+from sync.model.stamps import now_iso
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue
 from tests.support.chaos import FAST_BUDGET, FAST_SCHEDULE, SECRET
@@ -125,7 +126,9 @@ def test_writes_wait_for_a_write_lock_another_process_holds(tmp_path: Path) -> N
             }
         ]
         write_page(mirror, deals, page)
-        mirror.delete("deals", [99])  # a tombstone: each page write now reads it first
+        mirror.apply_feed(
+            "deals", {99: now_iso()}
+        )  # a tombstone: each page write now reads it first
         # The control: a deferred transaction that has read cannot wait for the lock.
         holder = _hold_write_lock(db, 0.3)
         mirror.conn.execute("SAVEPOINT control")

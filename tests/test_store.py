@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sync.model.stamps import now_iso
 from sync.pipeline.hours import stage_hours
 from sync.store import Mirror, PageCheckpoint, links
 from tests.support.pages import DEALS, EVENTS, JOBS, STORES, res, write_page
@@ -173,7 +174,7 @@ def test_tombstones_prevent_resurrection(mirror: Mirror) -> None:
     linked = res(1)
     linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
     write_page(mirror, DEALS, [linked, res(2)])
-    assert mirror.delete("deals", [1]) == 1
+    assert mirror.apply_feed("deals", {1: now_iso()}).removed == 1
     assert mirror.conn.execute("select count(*) from deals_images").fetchone()[0] == 0
     result = write_page(mirror, DEALS, [res(1, "2026-03-01T00:00:00.000Z"), res(2)])
     assert mirror.get("deals", 1) is None and result.skipped_deleted == 1

@@ -178,6 +178,7 @@ def test_migrations_bring_an_older_mirror_up_to_date_and_run_again_as_no_ops(
         "memberships",
         "scripts_per_position",
         "unfinished_end_phase",
+        "tombstone_source",
         "indexes",
     ]
     db = tmp_path / "old.db"

@@ -133,6 +133,12 @@ class Metrics:
             ["type", "outcome"],
             registry=r,
         )
+        self.feed_unknown_types = Counter(
+            "sync_feed_unknown_types",
+            "Deletions feed entries skipped because their resource_type maps to no type",
+            ["resource_type"],
+            registry=r,
+        )
         self.job_runs = Counter(
             "sync_job_runs", "Scheduled job runs by job and outcome", ["job", "outcome"], registry=r
         )

@@ -71,7 +71,13 @@ class Jobs:
         self.progress = progress
         self.log = get_logger("sync.daemon")
         self.poller = Poller(
-            client, mirror, page_size=s.upstream.page_size, overlap=s.schedule.poll_overlap
+            client,
+            mirror,
+            page_size=s.upstream.page_size,
+            overlap=s.schedule.poll_overlap,
+            on_unknown_type=lambda name, n: metrics.feed_unknown_types.labels(
+                resource_type=name
+            ).inc(n),
         )
         self.reconciler = Reconciler(
             client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share

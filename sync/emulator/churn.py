@@ -3,7 +3,9 @@
 `mutate_randomly(data, n, seed)` applies `n` changes drawn from its own seeded generator (so a run
 can be replayed): mostly updates, some creates and deletes, and, as the hard readings and
 switches ask, silent updates (`Dataset.silent_rate`), silent moves between malls
-(`Hard.silent_moves`) and deletions of sideloaded rows (`Hard.sideload_deletions`). `ccsync
+(`Hard.silent_moves`), deletions of sideloaded rows (`Hard.sideload_deletions`), ids deleted
+and created again at once (`Hard.recreate_before_feed`) and rows a "current" list drops for a
+while (`Hard.current_lists_drop`). `ccsync
 emulator --mutations-per-second` and the benchmarks drive it; every change goes through the
 data set's mutation API, so stamps, notices and the deletions feed follow as for any other.
 """
@@ -19,6 +21,10 @@ from sync.emulator.spec import SIDELOADED, TYPES
 #: Share of `mutate_randomly`'s operations that `Hard.sideload_deletions` makes deletions of
 #: images, tags or groups, and of its updates that `Hard.silent_moves` makes moves.
 HARD_SHARE = 0.1
+#: Share of its deletions that `Hard.recreate_before_feed` makes a deletion and a creation.
+RECREATE_SHARE = 0.3
+#: How long `Hard.current_lists_drop` drops a row of a "current" list, in seconds.
+DROP_SECONDS = (2.0, 10.0)
 
 
 def mutate_randomly(data: Dataset, n: int, rng_seed: int) -> list[tuple[str, str, str]]:
@@ -40,6 +46,10 @@ def mutate_randomly(data: Dataset, n: int, rng_seed: int) -> list[tuple[str, str
         ids = data.order[t]
         if op == "create" or len(ids) < 3:
             done.append(("create", t, str(data.create(t).id)))
+        elif op == "update" and hard.current_lists_drop and rng.random() < HARD_SHARE:
+            dropped = drop_current(data, rng)
+            if dropped is not None:
+                done.append(("drop", dropped[0], str(dropped[1])))
         elif op == "update" and hard.silent_moves and rng.random() < HARD_SHARE:
             moved = random_move(data, rng, t)
             if moved is not None:
@@ -52,11 +62,27 @@ def mutate_randomly(data: Dataset, n: int, rng_seed: int) -> list[tuple[str, str
             rid = rng.choice(ids)
             data.update(t, rid)
             done.append(("update", t, str(rid)))
+        elif hard.recreate_before_feed and rng.random() < RECREATE_SHARE:
+            rid = rng.choice(ids)
+            data.recreate(t, rid)
+            done.append(("recreate", t, str(rid)))
         else:
             rid = rng.choice(ids)
             data.delete(t, rid)
             done.append(("delete", t, str(rid)))
     return done
+
+
+def drop_current(data: Dataset, rng: random.Random) -> tuple[str, int] | None:
+    """One row of a "current" list (a press release or a program) dropped out of every listing
+    for `DROP_SECONDS` (`Hard.current_lists_drop`), listed again afterwards with its old stamp."""
+    t = rng.choice(("press_releases", "programs"))
+    shown = data.ids(t)
+    if not shown:
+        return None
+    rid = rng.choice(shown)
+    data.hide(t, rid, rng.uniform(*DROP_SECONDS))
+    return t, rid
 
 
 def silent_change(data: Dataset, rng: random.Random) -> tuple[str, int] | None:

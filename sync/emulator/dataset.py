@@ -27,6 +27,7 @@ from typing import Any
 from sync.emulator import memberships
 from sync.emulator.generator import Generator
 from sync.emulator.hard import Hard
+from sync.emulator.late import Late
 from sync.emulator.records import Rec
 from sync.emulator.rows import Rows
 from sync.emulator.spec import MALL_SCOPED, SIDELOADED, TARGET, TYPES
@@ -71,6 +72,8 @@ class Dataset(Rows):
         # Draws of the hard readings at run time (a created deal's malls, the row that leaves
         # a listing, ...), apart from the generator's so the generated data stay the same.
         self.hard_rng = random.Random(f"{seed}:hard")
+        # Feed entries not listed yet and rows a "current" list dropped (`sync.emulator.late`).
+        self.late = Late()
         self.generator = Generator(self, seed)
         self.generator.build(max(resources, 50), malls)
         self.sync_hard()
@@ -93,10 +96,32 @@ class Dataset(Rows):
         memberships.catch_up(self)
 
     def ids(self, type_name: str, mall: int | None = None) -> list[int]:
-        """Ids in order (a shared list: do not mutate), under the switches as they are now."""
+        """Ids in order (a shared list: do not mutate), under the switches as they are now;
+        rows a "current" list dropped for now left out (`Hard.current_lists_drop`)."""
         if mall is not None:
             self.sync_hard()
-        return super().ids(type_name, mall)
+        ids = super().ids(type_name, mall)
+        if self.late.hidden:
+            return self.late.visible(type_name, ids)
+        return ids
+
+    def due(self) -> None:
+        """Before a request is served: feed entries whose time came are listed, dropped rows
+        whose time came are listed again (`sync.emulator.late`)."""
+        if self.late.pending or self.late.hidden:
+            self.late.due(self)
+
+    def hide(self, type_name: str, rid: int, seconds: float) -> None:
+        """Drop a row out of every listing and `filter[id]` for `seconds`, keeping it and its
+        stamp, with no feed entry and no notice (`Hard.current_lists_drop`)."""
+        self.late.hide(self, type_name, rid, seconds)
+
+    def recreate(self, type_name: str, rid: int) -> Rec:
+        """Delete `rid` (feed entry, notice) and create it again at once under the same id,
+        with fresh stamps later than the entry (`Hard.recreate_before_feed`)."""
+        mall = self.by_type[type_name][rid].mall
+        self.delete(type_name, rid)
+        return self.create(type_name, mall=mall if mall in self.by_type["malls"] else None, rid=rid)
 
     def malls_of(self, type_name: str, rid: int) -> list[int]:
         """The sorted ids of the malls whose `/malls/{id}/<type>` route lists the row (several
@@ -116,15 +141,24 @@ class Dataset(Rows):
         return rec
 
     def create(
-        self, type_name: str, attrs: dict[str, Any] | None = None, mall: int | None = None
+        self,
+        type_name: str,
+        attrs: dict[str, Any] | None = None,
+        mall: int | None = None,
+        *,
+        rid: int | None = None,
     ) -> Rec:
+        """A new row (an update notice); `rid`: under that deleted id."""
         if type_name not in TYPES and type_name != "malls":
             raise KeyError(type_name)
         if mall is None:
             mall = self.generator.pick_mall(type_name)
         self.sync_hard()
-        freed = self.freed.get(type_name) if self.hard.reuse_ids else None
-        rid = freed.pop() if freed else None
+        freed = self.freed.get(type_name) if self.hard.reuse_ids or rid is not None else None
+        if rid is not None and freed and rid in freed:
+            freed.remove(rid)
+        elif rid is None:
+            rid = freed.pop() if freed else None
         if rid is not None:
             self.previous.pop((type_name, rid), None)  # the deleted row's copy is not this one's
         rec = self.generator.generate(type_name, mall, attrs, rid)
@@ -254,7 +288,7 @@ class Dataset(Rows):
             },
         )
         if self.feed_deletions:
-            self.add(entry)
+            self.late.publish(self, entry)
         self.notify("deletion", type_name, rid, str(did))
         return entry
 

@@ -20,6 +20,8 @@ STRICT_PAGE_BOUND = 30
 #: The signing window of the strict profile, in seconds (the spec: "within several seconds").
 STRICT_SIGNING_WINDOW = 5.0
 PROFILES = ("strict",)
+#: The most a feed entry waits before it is listed, under `late_feed_entries`, in seconds.
+LATE_FEED_SECONDS = 20.0
 #: The value of one switch: a boolean, `page_bound`'s integer, `signing_window`'s seconds,
 #: `includes_allowed`'s names (or None).
 Switch: TypeAlias = bool | int | float | tuple[str, ...] | None
@@ -67,6 +69,23 @@ class Hard:
     #: relationships with links only and includes nothing for them (valid include names are "not
     #: shown"), instead of linkage or a 400; other includes keep their linkage.
     no_include_linkage: bool = False
+
+    # -- time as evidence (#37) -----------------------------------------------------------------
+
+    #: Deletions feed entries become visible `LATE_FEED_SECONDS` at most (uniformly 0 to that)
+    #: after their `created_at`, so out of order (an asynchronous feed writer); notices are
+    #: sent at once. `Dataset.due` lists the entries whose time came.
+    late_feed_entries: bool = False
+    #: `mutate_randomly` makes ~a third of its deletions a deletion followed at once by the
+    #: same id created again (`Dataset.recreate`, whatever `reuse_ids`): feed entry, then fresh
+    #: stamps later than the entry, so a type poll may write the new row before the deletions
+    #: poll reads the entry.
+    recreate_before_feed: bool = False
+    #: The "current" lists (a mall's press releases and programs) drop a row for a while
+    #: (`Dataset.hide`: 2-10 s, ~10 % of `mutate_randomly`'s updates): out of every mall route,
+    #: `/malls?include=` linkage and `filter[id]`, with no feed entry and no notice; then listed
+    #: again with its old stamp. Switched off, every dropped row is listed again.
+    current_lists_drop: bool = False
 
     # -- the spec's sort rows, include refusals, the signing window, faults on /accounts (#30) --
 

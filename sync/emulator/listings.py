@@ -113,6 +113,7 @@ class Listings:
         defaults: dict[str, str] | None,
     ) -> web.Response:
         emu = self.emu
+        emu.data.due()  # late feed entries and dropped rows whose time came (`late`)
         key = generation = None
         sortable = type_name in (SORTED if mall is None else SORTED_IN_MALL)
         if emu.hard.shifting_listings:

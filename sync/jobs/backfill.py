@@ -335,7 +335,7 @@ class Backfill:
             if scope.mall_id is None:
                 raise
             self.log.info("backfill.mall_gone", type=scope.rtype.name, mall_id=scope.mall_id)
-            self.mirror.mall_gone(int(scope.mall_id), iso_ms(self.upstream_now()))
+            self.mirror.mall_gone(int(scope.mall_id))
             self.mirror.finish_backfill(
                 scope.rtype.name, scope.key, finished_at=iso_ms(self.clock())
             )

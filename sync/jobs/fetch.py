@@ -8,7 +8,6 @@ in every scope: a notice or a listing that lacks a row is a hint, never proof.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,6 @@ from sync.channel.profile import META_KEY as PROFILE_KEY
 from sync.channel.profile import UpstreamProfile
 from sync.core.errors import BadResponseError, NotFoundError
 from sync.model.scopes import Scope
-from sync.model.stamps import iso_ms
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
@@ -75,19 +73,13 @@ class Fetcher:
         return found
 
     async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
-        """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others."""
-        asked = self.upstream_now()
+        """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others.
+        A confirmation is an inference, not the feed's dated evidence: no tombstone, so a row
+        created again under the same id, or served again, is written whatever its stamp."""
         gone = await self.confirm_gone(scopes, ids)
         if not gone:
             return 0
-        return self.mirror.delete(scopes[0].rtype.name, gone, deleted_at=asked)
-
-    def upstream_now(self) -> str:
-        """Now on the upstream's clock. Taken BEFORE a confirmation is asked, it is the moment
-        the deletion happened by: the tombstone's `deleted_at`. Taken after the answer, it would
-        be later than a row created again (an id re-used) between the answer and the write, and
-        that live row would be refused for good as an older copy."""
-        return iso_ms(time.time() + self.client.clock_offset)
+        return self.mirror.delete(scopes[0].rtype.name, gone)
 
     async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
         """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""

@@ -69,7 +69,16 @@ class MissedRows:
             async for page in self._deletions_since(started_at):
                 for entry in page.resources:
                     raw = str((entry.get("attributes") or {}).get("resource_type", ""))
-                    if catalogue.normalize_type(raw) == rtype.name:
+                    name = catalogue.normalize_type(raw)
+                    if name is None:
+                        # A type this client cannot map may be this one (`sync.jobs.feed`).
+                        self.log.info(
+                            "backfill.unknown_deletion_type",
+                            type=rtype.name,
+                            resource_type=raw[:60],
+                            hint="running the missed-row pass",
+                        )
+                    if name in (rtype.name, None):
                         return True
             if await self._changed_since(rtype, started_at):
                 self.log.info(

@@ -44,7 +44,7 @@ from sync.channel.profile import (
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
-from sync.jobs.fetch import parse_id
+from sync.jobs.feed import FeedEntries
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -155,11 +155,14 @@ class Poller:
         *,
         page_size: int,
         overlap: float,
+        on_unknown_type: Callable[[str, int], None] | None = None,
     ) -> None:
         self.client = client
         self.mirror = mirror
         self.page_size = page_size
         self.overlap = overlap
+        #: Told (resource_type, entries) of feed entries of a type it cannot map (metrics).
+        self.on_unknown_type = on_unknown_type
         self.log = get_logger("sync.poll")
 
     def _not_after_now(self, cursor: str | None) -> str | None:
@@ -237,7 +240,7 @@ class Poller:
             # The mall is gone upstream: a fact, not a failure. Its memberships, hours and
             # current hours go; its rows no other mall lists are left to the reconcile.
             self.log.info("poll.mall_gone", type=rtype.name, mall_id=scope.mall_id)
-            self.mirror.mall_gone(scope.mall_id, iso_ms(time.time() + self.client.clock_offset))
+            self.mirror.mall_gone(scope.mall_id)
             return PollResult(requests=1)
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
@@ -293,28 +296,8 @@ class Poller:
                 number, since=anchor, size=self.page_size, sort=sort
             )
 
-        def applies(name: str | None) -> bool:
-            # Sideloaded types (images, tags, groups) have no route of their own, but the feed
-            # lists their deletions too: applied wherever the mirror holds them.
-            if name is None:
-                return False
-            return name in mirrored or (
-                not catalogue.TYPES[name].listable and self.mirror.has_table(name)
-            )
-
-        def apply(page: Page) -> None:
-            by_type: dict[str, dict[int, str | None]] = {}
-            for entry in page.resources:
-                attrs = entry.get("attributes") or {}
-                name = catalogue.normalize_type(str(attrs.get("resource_type", "")))
-                rid = attrs.get("resource_id")
-                if applies(name) and isinstance(rid, int | str) and str(rid).isdigit():
-                    # The tombstone's moment: the entry's own (a copy stamped after it is a
-                    # row created again under the same id, and wins).
-                    at = normalize_or_none(attrs.get("created_at"))
-                    by_type.setdefault(str(name), {})[parse_id(rid)] = at
-            for name, ids in by_type.items():
-                self.mirror.delete(name, list(ids), deleted_at=ids)
+        # Each entry is dated evidence about one row (`sync.jobs.feed`).
+        apply = FeedEntries(self.mirror, mirrored, on_unknown=self.on_unknown_type).apply
 
         result = await self._walk(
             DELETIONS_ROUTE,

@@ -18,6 +18,10 @@ so memory does not grow with the data. Deletion is on evidence only:
 - A mall route answering 404 means the mall is gone: its memberships, hours and current hours
   go, and the other malls and types carry on.
 
+These are inferences, not the deletions feed's dated evidence: they leave no tombstone
+(`sync.store.deletions`). A row the upstream lists again, whatever its stamp (a "current"
+list that dropped an item and took it back), is absent locally and so fetched and written.
+
 A guard refuses to delete more than a configured share of a table in one pass, so an upstream
 glitch (an empty listing where there were rows) cannot empty the mirror.
 """
@@ -137,7 +141,6 @@ class Reconciler:
             # An empty listing where the mirror holds rows: the glitch the guard exists for.
             self._refuse(rtype, mall_id, result, len(absent), "the upstream listed none")
         gone: list[int] = []
-        asked = self.fetcher.upstream_now()  # before the answers: `Fetcher.upstream_now`
         for start in range(0, len(absent), 100):
             gone += await self.fetcher.confirm_gone(scopes, absent[start : start + 100])
         if gone:
@@ -147,7 +150,7 @@ class Reconciler:
             limit = self._delete_limit(result.local)
             if limit is not None and len(gone) > limit:
                 self._refuse(rtype, mall_id, result, len(gone), "confirmed gone by filter[id]")
-            result.removed += self.mirror.delete(rtype.name, gone, deleted_at=asked)
+            result.removed += self.mirror.delete(rtype.name, gone)  # no tombstone: inferred
         self._log_repaired(rtype, mall_id, result)
         return result
 
@@ -189,7 +192,7 @@ class Reconciler:
     def mall_gone(self, mall_id: int) -> None:
         """A mall route answered 404: the mall is gone (`Mirror.mall_gone`)."""
         self.log.info("reconcile.mall_gone", mall_id=mall_id)
-        self.mirror.mall_gone(mall_id, self.fetcher.upstream_now())
+        self.mirror.mall_gone(mall_id)
 
     async def reconcile_orphans(self, rtype: ResourceType, malls: Sequence[int]) -> ReconcileResult:
         """Rows of a mall-scoped type that no mall lists: asked by `filter[id]` in every mall
@@ -197,7 +200,6 @@ class Reconciler:
         back), and only those no mall serves are deleted, within the guard."""
         result = ReconcileResult()
         gone: list[int] = []
-        asked = self.fetcher.upstream_now()  # before the answers: `Fetcher.upstream_now`
         for batch in list(self.mirror.orphans(rtype.name)):
             found: set[int] = set()
             for mall in malls:
@@ -215,7 +217,7 @@ class Reconciler:
             limit = self._delete_limit(result.local)
             if limit is not None and len(gone) > limit:
                 self._refuse(rtype, None, result, len(gone), "listed by no mall, nor by filter[id]")
-            result.removed = self.mirror.delete(rtype.name, gone, deleted_at=asked)
+            result.removed = self.mirror.delete(rtype.name, gone)  # no tombstone: inferred
             self.log.info("reconcile.orphans_removed", type=rtype.name, rows=result.removed)
         return result
 

@@ -12,8 +12,9 @@ sideloaded images, tags and groups that come with them. Each repair is logged
 Lists of "current" items on mall routes (`CURRENT_LISTS`: press releases, programs) change
 membership with time, and a row's mall is known only from the route that lists it: those types
 are re-listed whole, mall by mall; a row listed under another mall than the mirror's is moved,
-and a row its mall no longer lists (and `filter[id]` no longer finds there) is removed without a
-tombstone, since it was not deleted upstream and may be listed again.
+and a row its mall no longer lists (and `filter[id]` no longer finds there) leaves that mall.
+Nothing keeps such a row out (only the deletions feed writes tombstones): listed again, it is
+written again, whatever its stamp.
 
 The whole mirror is one cycle of units in a fixed order (type, then mall, then ids ascending).
 `ccsync reconcile --full` runs a cycle at once (`run_all`, through `run_verify`); the daemon runs
@@ -253,7 +254,6 @@ class Verifier:
                                 repair_page(
                                     self.mirror,
                                     stage_resources(rtype, page.resources, page.included, mall),
-                                    lift_tombstones=True,
                                 ),
                                 report,
                             )

@@ -14,6 +14,7 @@ Decisions the spec leaves open (see README, "Upstream choices"):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -237,28 +238,23 @@ NEVER_MIRRORED = frozenset({"accounts", "webhooks", "deletions"})
 def normalize_type(raw: str) -> str | None:
     """Map the spellings an upstream may use for a type to its catalogue name, or None.
 
-    Deletion entries and webhook notices name types as `resource_type`; the spec does not show
-    the spelling, so accept the JSON:API type (`job_listings`), the path (`job-listings`), and the
-    Rails class name (`JobListing`).
+    Deletion entries and webhook notices name types as `resource_type`; the spec does not fix
+    the spelling and itself writes "i-features" and "job listings". Accepted: the JSON:API type
+    (`job_listings`), the path (`job-listings`), words apart ("job listings", "Job Listings"),
+    the class name (`JobListing`, `IFeature`, `PressRelease`), singular or plural, any case.
     """
     s = raw.strip()
     if not s:
         return None
     if s in TYPES:
         return s
-    snake = s.replace("-", "_")
-    if snake in TYPES:
-        return snake
-    # CamelCase class name -> snake plural: JobListing -> job_listings, Ifeature -> ifeatures
-    out = []
-    for i, ch in enumerate(s):
-        if ch.isupper() and i and not s[i - 1].isupper():
-            out.append("_")
-        out.append(ch.lower())
-    base = "".join(out).replace("-", "_")
-    for candidate in (base, base + "s", base + "es"):
-        if candidate in TYPES:
-            return candidate
+    # Words: split at separators and at case changes (JobListing, IFeature, JOB_LISTINGS).
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", s)
+    words = [w.lower() for w in re.split(r"[\s_\-.]+", spaced) if w]
+    for base in ("_".join(words), "".join(words)):
+        for candidate in (base, base + "s", base + "es"):
+            if candidate in TYPES:
+                return candidate
     return None
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from sync.core.redact import redact_text
 from sync.jobs.accountmap import account_of_types
+from sync.jobs.feed import unknown_types
 from sync.jobs.mallincludes import recorded
 from sync.store import Mirror
 from sync.store.watch import read_health
@@ -117,6 +118,8 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # Values that did not fit their declared type, per type: refused (the row kept
             # its last good copy; the last one shown) and coerced losslessly.
             "values": mirror.value_faults(),
+            # Deletions feed entries skipped: their resource_type maps to no type (`sync.jobs.feed`).
+            "feed_unknown_types": unknown_types(mirror),
         }
     finally:
         mirror.close()
@@ -199,6 +202,8 @@ def status_lines(data: dict[str, Any]) -> list[str]:
                 f"{last['attribute']} = {last['value']}: {last['problem']})"
             )
         out.append(line)
+    for name, n in sorted((data.get("feed_unknown_types") or {}).items()):
+        out.append(f"deletions feed: {n} entries of unknown resource_type {name!r} (skipped)")
     if data["jobs"]:
         out.append(f"{'job':<15} {'last run':<24} {'outcome':<11} {'next run':<24}  error")
         for j in data["jobs"]:

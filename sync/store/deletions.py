@@ -1,20 +1,31 @@
 """Deletions and their tombstones: rows removed with their links, and kept from coming back.
 
 Deleting a row takes its links, the links that name it and its memberships with it, in one
-transaction (`Deletions.delete`); a mall takes its memberships and hours too.
+transaction; a mall takes its memberships and hours too.
 
-Tombstones are versioned: a tombstone (`_sync_tombstones`: type, id, deleted_at) is written with every deletion the
-mirror applies, at the moment of the deletion: the deletions feed entry's `created_at`, else the
-upstream's time when `filter[id]` confirmed the row gone. It exists for one race: a page fetched
-before the deletion and written after it must not bring the row back. The spec never says ids
-are not reused, so a copy created or updated after the deletion wins (the writer then lifts the
-tombstone): a re-created row reaches the mirror.
+Two kinds of deletion, and only one keeps anything from coming back:
+
+- **The deletions feed** (`Deletions.apply_feed`) is dated evidence. An entry deletes a mirrored
+  row only if the row is not newer than the entry (`updated_at <= created_at`, both normalised;
+  a row without a stamp yields to the entry): a newer row is the id created again, and stays.
+  Each entry writes a tombstone (`_sync_tombstones`: type, id, `deleted_at` = the entry's
+  `created_at`, `source` = 'feed') that refuses copies stamped at or before it: a page fetched
+  before the deletion and written after it must not bring the row back. A copy stamped after
+  it wins and lifts it (the spec never says ids are not reused). Rows without `updated_at`
+  (tags, groups) carry no stamp to compare: their tombstone refuses copies for
+  `STAMPLESS_TOMBSTONE_SECONDS`. An entry without a readable `created_at` removes only rows
+  without a stamp; a stamped row is left to the reconcile's `filter[id]`.
+- **Inference** (`Deletions.delete`: `filter[id]` confirmed a row gone, a row absent from every
+  listing, a gone mall's rows) removes the row and leaves nothing behind: as soon as the
+  upstream lists or serves the row again, whatever its stamp, it is written again. An
+  inference is not proof of a deletion (a "current" list drops items that still exist).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sync.core.logs import get_logger
@@ -27,10 +38,24 @@ from sync.store.transaction import write_transaction
 
 _log = get_logger("sync.store")
 
+#: `_sync_tombstones.source` of the only tombstones written: the deletions feed's.
+FEED = "feed"
+
 #: How long a tombstone of a row without `updated_at` (tags, groups) refuses copies: those
 #: carry no stamp to compare with the deletion's, so a copy is taken for a page fetched before
 #: the deletion only within this window, and for a re-created row after it.
 STAMPLESS_TOMBSTONE_SECONDS = 600.0
+
+
+@dataclass
+class FeedApplied:
+    """What applying one type's feed entries did: rows removed, ids kept because the mirrored
+    row is newer than its entry (created again under the same id), and entries without a
+    readable `created_at`."""
+
+    removed: int = 0
+    kept: list[int] = field(default_factory=list)
+    unstamped: int = 0
 
 
 def tombstone_holds(deleted_at: str | None, stamp: Any, now: str) -> bool:
@@ -104,40 +129,76 @@ class Deletions:
             b.keep(keep)
             b.dropped = keep.count(False)
 
-    def delete(
-        self,
-        type_name: str,
-        ids: list[int],
-        *,
-        remember: bool,
-        deleted_at: str | Mapping[int, str | None] | None,
-    ) -> int:
-        """Delete rows (`ids`, distinct) with their links, memberships and the links naming
-        them, in one transaction; with `remember`, tombstone them at `deleted_at` (one stamp,
-        or one per id; default now). A mall takes its memberships and hours with it."""
+    def delete(self, type_name: str, ids: list[int]) -> int:
+        """Delete rows (`ids`, distinct) inferred gone, with their links, memberships and the
+        links naming them, in one transaction; no tombstone (see the module docstring)."""
         if not ids:
             return 0
-        if remember:
-            self._any = True
-        removed = 0
         with write_transaction(self.conn):
-            if remember:
-                per = deleted_at if isinstance(deleted_at, Mapping) else {}
-                one = deleted_at if isinstance(deleted_at, str) else now_iso()
+            return self._delete(type_name, ids)
+
+    def apply_feed(self, type_name: str, entries: Mapping[int, str | None]) -> FeedApplied:
+        """Apply deletions feed entries (id -> the entry's normalised `created_at`, or None):
+        delete each row not newer than its entry and tombstone it at the entry's moment, in
+        one transaction (no other write between the comparison and the deletion)."""
+        out = FeedApplied()
+        if not entries:
+            return out
+        stamped = "updated_at" in self.schema.columns(type_name)
+        now = now_iso()
+        with write_transaction(self.conn):
+            dated = {i: at for i, at in entries.items() if at is not None}
+            out.unstamped = len(entries) - len(dated)
+            kept = self._newer(type_name, dated) if stamped else set()
+            if stamped:
+                # An entry without a moment is no evidence against a stamped row.
+                kept |= {i for i, at in entries.items() if at is None}
+            out.kept = sorted(i for i in kept if i in dated or not stamped)
+            tombs = [
+                (type_name, i, at or now, FEED)
+                for i, at in entries.items()
+                if at is not None or not stamped
+            ]
+            if tombs:
+                self._any = True
                 self.conn.executemany(
-                    "INSERT INTO _sync_tombstones (type, id, deleted_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (type, id) DO UPDATE SET deleted_at = max("
-                    "coalesce(_sync_tombstones.deleted_at, ''), excluded.deleted_at)",
-                    [(type_name, i, per.get(i) or one) for i in ids],
+                    "INSERT INTO _sync_tombstones (type, id, deleted_at, source) VALUES "
+                    "(?, ?, ?, ?) ON CONFLICT (type, id) DO UPDATE SET deleted_at = max("
+                    "coalesce(_sync_tombstones.deleted_at, ''), excluded.deleted_at), "
+                    "source = excluded.source",
+                    tombs,
                 )
-            if self.schema.columns(type_name):
-                for start in range(0, len(ids), 500):
-                    removed += self._delete_rows(type_name, ids[start : start + 500])
-            if type_name == "malls":
-                # A mall's members lose it (their rows stay until no mall lists them), and its
-                # hours and current hours go with it.
-                for mall in ids:
-                    memberships.drop_mall(self.conn, mall)
+            out.removed = self._delete(type_name, [i for i in entries if i not in kept])
+        return out
+
+    def _newer(self, type_name: str, dated: Mapping[int, str]) -> set[int]:
+        """The ids of `dated` whose mirrored row is stamped after the entry's moment."""
+        out: set[int] = set()
+        items = list(dated.items())
+        for start in range(0, len(items), 400):
+            chunk = items[start : start + 400]
+            values = ",".join("(?, ?)" for _ in chunk)
+            out.update(
+                int(r[0])
+                for r in self.conn.execute(
+                    f"WITH e(id, at) AS (VALUES {values}) SELECT t.id FROM [{type_name}] t "
+                    "JOIN e ON t.id = e.id WHERE t.updated_at > e.at",
+                    [v for pair in chunk for v in pair],
+                )
+            )
+        return out
+
+    def _delete(self, type_name: str, ids: list[int]) -> int:
+        """Inside a write transaction: the rows, their links and memberships; a mall's too."""
+        removed = 0
+        if self.schema.columns(type_name):
+            for start in range(0, len(ids), 500):
+                removed += self._delete_rows(type_name, ids[start : start + 500])
+        if type_name == "malls":
+            # A mall's members lose it (their rows stay until no mall lists them), and its
+            # hours and current hours go with it.
+            for mall in ids:
+                memberships.drop_mall(self.conn, mall)
         return removed
 
     def _delete_rows(self, type_name: str, chunk: list[int]) -> int:

@@ -21,6 +21,7 @@ from sync.store.ftsbuild import remove_scratch
 from sync.store.links import link_tables
 from sync.store.schema import PYTYPE, Schema, foreign_keys, link_sql
 from sync.store.scripts import migrate_scripts
+from sync.store.transaction import write_transaction
 
 if TYPE_CHECKING:
     from sync.store.mirror import Mirror
@@ -139,6 +140,22 @@ def unfinished_end_phase(mirror: Mirror) -> None:
         remove_scratch(mirror.path)
     tables = _content_tables(mirror)
     fts.repair(mirror.conn, {t: mirror.schema.columns(t) for t in tables}, check=unfinished)
+
+
+@migration("tombstone_source")
+def tombstone_source(mirror: Mirror) -> None:
+    """Tombstones say who wrote them (`source`; only the deletions feed writes them now,
+    `sync.store.deletions`). An older sync also tombstoned rows it only inferred gone, at a
+    moment of its own clock, and cannot tell which were which: its tombstones are dropped,
+    so none keeps out a row the upstream lists again. They guard a race of seconds (a page
+    fetched before a deletion, written after it) that no restart carries over; the feed's own
+    overlap writes the newest again."""
+    cols = {r[1] for r in mirror.conn.execute("PRAGMA table_info(_sync_tombstones)")}
+    if "source" in cols:
+        return
+    with write_transaction(mirror.conn):
+        mirror.conn.execute("ALTER TABLE _sync_tombstones ADD COLUMN source TEXT")
+        mirror.conn.execute("DELETE FROM _sync_tombstones WHERE source IS NULL")
 
 
 @migration("indexes")

@@ -42,6 +42,7 @@ from sync.store import (
 from sync.store import links as link_store
 from sync.store.bookkeeping import BookkeepingMixin, PageCheckpoint, TypeStatus
 from sync.store.changes import Change
+from sync.store.deletions import FeedApplied
 from sync.store.groupcommit import GroupCommit
 from sync.store.indexes import END_PHASE as END_PHASE
 from sync.store.listing import Listing
@@ -342,12 +343,13 @@ class Mirror(BookkeepingMixin):
         with write_transaction(self.conn):
             return memberships.drop_mall(self.conn, mall_id)
 
-    def mall_gone(self, mall_id: int, deleted_at: str) -> None:
+    def mall_gone(self, mall_id: int) -> None:
         """A mall route answered 404: the mall is gone upstream. Its row (if mirrored) is
-        deleted and tombstoned at `deleted_at`, and with it its memberships, hours and current
-        hours; its members that no other mall lists are left for `orphans`."""
+        deleted, with no tombstone (an inference: it comes back once listed again), and with
+        it its memberships, hours and current hours; its members that no other mall lists are
+        left for `orphans`."""
         if self.has_table("malls") and self.get("malls", mall_id) is not None:
-            self.delete("malls", [mall_id], deleted_at=deleted_at)
+            self.delete("malls", [mall_id])
         else:
             self.drop_mall(mall_id)
 
@@ -428,21 +430,20 @@ class Mirror(BookkeepingMixin):
 
     # -- deletions and hours -------------------------------------------------------------------
 
-    def delete(
-        self,
-        type_name: str,
-        ids: Iterable[int],
-        *,
-        remember: bool = True,
-        deleted_at: str | Mapping[int, str | None] | None = None,
-    ) -> int:
-        """Delete rows and their links, and remember the ids with the moment of the deletion
-        (`deleted_at`: one stamp, or one per id; default now) so that a copy fetched before it
-        cannot bring them back (`remember=False`: a row that left a mall's "current" list, not
-        deleted upstream)."""
+    def delete(self, type_name: str, ids: Iterable[int]) -> int:
+        """Delete rows inferred gone (confirmed by `filter[id]`, listed by no mall, a gone
+        mall's) and their links; nothing keeps them out once the upstream lists them again
+        (`sync.store.deletions`)."""
         id_list = list(dict.fromkeys(int(i) for i in ids))
         self._included_seen.forget(type_name, id_list)
-        return self._deletions.delete(type_name, id_list, remember=remember, deleted_at=deleted_at)
+        return self._deletions.delete(type_name, id_list)
+
+    def apply_feed(self, type_name: str, entries: Mapping[int, str | None]) -> FeedApplied:
+        """Apply deletions feed entries (id -> normalised `created_at`, or None): each row not
+        newer than its entry is deleted and tombstoned at the entry's moment, in one
+        transaction (`sync.store.deletions`)."""
+        self._included_seen.forget(type_name, list(entries))
+        return self._deletions.apply_feed(type_name, entries)
 
     def write_hours(
         self, mall_id: int, rows: Sequence[dict[str, Any]], start: date, end: date

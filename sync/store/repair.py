@@ -39,24 +39,11 @@ class Repair:
     what: tuple[str, ...]
 
 
-def repair_page(
-    mirror: Mirror, batches: list[Staged], *, lift_tombstones: bool = False
-) -> list[Repair]:
+def repair_page(mirror: Mirror, batches: list[Staged]) -> list[Repair]:
     """Compare a staged page of whole copies (`sync.pipeline.staging.stage_resources`) with
-    the mirror, write it, and return the repairs.
-
-    `lift_tombstones`: the listed rows (not the included ones) are served by the upstream now,
-    so an id remembered as deleted is forgotten and the row written (a "current" list that
-    dropped an item and took it back).
-    """
+    the mirror, write it, and return the repairs. Only the deletions feed's tombstones refuse
+    copies (`sync.store.deletions`): a row a "current" list dropped and took back has none."""
     mirror.ensure_schema(batches)
-    conn = mirror.conn
-    if lift_tombstones and batches[0].ids:
-        ids = batches[0].ids
-        conn.execute(
-            f"DELETE FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(ids))})",
-            (batches[0].type, *ids),
-        )
     repairs: list[Repair] = []
     for b in batches:
         repairs += _differences(mirror, b)

@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS _sync_runs (
 CREATE TABLE IF NOT EXISTS _sync_types (
     type TEXT PRIMARY KEY, last_sync_at TEXT, last_error TEXT, error_at TEXT);
 CREATE TABLE IF NOT EXISTS _sync_tombstones (
-    type TEXT NOT NULL, id INTEGER NOT NULL, deleted_at TEXT,
+    type TEXT NOT NULL, id INTEGER NOT NULL, deleted_at TEXT, source TEXT,
     PRIMARY KEY (type, id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS _sync_jobs (
     name TEXT PRIMARY KEY, started_at TEXT, finished_at TEXT, outcome TEXT, error TEXT,

@@ -33,8 +33,9 @@ async def test_webhooks_subscribe_list_unsubscribe(emulator: Emulator, tmp_path:
 async def test_webhooks_without_a_secret_is_a_configuration_error(
     emulator: Emulator, tmp_path: Path
 ) -> None:
-    rc, _, err = await sync("run", "--config", str(config(tmp_path, emulator)), emu=emulator)
-    assert rc == 2 and "[webhooks] secret is required" in err and "Traceback" not in err
+    cfg = config(tmp_path, emulator)
+    rc, _, err = await sync("run", "--config", str(cfg), emu=emulator)
+    assert rc == 2 and f"{cfg}: webhooks: secret is required" in err and "Traceback" not in err
 
 
 async def test_reconcile_and_status_commands(emulator: Emulator, tmp_path: Path) -> None:

@@ -230,9 +230,7 @@ class BookkeepingMixin:
     def start_run(self, kind: str) -> int:
         return runs.start(self.conn, kind)
 
-    def finish_run(
-        self, run_id: int, *, status: str, rows: int | None, error: str | None
-    ) -> None:
+    def finish_run(self, run_id: int, *, status: str, rows: int | None, error: str | None) -> None:
         runs.finish(self.conn, run_id, status=status, rows=rows, error=error)
 
     def heartbeat(self) -> None:

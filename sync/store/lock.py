@@ -107,6 +107,55 @@ def take(p: Path, fd: int) -> WriterLock:
     return WriterLock(fd, info)
 
 
+def holder_pid(p: Path) -> int | None:
+    """The pid of the process holding the writer lock of mirror `p` now, or None: the
+    kernel's word (`/proc/locks`), else the holder file's pid if that process is alive. It
+    takes no lock, so a reader (`ccsync status`) never keeps a writer from starting."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.path.exists("/proc/locks"):
+            info_path = Path(os.path.realpath(p) + ".lock")
+            pid = _flock_owner(fd)
+            if pid is None and info_path.exists():
+                with contextlib.suppress(OSError):
+                    info = os.open(info_path, os.O_RDONLY | os.O_CLOEXEC)
+                    try:
+                        pid = _flock_owner(info)
+                    finally:
+                        os.close(info)
+            return pid
+        return _alive(_written_pid(Path(os.path.realpath(p) + ".lock")))
+    finally:
+        os.close(fd)
+
+
+def _written_pid(info_path: Path) -> int | None:
+    """The pid a holder wrote into the holder file (empty once released), or None."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(info_path.read_text(encoding="utf-8", errors="replace").split()[0])
+    return None
+
+
+def _alive(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid  # alive, another user's
+    return pid
+
+
+def command_of(pid: int) -> str:
+    """Process `pid`'s command line, clipped ('' when it cannot be read)."""
+    return _cmdline(pid)
+
+
 def _holder(info: int, fd: int) -> str:
     """`: pid N (`command line`)` of the process holding the lock, or '' when unknown."""
     pid = _flock_owner(fd) or _flock_owner(info)  # the kernel's word first: the file may be stale

@@ -104,7 +104,9 @@ def recent(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
 def daemon_run(conn: sqlite3.Connection) -> dict[str, Any] | None:
     """The last daemon run (running or not), or None when no daemon ever ran here."""
     try:
-        cur = conn.execute("SELECT * FROM _sync_runs WHERE kind = 'daemon' ORDER BY id DESC LIMIT 1")
+        cur = conn.execute(
+            "SELECT * FROM _sync_runs WHERE kind = 'daemon' ORDER BY id DESC LIMIT 1"
+        )
     except sqlite3.OperationalError:  # a read-only open of a mirror without the table
         return None
     row = cur.fetchone()

@@ -193,4 +193,4 @@ def test_the_command_is_ccsync_everywhere_a_user_reads_it() -> None:
     ]
     assert not bare, bare
     demo = (ROOT / "sync" / "daemon" / "demo.py").read_text()
-    assert "ccsync status --config" in demo
+    assert "{program()} status --config" in demo  # `.venv/bin/ccsync` as run (tests/test_demo.py)

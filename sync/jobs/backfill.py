@@ -86,6 +86,8 @@ class TypeReport:
 
     rows: int = 0
     pages: int = 0
+    #: Pages an interrupted run had committed, which this one resumed after.
+    resumed: int = 0
     repaired: int = 0
     removed: int = 0
     error: str | None = None
@@ -399,12 +401,14 @@ class Backfill:
                 self.progress.add_pages(name, last)
                 if 1 not in done:
                     self._write(scope, first, report, last)
-                else:
-                    self.progress.advance(name, 0)
                 del first
         else:
             self.progress.add_pages(name, last)
+        if done:
+            # Committed by the interrupted run: on the bar, and in the report apart from this
+            # run's pages, so the summary adds up to what the progress lines said.
             self.progress.advance(name, 0, pages=len(done))
+            report.resumed += len(done)
 
         async def one(number: int) -> None:
             nonlocal tail

@@ -203,9 +203,7 @@ class Backfill:
         try:
             started_at = await self._begin(restart)
             self.report.started_at = started_at
-            prefilled = [
-                p for p in (self.mirror.get_meta("backfill_prefilled") or "").split(",") if p
-            ]
+            prefilled = (self.mirror.get_meta("backfill_prefilled") or "").strip(",")
             self.mirror.defer_indexes(not prefilled)
             with self.progress, _bulk_gc():
                 if self.group_commit:
@@ -234,8 +232,7 @@ class Backfill:
             errors = "; ".join(f"{n}: {t.error}" for n, t in self.report.types.items() if t.error)
             if status != "stopped":
                 error = errors or error
-            with contextlib.suppress(sqlite3.Error):  # a full disk: the run stays `running`,
-                # and the next open marks it `interrupted` (`Mirror.close_orphan_runs`)
+            with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
                 self.mirror.finish_run(run_id, status=status, rows=self.report.rows, error=error)
         if status in ("ok", "partial"):
             # A finished backfill starts the next one afresh; the cursors carry its start.
@@ -249,12 +246,10 @@ class Backfill:
         return self.report
 
     async def _begin(self, restart: bool) -> str:
-        """The start of this backfill: an interrupted one's, kept across resumes, or a new one.
-
-        A new one forgets the last one's checkpoints (never which types were completed,
-        `Mirror.completed_types`), and only once the upstream has answered a login: a backfill
-        refused at login, or that cannot reach the upstream, leaves the mirror as it was (it
-        was a full copy again for the daemon to redo)."""
+        """The start of this backfill: an interrupted one's, kept across resumes, or a new one,
+        which forgets the last one's checkpoints (never which types were completed,
+        `Mirror.completed_types`) only once the upstream answered a login: one refused at
+        login, or unreachable, leaves the mirror as it was."""
         started_at = self.mirror.get_meta("backfill_started_at")
         if not restart and started_at is not None:
             return started_at

@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 from sync.channel.client import ChannelClient
 from sync.core.errors import AuthError, UnreachableError
 from sync.emulator import Emulator
+from sync.readers.status import status_data, status_lines
 from sync.store import Mirror
 from tests.support.backfilled import run_backfill
 from tests.support.daemon import running
@@ -65,6 +66,9 @@ async def test_a_backfill_refused_at_login_changes_nothing(
         assert run["status"] == "failed" and "login refused" in (run["error"] or "")
     finally:
         mirror.close()
+    backfill = status_data(db)["backfill"]
+    assert backfill["last_run"]["status"] == "failed" and not backfill["unfinished_since"]
+    assert backfill["never_completed"] == []
     await _daemon_copies_nothing(emulator, db)
 
 
@@ -108,6 +112,8 @@ async def test_a_backfill_failing_midway_keeps_every_completed_type_complete(
         assert mirror.get_meta("backfill_started_at")  # the interrupted run, for `ccsync backfill`
     finally:
         mirror.close()
+    lines = status_lines(status_data(db))
+    assert any("every type was completed by an earlier backfill" in line for line in lines)
     await _daemon_copies_nothing(emulator, db)
 
 

@@ -194,3 +194,22 @@ def test_the_command_is_ccsync_everywhere_a_user_reads_it() -> None:
     assert not bare, bare
     demo = (ROOT / "sync" / "daemon" / "demo.py").read_text()
     assert "{program()} status --config" in demo  # `.venv/bin/ccsync` as run (tests/test_demo.py)
+
+
+def test_help_texts_point_at_the_page_that_holds_what_they_cite() -> None:
+    """`ccsync emulator --help` cites the memory a resource takes and the hard readings: both
+    are in docs/emulator.md, not the README (#40)."""
+    from click.testing import CliRunner
+
+    from sync.commands import emulator as emulator_cmd
+
+    text = " ".join(
+        CliRunner()
+        .invoke(emulator_cmd.emulator_command, ["--help"], terminal_width=200)
+        .output.split()
+    )
+    assert "README" not in text
+    assert "~1.5 KB a resource, see docs/emulator.md" in text
+    assert "see --hard and docs/emulator.md" in text
+    page = (ROOT / "docs" / "emulator.md").read_text()
+    assert "1,500 bytes a resource" in page and "--profile strict" in page

@@ -12,6 +12,7 @@ daemon whose mirror cannot take writes cannot record that in it: it says so in
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,52 @@ def daemon_lines(daemon: dict[str, Any], overdue: list[str]) -> list[str]:
     return out
 
 
+def backfill_state(mirror: Mirror) -> dict[str, Any]:
+    """The last backfill run (status, when, its own error), an unfinished one's start, and
+    the types it started that no backfill ever completed (the daemon copies those, and only
+    those: with no configuration read, status knows no other types)."""
+    try:
+        runs = [r for r in mirror.runs(50) if r["kind"] == "backfill"]
+        types = sorted(
+            str(t) for (t,) in mirror.conn.execute("SELECT DISTINCT type FROM _sync_backfill")
+        )
+    except sqlite3.OperationalError:  # a read-only open of a mirror without the tables
+        runs, types = [], []
+    last = runs[-1] if runs else None
+    done = mirror.completed_types()
+    return {
+        "last_run": None
+        if last is None
+        else {k: last.get(k) for k in ("status", "started_at", "finished_at", "error")},
+        "unfinished_since": mirror.get_meta("backfill_started_at"),
+        "never_completed": [t for t in types if t not in done],
+    }
+
+
+def backfill_lines(backfill: dict[str, Any]) -> list[str]:
+    """`backfill_state` as `ccsync status` prints it (nothing before any backfill ran)."""
+    last = backfill["last_run"]
+    if last is None:
+        return []
+    when = last["finished_at"] or last["started_at"]
+    line = f"backfill: last run {last['status']} ({when})"
+    if last.get("error"):
+        line += f": {redact_text(last['error'])}"
+    out = [line]
+    if backfill["unfinished_since"]:
+        never = backfill["never_completed"]
+        out.append(
+            f"  unfinished, started {backfill['unfinished_since']}: `ccsync backfill` resumes "
+            + (
+                f"it; never completed: {', '.join(never)}"
+                if never
+                else "it; every type was "
+                "completed by an earlier backfill, so the daemon copies none again"
+            )
+        )
+    return out
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """`1 notice`, `2 notices`: a number with its noun agreeing."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
@@ -166,6 +213,8 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             "queue_depth": mirror.queue_depth(),
             # Whether a daemon holds the mirror now: pid, since, last heartbeat (`daemon_state`).
             "daemon": daemon,
+            # The last backfill run, an unfinished one, the types never completed.
+            "backfill": backfill_state(mirror),
             "subscriptions": topics.split(",") if topics else [],
             "subscriptions_checked_at": mirror.get_meta("webhook_topics_checked_at"),
             "types": types,
@@ -211,6 +260,8 @@ def status_lines(data: dict[str, Any]) -> list[str]:
     out.append(f"mirror: {data['mirror']}")
     if "daemon" in data:
         out += daemon_lines(data["daemon"], data["daemon"].get("overdue") or [])
+    if "backfill" in data:
+        out += backfill_lines(data["backfill"])
     out.append(f"queue: {counted(data['queue_depth'], 'notice')} waiting")
     subs = ", ".join(data["subscriptions"]) or "none recorded"
     out.append(

@@ -201,10 +201,12 @@ class BookkeepingMixin:
         return done
 
     def type_completed(self, type_name: str, at: str) -> None:
-        """A backfill finished every scope of `type_name` (`completed_types`)."""
+        """A backfill finished every scope of `type_name` (`completed_types`); its run is seen
+        alive (`sync.store.runs.heartbeat`)."""
         done = self.completed_types()
         done[type_name] = at
         self.set_meta(COMPLETED_KEY, json.dumps(done, sort_keys=True))
+        runs.heartbeat(self.conn)
 
     def reset_backfill(self) -> None:
         """Forget the checkpoints to start a new backfill; which types were ever completed is

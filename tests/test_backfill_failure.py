@@ -138,3 +138,21 @@ async def test_the_daemon_backfills_only_the_types_never_completed(
         assert mirror.count("articles") > 0
     finally:
         mirror.close()
+
+
+async def test_a_mirror_an_older_sync_reset_is_not_copied_again(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """The state the bug left (#40): a complete mirror whose checkpoints a failed backfill of
+    an older sync forgot. Its types' poll cursors prove them completed: no re-copy."""
+    db = tmp_path / "m.db"
+    await run_backfill(settings_for(emulator, db, **TYPES))
+    conn = sqlite3.connect(db)
+    conn.executescript(
+        "DELETE FROM _sync_backfill; DELETE FROM _sync_backfill_pages;"
+        "DELETE FROM _sync_meta WHERE key = 'backfill_completed';"
+        "INSERT OR REPLACE INTO _sync_meta VALUES ('backfill_started_at', "
+        "'2026-01-01T00:00:00.000Z');"
+    )
+    conn.close()
+    await _daemon_copies_nothing(emulator, db)

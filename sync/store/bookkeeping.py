@@ -187,11 +187,17 @@ class BookkeepingMixin:
 
     def completed_types(self) -> dict[str, str]:
         """The types some backfill finished, with when: recorded as each type finishes, and
-        for a mirror written before that record, a type whose every checkpoint is finished."""
+        for a mirror written before that record, a type whose every checkpoint is finished or
+        that has a poll cursor (a backfill sets a type's cursors once all its pages are in)."""
         try:
             done: dict[str, str] = dict(json.loads(self.get_meta(COMPLETED_KEY) or "{}"))
         except (ValueError, TypeError):
             done = {}
+        for t, at in self._exec(
+            "SELECT type, min(updated_at) FROM _sync_cursors WHERE type != 'deletions' "
+            "GROUP BY type"
+        ):
+            done.setdefault(str(t), str(at))
         for t, scopes, finished, at in self._exec(
             "SELECT type, count(*), count(finished_at), max(finished_at) FROM _sync_backfill "
             "GROUP BY type"

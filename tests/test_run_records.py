@@ -14,6 +14,7 @@ import pytest
 from sync.core.errors import AuthError
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
+from sync.readers.status import status_data
 from sync.store import Mirror
 from tests.support.backfilled import run_backfill
 from tests.support.daemon import running
@@ -56,6 +57,10 @@ async def test_a_backfill_killed_with_sigkill_is_interrupted(
     proc = await spawn("backfill", "--quiet", "--config", str(cfg), env={"T_PW": emulator.password})
     try:
         await eventually(lambda: db.exists() and _has_run(db), timeout=30)
+        # `ccsync status` meanwhile: no daemon, and the backfill named as the mirror's holder.
+        daemon = status_data(db)["daemon"]
+        assert not daemon["running"] and daemon["writer"]["pid"] == proc.pid
+        assert "backfill" in daemon["writer"]["command"]
     finally:
         proc.send_signal(signal.SIGKILL)
         await proc.wait()

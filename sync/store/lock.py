@@ -110,26 +110,18 @@ def take(p: Path, fd: int) -> WriterLock:
 def holder_pid(p: Path) -> int | None:
     """The pid of the process holding the writer lock of mirror `p` now, or None: the
     kernel's word (`/proc/locks`), else the holder file's pid if that process is alive. It
-    takes no lock, so a reader (`ccsync status`) never keeps a writer from starting."""
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    takes no lock and opens no descriptor of the database (closing one would drop this
+    process's SQLite locks on it, see the module docstring), so a reader (`ccsync status`)
+    never keeps a writer from starting."""
+    info_path = Path(os.path.realpath(p) + ".lock")
+    if os.path.exists("/proc/locks"):
+        for path in (p, info_path):
+            with contextlib.suppress(OSError):
+                pid = _flock_owner_of(os.stat(path))
+                if pid is not None:
+                    return pid
         return None
-    try:
-        if os.path.exists("/proc/locks"):
-            info_path = Path(os.path.realpath(p) + ".lock")
-            pid = _flock_owner(fd)
-            if pid is None and info_path.exists():
-                with contextlib.suppress(OSError):
-                    info = os.open(info_path, os.O_RDONLY | os.O_CLOEXEC)
-                    try:
-                        pid = _flock_owner(info)
-                    finally:
-                        os.close(info)
-            return pid
-        return _alive(_written_pid(Path(os.path.realpath(p) + ".lock")))
-    finally:
-        os.close(fd)
+    return _alive(_written_pid(info_path))
 
 
 def _written_pid(info_path: Path) -> int | None:
@@ -171,7 +163,11 @@ def _holder(info: int, fd: int) -> str:
 
 def _flock_owner(fd: int) -> int | None:
     """The pid `/proc/locks` names for a FLOCK on the inode open on `fd` (Linux), or None."""
-    st = os.fstat(fd)
+    return _flock_owner_of(os.fstat(fd))
+
+
+def _flock_owner_of(st: os.stat_result) -> int | None:
+    """The pid `/proc/locks` names for a FLOCK on the inode of `st` (Linux), or None."""
     inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     with (
         contextlib.suppress(OSError, ValueError),

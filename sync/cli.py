@@ -27,6 +27,7 @@ from sync import __version__
 from sync.core import logs
 from sync.core.config import Settings, load_config
 from sync.core.errors import ConfigError, Interrupted, StorageFault, SyncError, UnreachableError
+from sync.core.secrets import SecretsNeeded
 from sync.store.faults import storage_fault
 
 T = TypeVar("T")
@@ -139,11 +140,12 @@ async def _cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-def settings_from(config_path: Path | None, *, secrets: bool = True) -> Settings:
+def settings_from(config_path: Path | None, *, secrets: SecretsNeeded = "upstream") -> Settings:
     """Load and validate the configuration (or raise ConfigError), and set up logging (stderr).
 
     `--config` works before the command too (`ccsync --config F status`); given after, it wins.
-    With `secrets` false no secret is read (the commands that only read the mirror)."""
+    `secrets` names the secrets the command reads (`sync.core.secrets.SecretsNeeded`): by
+    default every one but the webhook secret, which only the receiver's commands resolve."""
     settings = load_config(_config_path(config_path), secrets=secrets)
     logs.configure(settings.logging.level, settings.logging.format)
     _note_mirror(settings.mirror.path)
@@ -161,7 +163,7 @@ def reader_from(config_path: Path | None, mirror_path: Path | None) -> tuple[Pat
         logs.configure()
         _note_mirror(mirror_path)
         return mirror_path, None
-    settings = settings_from(explicit, secrets=False)
+    settings = settings_from(explicit, secrets="none")
     path = mirror_path or settings.mirror.path
     _note_mirror(path)
     return path, settings

@@ -33,8 +33,9 @@ async def test_webhooks_subscribe_list_unsubscribe(emulator: Emulator, tmp_path:
 async def test_webhooks_without_a_secret_is_a_configuration_error(
     emulator: Emulator, tmp_path: Path
 ) -> None:
-    rc, _, err = await sync("run", "--config", str(config(tmp_path, emulator)), emu=emulator)
-    assert rc == 2 and "[webhooks] secret is required" in err and "Traceback" not in err
+    cfg = config(tmp_path, emulator)
+    rc, _, err = await sync("run", "--config", str(cfg), emu=emulator)
+    assert rc == 2 and f"{cfg}: webhooks: secret is required" in err and "Traceback" not in err
 
 
 async def test_reconcile_and_status_commands(emulator: Emulator, tmp_path: Path) -> None:
@@ -192,4 +193,23 @@ def test_the_command_is_ccsync_everywhere_a_user_reads_it() -> None:
     ]
     assert not bare, bare
     demo = (ROOT / "sync" / "daemon" / "demo.py").read_text()
-    assert "ccsync status --config" in demo
+    assert "{program()} status --config" in demo  # `.venv/bin/ccsync` as run (tests/test_demo.py)
+
+
+def test_help_texts_point_at_the_page_that_holds_what_they_cite() -> None:
+    """`ccsync emulator --help` cites the memory a resource takes and the hard readings: both
+    are in docs/emulator.md, not the README (#40)."""
+    from click.testing import CliRunner
+
+    from sync.commands import emulator as emulator_cmd
+
+    text = " ".join(
+        CliRunner()
+        .invoke(emulator_cmd.emulator_command, ["--help"], terminal_width=200)
+        .output.split()
+    )
+    assert "README" not in text
+    assert "~1.5 KB a resource, see docs/emulator.md" in text
+    assert "see --hard and docs/emulator.md" in text
+    page = (ROOT / "docs" / "emulator.md").read_text()
+    assert "1,500 bytes a resource" in page and "--profile strict" in page

@@ -4,6 +4,7 @@ resubscription, kill -9 with a full queue, SIGTERM, and the demo."""
 from __future__ import annotations
 
 import asyncio
+import shlex
 import signal
 import sqlite3
 from pathlib import Path
@@ -200,6 +201,15 @@ async def test_demo_runs_as_the_readme_says(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "demo" / "mirror.db")
     assert conn.execute("select count(*) from deals").fetchone()[0] > 0
     conn.close()
+    # The exit hint runs as printed (#40): here `python -m sync`, as this test ran it.
+    hint = text.strip().splitlines()[-1].strip()
+    assert hint.endswith(f"status --config {demo}/sync.toml"), hint
+    status = await asyncio.create_subprocess_exec(
+        *shlex.split(hint), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await status.communicate()
+    assert status.returncode == 0, err.decode()
+    assert b"deals" in out
 
 
 async def test_backfill_then_status_through_the_library(emulator: Emulator, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ bookkeeping is hidden and every table is described (`ccsync datasette-metadata`)
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from datasette.app import Datasette
 
 from sync.cli import main
+from sync.emulator import Emulator
 from sync.readers.datasette import BOOKKEEPING_TABLES, datasette_metadata
 from sync.store import Mirror
 from tests.support.backfilled import backfill
@@ -58,11 +60,17 @@ async def test_datasette_follows_foreign_keys_and_searches(
     assert meta["rows"] is not None
 
 
-def test_metadata_command_prints_what_datasette_reads(tmp_path: Path) -> None:
+async def test_metadata_command_prints_what_datasette_reads(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Every table and view of the mirror described, none it does not hold (#40: no
+    `mgmt_press_releases` without `[management]`)."""
+    db = tmp_path / "mirror.db"
+    await backfill(emulator, db, types=["malls", "deals", "stores"])
     cfg = tmp_path / "sync.toml"
     cfg.write_text(
         '[upstream]\nbase_url = "http://127.0.0.1:1"\nemail = "a@b.c"\npassword = "pw"\n'
-        f'[mirror]\npath = "{tmp_path / "mirror.db"}"\n'
+        f'[mirror]\npath = "{db}"\n'
     )
     r = CliRunner().invoke(main, ["datasette-metadata", "--config", str(cfg)])
     assert r.exit_code == 0, r.output
@@ -70,5 +78,12 @@ def test_metadata_command_prints_what_datasette_reads(tmp_path: Path) -> None:
     tables = doc["databases"]["mirror"]["tables"]
     assert "replace(url, size_parameter" in tables["images"]["description"]
     assert "national" in tables["malls_deals"]["description"]
-    assert tables["_sync_queue"]["hidden"] is True
+    assert tables["_sync_runs"]["hidden"] is True
     assert all(t.get("description") for t in tables.values())
+    conn = sqlite3.connect(db)
+    present = {
+        n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+    }
+    conn.close()
+    assert set(tables) <= present
+    assert not [t for t in tables if t.startswith(("mgmt_", "articles"))]

@@ -177,6 +177,7 @@ def test_migrations_bring_an_older_mirror_up_to_date_and_run_again_as_no_ops(
         "foreign_keys",
         "memberships",
         "scripts_per_position",
+        "run_records",
         "unfinished_end_phase",
         "tombstone_source",
         "indexes",

@@ -41,6 +41,7 @@ from sync.channel.paging import Paging, next_number
 from sync.channel.profile import UpstreamProfile
 from sync.channel.signing import Credentials
 from sync.channel.transport import Response, Stats, Transport, scrub
+from sync.core import tally
 from sync.core.config import UpstreamSettings
 from sync.core.errors import (
     AuthError,
@@ -186,6 +187,7 @@ class ChannelSession:
         return self.credentials.offset
 
     def _observe(self, response: Response) -> None:
+        tally.request()  # the running job's summary line counts it (`sync.core.tally`)
         for account in self.accounts.all:  # one upstream clock, whichever account asked
             account.credentials.learn_offset(response.headers.get("Date"))
         version = response.headers.get("X-API-Version")

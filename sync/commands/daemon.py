@@ -11,7 +11,7 @@ from sync.core import logs
 from sync.core.errors import SyncError
 from sync.daemon.demo import run_demo
 from sync.daemon.service import Daemon
-from sync.ingest.subscriptions import callback_url, manage
+from sync.ingest.subscriptions import manage
 from sync.jobs.reconcile import run_reconcile
 from sync.jobs.verify import run_verify
 
@@ -20,10 +20,9 @@ from sync.jobs.verify import run_verify
 @config_option
 @fail_cleanly
 def run_command(config_path: Path | None) -> None:
-    """Run the daemon: backfill if the mirror is empty, then follow webhooks, polls and reconciles."""
-    settings = settings_from(config_path)
-    if settings.webhooks.enabled:
-        callback_url(settings.webhooks)  # a missing secret is a configuration error, up front
+    """Run the daemon: backfill the types never copied (all, in an empty mirror), then follow webhooks, polls and reconciles."""
+    # The one command that serves the receiver: the webhook secret is resolved and required.
+    settings = settings_from(config_path, secrets="receiver")
     if settings.management is not None:  # the press release job needs a user token: up front
         settings.management.require_user_token("the press release list the daemon mirrors")
     run_async(Daemon(settings).run())
@@ -77,7 +76,7 @@ def webhooks_group() -> None:
 @fail_cleanly
 def webhooks_list(config_path: Path | None) -> None:
     """Topics this receiver is subscribed to upstream."""
-    topics = run_async(manage(settings_from(config_path), "list"))
+    topics = run_async(manage(settings_from(config_path, secrets="receiver"), "list"))
     click.echo("\n".join(topics) if topics else "no subscriptions for this receiver")
 
 
@@ -86,7 +85,7 @@ def webhooks_list(config_path: Path | None) -> None:
 @fail_cleanly
 def webhooks_subscribe(config_path: Path | None) -> None:
     """Subscribe every configured topic that is not subscribed yet."""
-    topics = run_async(manage(settings_from(config_path), "subscribe"))
+    topics = run_async(manage(settings_from(config_path, secrets="receiver"), "subscribe"))
     click.echo(f"subscribed: {', '.join(topics)}")
 
 
@@ -95,7 +94,7 @@ def webhooks_subscribe(config_path: Path | None) -> None:
 @fail_cleanly
 def webhooks_unsubscribe(config_path: Path | None) -> None:
     """Remove this receiver's subscriptions (polling keeps the mirror converging)."""
-    topics = run_async(manage(settings_from(config_path), "unsubscribe"))
+    topics = run_async(manage(settings_from(config_path, secrets="receiver"), "unsubscribe"))
     click.echo("unsubscribed" if not topics else f"still subscribed: {', '.join(topics)}")
 
 

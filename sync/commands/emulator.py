@@ -23,7 +23,7 @@ from sync.emulator.server import (
     default=5000,
     show_default=True,
     help="Size of the generated data set (refused when it would not fit in the memory "
-    "available: ~1.5 KB a resource, see the README).",
+    "available: ~1.5 KB a resource, see docs/emulator.md).",
 )
 @click.option(
     "--malls",
@@ -166,7 +166,7 @@ from sync.emulator.server import (
     "--profile",
     type=click.Choice(PROFILES),
     default=None,
-    help="strict: every hard reading of the spec on (see --hard and the README).",
+    help="strict: every hard reading of the spec on (see --hard and docs/emulator.md).",
 )
 @click.option(
     "--hard",

@@ -34,6 +34,8 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
     report = run_async(run_backfill(settings, restart=restart, quiet=quiet))
     for name, t in report.types.items():
         line = f"{name:<15} {t.rows:>9,} rows  {t.pages:>6,} pages"
+        if t.resumed:
+            line += f" (+{t.resumed:,} pages copied before the interruption)"
         if t.repaired or t.removed:
             line += f"  repaired {t.repaired}, removed {t.removed}"
         if t.error:

@@ -25,7 +25,15 @@ from pydantic import (
 )
 
 from sync.core.errors import ConfigError
-from sync.core.secrets import WITHOUT_SECRETS, given, read_secret, resolving, sources
+from sync.core.secrets import (
+    SecretsNeeded,
+    given,
+    needed,
+    read_secret,
+    resolving,
+    resolving_webhook,
+    sources,
+)
 from sync.model import catalogue
 
 DEFAULT_PATH = Path("sync.toml")
@@ -237,6 +245,13 @@ class BackfillSettings(_Section):
     )
 
 
+#: A receiver without its secret (`ccsync run`, `ccsync webhooks ...`): every source named.
+MISSING_WEBHOOK_SECRET = (
+    "secret is required when webhooks are enabled; set secret, secret_env, secret_file or "
+    "secret_credential (16+ random characters), or set enabled = false to rely on polling"
+)
+
+
 class WebhookSettings(_Section):
     """`[webhooks]`: the receiver the upstream posts change notices to."""
 
@@ -276,13 +291,15 @@ class WebhookSettings(_Section):
 
     @model_validator(mode="after")
     def _secret(self, info: ValidationInfo) -> WebhookSettings:
-        resolve = resolving(info)
+        resolve = resolving_webhook(info)
         secret = read_secret(*given(self, "secret"), resolve=resolve)
         if resolve and secret is not None and len(secret.get_secret_value()) < 16:
             raise ValueError(
                 "secret must be at least 16 characters (it is the callback's only guard)"
             )
-        object.__setattr__(self, "secret", secret)
+        if needed(info) == "receiver" and self.enabled and secret is None:
+            raise ValueError(MISSING_WEBHOOK_SECRET)
+        object.__setattr__(self, "secret", secret if resolve else None)
         return self
 
     @property
@@ -445,21 +462,24 @@ def _describe(err: dict[str, Any], path: Path) -> str:
 
 
 def parse_config(
-    data: dict[str, Any], path: Path = DEFAULT_PATH, *, secrets: bool = True
+    data: dict[str, Any], path: Path = DEFAULT_PATH, *, secrets: bool | SecretsNeeded = True
 ) -> Settings:
     """Validate an already-parsed TOML mapping; raise one ConfigError naming the first problem.
-    With `secrets` false no secret is read (`WITHOUT_SECRETS`): the settings of a reader."""
+    `secrets` says which secrets are read (`sync.core.secrets.SecretsNeeded`; True: all,
+    False: none, the settings of a reader)."""
     try:
-        return Settings.model_validate(data, context=None if secrets else WITHOUT_SECRETS)
+        return Settings.model_validate(data, context={"secrets": secrets})
     except ValidationError as exc:
         errors = exc.errors()
         lines = [_describe(dict(e), path) for e in errors]
         raise ConfigError("; ".join(lines)) from None
 
 
-def load_config(path: Path | str | None = None, *, secrets: bool = True) -> Settings:
-    """Read and validate the TOML file at `path` (default ./sync.toml); with `secrets` false,
-    without reading any secret (the commands that only read the mirror)."""
+def load_config(
+    path: Path | str | None = None, *, secrets: bool | SecretsNeeded = True
+) -> Settings:
+    """Read and validate the TOML file at `path` (default ./sync.toml), reading the secrets
+    `secrets` names (`parse_config`)."""
     p = Path(path) if path is not None else DEFAULT_PATH
     try:
         raw = p.read_bytes()

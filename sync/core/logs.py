@@ -3,7 +3,8 @@
 Secrets never reach a log line: the `redact` processor masks any value under a key that names a
 credential, logs URLs through `errors.redact_url`, and runs every other text, exceptions
 included, through `sync.core.redact`. Lines logged through the standard library (aiohttp's server,
-asyncio, APScheduler) are bridged into the same pipeline, one line each: aiohttp's HTTP parser
+asyncio, APScheduler) are bridged into the same pipeline, one line each (APScheduler's own at
+`debug`: `QUIET_LOGGERS`): aiohttp's HTTP parser
 quotes a malformed request's first line, callback secret and all, in its error. A crash's
 traceback is printed redacted too.
 """
@@ -67,9 +68,21 @@ class _Bridge(logging.Handler):
                 fields["error"] = redact_text(" ".join(f"{type(exc).__name__}: {exc}".split()))
             # Redacted here too, not only by `redact`: a test's `capture_logs` skips processors.
             event = redact_text(" ".join(record.getMessage().split()))
-            structlog.get_logger(logger_name=record.name).log(record.levelno, event, **fields)
+            structlog.get_logger(logger_name=record.name).log(_level(record), event, **fields)
         except Exception:  # a log line must never take the process down
             self.handleError(record)
+
+
+#: Loggers whose lines below ERROR are the scheduler's own bookkeeping ("Adding job
+#: tentatively", "Running job", "Job executed successfully", a run skipped while the last one
+#: runs): shown at `debug` only. Each job run has its own line (`job.done`, `sync.daemon.runs`).
+QUIET_LOGGERS = ("apscheduler",)
+
+
+def _level(record: logging.LogRecord) -> int:
+    """The level a standard library record is logged at (`QUIET_LOGGERS` lowered to debug)."""
+    quiet = record.name.split(".")[0] in QUIET_LOGGERS
+    return logging.DEBUG if quiet and record.levelno < logging.ERROR else record.levelno
 
 
 def configure(level: str = "info", fmt: str = "auto") -> None:

@@ -11,21 +11,45 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, SecretStr, ValidationInfo
 
 from sync.core.redact import register
 
-#: The validation context of a configuration loaded without its secrets (`load_config(...,
-#: secrets=False)`): commands that only read the mirror never open a secret's file, variable or
-#: credential, so they run from a shell under the service's configuration.
-WITHOUT_SECRETS = {"secrets": False}
+#: Which secrets a command resolves, as the validation context's `secrets` (`load_config(...,
+#: secrets=...)`); each command asks only for the secrets it uses:
+#: - "none": commands that only read the mirror (`status`, `changes`, `datasette-metadata`)
+#:   never open a secret's file, variable or credential, so they run from a shell under the
+#:   service's configuration;
+#: - "upstream": every secret but the webhook secret (`backfill`, `reconcile`, `probe`, the
+#:   management commands): they serve no receiver;
+#: - "all": every secret given (the library's default);
+#: - "receiver": every secret, and the webhook secret is required while `[webhooks] enabled`
+#:   (`run`, `webhooks ...`: the callback URL holds it).
+SecretsNeeded = Literal["none", "upstream", "all", "receiver"]
+WITHOUT_SECRETS = {"secrets": "none"}
+
+
+def needed(info: ValidationInfo) -> SecretsNeeded:
+    """The secrets this validation resolves (`SecretsNeeded`; "all" when not told)."""
+    value = (info.context or {}).get("secrets", "all")
+    if value is True:
+        return "all"
+    if value is False:
+        return "none"
+    return cast(SecretsNeeded, value)
 
 
 def resolving(info: ValidationInfo) -> bool:
-    """Whether this validation resolves secrets (every command that talks to the upstream)."""
-    return (info.context or {}).get("secrets", True) is not False
+    """Whether this validation resolves the secrets of the upstream and the management API
+    (every command that talks to them)."""
+    return needed(info) != "none"
+
+
+def resolving_webhook(info: ValidationInfo) -> bool:
+    """Whether this validation resolves the webhook secret (`run` and `webhooks ...` only)."""
+    return needed(info) in ("all", "receiver")
 
 
 def read_secret(

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from sync.channel.budget import Priority, priority
 from sync.channel.client import ChannelClient
 from sync.channel.profile import Profiler, stale
+from sync.core import tally
 from sync.core.config import Settings
 from sync.core.errors import ForbiddenError, SyncError, UpstreamError
 from sync.core.logs import get_logger
@@ -154,7 +155,8 @@ class Jobs:
                 await routes.from_routes(rtype.name, self.malls())
         self.ok(rtype.name)
         if changed:
-            self.log.info("poll.changed", type=rtype.name, rows=changed)
+            tally.note(rows=changed)  # on the run's `job.done` line
+            self.log.debug("poll.changed", type=rtype.name, rows=changed)
 
     async def detect_members(self) -> None:
         """Decide again how each mall-scoped type is polled (at start, before each reconcile).
@@ -181,13 +183,15 @@ class Jobs:
         for name in names:
             self.ok(name)
             if written.get(name):
-                self.log.info("poll.changed", type=name, rows=written[name], via="members")
+                tally.note(rows=written[name])
+                self.log.debug("poll.changed", type=name, rows=written[name], via="members")
         return names
 
     async def poll_deletions(self) -> None:
         result = await self.poller.poll_deletions({t.name for t in self.types})
         if result.rows:
-            self.log.info("deletions.applied", entries=result.rows)
+            tally.note(deletions=result.rows)
+            self.log.debug("deletions.applied", entries=result.rows)
 
     def poll_cycle(self) -> dict[str, float]:
         """What one poll cycle costs when nothing changed (one request per scope, plus the
@@ -219,7 +223,8 @@ class Jobs:
         await self.probe_if_stale()
         result = await reconcile_every_type(self.reconciler, self.types, each=self._reconciled)
         if result.pruned:
-            self.log.info("sideloads.pruned", **result.pruned)
+            tally.note(sideloads_pruned=sum(result.pruned.values()))
+            self.log.debug("sideloads.pruned", **result.pruned)
         if result.refusals:
             raise MassDeleteRefused("; ".join(result.refusals))
         self._raise_failing({t.name for t in self.types})
@@ -242,8 +247,14 @@ class Jobs:
             return  # a small mirror: not one request due yet
         report = await self.verifier.step(self.types, malls, int(self.verify_credit))
         self.verify_credit -= report.requests
+        tally.note(
+            verified=report.rows,
+            repaired=report.repaired,
+            removed=sum(report.removed.values()),
+            cycles=int(report.cycle_done),
+        )
         if report.repaired or report.cycle_done:
-            self.log.info(
+            self.log.debug(
                 "verify.step",
                 rows=report.rows,
                 requests=report.requests,
@@ -284,7 +295,8 @@ class Jobs:
         """Drop change feed entries older than `[mirror] changes_retention_days`."""
         n = self.mirror.prune_changes(self.settings.mirror.changes_retention_days)
         if n:
-            self.log.info("changes.pruned", entries=n)
+            tally.note(changes_pruned=n)
+            self.log.debug("changes.pruned", entries=n)
 
     async def refresh_hours(self) -> None:
         """The hours of every mall for the next `[schedule] hours_days`, one mall at a time."""

@@ -1,8 +1,9 @@
 """`ccsync demo`: the bundled emulator with a steady stream of changes, and the daemon following it.
 
 Everything runs in one process on loopback: the emulator on a free port, the daemon with its
-webhook receiver on another, subscribed to every type. A status line every few seconds shows rows
-mirrored, queue depth and the changes applied upstream; on Ctrl-C (or after `--duration`) it stops
+webhook receiver on another, subscribed to every type. A status line every 3 s from the start
+shows the rows mirrored (every resource, included ones such as images too), then the queue depth
+and the changes applied upstream; on Ctrl-C (or after `--duration`) it stops
 cleanly and leaves the mirror file and a `sync.toml` beside it for `ccsync status` and `sqlite3`.
 """
 
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import random
 import secrets
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from sync.core.config import Settings, parse_config
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.progress import NullProgress
+from sync.model import catalogue
 
 
 def demo_settings(emu: Emulator, directory: Path, secret: str) -> Settings:
@@ -70,6 +73,38 @@ async def mutate(emu: Emulator, per_second: float, stop: asyncio.Event, counter:
             await asyncio.wait_for(stop.wait(), timeout=1.0 / per_second)
 
 
+#: Seconds between two status lines, from the start (the backfill included).
+STATUS_EVERY = 3.0
+
+
+def mirrored_rows(daemon: Daemon) -> int:
+    """Rows of every resource type in the mirror: the mirrored types and the resources they
+    include (images, tags...), so the count compares with the emulator's `--resources`."""
+    mirror = daemon.mirror
+    return sum(mirror.count(name) for name in catalogue.TYPES if mirror.has_table(name))
+
+
+def status_line(daemon: Daemon, emu: Emulator, changes: int, elapsed: float) -> str:
+    """One demo status line: while backfilling, then while following the upstream."""
+    rows = mirrored_rows(daemon)
+    if not daemon.is_ready:
+        return f"[{elapsed:6.0f}s] backfilling: rows {rows:>7,}"
+    queue = daemon.health()["queue_depth"] or 0
+    return (
+        f"[{elapsed:6.0f}s] rows {rows:>7,}  upstream changes {changes:>5}  queue {queue:>3}  "
+        f"webhooks {len(emu.webhooks())} topics"
+    )
+
+
+def program() -> str:
+    """This command as it was run (`.venv/bin/ccsync`, a path, or `python -m sync`), so a
+    printed hint runs as printed."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if Path(argv0).name == "ccsync":
+        return argv0
+    return f"{sys.executable} -m sync"
+
+
 async def run_demo(
     directory: Path,
     *,
@@ -95,19 +130,13 @@ async def run_demo(
         t0 = time.monotonic()
         try:
             while not task.done():
-                await asyncio.wait({task}, timeout=3.0)
+                await asyncio.wait({task}, timeout=STATUS_EVERY)
                 if mutator is None and daemon.is_ready:
                     mutator = asyncio.create_task(mutate(emu, mutations_per_second, stop, counter))
                 if task.done():
                     break
-                if echo and daemon.is_ready:
-                    h = daemon.health()
-                    rows = sum(daemon.mirror.count(t.name) for t in daemon.types)
-                    click.echo(
-                        f"[{time.monotonic() - t0:6.0f}s] rows {rows:>7,}  upstream changes "
-                        f"{counter[0]:>5}  queue {h['queue_depth'] or 0:>3}  "
-                        f"webhooks {len(emu.webhooks())} topics"
-                    )
+                if echo and daemon.state.mirror is not None:
+                    click.echo(status_line(daemon, emu, counter[0], time.monotonic() - t0))
                 if duration is not None and time.monotonic() - t0 >= duration:
                     break
         finally:
@@ -121,5 +150,5 @@ async def run_demo(
         click.echo(
             f"  sqlite3 {path} 'select id, title, updated_at from deals order by updated_at desc limit 5'"
         )
-        click.echo(f"  ccsync status --config {directory / 'sync.toml'}")
+        click.echo(f"  {program()} status --config {directory / 'sync.toml'}")
     return settings.mirror.path

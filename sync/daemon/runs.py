@@ -1,7 +1,8 @@
 """One run of a scheduled job: its record, its metrics, its pause and its cancellation.
 
 The scheduler (`sync.daemon.service`) never calls a job body (`sync.daemon.bodies`) directly: it
-calls the wrapper `JobRuns.wrap` makes, which logs one summary line per run, counts it, keeps
+calls the wrapper `JobRuns.wrap` makes, which logs one summary line per run (`job.done`: its
+seconds, its upstream requests and what it did, `sync.core.tally`), counts it, keeps
 its start, end, outcome and next run in `_sync_jobs` (so a restart resumes the schedule and
 `ccsync status` shows it), runs it at its request-budget priority, and lets no exception escape.
 While the mirror cannot take writes the job does not run (outcome `paused`); a storage fault
@@ -21,6 +22,7 @@ import structlog
 
 from sync.channel.budget import Priority, RequestBudget, priority
 from sync.channel.client import ChannelClient
+from sync.core import tally
 from sync.core.errors import SyncError
 from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
@@ -92,8 +94,9 @@ class JobRuns:
                 self.running.discard(task)
             raise
         outcome, error = "interrupted", None
+        counted = tally.Tally()
         try:
-            with priority(JOB_PRIORITY.get(name, Priority.POLL)):
+            with priority(JOB_PRIORITY.get(name, Priority.POLL)), tally.counting() as counted:
                 await fn()
             outcome = "ok"
         except Exception as exc:
@@ -107,7 +110,14 @@ class JobRuns:
             error = str(exc)
             self.metrics.job_runs.labels(job=name, outcome="error").inc()
             self.metrics.errors.labels(kind=type(exc).__name__).inc()
-            self.log.error("job.failed", job=name, error=error)
+            self.log.error(
+                "job.failed",
+                job=name,
+                seconds=round(time.monotonic() - t0, 3),
+                requests=counted.requests,
+                error=error,
+                **counted.did,
+            )
             return
         finally:
             if task is not None:
@@ -121,7 +131,14 @@ class JobRuns:
                 seconds=round(time.monotonic() - t0, 3),
             )
         self.metrics.job_runs.labels(job=name, outcome="ok").inc()
-        self.log.info("job.done", job=name, seconds=round(time.monotonic() - t0, 3))
+        # The run's one line: how long, how many requests, and what it did (`sync.core.tally`).
+        self.log.info(
+            "job.done",
+            job=name,
+            seconds=round(time.monotonic() - t0, 3),
+            requests=counted.requests,
+            **counted.did,
+        )
 
     async def cancel(self) -> None:
         """Cancel the runs still going (a poll mid-page stops at its next await)."""

@@ -22,7 +22,9 @@ transaction: the current page is committed or not started, and the process exits
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +55,7 @@ from sync.model.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.faults import probe
 from sync.store.queue import ChangeQueue
+from sync.store.runs import HEARTBEAT_S
 from sync.store.watch import StorageWatch
 
 
@@ -147,14 +150,24 @@ class Daemon:
         mirror = self.state.mirror = Mirror.open(
             self.settings.mirror.path, checkpoints=self.settings.mirror.checkpoints
         )
+        run_id, status, error = mirror.start_run("daemon"), "failed", None
         try:
             # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
             async with ChannelClient(self.settings.upstream, fail_fast=False) as client:
                 self.state.client = client
                 await self._serve(mirror, client)
+            status = "stopped" if self.stop.is_set() else "failed"
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status = "stopped"
+            raise
+        except Exception as exc:
+            error = str(exc) or type(exc).__name__
+            raise
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+            with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
+                mirror.finish_run(run_id, status=status, rows=None, error=error)
             mirror.close()
             self.notifier.stopping()
             self.log.info("daemon.stopped")
@@ -212,11 +225,13 @@ class Daemon:
         tasks = [
             asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog"),
             asyncio.create_task(self.storage.run(self._probe, self.stop), name="storage"),
+            asyncio.create_task(self._heartbeat(), name="heartbeat"),
         ]
-        if mirror.get_cursor("deletions", "") is None or mirror.get_meta("backfill_started_at"):
-            self.log.info("daemon.backfill_first")
+        first = self._never_completed(mirror)
+        if first is not None:
+            self.log.info("daemon.backfill_first", types=first)
             self.notifier.status("backfilling")
-            if not await self._first_backfill(jobs):
+            if not await self._first_backfill(jobs, first):
                 for task in tasks:  # the watchdog loop never ends by itself: waiting on it hung
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -267,13 +282,35 @@ class Daemon:
         self.log.info("receiver.listening", listen=f"{s.host}:{self.bound_port}")
         return runner
 
-    async def _first_backfill(self, jobs: Jobs) -> bool:
-        """The first backfill. A storage fault pauses it, the daemon degraded meanwhile
-        (`sync.store.watch`), and once a write succeeds again it resumes from its checkpoints.
-        False when stopped first."""
+    def _never_completed(self, mirror: Mirror) -> list[str] | None:
+        """The types the daemon backfills before it serves: those no backfill ever completed
+        (`Mirror.completed_types`), when the mirror was never filled or a backfill was left
+        unfinished; None when there is nothing to backfill. A type some backfill completed is
+        never copied again here: an unfinished or failed `ccsync backfill` left it whole, and
+        the polls from its cursors catch up (a re-copy costs hours of the upstream's budget
+        at a million rows); `ccsync backfill` resumes the interrupted run if wanted."""
+        unfinished = mirror.get_meta("backfill_started_at") is not None
+        no_feed = mirror.get_cursor("deletions", "") is None
+        if not unfinished and not no_feed:
+            return None
+        done = mirror.completed_types()
+        never = [t.name for t in self.types if t.name not in done]
+        if never or no_feed:
+            return never
+        self.log.info(
+            "daemon.backfill_left",
+            hint="a backfill was left unfinished, but every type was completed by an earlier "
+            "one: the polls catch up; `ccsync backfill` resumes it if wanted",
+        )
+        return None
+
+    async def _first_backfill(self, jobs: Jobs, types: list[str]) -> bool:
+        """The first backfill, of `types`. A storage fault pauses it, the daemon degraded
+        meanwhile (`sync.store.watch`), and once a write succeeds again it resumes from its
+        checkpoints. False when stopped first."""
         while True:
             try:
-                return await self._unless_stopped(jobs.backfill.run(), "backfill")
+                return await self._unless_stopped(jobs.backfill.run(only=types), "backfill")
             except Exception as exc:
                 if self.storage.report(exc) is None:
                     raise
@@ -282,6 +319,16 @@ class Daemon:
             jobs.backfill = Backfill(
                 jobs.client, jobs.mirror, self.settings, progress=self.progress
             )
+
+    async def _heartbeat(self) -> None:
+        """Every `HEARTBEAT_S`, the daemon's runs are seen alive (`ccsync status` shows it; a
+        run killed with SIGKILL is `interrupted` as of its last heartbeat). A mirror that
+        takes no writes skips a beat: the storage watch reports that."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if not self.storage.degraded:
+                with contextlib.suppress(sqlite3.Error):
+                    self.mirror.heartbeat()
 
     def _probe(self, degraded: bool) -> None:
         """The storage watch's write probe; while degraded it waits 0.2 s at most for another

@@ -157,7 +157,8 @@ class Receiver:
             self.on_enqueued()
         if self.metrics is not None:
             self.metrics.notices.labels(outcome="accepted").inc()
-        self.log.info(
+        # At debug: the queue worker's `worker.drained` is the batch's line at info.
+        self.log.debug(
             "webhook.accepted",
             items=len(notices),
             updates=sum(n.kind == "update" for n in notices),

@@ -24,7 +24,7 @@ from typing import Literal, NamedTuple
 from sync.channel.accounts import Account
 from sync.channel.client import ChannelClient
 from sync.channel.profile import route_key
-from sync.core.config import Settings, WebhookSettings
+from sync.core.config import MISSING_WEBHOOK_SECRET, Settings, WebhookSettings
 from sync.core.errors import ConfigError, MaybeAppliedError
 from sync.core.logs import get_logger
 from sync.model import catalogue
@@ -34,10 +34,7 @@ from sync.model.catalogue import ResourceType
 def callback_url(settings: WebhookSettings, bound_port: int | None = None) -> str:
     """The URL the upstream posts notices to: `<public_url>/webhooks/<secret>`."""
     if settings.secret is None:
-        raise ConfigError(
-            "[webhooks] secret is required when webhooks are enabled; set secret, secret_env or "
-            "secret_file (16+ random characters), or set enabled = false to rely on polling"
-        )
+        raise ConfigError(f"[webhooks] {MISSING_WEBHOOK_SECRET}")
     base = settings.public_url or f"http://{settings.host}:{bound_port or settings.port}"
     return f"{base.rstrip('/')}/webhooks/{settings.secret.get_secret_value()}"
 

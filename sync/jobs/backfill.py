@@ -30,8 +30,9 @@ import asyncio
 import contextlib
 import functools
 import gc
+import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sync.channel.client import ChannelClient
@@ -85,6 +86,8 @@ class TypeReport:
 
     rows: int = 0
     pages: int = 0
+    #: Pages an interrupted run had committed, which this one resumed after.
+    resumed: int = 0
     repaired: int = 0
     removed: int = 0
     error: str | None = None
@@ -181,30 +184,27 @@ class Backfill:
         # Per listed type, the included types its pages carry trimmed (`catalogue.sideload_trim`).
         self.trim: dict[str, tuple[str, ...]] = {}
         self.missed = MissedRows(client, mirror)
+        self.only: frozenset[str] | None = None  # the types this run copies (None: all)
         self.hours = MallHours(client, mirror, clock=clock)
 
     # -- the run -------------------------------------------------------------------------------
 
-    async def run(self, *, restart: bool = False) -> BackfillReport:
-        """Backfill every configured type; resumes an interrupted run unless `restart`."""
+    async def run(
+        self, *, restart: bool = False, only: Collection[str] | None = None
+    ) -> BackfillReport:
+        """Backfill every configured type (or the types named in `only`); resumes an
+        interrupted run unless `restart`. Its `_sync_runs` record ends `ok`, `partial` (a type
+        skipped), `failed` with this run's own error, or `stopped` (cancelled, Ctrl-C)."""
         t0 = time.monotonic()
-        started_at = self.mirror.get_meta("backfill_started_at")
-        if restart or started_at is None:
-            # A new backfill (the last one finished, or --restart): forget its checkpoints,
-            # keep the rows. Otherwise resume the interrupted one with its original start.
-            self.mirror.reset_backfill()
-            started_at = iso_ms(self.upstream_now())
-            prefilled = [
-                t.name for t in self.settings.upstream.mirrored_types() if self.mirror.count(t.name)
-            ]
-            self.mirror.set_meta("backfill_prefilled", ",".join(prefilled))
-            self.mirror.set_meta("backfill_started_at", started_at)
-        self.report.started_at = started_at
+        self.report = BackfillReport()  # a run reports only what it did itself
+        self.only = None if only is None else frozenset(only)
         run_id = self.mirror.start_run("backfill")
-        status = "failed"
-        prefilled = [p for p in (self.mirror.get_meta("backfill_prefilled") or "").split(",") if p]
-        self.mirror.defer_indexes(not prefilled)
+        status, error = "failed", None
         try:
+            started_at = await self._begin(restart)
+            self.report.started_at = started_at
+            prefilled = (self.mirror.get_meta("backfill_prefilled") or "").strip(",")
+            self.mirror.defer_indexes(not prefilled)
             with self.progress, _bulk_gc():
                 if self.group_commit:
                     self.mirror.start_group_commit(self.group_commit)
@@ -221,12 +221,19 @@ class Backfill:
             self.mirror.defer_indexes(False)
             await self._mall_routes()
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status = "stopped"  # asked to stop: no error of its own
+            raise
+        except Exception as exc:
+            error = str(exc) or type(exc).__name__
+            raise
         finally:
             self.report.seconds = time.monotonic() - t0
             errors = "; ".join(f"{n}: {t.error}" for n, t in self.report.types.items() if t.error)
-            self.mirror.finish_run(
-                run_id, status=status, rows=self.report.rows, error=errors or None
-            )
+            if status != "stopped":
+                error = errors or error
+            with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
+                self.mirror.finish_run(run_id, status=status, rows=self.report.rows, error=error)
         if status in ("ok", "partial"):
             # A finished backfill starts the next one afresh; the cursors carry its start.
             self.mirror.set_meta("backfill_started_at", None)
@@ -237,6 +244,25 @@ class Backfill:
             status=status,
         )
         return self.report
+
+    async def _begin(self, restart: bool) -> str:
+        """The start of this backfill: an interrupted one's, kept across resumes, or a new one,
+        which forgets the last one's checkpoints (never which types were completed,
+        `Mirror.completed_types`) only once the upstream answered a login: one refused at
+        login, or unreachable, leaves the mirror as it was."""
+        started_at = self.mirror.get_meta("backfill_started_at")
+        if not restart and started_at is not None:
+            return started_at
+        if not self.client.credentials.has_token:
+            await self.client.login()  # also learns the upstream's clock (`upstream_now`)
+        started_at = iso_ms(self.upstream_now())
+        prefilled = [
+            t.name for t in self.settings.upstream.mirrored_types() if self.mirror.count(t.name)
+        ]
+        self.mirror.reset_backfill()
+        self.mirror.set_meta("backfill_prefilled", ",".join(prefilled))
+        self.mirror.set_meta("backfill_started_at", started_at)
+        return started_at
 
     async def _mall_routes(self) -> None:
         """Contacts' and deals' malls, from the mall routes unless a cheaper source is proven
@@ -260,8 +286,15 @@ class Backfill:
 
     async def _run_types(self, started_at: str) -> None:
         types = self.settings.upstream.mirrored_types()
+        if self.only is not None:
+            types = [t for t in types if t.name in self.only]
         mall_scoped = [t for t in types if t.level == "mall"]
-        if mall_scoped and not any(t.name == "malls" for t in types):
+        if (
+            mall_scoped
+            and not any(t.name == "malls" for t in types)
+            # A daemon's backfill of the types never completed lists complete malls no more.
+            and (self.only is None or "malls" not in self.mirror.completed_types())
+        ):
             types = [catalogue.TYPES["malls"], *types]  # mall-scoped types need the mall ids
         listed = {t.name for t in types}
         self.trim = {t.name: catalogue.sideload_trim(t, listed) for t in types}
@@ -303,6 +336,7 @@ class Backfill:
                 if self.mirror.get_cursor(rtype.name, s.key) is None:
                     self.mirror.set_cursor(rtype.name, s.key, started_at)
             self.mirror.record_type_status(rtype.name, ok=True, at=iso_ms(self.clock()))
+            self.mirror.type_completed(rtype.name, iso_ms(self.clock()))
         except MassDeleteRefused as exc:
             report.error = f"{exc} (check the upstream, then run `ccsync reconcile --force`)"
             self.mirror.record_type_status(
@@ -362,12 +396,14 @@ class Backfill:
                 self.progress.add_pages(name, last)
                 if 1 not in done:
                     self._write(scope, first, report, last)
-                else:
-                    self.progress.advance(name, 0)
                 del first
         else:
             self.progress.add_pages(name, last)
+        if done:
+            # Committed by the interrupted run: on the bar, and in the report apart from this
+            # run's pages, so the summary adds up to what the progress lines said.
             self.progress.advance(name, 0, pages=len(done))
+            report.resumed += len(done)
 
         async def one(number: int) -> None:
             nonlocal tail

@@ -91,30 +91,42 @@ class LogProgress:
 
 
 class RichProgress:
-    """A rich progress bar per type: pages done of pages known, rows, rate and ETA."""
+    """A rich progress bar per type: pages done of pages known, rows, rate and ETA, in 80
+    columns (`WIDTH`) at a million rows a type."""
 
-    def __init__(self) -> None:
+    #: The width the bars fit in: a type name (ellipsized past 14 characters), a short bar,
+    #: `12,345/12,345` pages, 7 digits of rows, a rate and the ETA.
+    WIDTH = 80
+
+    def __init__(self, console: Any = None) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
             TextColumn,
-            TimeElapsedColumn,
             TimeRemainingColumn,
         )
         from rich.progress import Progress as _RichProgress
+        from rich.table import Column
 
         self._bar = _RichProgress(
-            TextColumn("{task.description:<15}"),
-            BarColumn(),
+            TextColumn(
+                "{task.description}",
+                table_column=Column(width=14, no_wrap=True, overflow="ellipsis"),
+            ),
+            BarColumn(bar_width=10),
             MofNCompleteColumn(),
-            TextColumn("pages  {task.fields[rows]:>9,} rows  {task.fields[rate]:>8} rows/s"),
-            TimeElapsedColumn(),
+            TextColumn("pages {task.fields[rows]:>9,} rows {task.fields[rate]:>7}/s"),
             TimeRemainingColumn(),
             transient=False,
+            console=console,
         )
         self._tasks: dict[str, Any] = {}
         self._rows: dict[str, int] = {}
         self._t0: dict[str, float] = {}
+
+    def table(self) -> Any:
+        """The bars as rendered now (a rich renderable)."""
+        return self._bar.make_tasks_table(self._bar.tasks)
 
     def _task(self, type_name: str) -> Any:
         if type_name not in self._tasks:
@@ -132,7 +144,7 @@ class RichProgress:
         task = self._task(type_name)
         self._rows[type_name] += rows
         elapsed = max(time.monotonic() - self._t0[type_name], 1e-9)
-        rate = f"{self._rows[type_name] / elapsed:,.0f}"
+        rate = _rate(self._rows[type_name] / elapsed)
         self._bar.update(task, advance=pages, rows=self._rows[type_name], rate=rate)
 
     def done(self, type_name: str) -> None:
@@ -146,6 +158,15 @@ class RichProgress:
 
     def __exit__(self, *exc: object) -> None:
         self._bar.stop()
+
+
+def _rate(per_second: float) -> str:
+    """A rate in at most 7 characters: `12,345`, `123k`, `1.2M`."""
+    if per_second < 100_000:
+        return f"{per_second:,.0f}"
+    if per_second < 1_000_000:
+        return f"{per_second / 1000:.0f}k"
+    return f"{per_second / 1_000_000:.1f}M"[:7]
 
 
 def for_terminal(quiet: bool = False) -> Progress:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sync.model import catalogue
-from sync.store import press, queue
+from sync.store import Mirror, press, queue
 from sync.store.schema import BOOKKEEPING, FTS_COLUMNS, VIEWS
 
 #: Every `_sync_*` table: hidden from readers.
@@ -69,8 +69,25 @@ def _content_text(rtype: catalogue.ResourceType) -> str:
     return text
 
 
+def _present(mirror_path: Path) -> set[str]:
+    """The tables and views of the mirror (read-only; MirrorError when it cannot be read)."""
+    mirror = Mirror.open(mirror_path, readonly=True)
+    try:
+        return {
+            str(row[0])
+            for row in mirror.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            )
+        }
+    finally:
+        mirror.close()
+
+
 def datasette_metadata(mirror_path: Path) -> dict[str, Any]:
-    """Datasette metadata for the mirror at `mirror_path` (its database is named by the stem)."""
+    """Datasette metadata for the mirror at `mirror_path` (its database is named by the stem):
+    the tables and views it holds, none it does not (`mgmt_press_releases` only with
+    `[management]`, a link table once its type was mirrored)."""
+    present = _present(mirror_path)
     tables: dict[str, dict[str, Any]] = {}
     for name, rtype in catalogue.TYPES.items():
         tables[name] = {"description": _content_text(rtype)}
@@ -90,6 +107,7 @@ def datasette_metadata(mirror_path: Path) -> dict[str, Any]:
         tables[name] = {"description": text}
     for name in BOOKKEEPING_TABLES:
         tables[name] = {"hidden": True, "description": "sync's bookkeeping."}
+    tables = {name: meta for name, meta in tables.items() if name in present}
     return {
         "title": "sync mirror of the Channel Content API",
         "description": (

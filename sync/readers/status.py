@@ -20,6 +20,12 @@ from sync.core.redact import redact_text
 from sync.jobs.accountmap import account_of_types
 from sync.jobs.feed import unknown_types
 from sync.jobs.mallincludes import recorded
+from sync.readers.running import (
+    backfill_lines,
+    backfill_state,
+    daemon_lines,
+    daemon_state,
+)
 from sync.store import Mirror
 from sync.store.watch import read_health
 
@@ -38,9 +44,12 @@ def _lag(stamp: str | None, now: datetime) -> float | None:
 OVERDUE_GRACE_S = 120.0
 
 
-def job_problems(jobs: dict[str, dict[str, Any]], now: datetime) -> list[str]:
+def job_problems(
+    jobs: dict[str, dict[str, Any]], now: datetime, *, overdue: bool = True
+) -> list[str]:
     """Why the mirror may be stale though the process is alive: a job whose last run failed
-    or was refused (a reconcile's mass-delete guard), or that is overdue. Empty when none."""
+    or was refused (a reconcile's mass-delete guard), or that is overdue (unless `overdue`
+    is false: with no daemon running, every job is late, `overdue_jobs`). Empty when none."""
     problems = []
     for name, job in sorted(jobs.items()):
         if job.get("outcome") in ("error", "refused"):
@@ -49,9 +58,37 @@ def job_problems(jobs: dict[str, dict[str, Any]], now: datetime) -> list[str]:
         started, finished = job.get("started_at"), job.get("finished_at")
         running = started is not None and (finished is None or started > finished)
         due = _lag(job.get("next_run_at"), now)
-        if not running and due is not None and due > OVERDUE_GRACE_S:
+        if overdue and not running and due is not None and due > OVERDUE_GRACE_S:
             problems.append(f"{name} overdue by {due:.0f} s")
     return problems
+
+
+def overdue_jobs(jobs: dict[str, dict[str, Any]], now: datetime) -> list[str]:
+    """The jobs past their next run by more than `OVERDUE_GRACE_S`."""
+    late = []
+    for name, job in sorted(jobs.items()):
+        due = _lag(job.get("next_run_at"), now)
+        if due is not None and due > OVERDUE_GRACE_S:
+            late.append(name)
+    return late
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 notice`, `2 notices`: a number with its noun agreeing."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _page_size(mirror: Mirror) -> str | None:
+    """The page size as "asked:served" (served empty: no smaller bound seen): what a walk
+    learned (`sync.channel.paging`), else what the daemon's probe found, else None."""
+    learned = mirror.get_meta("upstream_paging")
+    if learned:
+        return learned
+    profile = json.loads(mirror.get_meta("upstream_profile") or "null") or {}
+    asked = profile.get("page_size_asked")
+    if not asked:
+        return None
+    return f"{asked}:{profile.get('page_size_served') or ''}"
 
 
 def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str, Any]:
@@ -73,7 +110,10 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
         jobs = mirror.jobs()
         for job in jobs.values():  # errors stored by an older sync may hold a secret
             job["error"] = job.get("error") and redact_text(job["error"])
-        problems = job_problems(jobs, now)
+        daemon = daemon_state(mirror, path)
+        problems = job_problems(jobs, now, overdue=daemon["running"])
+        if not daemon["running"]:
+            daemon["overdue"] = overdue_jobs(jobs, now)
         health = read_health(path)
         storage = health if health is not None and health.get("status") == "degraded" else None
         if storage is not None:
@@ -85,6 +125,10 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
         return {
             "mirror": str(path),
             "queue_depth": mirror.queue_depth(),
+            # Whether a daemon holds the mirror now: pid, since, last heartbeat (`daemon_state`).
+            "daemon": daemon,
+            # The last backfill run, an unfinished one, the types never completed.
+            "backfill": backfill_state(mirror),
             "subscriptions": topics.split(",") if topics else [],
             "subscriptions_checked_at": mirror.get_meta("webhook_topics_checked_at"),
             "types": types,
@@ -92,7 +136,8 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             "problems": problems,
             # The running daemon's storage state (None when no daemon runs, or it is healthy).
             "storage": storage,
-            # The rolling verify's place in its cycle (`sync.jobs.verify`), and its last whole cycle.
+            # The rolling verify's place in its cycle (`sync.jobs.verify`; None at the start of
+            # a cycle), and when its last whole cycle finished.
             "verify_position": mirror.get_meta("verify_position"),
             "verify_cycle_finished_at": mirror.get_meta("verify_cycle_finished_at"),
             # The request budget: as configured, and as the daemon last found it (a 429 lowers
@@ -110,7 +155,7 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # `include` linkage, a `derived` view checked against the routes, or the `route`s.
             "mall_routes": json.loads(mirror.get_meta("mall_routes") or "{}") or None,
             # The page size the upstream was found to serve ("asked:served", `Paging`).
-            "page_size": mirror.get_meta("upstream_paging"),
+            "page_size": _page_size(mirror),
             # With several accounts: which one reads each type (`sync.channel.accounts`).
             "accounts": account_of_types(mirror, [t["type"] for t in types]),
             # What the upstream answered where the spec is silent (`sync.channel.profile`).
@@ -129,7 +174,11 @@ def status_lines(data: dict[str, Any]) -> list[str]:
     """`status_data` as the lines `ccsync status` prints (without `--json`)."""
     out: list[str] = []
     out.append(f"mirror: {data['mirror']}")
-    out.append(f"queue: {data['queue_depth']} notices waiting")
+    if "daemon" in data:
+        out += daemon_lines(data["daemon"], data["daemon"].get("overdue") or [])
+    if "backfill" in data:
+        out += backfill_lines(data["backfill"])
+    out.append(f"queue: {counted(data['queue_depth'], 'notice')} waiting")
     subs = ", ".join(data["subscriptions"]) or "none recorded"
     out.append(
         f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"
@@ -138,10 +187,14 @@ def status_lines(data: dict[str, Any]) -> list[str]:
     limit = budget.get("max_per_second") or budget.get("max_rate")
     if limit:
         now = f", now {budget['rate']}/s" if "rate" in budget else ""
-        hit = f", {budget['throttled']} answers 429" if budget.get("throttled") else ""
+        hit = f", {counted(budget['throttled'], 'answer')} 429" if budget.get("throttled") else ""
         out.append(f"request budget: {limit:g}/s{now}{hit}")
         for number, account in enumerate(budget.get("per_account") or [], start=1):
-            hit = f", {account['throttled']} answers 429" if account.get("throttled") else ""
+            hit = (
+                f", {counted(account['throttled'], 'answer')} 429"
+                if account.get("throttled")
+                else ""
+            )
             out.append(
                 f"  account {number}: {account.get('max_rate', 0):g}/s, now "
                 f"{account.get('rate', 0)}/s{hit}"
@@ -190,7 +243,10 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             out.append(f"  {name:<15} read by {email}")
     if data.get("page_size"):
         asked, _, served = str(data["page_size"]).partition(":")
-        out.append(f"page size: asked {asked}, upstream serves {served or 'what is asked'}")
+        out.append(
+            f"page size: asked {asked}, upstream serves "
+            f"{served or 'what is asked (no smaller bound seen)'}"
+        )
     for problem in data["problems"]:
         out.append(f"degraded: {problem}")
     for name, v in sorted(data["values"].items()):
@@ -211,7 +267,8 @@ def status_lines(data: dict[str, Any]) -> list[str]:
                 f"{j['name']:<15} {j['started_at'] or 'never':<24} {j['outcome'] or '-':<11} "
                 f"{j['next_run_at'] or '-':<24}  {j['error'] or ''}"
             )
-    if data["verify_position"] or data["verify_cycle_finished_at"]:
+    verify_ran = any(j.get("name") == "verify" and j.get("started_at") for j in data["jobs"])
+    if data["verify_position"] or data["verify_cycle_finished_at"] or verify_ran:
         out.append(
             f"verify: position {data['verify_position'] or 'start of a cycle'}; last whole "
             f"cycle finished {data['verify_cycle_finished_at'] or 'never'}"

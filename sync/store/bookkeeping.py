@@ -5,6 +5,7 @@ A mixin of `Mirror` (it needs only `self.conn`), so callers keep one object per 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +13,13 @@ from typing import Any
 
 from sync.core.redact import redact_text
 from sync.model.stamps import now_iso
+from sync.store import runs
 from sync.store.transaction import write_transaction
+
+#: `_sync_meta` key: the types a backfill has finished, each with when (JSON). A later backfill
+#: that fails, or is stopped, never takes a type out: the daemon copies again only the types
+#: no backfill ever finished (`Mirror.completed_types`).
+COMPLETED_KEY = "backfill_completed"
 
 
 @dataclass(frozen=True)
@@ -178,8 +185,40 @@ class BookkeepingMixin:
             (finished_at, type_name, scope),
         )
 
+    def completed_types(self) -> dict[str, str]:
+        """The types some backfill finished, with when: recorded as each type finishes, and
+        for a mirror written before that record, a type whose every checkpoint is finished or
+        that has a poll cursor (a backfill sets a type's cursors once all its pages are in)."""
+        try:
+            done: dict[str, str] = dict(json.loads(self.get_meta(COMPLETED_KEY) or "{}"))
+        except (ValueError, TypeError):
+            done = {}
+        for t, at in self._exec(
+            "SELECT type, min(updated_at) FROM _sync_cursors WHERE type != 'deletions' "
+            "GROUP BY type"
+        ):
+            done.setdefault(str(t), str(at))
+        for t, scopes, finished, at in self._exec(
+            "SELECT type, count(*), count(finished_at), max(finished_at) FROM _sync_backfill "
+            "GROUP BY type"
+        ):
+            if scopes and scopes == finished:
+                done.setdefault(str(t), str(at))
+        return done
+
+    def type_completed(self, type_name: str, at: str) -> None:
+        """A backfill finished every scope of `type_name` (`completed_types`); its run is seen
+        alive (`sync.store.runs.heartbeat`)."""
+        done = self.completed_types()
+        done[type_name] = at
+        self.set_meta(COMPLETED_KEY, json.dumps(done, sort_keys=True))
+        runs.heartbeat(self.conn)
+
     def reset_backfill(self) -> None:
+        """Forget the checkpoints to start a new backfill; which types were ever completed is
+        kept (`completed_types`), in the same transaction."""
         with write_transaction(self.conn):
+            self.set_meta(COMPLETED_KEY, json.dumps(self.completed_types(), sort_keys=True))
             self._exec("DELETE FROM _sync_backfill")
             self._exec("DELETE FROM _sync_backfill_pages")
             self._exec("DELETE FROM _sync_meta WHERE key = 'backfill_started_at'")
@@ -195,19 +234,20 @@ class BookkeepingMixin:
             (cp.last, cp.type_name, cp.scope),
         )
 
-    # runs and status
+    # runs (`sync.store.runs`) and status
     def start_run(self, kind: str) -> int:
-        cur = self._exec(
-            "INSERT INTO _sync_runs (kind, started_at, status) VALUES (?, ?, 'running')",
-            (kind, now_iso()),
-        )
-        return int(cur.lastrowid or 0)
+        return runs.start(self.conn, kind)
 
-    def finish_run(self, run_id: int, *, status: str, rows: int, error: str | None) -> None:
-        self._exec(
-            "UPDATE _sync_runs SET finished_at = ?, status = ?, rows = ?, error = ? WHERE id = ?",
-            (now_iso(), status, rows, _redacted(error), run_id),
-        )
+    def finish_run(self, run_id: int, *, status: str, rows: int | None, error: str | None) -> None:
+        runs.finish(self.conn, run_id, status=status, rows=rows, error=error)
+
+    def heartbeat(self) -> None:
+        """This process's running runs are alive now (`sync.store.runs.heartbeat`)."""
+        runs.heartbeat(self.conn)
+
+    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The last `limit` run records, oldest first (`sync.store.runs`)."""
+        return runs.recent(self.conn, limit)
 
     def record_type_status(
         self, type_name: str, *, ok: bool, error: str | None = None, at: str

@@ -107,6 +107,47 @@ def take(p: Path, fd: int) -> WriterLock:
     return WriterLock(fd, info)
 
 
+def holder_pid(p: Path) -> int | None:
+    """The pid of the process holding the writer lock of mirror `p` now, or None: the
+    kernel's word (`/proc/locks`), else the holder file's pid if that process is alive. It
+    takes no lock and opens no descriptor of the database (closing one would drop this
+    process's SQLite locks on it, see the module docstring), so a reader (`ccsync status`)
+    never keeps a writer from starting."""
+    info_path = Path(os.path.realpath(p) + ".lock")
+    if os.path.exists("/proc/locks"):
+        for path in (p, info_path):
+            with contextlib.suppress(OSError):
+                pid = _flock_owner_of(os.stat(path))
+                if pid is not None:
+                    return pid
+        return None
+    return _alive(_written_pid(info_path))
+
+
+def _written_pid(info_path: Path) -> int | None:
+    """The pid a holder wrote into the holder file (empty once released), or None."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(info_path.read_text(encoding="utf-8", errors="replace").split()[0])
+    return None
+
+
+def _alive(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid  # alive, another user's
+    return pid
+
+
+def command_of(pid: int) -> str:
+    """Process `pid`'s command line, clipped ('' when it cannot be read)."""
+    return _cmdline(pid)
+
+
 def _holder(info: int, fd: int) -> str:
     """`: pid N (`command line`)` of the process holding the lock, or '' when unknown."""
     pid = _flock_owner(fd) or _flock_owner(info)  # the kernel's word first: the file may be stale
@@ -122,7 +163,11 @@ def _holder(info: int, fd: int) -> str:
 
 def _flock_owner(fd: int) -> int | None:
     """The pid `/proc/locks` names for a FLOCK on the inode open on `fd` (Linux), or None."""
-    st = os.fstat(fd)
+    return _flock_owner_of(os.fstat(fd))
+
+
+def _flock_owner_of(st: os.stat_result) -> int | None:
+    """The pid `/proc/locks` names for a FLOCK on the inode of `st` (Linux), or None."""
     inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     with (
         contextlib.suppress(OSError, ValueError),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from sync.model import catalogue
 from sync.model.columns import declared
-from sync.store import fts, indexes, memberships
+from sync.store import fts, indexes, memberships, runs
 from sync.store.ftsbuild import remove_scratch
 from sync.store.links import link_tables
 from sync.store.schema import PYTYPE, Schema, foreign_keys, link_sql
@@ -128,6 +128,12 @@ def mall_memberships(mirror: Mirror) -> None:
 def scripts_per_position(mirror: Mirror) -> None:
     """`meta_scripts` keyed by resource type and position (`sync.store.scripts`)."""
     migrate_scripts(mirror.conn)
+
+
+@migration("run_records")
+def run_records(mirror: Mirror) -> None:
+    """`_sync_runs` gets each run's pid and last sign of life (`sync.store.runs`)."""
+    runs.add_columns(mirror.conn)
 
 
 @migration("unfinished_end_phase")

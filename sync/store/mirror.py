@@ -37,6 +37,7 @@ from sync.store import (
     memberships,
     migrations,
     reads,
+    runs,
     sideloads,
 )
 from sync.store import links as link_store
@@ -136,6 +137,8 @@ class Mirror(BookkeepingMixin):
             self.set_meta("schema_version", str(SCHEMA_VERSION))
             if not fresh:
                 migrations.apply(self)
+            # This writer holds the lock: a run still `running` has no process behind it.
+            runs.close_orphans(self.conn)
 
     def close(self) -> None:
         """Close the connection and release the writer lock."""

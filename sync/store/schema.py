@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS _sync_backfill_pages (
     PRIMARY KEY (type, scope, page)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS _sync_runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT, started_at TEXT, finished_at TEXT,
-    status TEXT, rows INTEGER, error TEXT);
+    status TEXT, rows INTEGER, error TEXT, pid INTEGER, seen_at TEXT);
 CREATE TABLE IF NOT EXISTS _sync_types (
     type TEXT PRIMARY KEY, last_sync_at TEXT, last_error TEXT, error_at TEXT);
 CREATE TABLE IF NOT EXISTS _sync_tombstones (

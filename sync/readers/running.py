@@ -1,0 +1,108 @@
+"""Who is running on the mirror, for `ccsync status`: the daemon (pid, since, last heartbeat),
+or since when none has; another process holding it; the last backfill run, an unfinished one.
+
+From the writer lock's holder (`sync.store.lock.holder_pid`, the kernel's word) and the run
+records (`sync.store.runs`): a daemon killed with SIGKILL leaves a run `running` that no
+process holds, and is shown as not running since it was last seen.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sync.core.redact import redact_text
+from sync.store import Mirror
+from sync.store.lock import command_of, holder_pid
+from sync.store.runs import daemon_run
+
+
+def daemon_state(mirror: Mirror, path: Path) -> dict[str, Any]:
+    """Whether a daemon holds the mirror now: the writer lock's holder (`sync.store.lock`)
+    and the daemon's run record (`sync.store.runs`). `running` with its `pid`, `since` and
+    `last_heartbeat`; else `stopped_at` (when the last daemon stopped or was last seen, None
+    when none ever ran here) and, when another process holds the mirror, `writer`."""
+    run = daemon_run(mirror.conn)
+    pid = holder_pid(path)
+    out: dict[str, Any] = {"running": False, "pid": None, "since": None, "last_heartbeat": None}
+    if run is not None and pid is not None and run.get("pid") == pid and run["status"] == "running":
+        out.update(
+            running=True, pid=pid, since=run["started_at"], last_heartbeat=run.get("seen_at")
+        )
+        return out
+    if pid is not None:
+        out["writer"] = {"pid": pid, "command": command_of(pid)}
+    if run is not None:
+        out["stopped_at"] = run.get("finished_at") or run.get("seen_at") or run["started_at"]
+        out["last_status"] = run["status"] if run["status"] != "running" else "interrupted"
+    else:
+        out["stopped_at"] = None
+    return out
+
+
+def daemon_lines(daemon: dict[str, Any], overdue: list[str]) -> list[str]:
+    """`daemon_state` as `ccsync status` prints it."""
+    if daemon["running"]:
+        return [
+            f"daemon: running, pid {daemon['pid']} since {daemon['since']}, last heartbeat "
+            f"{daemon['last_heartbeat'] or 'none yet'}"
+        ]
+    since = daemon.get("stopped_at")
+    line = f"daemon: not running since {since}" if since else "daemon: not running (never ran)"
+    if since and daemon.get("last_status") == "interrupted":
+        line += " (last seen then; it ended without recording it: killed?)"
+    if overdue:
+        line += f"; jobs waiting for it: {', '.join(overdue)}"
+    out = [line]
+    writer = daemon.get("writer")
+    if writer:
+        what = f" (`{writer['command']}`)" if writer.get("command") else ""
+        out.append(f"mirror held by pid {writer['pid']}{what}")
+    return out
+
+
+def backfill_state(mirror: Mirror) -> dict[str, Any]:
+    """The last backfill run (status, when, its own error), an unfinished one's start, and
+    the types it started that no backfill ever completed (the daemon copies those, and only
+    those: with no configuration read, status knows no other types)."""
+    try:
+        runs = [r for r in mirror.runs(50) if r["kind"] == "backfill"]
+        types = sorted(
+            str(t) for (t,) in mirror.conn.execute("SELECT DISTINCT type FROM _sync_backfill")
+        )
+    except sqlite3.OperationalError:  # a read-only open of a mirror without the tables
+        runs, types = [], []
+    last = runs[-1] if runs else None
+    done = mirror.completed_types()
+    return {
+        "last_run": None
+        if last is None
+        else {k: last.get(k) for k in ("status", "started_at", "finished_at", "error")},
+        "unfinished_since": mirror.get_meta("backfill_started_at"),
+        "never_completed": [t for t in types if t not in done],
+    }
+
+
+def backfill_lines(backfill: dict[str, Any]) -> list[str]:
+    """`backfill_state` as `ccsync status` prints it (nothing before any backfill ran)."""
+    last = backfill["last_run"]
+    if last is None:
+        return []
+    when = last["finished_at"] or last["started_at"]
+    line = f"backfill: last run {last['status']} ({when})"
+    if last.get("error"):
+        line += f": {redact_text(last['error'])}"
+    out = [line]
+    if backfill["unfinished_since"]:
+        never = backfill["never_completed"]
+        out.append(
+            f"  unfinished, started {backfill['unfinished_since']}: `ccsync backfill` resumes "
+            + (
+                f"it; never completed: {', '.join(never)}"
+                if never
+                else "it; every type was "
+                "completed by an earlier backfill, so the daemon copies none again"
+            )
+        )
+    return out

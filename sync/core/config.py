@@ -315,7 +315,10 @@ class ScheduleSettings(_Section):
     )
     hours_interval: float = Field(default=3600.0, gt=0, description="Refresh of mall hours")
     hours_days: int = Field(
-        default=30, ge=0, le=366, description="Days ahead the hours window covers"
+        default=30,
+        ge=0,
+        le=366,
+        description="Days ahead the hours window covers (from the day before the UTC date)",
     )
     subscriptions_interval: float = Field(
         default=300.0, gt=0, description="Check of webhook subscriptions"

@@ -174,7 +174,7 @@ async def test_ten_thousand_forged_deletions_delete_nothing_and_do_not_stall(
     async with running(settings_for(emulator, db, webhooks=True)) as daemon:
         before = snapshot(db)
         # Every row the mirror holds of three types (top level and mall-scoped), padded with
-        # ids it does not hold, up to the 10,000 items one body may carry.
+        # ids it does not hold, up to 10,000 items in one body.
         items = [
             notice("deletions", name, int(rid))
             for name in ("deals", "articles", "stores")

@@ -260,10 +260,17 @@ class WebhookSettings(_Section):
         default_factory=list, description="Topics to subscribe; empty = mirrored types"
     )
     max_body_bytes: int = Field(
-        default=1 << 20, ge=1024, description="Largest notice body accepted"
+        default=1 << 28,
+        ge=1024,
+        description=(
+            "Largest notice body accepted (256 MiB, about 3 million notices: the spec promises "
+            "no batch size, so only a runaway sender filling the disk is refused)"
+        ),
     )
     body_timeout: float = Field(
-        default=10.0, gt=0, description="Seconds a sender may take to deliver one notice body"
+        default=10.0,
+        gt=0,
+        description="Seconds a sender may take to deliver each MiB (begun) of a notice body",
     )
 
     @field_validator("listen")

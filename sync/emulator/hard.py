@@ -95,6 +95,15 @@ class Hard:
     #: (`EmulatorApp.changing_scripts`, `--changing-scripts`).
     changing_scripts: bool = False
 
+    # -- deals without store linkage, notice batches of any size (#37) --
+    #: Deals serve no `stores` relationship at all (the spec does not show one on deals): the
+    #: malls a deal is in are only listed by `/malls/{id}/deals`.
+    deals_without_stores: bool = False
+    #: A notice delivery carries every notice pending for its subscription in one body, with no
+    #: 100-item cap: a burst (`Emulator.notice_burst`, `POST /_emulator/notices`) arrives as one
+    #: batch of any size.
+    huge_notice_batches: bool = False
+
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         object.__setattr__(self, "_changes", self.changes + 1)

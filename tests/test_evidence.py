@@ -16,6 +16,7 @@ import pytest
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.channel.paging import Paging
+from sync.emulator.hard import Hard
 from sync.jobs.fetch import Fetcher
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.poll import Poller
@@ -23,6 +24,7 @@ from sync.jobs.reconcile import Reconciler, reconcile_every_type
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms, shift
+from sync.readers.status import status_data, status_lines
 from sync.store import Mirror
 from tests.support.backfilled import backfill
 from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
@@ -349,6 +351,45 @@ async def test_the_deal_derivation_is_checked_against_the_routes_and_dropped_whe
         mirror.close()
         c = compare(db, emu, ["stores", "deals"])
         assert c.differences == 0, c.summary()
+
+
+async def test_deals_without_store_linkage_take_their_malls_from_the_routes(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`deals_without_stores`: no deal serves `stores` linkage, so the rule has nothing to derive
+    from (and its check nothing to compare). The mall routes fill `malls_deals`, after the
+    backfill and after a reconcile, and `ccsync status` says so, never agreement (#37)."""
+    async with make_emulator(resources=600, seed=23, hard=Hard(deals_without_stores=True)) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["stores", "deals"])
+        mirror = Mirror.open(db)
+        assert MallRoutesMeta(mirror).get("deals") == "route"
+        mirror.close()
+        c = compare(db, emu, ["stores", "deals"])
+        assert c.differences == 0 and c.links_compared, c.summary()
+        assert "malls_deals: listed from GET /malls/{id}/deals: no deal serves stores linkage" in (
+            status_lines(status_data(db))
+        )
+        emu.create("deals", {"is_local": False, "visibility": "Public"})
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            reconciler = Reconciler(client, mirror, max_delete_share=None)
+            await reconcile_every_type(reconciler, settings.upstream.mirrored_types())
+        assert MallRoutesMeta(mirror).get("deals") == "route"
+        mirror.close()
+        c = compare(db, emu, ["stores", "deals"])
+        assert c.differences == 0, c.summary()
+    # Where the rule is checked, status names how many malls' routes it was checked against.
+    async with make_emulator(resources=600, seed=23) as emu:
+        db = tmp_path / "n.db"
+        settings = await backfill(emu, db, types=["stores", "deals"])
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            await MallRoutes(client, mirror).refresh(["deals"], list(mirror.ids("malls")))
+        mirror.close()
+        (line,) = [x for x in status_lines(status_data(db)) if x.startswith("malls_deals")]
+        assert line.startswith("malls_deals: derived by a rule: checked against 3 malls' routes")
+        assert line.endswith(": agreed")
 
 
 def MallRoutesMeta(mirror: Mirror) -> dict[str, str]:

@@ -26,9 +26,11 @@ from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms, shift
 from sync.readers.status import status_data, status_lines
 from sync.store import Mirror
-from tests.support.backfilled import backfill
+from tests.support.backfilled import backfill, run_backfill
 from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
 from tests.support.pages import write_page
+from tests.support.processes import spawn
+from tests.support.settings import settings_for, upstream_keys, write_config
 
 STAMP = "2026-01-01T00:00:00.000Z"
 
@@ -470,3 +472,48 @@ async def test_a_backfill_whose_listings_shift_misses_no_row_that_never_changed(
         c = compare(db, emu, ["deals", "articles", "events"])
         missing = {(t, i) for t, ids in c.missing.items() for i in ids}
         assert not missing - changed, sorted(missing - changed)[:10]
+
+
+async def test_a_backfill_whose_mall_listings_shift_ends_exact_or_fails(
+    make_emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`shifting_listings` on mall routes: stores leave `/malls/{id}/stores` while it is walked
+    (moved silently to another mall: no new stamp, no feed entry), so later stores move to
+    earlier pages and one is skipped. The missed-row pass covers the mall listings walked over
+    several pages, again until a pass sees the listing hold still: once the upstream stops
+    shifting, the mirror ends exact, memberships included; while it never does, `ccsync
+    backfill` exits 1 naming the malls, and no store that never moved is missing (#37)."""
+    from sync.emulator import listings
+
+    async with make_emulator(resources=600, seed=41, malls=2) as emu:
+        stores = {m: set(emu.ids("stores", mall_id=m)) for m in emu.ids("malls")}
+        emu.hard.shifting_listings = True
+        emu.hard.page_bound = 10
+        # The upstream shifts four times, under the walk, then holds still.
+        original = listings.shifting.before_page
+
+        def four(data: Any, *args: Any) -> str | None:
+            return original(data, *args) if data.shifted < 4 else None
+
+        monkeypatch.setattr(listings.shifting, "before_page", four)
+        db = tmp_path / "m.db"
+        settings = settings_for(emu, db, types=["stores"])
+        report = await run_backfill(settings)
+        assert emu.data.shifted == 4 and not report.types["stores"].unsettled
+        c = compare(db, emu, ["malls", "stores"])
+        assert c.differences == 0, c.summary()
+        # An upstream that shifts under every pass: the backfill says so and exits 1.
+        monkeypatch.setattr(listings.shifting, "before_page", original)
+        cfg = write_config(
+            tmp_path / "sync.toml",
+            upstream=upstream_keys(emu, "TEST_SYNC_PW", types=["stores"]),
+            mirror={"path": tmp_path / "n.db"},
+        )
+        proc = await spawn(
+            "backfill", "--quiet", "--config", str(cfg), env={"TEST_SYNC_PW": emu.password}
+        )
+        _, err = await proc.communicate()
+        assert proc.returncode == 1 and b"kept changing" in err, err.decode()
+        moved = {s for m, ids in stores.items() for s in ids - set(emu.ids("stores", mall_id=m))}
+        c = compare(tmp_path / "n.db", emu, ["stores"])
+        assert not set(c.missing["stores"]) - {str(s) for s in moved}

@@ -88,6 +88,9 @@ class TypeReport:
     repaired: int = 0
     removed: int = 0
     error: str | None = None
+    #: Malls whose listing still changed under the last missed-row pass allowed: rows of them
+    #: may be missing (`ccsync backfill` then exits 1).
+    unsettled: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -298,6 +301,16 @@ class Backfill:
             if await self.missed.needed(rtype, started_at):
                 # Per (type, mall): the deal visibilities are one population of rows.
                 await bounded(group_by_mall(scopes), self.limit, lambda g: self._repair(g, report))
+            elif paged := self.missed.paged_scopes(rtype):
+                # Mall listings walked over several pages: rows leave them unseen.
+                self.log.info(
+                    "backfill.mall_listings_paged",
+                    type=rtype.name,
+                    scopes=len(paged),
+                    hint="running the missed-row pass over them",
+                )
+                again = group_by_mall([s for s in scopes if s.key in paged])
+                await bounded(again, self.limit, lambda g: self._repair(g, report))
             for s in scopes:
                 self.mirror.finish_backfill(rtype.name, s.key, finished_at=iso_ms(self.clock()))
                 if self.mirror.get_cursor(rtype.name, s.key) is None:
@@ -359,6 +372,7 @@ class Backfill:
                 first = await self._fetch(scope, 1)
                 last = first.last
                 tail = (1, first.resources, first.last)
+                self.missed.saw_scope(name, key, level=scope.rtype.level, last=last)
                 self.progress.add_pages(name, last)
                 if 1 not in done:
                     self._write(scope, first, report, last)
@@ -366,6 +380,7 @@ class Backfill:
                     self.progress.advance(name, 0)
                 del first
         else:
+            self.missed.saw_scope(name, key, level=scope.rtype.level, last=last)
             self.progress.add_pages(name, last)
             self.progress.advance(name, 0, pages=len(done))
 
@@ -403,6 +418,7 @@ class Backfill:
                 # Rows past `links.last`: it named fewer pages than the listing holds (an empty
                 # page there is the ordinary end of a listing whose last page was full).
                 self.missed.shifted.add(name)
+                self.missed.saw_scope(name, key, level=scope.rtype.level, last=number)
                 self.log.warning(
                     "backfill.pages_past_last",
                     type=name,
@@ -458,6 +474,8 @@ class Backfill:
         self.progress.advance(scope.rtype.name, page.resources)
 
     async def _repair(self, scopes: Sequence[Scope], report: TypeReport) -> None:
-        result = await self.reconciler.reconcile(scopes)
+        result = await self.missed.repair(self.reconciler, scopes)
         report.repaired += result.fetched
         report.removed += result.removed
+        if not result.settled and scopes[0].mall_id is not None:
+            report.unsettled.append(int(scopes[0].mall_id))

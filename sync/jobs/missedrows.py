@@ -9,16 +9,33 @@ that moved) or what the upstream says changed since the backfill started.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
+from sync.jobs.reconcile import Reconciler
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
-from sync.model.scopes import scopes_of
+from sync.model.scopes import Scope, scopes_of
 from sync.store import Mirror
+
+#: Missed-row passes over one mall's listing at most: each pass that saw the listing change
+#: (a row joined, left, was fetched or removed) may itself have skipped a row, so the pass is
+#: repeated until one sees no change.
+MALL_PASSES = 4
+
+
+@dataclass
+class Repair:
+    """What the missed-row pass over one (type, mall) did; `settled`: a pass saw its listing
+    hold still (always, for a top-level type: its pass runs once)."""
+
+    fetched: int = 0
+    removed: int = 0
+    settled: bool = True
 
 
 class MissedRows:
@@ -32,6 +49,24 @@ class MissedRows:
         self.short_pages: set[str] = set()
         # Types whose listing changed while walked (`links.last` moved, pages past it).
         self.shifted: set[str] = set()
+        # Per mall-scoped type, the keys of its scopes walked over more than one page.
+        self.paged: dict[str, set[str]] = {}
+
+    def saw_scope(self, name: str, key: str, *, level: str, last: int) -> None:
+        """Note one scope's `links.last` as its walk starts (or resumes)."""
+        if level == "mall" and last > 1:
+            self.paged.setdefault(name, set()).add(key)
+
+    def paged_scopes(self, rtype: ResourceType) -> set[str]:
+        """The scopes of a mall-scoped type whose walk may have skipped a row unseen.
+
+        A mall's listing is walked by page number like any other, and its rows leave it with
+        no trace the walk or the feed can show: a row moved to another mall keeps its stamp
+        and writes no feed entry, yet every later row of the listing moves one place earlier
+        and one is skipped. Only a listing read in one page cannot skip a row, so every scope
+        walked over several pages is listed again (ids and stamps only) by the missed-row
+        pass: as many requests again for those scopes, none for the one-page ones."""
+        return self.paged.get(rtype.name, set()) if rtype.level == "mall" else set()
 
     def saw_page(self, name: str, *, number: int, last: int, rows: int, walked_last: int) -> None:
         """Note what one written page says about its listing (`walked_last`: the `links.last`
@@ -83,6 +118,33 @@ class MissedRows:
             self.log.info("backfill.deletions_unreadable", type=rtype.name, error=str(exc))
             return True
         return False
+
+    async def repair(self, reconciler: Reconciler, scopes: Sequence[Scope]) -> Repair:
+        """The missed-row pass over one (type, mall): the reconcile of its scopes. A mall's
+        listing is passed again until one pass sees it hold still: a row leaving it mid-pass
+        (moved, made private: no feed entry, no new stamp) shifts later rows under the pass
+        as under the walk, and shows only as a change the pass made. Still changing after
+        `MALL_PASSES`, it is reported unsettled (`settled` False), never taken as complete."""
+        out = Repair()
+        mall = scopes[0].mall_id
+        for _ in range(MALL_PASSES if mall is not None else 1):
+            result = await reconciler.reconcile(scopes)
+            out.fetched += result.fetched
+            out.removed += result.removed
+            if mall is None or result.mall_gone:
+                return out
+            if not (result.fetched or result.removed or result.joined or result.left):
+                return out
+        out.settled = False
+        self.log.warning(
+            "backfill.listing_unsettled",
+            type=scopes[0].rtype.name,
+            mall_id=mall,
+            passes=MALL_PASSES,
+            hint="the mall's listing changed under every missed-row pass: rows may be "
+            "missing; run `ccsync reconcile` once it holds still",
+        )
+        return out
 
     async def _changed_since(self, rtype: ResourceType, started_at: str) -> bool:
         """Whether any row of a top-level type changed since the backfill started (one row of

@@ -394,6 +394,20 @@ async def test_deals_without_store_linkage_take_their_malls_from_the_routes(
         assert line.endswith(": agreed")
 
 
+def test_a_derivation_agreed_with_nothing_is_checked_again(tmp_path: Path) -> None:
+    """A mirror written before #37 may say `derived` with no view to derive from: the daemon
+    takes that as unproven and checks it beside its first jobs."""
+    mirror = Mirror.open(tmp_path / "m.db")
+    try:
+        routes = MallRoutes(None, mirror)  # type: ignore[arg-type]
+        mirror.set_meta("mall_routes", '{"deals": "derived"}')
+        assert routes.deals_unproven()
+        mirror.set_meta("mall_routes", '{"deals": "route"}')
+        assert not routes.deals_unproven()
+    finally:
+        mirror.close()
+
+
 def MallRoutesMeta(mirror: Mirror) -> dict[str, str]:
     import orjson
 

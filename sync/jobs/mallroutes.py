@@ -75,6 +75,19 @@ class MallRoutes:
             return {}
         return out if isinstance(out, dict) else {}
 
+    def deals_unproven(self) -> bool:
+        """Whether `malls_deals` rests on no check yet: `unchecked`, or `derived` with no view
+        to derive from (a mirror written before #37 took that for agreement)."""
+        source = self.decisions().get("deals")
+        if source == "unchecked":
+            return True
+        schema = self.mirror.schema
+        return (
+            source == "derived"
+            and not schema.mall_deals_is_table()
+            and not self.mirror.has_view("malls_deals")
+        )
+
     def reasons(self) -> dict[str, str]:
         """What each decision rests on (`WHY_KEY`)."""
         raw = self.mirror.get_meta(WHY_KEY)

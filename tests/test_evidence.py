@@ -502,25 +502,26 @@ async def test_a_backfill_whose_mall_listings_shift_ends_exact_or_fails(
     async with make_emulator(resources=600, seed=41, malls=2) as emu:
         stores = {m: set(emu.ids("stores", mall_id=m)) for m in emu.ids("malls")}
         emu.hard.shifting_listings = True
-        emu.hard.page_bound = 10
-        # The upstream shifts four times, under the walk, then holds still.
+        # The upstream shifts once, under the walk (no page comes short, no `links.last`
+        # moves, no feed entry: only the pages' ETags show it), then holds still.
         original = listings.shifting.before_page
 
-        def four(data: Any, *args: Any) -> str | None:
-            return original(data, *args) if data.shifted < 4 else None
+        def once(data: Any, *args: Any) -> str | None:
+            return original(data, *args) if data.shifted < 1 else None
 
-        monkeypatch.setattr(listings.shifting, "before_page", four)
+        monkeypatch.setattr(listings.shifting, "before_page", once)
         db = tmp_path / "m.db"
-        settings = settings_for(emu, db, types=["stores"])
+        settings = settings_for(emu, db, types=["stores"], page_size=25)
         report = await run_backfill(settings)
-        assert emu.data.shifted == 4 and not report.types["stores"].unsettled
+        assert emu.data.shifted == 1 and not report.types["stores"].unsettled
         c = compare(db, emu, ["malls", "stores"])
         assert c.differences == 0, c.summary()
-        # An upstream that shifts under every pass: the backfill says so and exits 1.
+        # An upstream that shifts under every pass (five pages a mall): the backfill says so
+        # and exits 1.
         monkeypatch.setattr(listings.shifting, "before_page", original)
         cfg = write_config(
             tmp_path / "sync.toml",
-            upstream=upstream_keys(emu, "TEST_SYNC_PW", types=["stores"]),
+            upstream=upstream_keys(emu, "TEST_SYNC_PW", types=["stores"], page_size=10),
             mirror={"path": tmp_path / "n.db"},
         )
         proc = await spawn(
@@ -531,3 +532,20 @@ async def test_a_backfill_whose_mall_listings_shift_ends_exact_or_fails(
         moved = {s for m, ids in stores.items() for s in ids - set(emu.ids("stores", mall_id=m))}
         c = compare(tmp_path / "n.db", emu, ["stores"])
         assert not set(c.missing["stores"]) - {str(s) for s in moved}
+
+
+async def test_a_still_mall_listing_costs_one_revalidation_a_page(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Nothing moves: each mall listing of several pages is asked again page by page but the
+    last, with `If-None-Match` (304s, no body), and no missed-row pass runs (#37)."""
+    async with make_emulator(resources=600, seed=41, malls=2) as emu:
+        sizes = [len(emu.ids("stores", mall_id=m)) for m in emu.ids("malls")]
+        emu.requests.reset()
+        report = await run_backfill(
+            settings_for(emu, tmp_path / "m.db", types=["stores"], page_size=25)
+        )
+        pages = [-(-n // 25) for n in sizes]
+        past = sum(n % 25 == 0 for n in sizes)  # a full last page: the next one is asked too
+        assert min(pages) > 1 and report.types["stores"].repaired == 0, sizes
+        assert emu.requests.routes["/malls/{id}/stores"] == sum(2 * p - 1 for p in pages) + past

@@ -301,16 +301,15 @@ class Backfill:
             if await self.missed.needed(rtype, started_at):
                 # Per (type, mall): the deal visibilities are one population of rows.
                 await bounded(group_by_mall(scopes), self.limit, lambda g: self._repair(g, report))
-            elif paged := self.missed.paged_scopes(rtype):
-                # Mall listings walked over several pages: rows leave them unseen.
+            elif moved := await self.missed.moved(rtype, scopes, self._unchanged, self.limit):
+                # Mall listings that changed under their walk: rows leave them unseen.
                 self.log.info(
-                    "backfill.mall_listings_paged",
+                    "backfill.mall_listings_changed",
                     type=rtype.name,
-                    scopes=len(paged),
+                    malls=len(moved),
                     hint="running the missed-row pass over them",
                 )
-                again = group_by_mall([s for s in scopes if s.key in paged])
-                await bounded(again, self.limit, lambda g: self._repair(g, report))
+                await bounded(group_by_mall(moved), self.limit, lambda g: self._repair(g, report))
             for s in scopes:
                 self.mirror.finish_backfill(rtype.name, s.key, finished_at=iso_ms(self.clock()))
                 if self.mirror.get_cursor(rtype.name, s.key) is None:
@@ -428,6 +427,18 @@ class Backfill:
                     hint="the upstream's links.last named fewer pages than it holds; read on",
                 )
 
+    async def _unchanged(self, scope: Scope, number: int, tag: str) -> bool:
+        """Whether page `number` of `scope` still answers 304 to its ETag (`MissedRows.moved`)."""
+        resp = await self.client.list_response(
+            scope.rtype,
+            number,
+            mall_id=scope.mall_id,
+            scope_params=scope.params,
+            params=catalogue.trim_params(self.trim.get(scope.rtype.name, ())),
+            headers={"If-None-Match": tag},
+        )
+        return resp.status == 304
+
     def _asked(self) -> int:
         return self.client.page_size()
 
@@ -441,6 +452,8 @@ class Backfill:
             scope_params=scope.params,
             params=catalogue.trim_params(trim),
         )
+        if scope.mall_id is not None:
+            self.missed.saw_etag(scope.rtype.name, scope.key, number, resp.headers.get("ETag"))
         mall = int(scope.mall_id) if scope.mall_id is not None else None
         return await self.pages.stage(
             scope.rtype.name,

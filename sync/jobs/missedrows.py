@@ -9,13 +9,14 @@ that moved) or what the upstream says changed since the backfill started.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
+from sync.jobs.fanout import bounded
 from sync.jobs.reconcile import Reconciler
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
@@ -26,6 +27,8 @@ from sync.store import Mirror
 #: (a row joined, left, was fetched or removed) may itself have skipped a row, so the pass is
 #: repeated until one sees no change.
 MALL_PASSES = 4
+#: Whether page `number` of a scope still answers 304 to `If-None-Match` with its ETag.
+Revalidate = Callable[[Scope, int, str], Awaitable[bool]]
 
 
 @dataclass
@@ -49,24 +52,52 @@ class MissedRows:
         self.short_pages: set[str] = set()
         # Types whose listing changed while walked (`links.last` moved, pages past it).
         self.shifted: set[str] = set()
-        # Per mall-scoped type, the keys of its scopes walked over more than one page.
-        self.paged: dict[str, set[str]] = {}
+        # Per mall-scoped type, its scopes walked over more than one page: key -> `links.last`.
+        self.paged: dict[str, dict[str, int]] = {}
+        # The ETag each page of those scopes was served with: (type, key) -> number -> tag.
+        self.etags: dict[tuple[str, str], dict[int, str]] = {}
 
     def saw_scope(self, name: str, key: str, *, level: str, last: int) -> None:
-        """Note one scope's `links.last` as its walk starts (or resumes)."""
+        """Note one scope's `links.last` as its walk starts (or resumes, or reads past it)."""
         if level == "mall" and last > 1:
-            self.paged.setdefault(name, set()).add(key)
+            scopes = self.paged.setdefault(name, {})
+            scopes[key] = max(last, scopes.get(key, 0))
 
-    def paged_scopes(self, rtype: ResourceType) -> set[str]:
+    def saw_etag(self, name: str, key: str, number: int, tag: str | None) -> None:
+        """The ETag page `number` of a mall scope was served with (kept for `moved`)."""
+        if tag:
+            self.etags.setdefault((name, key), {})[number] = tag
+
+    async def moved(
+        self, rtype: ResourceType, scopes: Sequence[Scope], unchanged: Revalidate, limit: int
+    ) -> list[Scope]:
         """The scopes of a mall-scoped type whose walk may have skipped a row unseen.
 
         A mall's listing is walked by page number like any other, and its rows leave it with
         no trace the walk or the feed can show: a row moved to another mall keeps its stamp
         and writes no feed entry, yet every later row of the listing moves one place earlier
-        and one is skipped. Only a listing read in one page cannot skip a row, so every scope
-        walked over several pages is listed again (ids and stamps only) by the missed-row
-        pass: as many requests again for those scopes, none for the one-page ones."""
-        return self.paged.get(rtype.name, set()) if rtype.level == "mall" else set()
+        and one is skipped. A listing read in one page cannot skip a row; one of several
+        pages skipped none if every page but the last still answers as it did (`unchanged`:
+        `If-None-Match` with the ETag it was served with, a 304 with no body): a row that left
+        an earlier page would have changed each page after it. A page served without an ETag
+        (or read by an earlier, interrupted run) counts as changed."""
+        if rtype.level != "mall":
+            return []
+        lasts = self.paged.get(rtype.name, {})
+        walked = [s for s in scopes if s.key in lasts]
+
+        out: list[Scope] = []
+
+        async def check(scope: Scope) -> None:
+            tags = self.etags.get((rtype.name, scope.key), {})
+            for number in range(1, lasts[scope.key]):
+                tag = tags.get(number)
+                if tag is None or not await unchanged(scope, number, tag):
+                    out.append(scope)
+                    return
+
+        await bounded(walked, limit, check)
+        return out
 
     def saw_page(self, name: str, *, number: int, last: int, rows: int, walked_last: int) -> None:
         """Note what one written page says about its listing (`walked_last`: the `links.last`

@@ -4,7 +4,10 @@ Pages are sorted by id, so creates land at the end and updates move nothing: a r
 only when a row before it leaves the listing mid-walk. The pass itself is the reconcile
 (`sync.jobs.reconcile`, ids and stamps listed again); it costs a listing of the whole type, so
 it runs only on evidence that something left: what the walk saw (a short page, a `links.last`
-that moved) or what the upstream says changed since the backfill started.
+that moved), what the upstream says changed since the backfill started, or, for a mall's
+listing of several pages (whose rows leave with no trace: a silent move), a page that no longer
+answers 304 to the ETag it was served with (`moved`). A mall's listing is passed again until
+a pass sees it hold still (`repair`); one that never does is reported unsettled.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from sync.store import Mirror
 #: Missed-row passes over one mall's listing at most: each pass that saw the listing change
 #: (a row joined, left, was fetched or removed) may itself have skipped a row, so the pass is
 #: repeated until one sees no change.
-MALL_PASSES = 4
+MALL_PASSES = 6
 #: Whether page `number` of a scope still answers 304 to `If-None-Match` with its ETag.
 Revalidate = Callable[[Scope, int, str], Awaitable[bool]]
 

@@ -7,7 +7,7 @@ import contextlib
 import signal
 import sqlite3
 from collections.abc import Callable
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from sync.channel.client import ChannelClient
 from sync.channel.transport import Response
 from sync.emulator import Emulator
+from sync.emulator.hours import hours as served_hours
 from sync.jobs.hours import MallHours
 from sync.model import catalogue
 from sync.store import Mirror
@@ -151,6 +152,39 @@ async def test_hours_of_a_mall_deleted_upstream_are_skipped(
         assert malls == {kept}
     finally:
         mirror.close()
+
+
+async def test_hours_window_holds_the_today_of_a_mall_west_of_utc(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """01:30 UTC on the 27th is 17:30 on the 26th in a mall at UTC-8: the spec gives malls no
+    time zone, so the window starts a day before the UTC date and a change to that day reaches
+    the mirror; a day before the window is left as it was."""
+    settings = make_settings(emulator, tmp_path / "m.db")
+    mall = int(sorted(emulator.ids("malls"))[0])
+    moment = datetime(2026, 11, 27, 1, 30, tzinfo=UTC).timestamp()
+    mirror = Mirror.open(settings.mirror.path)
+    try:
+        async with ChannelClient(settings.upstream) as client:
+            hours = MallHours(client, mirror, clock=lambda: moment)
+            await hours.refresh_all([mall], 3, limit=1)
+            # The mirror holds a stale copy of the mall's today and a day before the window.
+            mirror.conn.execute("DELETE FROM hours")
+            mirror.conn.executemany(
+                "INSERT INTO hours (mall_id, date, day, hours_text, description, fetched_at)"
+                " VALUES (?, ?, 'Thursday', 'stale', '', '')",
+                [(mall, "2026-11-26"), (mall, "2026-11-20")],
+            )
+            await hours.refresh_all([mall], 3, limit=1)
+        rows = dict(
+            mirror.conn.execute("SELECT date, hours_text FROM hours WHERE mall_id = ?", (mall,))
+        )
+    finally:
+        mirror.close()
+    served = served_hours(mall, date(2026, 11, 26), date(2026, 11, 26))[0]["attributes"]
+    assert rows["2026-11-26"] == served["hours_text"] != "stale"  # its today, refreshed
+    assert rows["2026-11-20"] == "stale"  # outside the window: untouched
+    assert sorted(rows) == ["2026-11-20"] + [f"2026-11-{d}" for d in range(26, 31)]
 
 
 def test_sideload_trim_covers_only_types_the_backfill_lists_itself() -> None:

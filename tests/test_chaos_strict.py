@@ -54,8 +54,12 @@ async def test_no_live_row_is_lost_against_the_strict_profile(
         deleted = record_deletions(emu)  # listings change while walked: from the first page on
         rc = await run_logged("backfill", "--config", str(cfg), env=env, log=log)
         # (Not compared yet: the strict listings change while walked, so the upstream moved
-        # on during the backfill; the daemon and the reconcile must catch up.)
-        assert rc == 0, f"{replay}: backfill exit {rc}\n{log.read_text()[-4000:]}"
+        # on during the backfill; the daemon and the reconcile must catch up.) A mall listing
+        # that changed under every missed-row pass is the one failure allowed: the backfill
+        # must say so (exit 1), never claim it complete.
+        said = log.read_text()
+        unsettled = rc == 1 and "backfill.listing_unsettled" in said and "kept changing" in said
+        assert rc == 0 or unsettled, f"{replay}: backfill exit {rc}\n{said[-4000:]}"
         watch_deletions(db)
         daemon = DaemonProcess(cfg, env, log)
         storm_faults(emu)

@@ -16,6 +16,7 @@ import pytest
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.channel.paging import Paging
+from sync.emulator.hard import Hard
 from sync.jobs.fetch import Fetcher
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.poll import Poller
@@ -23,10 +24,13 @@ from sync.jobs.reconcile import Reconciler, reconcile_every_type
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms, now_iso, shift
+from sync.readers.status import status_data, status_lines
 from sync.store import Mirror
-from tests.support.backfilled import backfill
+from tests.support.backfilled import backfill, run_backfill
 from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
 from tests.support.pages import write_page
+from tests.support.processes import spawn
+from tests.support.settings import settings_for, upstream_keys, write_config
 
 STAMP = "2026-01-01T00:00:00.000Z"
 
@@ -352,6 +356,59 @@ async def test_the_deal_derivation_is_checked_against_the_routes_and_dropped_whe
         assert c.differences == 0, c.summary()
 
 
+async def test_deals_without_store_linkage_take_their_malls_from_the_routes(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`deals_without_stores`: no deal serves `stores` linkage, so the rule has nothing to derive
+    from (and its check nothing to compare). The mall routes fill `malls_deals`, after the
+    backfill and after a reconcile, and `ccsync status` says so, never agreement (#37)."""
+    async with make_emulator(resources=600, seed=23, hard=Hard(deals_without_stores=True)) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["stores", "deals"])
+        mirror = Mirror.open(db)
+        assert MallRoutesMeta(mirror).get("deals") == "route"
+        mirror.close()
+        c = compare(db, emu, ["stores", "deals"])
+        assert c.differences == 0 and c.links_compared, c.summary()
+        assert "malls_deals: listed from GET /malls/{id}/deals: no deal serves stores linkage" in (
+            status_lines(status_data(db))
+        )
+        emu.create("deals", {"is_local": False, "visibility": "Public"})
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            reconciler = Reconciler(client, mirror, max_delete_share=None)
+            await reconcile_every_type(reconciler, settings.upstream.mirrored_types())
+        assert MallRoutesMeta(mirror).get("deals") == "route"
+        mirror.close()
+        c = compare(db, emu, ["stores", "deals"])
+        assert c.differences == 0, c.summary()
+    # Where the rule is checked, status names how many malls' routes it was checked against.
+    async with make_emulator(resources=600, seed=23) as emu:
+        db = tmp_path / "n.db"
+        settings = await backfill(emu, db, types=["stores", "deals"])
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream) as client:
+            await MallRoutes(client, mirror).refresh(["deals"], list(mirror.ids("malls")))
+        mirror.close()
+        (line,) = [x for x in status_lines(status_data(db)) if x.startswith("malls_deals")]
+        assert line.startswith("malls_deals: derived by a rule: checked against 3 malls' routes")
+        assert line.endswith(": agreed")
+
+
+def test_a_derivation_agreed_with_nothing_is_checked_again(tmp_path: Path) -> None:
+    """A mirror written before #37 may say `derived` with no view to derive from: the daemon
+    takes that as unproven and checks it beside its first jobs."""
+    mirror = Mirror.open(tmp_path / "m.db")
+    try:
+        routes = MallRoutes(None, mirror)  # type: ignore[arg-type]
+        mirror.set_meta("mall_routes", '{"deals": "derived"}')
+        assert routes.deals_unproven()
+        mirror.set_meta("mall_routes", '{"deals": "route"}')
+        assert not routes.deals_unproven()
+    finally:
+        mirror.close()
+
+
 def MallRoutesMeta(mirror: Mirror) -> dict[str, str]:
     import orjson
 
@@ -430,3 +487,66 @@ async def test_a_backfill_whose_listings_shift_misses_no_row_that_never_changed(
         c = compare(db, emu, ["deals", "articles", "events"])
         missing = {(t, i) for t, ids in c.missing.items() for i in ids}
         assert not missing - changed, sorted(missing - changed)[:10]
+
+
+async def test_a_backfill_whose_mall_listings_shift_ends_exact_or_fails(
+    make_emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`shifting_listings` on mall routes: stores leave `/malls/{id}/stores` while it is walked
+    (moved silently to another mall: no new stamp, no feed entry), so later stores move to
+    earlier pages and one is skipped. The missed-row pass covers the mall listings walked over
+    several pages, again until a pass sees the listing hold still: once the upstream stops
+    shifting, the mirror ends exact, memberships included; while it never does, `ccsync
+    backfill` exits 1 naming the malls, and no store that never moved is missing (#37)."""
+    from sync.emulator import listings
+
+    async with make_emulator(resources=600, seed=41, malls=2) as emu:
+        stores = {m: set(emu.ids("stores", mall_id=m)) for m in emu.ids("malls")}
+        emu.hard.shifting_listings = True
+        # The upstream shifts once, under the walk (no page comes short, no `links.last`
+        # moves, no feed entry: only the pages' ETags show it), then holds still.
+        original = listings.shifting.before_page
+
+        def once(data: Any, *args: Any) -> str | None:
+            return original(data, *args) if data.shifted < 1 else None
+
+        monkeypatch.setattr(listings.shifting, "before_page", once)
+        db = tmp_path / "m.db"
+        settings = settings_for(emu, db, types=["stores"], page_size=25)
+        report = await run_backfill(settings)
+        assert emu.data.shifted == 1 and not report.types["stores"].unsettled
+        c = compare(db, emu, ["malls", "stores"])
+        assert c.differences == 0, c.summary()
+        # An upstream that shifts under every pass (five pages a mall): the backfill says so
+        # and exits 1.
+        monkeypatch.setattr(listings.shifting, "before_page", original)
+        cfg = write_config(
+            tmp_path / "sync.toml",
+            upstream=upstream_keys(emu, "TEST_SYNC_PW", types=["stores"], page_size=10),
+            mirror={"path": tmp_path / "n.db"},
+        )
+        proc = await spawn(
+            "backfill", "--quiet", "--config", str(cfg), env={"TEST_SYNC_PW": emu.password}
+        )
+        _, err = await proc.communicate()
+        assert proc.returncode == 1 and b"kept changing" in err, err.decode()
+        moved = {s for m, ids in stores.items() for s in ids - set(emu.ids("stores", mall_id=m))}
+        c = compare(tmp_path / "n.db", emu, ["stores"])
+        assert not set(c.missing["stores"]) - {str(s) for s in moved}
+
+
+async def test_a_still_mall_listing_costs_one_revalidation_a_page(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Nothing moves: each mall listing of several pages is asked again page by page but the
+    last, with `If-None-Match` (304s, no body), and no missed-row pass runs (#37)."""
+    async with make_emulator(resources=600, seed=41, malls=2) as emu:
+        sizes = [len(emu.ids("stores", mall_id=m)) for m in emu.ids("malls")]
+        emu.requests.reset()
+        report = await run_backfill(
+            settings_for(emu, tmp_path / "m.db", types=["stores"], page_size=25)
+        )
+        pages = [-(-n // 25) for n in sizes]
+        past = sum(n % 25 == 0 for n in sizes)  # a full last page: the next one is asked too
+        assert min(pages) > 1 and report.types["stores"].repaired == 0, sizes
+        assert emu.requests.routes["/malls/{id}/stores"] == sum(2 * p - 1 for p in pages) + past

@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 
 from sync.core.config import WebhookSettings
 from sync.core.metrics import Metrics
+from sync.emulator import Emulator
 from sync.model.notices import NoticeError, WebhookNotice, parse_notices
 from sync.store.queue import ChangeQueue
 from tests.support.documents import json_values
@@ -92,7 +93,8 @@ def test_parse_valid_notices_and_normalise_types() -> None:
             body({"type": "updates", "attributes": {"resource_type": "", "resource_id": 1}}),
             "non-empty string",
         ),
-        (orjson.dumps({"data": [UPDATE] * 10_001}), "more than 10000"),
+        (b'{"data": [1], "x": 2} 3', "not valid JSON"),
+        (b'{"other": [1]}', "must be a list"),
     ],
 )
 def test_off_spec_bodies_name_the_problem(raw: bytes, reason: str) -> None:
@@ -393,3 +395,74 @@ async def test_a_delivery_is_verified_and_queued_without_a_server(tmp_path: Path
     slow = await receiver.accept(delivery(SECRET, b'{"data": [', stall=5.0))
     assert slow.status == 408 and slow.close
     assert queue.depth() == 1
+
+
+async def test_a_batch_of_any_size_is_queued_whole_with_bounded_memory(tmp_path: Path) -> None:
+    """The spec promises no batch size: 100,000 items (7.9 MB, streamed in 64 KiB chunks and
+    never held whole) are all committed to the queue before the 202, under the shipped
+    settings, while the receiver holds well under a tenth of the body (#37)."""
+    import tracemalloc
+
+    from sync.ingest.receiver import CHUNK, Delivery, Receiver
+
+    queue = open_queue(tmp_path / "q.db")
+    receiver = Receiver(WebhookSettings(listen="127.0.0.1:0", secret=SECRET), queue)  # type: ignore[arg-type]
+    count, sent = 100_000, [0]
+
+    async def stream() -> AsyncIterator[bytes]:
+        buf = bytearray(b'{"data": [')
+        for i in range(1, count + 1):
+            item = {"type": "updates", "attributes": {"resource_type": "deals", "resource_id": i}}
+            buf += orjson.dumps(item) + (b"," if i < count else b"]}")
+            if len(buf) >= CHUNK:
+                sent[0] += len(buf)
+                yield bytes(buf)
+                buf.clear()
+        sent[0] += len(buf)
+        yield bytes(buf)
+
+    delivery = Delivery(SECRET, "POST", "application/json", None, stream(), "/webhooks/x")
+    tracemalloc.start()
+    try:
+        answer = await receiver.accept(delivery)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert answer.status == 202, answer.reason
+    assert queue.depth() == count
+    assert {i.resource_id for i in queue.claim("update", "deals", limit=count)} == set(
+        range(1, count + 1)
+    )
+    assert sent[0] > 7_000_000 and peak < sent[0] / 4, (sent[0], peak)
+
+
+async def test_a_huge_delivery_from_the_emulator_is_taken_not_refused(
+    tmp_path: Path, emulator: Emulator
+) -> None:
+    """12,000 notices (1 MB) in one delivery, through the daemon's HTTP app with the shipped
+    limits: answered 202 at the first attempt (no 413 or 400 for size, so no reason for the
+    upstream to drop the subscription), every notice queued (#37)."""
+    import asyncio
+
+    from sync.daemon.http import make_app, serve
+    from sync.ingest.receiver import Receiver
+
+    queue = open_queue(tmp_path / "q.db")
+    receiver = Receiver(WebhookSettings(listen="127.0.0.1:0", secret=SECRET), queue)  # type: ignore[arg-type]
+    runner, port = await serve(make_app(receiver), "127.0.0.1", 0)
+    emulator.hard.huge_notice_batches = True
+    sub = emulator.dispatcher.subscribe(1, f"http://127.0.0.1:{port}/webhooks/{SECRET}", "deals")
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(
+                f"{emulator.base_url}/_emulator/notices", json={"type": "deals", "count": 12_000}
+            ) as r:
+                assert r.status == 202 and (await r.json())["subscriptions"] == 1
+        for _ in range(400):
+            if emulator.dispatcher.delivered >= 12_000 or sub.id not in emulator.dispatcher.subs:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await runner.cleanup()
+    assert sub.failures == 0 and sub.id in emulator.dispatcher.subs
+    assert emulator.dispatcher.delivered == 12_000 and queue.depth() == 12_000

@@ -40,8 +40,16 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
             line += f"  repaired {t.repaired}, removed {t.removed}"
         if t.error:
             line += f"  SKIPPED: {t.error}"
+        if t.unsettled:
+            line += f"  UNSETTLED: malls {', '.join(map(str, sorted(t.unsettled)))}"
         click.echo(line)
     click.echo(f"backfill: {report.rows:,} rows in {report.seconds:.1f}s -> {settings.mirror.path}")
+    unsettled = sorted(n for n, t in report.types.items() if t.unsettled)
+    if unsettled:
+        raise click.ClickException(
+            f"the mall listings of {', '.join(unsettled)} kept changing while the backfill "
+            "read them: rows may be missing; run `ccsync reconcile` once the upstream holds still"
+        )
 
 
 @click.command("status")

@@ -275,10 +275,17 @@ class WebhookSettings(_Section):
         default_factory=list, description="Topics to subscribe; empty = mirrored types"
     )
     max_body_bytes: int = Field(
-        default=1 << 20, ge=1024, description="Largest notice body accepted"
+        default=1 << 28,
+        ge=1024,
+        description=(
+            "Largest notice body accepted (256 MiB, about 3 million notices: the spec promises "
+            "no batch size, so only a runaway sender filling the disk is refused)"
+        ),
     )
     body_timeout: float = Field(
-        default=10.0, gt=0, description="Seconds a sender may take to deliver one notice body"
+        default=10.0,
+        gt=0,
+        description="Seconds a sender may take to deliver each MiB (begun) of a notice body",
     )
 
     @field_validator("listen")
@@ -332,7 +339,10 @@ class ScheduleSettings(_Section):
     )
     hours_interval: float = Field(default=3600.0, gt=0, description="Refresh of mall hours")
     hours_days: int = Field(
-        default=30, ge=0, le=366, description="Days ahead the hours window covers"
+        default=30,
+        ge=0,
+        le=366,
+        description="Days ahead the hours window covers (from the day before the UTC date)",
     )
     subscriptions_interval: float = Field(
         default=300.0, gt=0, description="Check of webhook subscriptions"

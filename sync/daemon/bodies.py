@@ -265,11 +265,12 @@ class Jobs:
 
     async def probe_quietly(self) -> None:
         """Beside the first jobs: the upstream profile, and the `malls_deals` derivation a
-        backfill left unchecked (`sync.jobs.mallroutes`)."""
+        backfill left unchecked, or an older version took as agreed with nothing
+        (`sync.jobs.mallroutes`)."""
         with priority(Priority.POLL):
             await self.probe_if_stale()
             routes = MallRoutes(self.client, self.mirror)
-            if routes.decisions().get("deals") == "unchecked":
+            if routes.deals_unproven():
                 try:
                     await routes.refresh(["deals"], self.malls())
                 except UpstreamError as exc:

@@ -5,7 +5,8 @@ emulator from outside its process (the emulator binds loopback only). They are n
 nor faulted (`middleware`). `GET`/`DELETE /_emulator/requests` read and reset the traffic counts;
 `PATCH /_emulator/settings` switches faults, hard readings and behaviour; `/_emulator/scripts/
 {type}` reads or replaces a type's `meta.scripts`; `/_emulator/resources/{type}[/{id}]` creates,
-changes, moves or deletes rows as the upstream's editors would.
+changes, moves or deletes rows as the upstream's editors would; `POST /_emulator/notices` queues
+a burst of update notices (one batch of any size with `huge_notice_batches`).
 """
 
 from __future__ import annotations
@@ -110,6 +111,23 @@ class AdminRoutes:
                 return error(400, "Bad Request", "the body must be a JSON array")
             emu.set_scripts(type_name, body)
         return web.Response(body=emu.scripts_of(type_name), headers={"Content-Type": JSON})
+
+    async def notices(self, request: web.Request) -> web.StreamResponse:
+        """`POST /_emulator/notices` with `{"type": "deals", "count": 100000}`: that many update
+        notices of the type's rows (in turn) for every subscription to it (`Dispatcher.burst`);
+        202 with how many subscriptions got them."""
+        emu = self.emu
+        body = await _json_body(request)
+        if not isinstance(body, dict):
+            return error(400, "Bad Request", "the body must be a JSON object")
+        type_name, count = body.get("type"), body.get("count")
+        if not isinstance(type_name, str) or type_name not in emu.data.by_type:
+            return error(404, "Not Found", f"no resource type {type_name!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10**7:
+            return error(400, "Bad Request", "count must be an integer from 1 to 10000000")
+        ids = sorted(emu.data.by_type[type_name])
+        subs = emu.dispatcher.burst(type_name, ids, count) if ids else 0
+        return json_response({"subscriptions": subs, "count": count}, 202)
 
     async def control(self, request: web.Request) -> web.StreamResponse:
         """`/_emulator/resources/{type}[/{id}]`: change the data set of a running emulator from

@@ -26,7 +26,14 @@ from sync.emulator.pagecache import PageCache
 from sync.emulator.query import Query, QueryError, Selector, parse, without_linkage
 from sync.emulator.records import Rec
 from sync.emulator.responses import JSONAPI_TYPE, SCRIPTS, Reply, error, own_scripts
-from sync.emulator.spec import BY_PATH, DATE_FIELDS, EQUAL_FILTERS, MALL_MEMBERS, PER_MALL_ONLY
+from sync.emulator.spec import (
+    BY_PATH,
+    DATE_FIELDS,
+    DEAL_STORE,
+    EQUAL_FILTERS,
+    MALL_MEMBERS,
+    PER_MALL_ONLY,
+)
 from sync.emulator.traffic import Traffic
 from sync.emulator.webhooks import Dispatcher
 
@@ -176,6 +183,8 @@ class EmulatorApp:
         hidden = self.links_only()
         if hidden and q.include:  # served with links only, and nothing included for them
             q = replace(q, include=without_linkage(type_name, q.include, hidden))
+        if self.hard.deals_without_stores and q.include:
+            q = replace(q, include=without_linkage(type_name, q.include, DEAL_STORE))
         members = [p for p in q.include if p.split(".")[0] in PER_MALL_ONLY]
         if type_name == "malls" and members and self._mall_includes:
             self.member_pages += 1
@@ -190,12 +199,13 @@ class EmulatorApp:
             )
         return q
 
-    def links_only(self) -> frozenset[str]:
-        """A mall's relationships served without linkage whatever `include` asks."""
+    def links_only(self) -> frozenset[tuple[str, str]]:
+        """The relationships (owner, name) served without linkage whatever `include` asks: a
+        mall's members (`no_include_linkage`, `route_memberships`)."""
         if self.hard.no_include_linkage:
-            return MALL_MEMBERS
+            return frozenset(("malls", n) for n in MALL_MEMBERS)
         if self.hard.route_memberships:
-            return frozenset({"contacts", "deals"})
+            return frozenset({("malls", "contacts"), ("malls", "deals")})
         return frozenset()
 
     async def attributes(self, request: web.Request) -> dict[str, Any]:

@@ -114,6 +114,16 @@ class Hard:
     #: (`EmulatorApp.changing_scripts`, `--changing-scripts`).
     changing_scripts: bool = False
 
+    # -- deals without store linkage, notice batches of any size (#37) --
+    #: Deals serve their `stores` relationship with links only, never linkage, even when
+    #: included (and nothing is included for it); stores' `deals` likewise. The malls a deal is
+    #: in are then shown only by `/malls/{id}/deals` (its own related route still lists them).
+    deals_without_stores: bool = False
+    #: A notice delivery carries every notice pending for its subscription in one body, with no
+    #: 100-item cap: a burst (`Emulator.notice_burst`, `POST /_emulator/notices`) arrives as one
+    #: batch of any size.
+    huge_notice_batches: bool = False
+
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         object.__setattr__(self, "_changes", self.changes + 1)

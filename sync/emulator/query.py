@@ -176,16 +176,17 @@ def _page_size(params: Mapping[str, str], bound: int, refuse_above: bool) -> int
 
 
 def without_linkage(
-    type_name: str, include: tuple[str, ...], hidden: frozenset[str]
+    type_name: str, include: tuple[str, ...], hidden: frozenset[tuple[str, str]]
 ) -> tuple[str, ...]:
-    """`include` with every path cut where it reaches a mall's relationship in `hidden`
-    (served links only: `Hard.no_include_linkage`, `Hard.route_memberships`): `stores` and
-    `stores.images` of malls go, `malls.stores` of articles becomes `malls`."""
+    """`include` with every path cut where it reaches a relationship (owner, name) in `hidden`
+    (served links only: `Hard.no_include_linkage`, `Hard.route_memberships`,
+    `Hard.deals_without_stores`): `stores` and `stores.images` of malls go, `malls.stores` of
+    articles becomes `malls`."""
     out: list[str] = []
     for path in include:
         owner, kept = type_name, []
         for name in path.split("."):
-            if owner == "malls" and name in hidden:
+            if (owner, name) in hidden:
                 break
             kept.append(name)
             owner = TARGET.get(name, name)

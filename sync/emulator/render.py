@@ -17,6 +17,7 @@ from sync.emulator.encodings import Templates
 from sync.emulator.records import Rec
 from sync.emulator.rows import Rows
 from sync.emulator.spec import (
+    DEAL_STORE,
     INVERSE,
     JOB_META,
     MALL_MEMBERS,
@@ -36,6 +37,12 @@ def linkage(data: Rows, rec: Rec, name: str) -> Any:
     if name in TO_ONE:
         return {"type": target, "id": str(value)} if isinstance(value, int) else None
     return [{"type": target, "id": str(i)} for i in value] if isinstance(value, list) else []
+
+
+def unlinked(data: Rows, type_name: str, name: str) -> bool:
+    """Whether `type_name`'s relationship `name` is served without linkage, whatever `include`
+    asks (`Hard.deals_without_stores`)."""
+    return data.hard.deals_without_stores and (type_name, name) in DEAL_STORE
 
 
 def derived(type_name: str, include: tuple[str, ...]) -> bool:
@@ -89,7 +96,7 @@ def resource_obj(
                 "related": f"{base}/{path}/{rec.id}/{hy}",
             }
         }
-        if name in include:
+        if name in include and not unlinked(data, rec.type, name):
             entry["data"] = linkage(data, rec, name)
         rels[name] = entry
     if rels:
@@ -145,6 +152,8 @@ def encode_resource(
         return orjson.dumps(resource_obj(data, base, rec, include, fields, forms))
     if key is None:
         key = variant(include, fields)
+    if data.hard.deals_without_stores and any(unlinked(data, rec.type, n) for n in include):
+        key += "~unlinked"  # the switch may change at run time: never the other encoding
     cache_key = (rec.type, rec.id, rec.rev, f"{key}~" if forms else key)
     blob = data.encodings.get(cache_key)
     if blob is None:

@@ -35,6 +35,7 @@ def make_app(emu: EmulatorApp, management: Management | None = None) -> web.Appl
     r.add_patch(f"{OWN_PREFIX}settings", admin.settings)
     r.add_get(f"{OWN_PREFIX}scripts/{{type}}", admin.scripts)
     r.add_put(f"{OWN_PREFIX}scripts/{{type}}", admin.scripts)
+    r.add_post(f"{OWN_PREFIX}notices", admin.notices)
     r.add_post(f"{OWN_PREFIX}resources/{{type}}", admin.control)
     r.add_patch(f"{OWN_PREFIX}resources/{{type}}/{{id}}", admin.control)
     r.add_delete(f"{OWN_PREFIX}resources/{{type}}/{{id}}", admin.control)

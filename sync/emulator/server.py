@@ -98,7 +98,10 @@ class Emulator:
         self.accounts.create(email, password, channels=chans, stamp=iso_ms(self.now()))
         self.email, self.password = email, password
         self.dispatcher = Dispatcher(
-            self.faults, window=webhook_window, retry_interval=webhook_retry_interval
+            self.faults,
+            window=webhook_window,
+            retry_interval=webhook_retry_interval,
+            hard=self.data.hard,
         )
         self.data.listeners.append(self.dispatcher.notice)
         self.app = EmulatorApp(self.data, self.accounts, self.dispatcher, self.faults)
@@ -235,6 +238,13 @@ class Emulator:
             }
             for s in self.dispatcher.subs.values()
         ]
+
+    def notice_burst(self, type_name: str, count: int) -> int:
+        """Queue `count` update notices of `type_name`'s rows (in turn) for every subscription
+        to it; with `hard.huge_notice_batches` each gets them as one delivery. How many
+        subscriptions got them (`POST /_emulator/notices`)."""
+        ids = sorted(self.data.by_type[type_name])
+        return self.dispatcher.burst(type_name, ids, count) if ids else 0
 
     def unsubscribe_all(self) -> int:
         n = len(self.dispatcher.subs)

@@ -184,6 +184,9 @@ def path_of(type_name: str) -> str:
     return PATHS.get(type_name, type_name)
 
 
+#: Relationships served with links only under `Hard.deals_without_stores`: both sides of the
+#: deal-store tie.
+DEAL_STORE = frozenset({("deals", "stores"), ("stores", "deals")})
 BY_PATH = {path_of(t): t for t in RELATIONSHIPS}
 #: The top-level collections and the channel an account needs for each.
 TOP_CHANNEL = {

@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 
 from sync.emulator.faults import Faults
+from sync.emulator.hard import Hard
 
 ATTEMPTS = 5
 
@@ -43,8 +44,10 @@ class Dispatcher:
         retry_interval: float = 0.2,
         max_batch: int = 100,
         timeout: float = 5.0,
+        hard: Hard | None = None,
     ) -> None:
         self.faults = faults
+        self.hard = hard if hard is not None else Hard()
         self.window = window
         self.retry_interval = retry_interval
         self.max_batch = max_batch
@@ -104,9 +107,26 @@ class Dispatcher:
             if any(s.pending for s in self.subs.values()):
                 self._wake.set()
 
+    def burst(self, type_name: str, ids: list[int], count: int) -> int:
+        """`count` update notices of `type_name`, its `ids` in turn, queued for every
+        subscription to it at once (`Hard.huge_notice_batches` delivers them as one body);
+        how many subscriptions got them."""
+        subs = [s for s in self.subs.values() if s.topic == type_name]
+        for sub in subs:
+            sub.pending.extend(
+                {
+                    "type": "updates",
+                    "attributes": {"resource_type": type_name, "resource_id": ids[i % len(ids)]},
+                }
+                for i in range(count)
+            )
+        self._wake.set()
+        return len(subs)
+
     async def _deliver(self, sub: Subscription) -> None:
-        batch = sub.pending[: self.max_batch]
-        del sub.pending[: self.max_batch]
+        size = len(sub.pending) if self.hard.huge_notice_batches else self.max_batch
+        batch = sub.pending[:size]
+        del sub.pending[:size]
         if self.faults.webhook_reorder:
             self.faults.rng.shuffle(batch)
             self.faults.injected["webhook_reordered"] = (

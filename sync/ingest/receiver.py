@@ -29,7 +29,7 @@ from sync.core.config import WebhookSettings
 from sync.core.errors import StorageFault
 from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
-from sync.model.notices import NoticeError, parse_batch
+from sync.model.notices import BatchReader, NoticeError, WebhookNotice
 from sync.store.faults import storage_fault
 from sync.store.queue import ChangeQueue
 from sync.store.watch import StorageWatch
@@ -38,6 +38,10 @@ CONTENT_TYPES = frozenset({"application/json", "application/vnd.api+json"})
 MASKED_PATH = "/webhooks/***"
 #: The body is read in chunks of this many bytes, each checked against the size limit.
 CHUNK = 65536
+MIB = 1 << 20
+#: Notices committed to the queue in one transaction while a body streams in: memory holds at
+#: most this many, whatever the size of the batch.
+COMMIT_EVERY = 2000
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,21 @@ class Answer:
 
 
 ACCEPTED = Answer(202)
+
+
+@dataclass
+class _Tally:
+    """What one delivery has committed so far."""
+
+    items: int = 0
+    updates: int = 0
+    deletions: int = 0
+    queued: int = 0
+
+    def count(self, notices: list[WebhookNotice]) -> None:
+        self.items += len(notices)
+        self.updates += sum(n.kind == "update" for n in notices)
+        self.deletions = self.items - self.updates
 
 
 class Receiver:
@@ -120,54 +139,97 @@ class Receiver:
             given = d.content_type or "none"
             reason = f"content type must be application/json, not {given}"
             return self.reject(415, reason, d.path, d.peer)
-        too_large = f"body over {self.limit} bytes"
+        too_large = f"body over {self.limit} bytes ([webhooks] max_body_bytes)"
         if d.content_length is not None and d.content_length > self.limit:
             return self.reject(413, too_large, d.path, d.peer)
-        body = bytearray()
+        reader = BatchReader()
+        pending: list[WebhookNotice] = []
+        tally = _Tally()
+        received = 0
         timeout = self.settings.body_timeout
         try:
-            # A total deadline, not an idle one: a sender dribbling a byte at a time must not
-            # hold a handler (and its connection) for ever.
-            async with asyncio.timeout(timeout):
+            # A deadline on the average rate, not an idle one: `body_timeout` for each MiB begun,
+            # so a batch of any size has the time its size needs, while a sender dribbling a
+            # byte at a time still cannot hold a handler (and its connection) for ever.
+            async with asyncio.timeout(timeout) as deadline:
+                start = asyncio.get_running_loop().time()
                 async for chunk in d.body:
-                    body += chunk
-                    if len(body) > self.limit:
-                        return self.reject(413, too_large, d.path, d.peer)
+                    received += len(chunk)
+                    if received > self.limit:
+                        return self._end(413, too_large, d, tally)
+                    deadline.reschedule(start + timeout * (1 + received // MIB))
+                    pending += reader.feed(chunk)
+                    if len(pending) >= COMMIT_EVERY:
+                        fault = self._commit(pending, tally)
+                        if fault is not None:
+                            return self._unavailable(fault, d, tally)
+                        pending = []
+                pending += reader.close()
         except TimeoutError:
-            slow = f"body not received within {timeout:g} s"
-            return replace(self.reject(408, slow, d.path, d.peer), close=True)
-        try:
-            notices, problems = parse_batch(bytes(body))
+            slow = f"body not received within {timeout:g} s a MiB"
+            return replace(self._end(408, slow, d, tally), close=True)
         except NoticeError as exc:
-            return self.reject(400, str(exc), d.path, d.peer)
-        for problem in problems:  # the valid items are kept; each invalid one is reported
+            return self._end(400, str(exc), d, tally)
+        fault = self._commit(pending, tally)
+        if fault is not None:
+            return self._unavailable(fault, d, tally)
+        self._woken(tally)
+        for problem in reader.problems:  # the valid items are kept; each invalid one is reported
             self.log.warning("webhook.item_invalid", problem=problem)
-        if self.metrics is not None and problems:
-            self.metrics.notice_items_invalid.inc(len(problems))
-        fault = self.storage.fault if self.storage is not None else None
-        if fault is None:
-            try:
-                queued = self.queue.enqueue(notices)
-            except (sqlite3.Error, OSError) as exc:
-                fault = self._fault(exc)
-        if fault is not None:  # not committed: the upstream retries
-            reason = f"the mirror cannot take writes now: {fault}"
-            return self.reject(503, reason, d.path, d.peer, {"reason": fault.reason})
-        if self.on_enqueued is not None and queued:
-            self.on_enqueued()
+        if reader.invalid > len(reader.problems):
+            self.log.warning(
+                "webhook.items_invalid_more", count=reader.invalid - len(reader.problems)
+            )
+        if self.metrics is not None and reader.invalid:
+            self.metrics.notice_items_invalid.inc(reader.invalid)
         if self.metrics is not None:
             self.metrics.notices.labels(outcome="accepted").inc()
         # At debug: the queue worker's `worker.drained` is the batch's line at info.
         self.log.debug(
             "webhook.accepted",
-            items=len(notices),
-            updates=sum(n.kind == "update" for n in notices),
-            deletions=sum(n.kind == "deletion" for n in notices),
-            ignored_unknown_types=len(notices) - queued,
-            invalid_items=len(problems),
+            items=tally.items,
+            updates=tally.updates,
+            deletions=tally.deletions,
+            ignored_unknown_types=tally.items - tally.queued,
+            invalid_items=reader.invalid,
             queue_depth=self.queue.depth(),
         )
         return ACCEPTED
+
+    def _commit(self, notices: list[WebhookNotice], tally: _Tally) -> StorageFault | None:
+        """Commit `notices` to the queue (one transaction), counted in `tally`; the storage
+        fault that kept them out, if any."""
+        fault = self.storage.fault if self.storage is not None else None
+        if fault is None:
+            try:
+                tally.queued += self.queue.enqueue(notices)
+            except (sqlite3.Error, OSError) as exc:
+                fault = self._fault(exc)
+        if fault is None:
+            tally.count(notices)
+        return fault
+
+    def _unavailable(self, fault: StorageFault, d: Delivery, tally: _Tally) -> Answer:
+        """503: the delivery was not (wholly) committed, so the upstream must retry it."""
+        reason = f"the mirror cannot take writes now: {fault}"
+        return self._end(503, reason, d, tally, {"reason": fault.reason})
+
+    def _end(
+        self,
+        status: int,
+        reason: str,
+        d: Delivery,
+        tally: _Tally,
+        extra: dict[str, str] | None = None,
+    ) -> Answer:
+        """A rejection once part of the body may be committed: those notices are hints as
+        good as any (the queue coalesces the upstream's retry of them), so the worker is woken."""
+        self._woken(tally)
+        return self.reject(status, reason, d.path, d.peer, extra)
+
+    def _woken(self, tally: _Tally) -> None:
+        if self.on_enqueued is not None and tally.queued:
+            self.on_enqueued()
 
     def _fault(self, exc: sqlite3.Error | OSError) -> StorageFault:
         """The storage fault a failed queue write is, reported; anything else is raised."""

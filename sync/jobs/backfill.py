@@ -91,6 +91,9 @@ class TypeReport:
     repaired: int = 0
     removed: int = 0
     error: str | None = None
+    #: Malls whose listing still changed under the last missed-row pass allowed: rows of them
+    #: may be missing (`ccsync backfill` then exits 1).
+    unsettled: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -331,6 +334,15 @@ class Backfill:
             if await self.missed.needed(rtype, started_at):
                 # Per (type, mall): the deal visibilities are one population of rows.
                 await bounded(group_by_mall(scopes), self.limit, lambda g: self._repair(g, report))
+            elif moved := await self.missed.moved(rtype, scopes, self._unchanged, self.limit):
+                # Mall listings that changed under their walk: rows leave them unseen.
+                self.log.info(
+                    "backfill.mall_listings_changed",
+                    type=rtype.name,
+                    malls=len(moved),
+                    hint="running the missed-row pass over them",
+                )
+                await bounded(group_by_mall(moved), self.limit, lambda g: self._repair(g, report))
             for s in scopes:
                 self.mirror.finish_backfill(rtype.name, s.key, finished_at=iso_ms(self.clock()))
                 if self.mirror.get_cursor(rtype.name, s.key) is None:
@@ -393,11 +405,13 @@ class Backfill:
                 first = await self._fetch(scope, 1)
                 last = first.last
                 tail = (1, first.resources, first.last)
+                self.missed.saw_scope(name, key, level=scope.rtype.level, last=last)
                 self.progress.add_pages(name, last)
                 if 1 not in done:
                     self._write(scope, first, report, last)
                 del first
         else:
+            self.missed.saw_scope(name, key, level=scope.rtype.level, last=last)
             self.progress.add_pages(name, last)
         if done:
             # Committed by the interrupted run: on the bar, and in the report apart from this
@@ -439,6 +453,7 @@ class Backfill:
                 # Rows past `links.last`: it named fewer pages than the listing holds (an empty
                 # page there is the ordinary end of a listing whose last page was full).
                 self.missed.shifted.add(name)
+                self.missed.saw_scope(name, key, level=scope.rtype.level, last=number)
                 self.log.warning(
                     "backfill.pages_past_last",
                     type=name,
@@ -447,6 +462,18 @@ class Backfill:
                     page=number,
                     hint="the upstream's links.last named fewer pages than it holds; read on",
                 )
+
+    async def _unchanged(self, scope: Scope, number: int, tag: str) -> bool:
+        """Whether page `number` of `scope` still answers 304 to its ETag (`MissedRows.moved`)."""
+        resp = await self.client.list_response(
+            scope.rtype,
+            number,
+            mall_id=scope.mall_id,
+            scope_params=scope.params,
+            params=catalogue.trim_params(self.trim.get(scope.rtype.name, ())),
+            headers={"If-None-Match": tag},
+        )
+        return resp.status == 304
 
     def _asked(self) -> int:
         return self.client.page_size()
@@ -461,6 +488,8 @@ class Backfill:
             scope_params=scope.params,
             params=catalogue.trim_params(trim),
         )
+        if scope.mall_id is not None:
+            self.missed.saw_etag(scope.rtype.name, scope.key, number, resp.headers.get("ETag"))
         mall = int(scope.mall_id) if scope.mall_id is not None else None
         return await self.pages.stage(
             scope.rtype.name,
@@ -494,6 +523,8 @@ class Backfill:
         self.progress.advance(scope.rtype.name, page.resources)
 
     async def _repair(self, scopes: Sequence[Scope], report: TypeReport) -> None:
-        result = await self.reconciler.reconcile(scopes)
+        result = await self.missed.repair(self.reconciler, scopes)
         report.repaired += result.fetched
         report.removed += result.removed
+        if not result.settled and scopes[0].mall_id is not None:
+            report.unsettled.append(int(scopes[0].mall_id))

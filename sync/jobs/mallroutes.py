@@ -12,16 +12,21 @@ checked at run time (at every reconcile) and dropped when it fails the check:
   (local deals through their stores' malls, Public national deals unless
   `exclude_national_deals`), which the spec never states. Listing national deals once per mall
   would dwarf the mirror, so the rule is kept when a few malls' routes agree with it exactly;
-  when one disagrees, the view is replaced by a table filled from every mall's route.
+  when one disagrees, the view is replaced by a table filled from every mall's route. Where the
+  rule cannot be built (no deal serves `stores` linkage, so there is nothing to derive from) or
+  cannot be checked (no mall's route could be compared), the routes fill the table too, after a
+  backfill as well as in the daemon: `malls_deals` always comes from evidence (#37).
 
-The decision is kept in `_sync_meta` (`mall_routes`), shown by `ccsync status`.
+The decision is kept in `_sync_meta` (`mall_routes`), with what it rests on (`mall_routes_why`:
+how many malls' routes the rule was checked against, or why the routes fill the table), both
+shown by `ccsync status`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import orjson
@@ -33,15 +38,26 @@ from sync.core.logs import get_logger
 from sync.jobs.fetch import parse_id
 from sync.model import catalogue
 from sync.store import Mirror
+from sync.store.schema import VIEWS
 
 Source = Literal["include", "derived", "unchecked", "route"]
 META_KEY = "mall_routes"
+#: What each decision rests on, shown by `ccsync status`.
+WHY_KEY = "mall_routes_why"
 #: The top-level types whose malls may come from `/malls/{id}/<type>`.
 ROUTED_BY_MALL = frozenset({"contacts", "deals"})
 #: Malls whose deals route is compared with the derivation.
 SAMPLE = 3
 
 _log = get_logger("sync.mallroutes")
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """The derivation checked against the mall routes: whether they agreed, and on what."""
+
+    agreed: bool
+    why: str
 
 
 class MallRoutes:
@@ -59,12 +75,37 @@ class MallRoutes:
             return {}
         return out if isinstance(out, dict) else {}
 
+    def deals_unproven(self) -> bool:
+        """Whether `malls_deals` rests on no check yet: `unchecked`, or `derived` with no view
+        to derive from (a mirror written before #37 took that for agreement)."""
+        source = self.decisions().get("deals")
+        if source == "unchecked":
+            return True
+        schema = self.mirror.schema
+        return (
+            source == "derived"
+            and not schema.mall_deals_is_table()
+            and not self.mirror.has_view("malls_deals")
+        )
+
+    def reasons(self) -> dict[str, str]:
+        """What each decision rests on (`WHY_KEY`)."""
+        raw = self.mirror.get_meta(WHY_KEY)
+        try:
+            out = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            return {}
+        return out if isinstance(out, dict) else {}
+
     def _decide(self, name: str, source: Source, why: str) -> None:
         now = self.decisions()
         if now.get(name) != source:
             _log.info("mall_routes.decided", type=name, source=source, why=why)
         now[name] = source
         self.mirror.set_meta(META_KEY, orjson.dumps(now).decode())
+        reasons = self.reasons()
+        reasons[name] = why
+        self.mirror.set_meta(WHY_KEY, orjson.dumps(reasons).decode())
 
     async def refresh(
         self, types: Sequence[str], malls: Sequence[int], *, check_deals: bool = True
@@ -84,18 +125,53 @@ class MallRoutes:
                 self._decide("contacts", "route", "GET /malls?include=contacts serves no linkage")
                 out["contacts"] = await self.from_routes("contacts", malls)
         if "deals" in types and malls:
-            if not check_deals and not self.mirror.schema.mall_deals_is_table():
+            written = await self._deals(malls, check=check_deals)
+            if written is not None:
+                out["deals"] = written
+        return out
+
+    async def _deals(self, malls: Sequence[int], *, check: bool) -> int | None:
+        """Decide where `malls_deals` comes from; the memberships written from the routes, or
+        None when the derivation stands (or nothing is mirrored to decide on)."""
+        schema = self.mirror.schema
+        if not schema.mall_deals_is_table():
+            schema.ensure_views()
+            if not self.mirror.has_view("malls_deals"):
+                missing = self._underivable()
+                if missing is None:
+                    self._decide("deals", "unchecked", "no deal mirrored yet")
+                    return None
+                return await self._deals_from_routes(malls, missing)
+            if not check:
                 if self.decisions().get("deals") != "derived":
                     self._decide("deals", "unchecked", "derived; checked by the daemon")
-                return out
-            why = await self._deals_disagree(malls)
-            if why is None:
-                self._decide("deals", "derived", "the mall routes agree with the derivation")
-            else:
-                self._decide("deals", "route", why)
-                self.mirror.schema.materialize_mall_deals()
-                out["deals"] = await self.from_routes("deals", malls)
-        return out
+                return None
+            verdict = await self._deals_check(malls)
+            if verdict.agreed:
+                self._decide("deals", "derived", verdict.why)
+                return None
+            return await self._deals_from_routes(malls, verdict.why)
+        return await self._deals_from_routes(
+            malls, self.reasons().get("deals") or "the mall routes disagreed with the derivation"
+        )
+
+    async def _deals_from_routes(self, malls: Sequence[int], why: str) -> int:
+        self._decide("deals", "route", why)
+        self.mirror.schema.materialize_mall_deals()
+        return await self.from_routes("deals", malls)
+
+    def _underivable(self) -> str | None:
+        """Why the derivation cannot be built while deals are mirrored; None: no deal is."""
+        schema = self.mirror.schema
+        if "id" not in schema.columns("deals") or not self.mirror.count("deals"):
+            return None
+        if not schema.columns("deals_stores"):
+            return "no deal serves stores linkage"
+        for table, cols in VIEWS["malls_deals"][0]:
+            if not set(cols) <= schema.columns(table):
+                absent = ", ".join(sorted(set(cols) - schema.columns(table)))
+                return f"{table} lacks {absent}: the derivation cannot be built"
+        return "the derivation cannot be built"
 
     async def _contacts_linked(self) -> bool:
         try:
@@ -139,22 +215,30 @@ class MallRoutes:
             return None
         return sorted({parse_id(r["id"]) for p in pages for r in p.resources})
 
-    async def _deals_disagree(self, malls: Sequence[int]) -> str | None:
-        if self.mirror.schema.mall_deals_is_table():
-            return "listed per mall since the routes disagreed with the derivation"
-        if not self.mirror.has_view("malls_deals"):
-            return None  # nothing derived yet (no stores or deals mirrored)
-        for mall in list(malls)[:SAMPLE]:
+    async def _deals_check(self, malls: Sequence[int]) -> _Verdict:
+        """The derivation against `SAMPLE` malls' deal routes (a mall gone since is passed
+        over); agreement only when at least one mall was compared."""
+        compared = deals = 0
+        for mall in malls:
+            if compared >= SAMPLE:
+                break
             listed = await self._route_ids("deals", mall)
             if listed is None:
                 continue
             derived = self.mirror.mall_deals(mall)
             if listed != derived:
-                return (
+                return _Verdict(
+                    False,
                     f"GET /malls/{mall}/deals lists {len(listed)} deals, the derivation "
-                    f"{len(derived)}"
+                    f"{len(derived)}",
                 )
-        return None
+            compared += 1
+            deals += len(listed)
+        if not compared:
+            return _Verdict(False, "no mall's deals route could be compared with the derivation")
+        return _Verdict(
+            True, f"checked against {compared} malls' routes ({deals} deals listed): agreed"
+        )
 
     async def from_routes(self, name: str, malls: Sequence[int]) -> int:
         """`malls_<name>` of every mall in `malls` from its route; memberships written."""

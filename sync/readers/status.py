@@ -154,6 +154,9 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # Where the malls' contacts and deals memberships come from (`sync.jobs.mallroutes`):
             # `include` linkage, a `derived` view checked against the routes, or the `route`s.
             "mall_routes": json.loads(mirror.get_meta("mall_routes") or "{}") or None,
+            # What each of those rests on: the malls' routes the rule was checked against, or
+            # why the routes fill the table.
+            "mall_routes_why": json.loads(mirror.get_meta("mall_routes_why") or "{}") or None,
             # The page size the upstream was found to serve ("asked:served", `Paging`).
             "page_size": _page_size(mirror),
             # With several accounts: which one reads each type (`sync.channel.accounts`).
@@ -209,14 +212,18 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         for name, d in sorted(members["types"].items()):
             how = "GET /malls?include=" if d.get("mode") == "include" else "per-mall listings"
             out.append(f"  {name:<15} {how}: {d.get('reason', '')}")
+    reasons = data.get("mall_routes_why") or {}
     for name, source in sorted((data.get("mall_routes") or {}).items()):
         how = {
             "include": "the malls' include= linkage",
-            "derived": "derived by a rule the mall routes agreed with",
+            "derived": "derived by a rule",
             "unchecked": "derived by a rule not yet checked against the mall routes",
             "route": "listed from GET /malls/{id}/" + name,
         }.get(source, source)
-        out.append(f"malls_{name}: {how}")
+        why = reasons.get(name)
+        if source == "derived" and not why:  # written before the reason was kept
+            why = "checked against the mall routes before this version kept how"
+        out.append(f"malls_{name}: {how}" + (f": {why}" if why else ""))
     profile = data.get("upstream_profile") or {}
     if profile.get("routes"):
         out.append(f"upstream profile (probed {profile.get('probed_at') or 'at run time'}):")

@@ -21,6 +21,7 @@ it again.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 from sync.channel.profile import INCLUDE_ATTEMPTS, UpstreamProfile, route_key
@@ -84,6 +85,17 @@ class IncludeFallback(ChannelSession):
         the profile, so the request can go again without them. False when no path was refused
         (the answer was about something else; with `failing`, also when the request without
         `include=` fails as well: the 5xx is not the include's)."""
+        key = route_key(rtype)
+        async with self.include_locks.setdefault(key, asyncio.Lock()):
+            if self.profile is not None and self.profile.refused_includes(rtype) & set(
+                paths.split(",")
+            ):
+                return True  # found out by a listing beside this one meanwhile
+            return await self._find_refused(rtype, mall_id, paths, failing)
+
+    async def _find_refused(
+        self, rtype: ResourceType, mall_id: int | str | None, paths: str, failing: bool
+    ) -> bool:
         from sync.channel.profile import Profiler, RouteProfile, note_refusals
 
         if self.profile is None:

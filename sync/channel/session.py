@@ -129,6 +129,9 @@ class ChannelSession:
         #: until probed or loaded; `save_profile` keeps a change (set by whoever owns a mirror).
         self.profile: UpstreamProfile | None = None
         self.save_profile: Callable[[], None] | None = None
+        #: One include fallback at a time per route (`sync.channel.includes`): the scopes that
+        #: met the same refusal side by side wait for the first one's verdict.
+        self.include_locks: dict[str, asyncio.Lock] = {}
         #: The request budget every request of this client takes a slot from (None: off); with
         #: `budget = "per_account"`, the first account's (each account takes from its own).
         self.budget = self.accounts.first.budget

@@ -17,8 +17,10 @@ import pytest
 from aioresponses import aioresponses
 
 from sync.channel.client import ChannelClient
+from sync.channel.pages import Page, last_page_number
+from sync.channel.paging import Paging, next_number
 from sync.channel.profile import Profiler
-from sync.core.errors import ListingMissingError
+from sync.core.errors import ListingMissingError, NotFoundError
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
 from sync.jobs.probe import probe
@@ -216,3 +218,55 @@ async def test_the_probe_says_what_was_not_served_and_finishes_without_the_retry
     assert "/deals include=tags.tags: HTTP 500" in out, out
     assert "/deals: no ETag" in out, out
     assert profile.api_version is None and past_end > 0
+
+
+def test_links_next_says_where_a_listing_ends_when_links_last_is_not_served() -> None:
+    base = "https://upstream.test/contacts"
+    assert last_page_number({"links": {"next": None, "prev": f"{base}?page[number]=2"}}, 3) == 3
+    assert last_page_number({"links": {"next": f"{base}?page[number]=4"}}, 3) == 4
+    assert last_page_number({"links": {"last": f"{base}?page[number]=9", "next": None}}, 3) == 9
+
+
+class _Walked:
+    """A listing of `pages` full pages (2 rows each) whose pages past `served` answer `status`;
+    `last` is what each page's `links.last` says."""
+
+    def __init__(self, pages: int, last: int, served: int, status: int = 404) -> None:
+        self.pages, self.last, self.served, self.status = pages, last, served, status
+        self.asked: list[int] = []
+
+    async def fetch(self, number: int) -> Page:
+        self.asked.append(number)
+        if number > self.served:
+            raise NotFoundError("not found: Invalid page.", url="u", status=self.status)
+        rows = [{"id": str(number * 10 + i)} for i in range(2 if number <= self.pages else 0)]
+        return Page(rows, [], {}, number, self.last, None)
+
+
+async def _walk(listing: _Walked) -> list[int]:
+    paging = Paging(2)
+    return [p.number async for p in paging.walk(listing.fetch, 1, next_number)]
+
+
+async def test_a_404_past_the_promised_pages_ends_the_walk_and_one_before_them_fails_it() -> None:
+    """Two full pages, `links.last` 2: page 3 answering 404 (or 400) is the end. `links.last` 3
+    and page 3 answering 404: a failure, raised, after page 2 was asked again and still
+    promised it."""
+    for status in (404, 400):
+        assert await _walk(_Walked(pages=2, last=2, served=2, status=status)) == [1, 2]
+    promised = _Walked(pages=3, last=3, served=2)
+    with pytest.raises(NotFoundError):
+        await _walk(promised)
+    assert promised.asked == [1, 2, 3, 2]
+    # The listing shrank while walked: page 2 asked again now ends it, so the 404 is the end.
+    shrank = _Walked(pages=3, last=3, served=2)
+
+    async def fetch(number: int) -> Page:
+        page = await shrank.fetch(number)
+        return Page(page.resources, [], {}, number, 2 if len(shrank.asked) > 3 else 3, None)
+
+    paging = Paging(2)
+    assert [p.number async for p in paging.walk(fetch, 1, next_number)] == [1, 2]
+    # Page 1 is always promised: its 404 is never the end of anything.
+    with pytest.raises(NotFoundError):
+        await _walk(_Walked(pages=0, last=1, served=0))

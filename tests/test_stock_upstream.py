@@ -23,6 +23,8 @@ from sync.channel.profile import Profiler
 from sync.core.errors import ListingMissingError, NotFoundError
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
+from sync.jobs.fetch import Fetcher
+from sync.jobs.mallincludes import Members
 from sync.jobs.probe import probe
 from sync.jobs.reconcile import Reconciler
 from sync.model import catalogue
@@ -270,3 +272,32 @@ async def test_a_404_past_the_promised_pages_ends_the_walk_and_one_before_them_f
     # Page 1 is always promised: its 404 is never the end of anything.
     with pytest.raises(NotFoundError):
         await _walk(_Walked(pages=0, last=1, served=0))
+
+
+async def test_the_members_fast_path_reads_a_page_past_the_malls_left_as_the_end(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`GET /malls?include=stores` paged by the mirror's mall count: a mall deleted upstream
+    leaves the last page past the end, and its 404 is the end of the walk, not a failure."""
+    async with make_emulator(resources=300, seed=7, malls=3, hard=Hard(past_end_404=True)) as emu:
+        emu.app.mall_includes = True
+        settings = settings_for(emu, tmp_path / "m.db", types=["malls", "stores"])
+        await run_backfill(settings)
+        emu.delete("malls", emu.ids("malls")[-1])
+        mirror = Mirror.open(settings.mirror.path)
+        try:
+            async with ChannelClient(settings.upstream) as client:
+                members = Members(
+                    client,
+                    mirror,
+                    Fetcher(client, mirror),
+                    [catalogue.TYPES["stores"]],
+                    lambda: list(mirror.ids("malls")),
+                    page_size=1,
+                )
+                await members.detect()
+                assert members.pages() == 3
+                await members.poll()
+        finally:
+            mirror.close()
+        assert emu.requests.routes["/malls"] >= 3

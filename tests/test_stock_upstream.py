@@ -171,6 +171,18 @@ async def test_an_include_path_answering_500_is_refused_fast_and_the_backfill_co
         assert result.differences == 0, result.summary()
         lines = status_lines(status_data(settings.mirror.path))
         assert any("tags.tags (HTTP 500" in line for line in lines), lines
+        # Retried at the next probe: served again, it is used again.
+        emu.hard.include_path_500 = False
+        mirror = Mirror.open(settings.mirror.path)
+        try:
+            async with ChannelClient(settings.upstream) as client:
+                Fetcher(client, mirror)  # the stored profile, refusal included
+                assert client.profile is not None
+                assert "tags.tags" in client.profile.refused_includes(catalogue.TYPES["deals"])
+                again = await Profiler(client).probe([catalogue.TYPES[t] for t in types], [])
+        finally:
+            mirror.close()
+        assert again.routes["/deals"].includes["tags.tags"] == "linkage"
 
 
 async def test_a_refused_nested_path_leaves_its_parent_served_and_no_route_is_walked(

@@ -69,6 +69,8 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         size: int | None = None,
         conditional: bool = False,
         refusals: bool = True,
+        attempts: int | None = None,
+        as_asked: bool = False,
     ) -> Page:
         """One page of a type's collection (per mall for mall-scoped types).
 
@@ -77,23 +79,37 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         page not full): a 304 then means nothing in the result changed, and comes back as an
         empty page whose `not_modified` is set (the caller wrote those rows last time). A full
         page's ETag is never kept: a 304 for it would say nothing of the pages after it. Polls
-        use it: an unchanged listing costs a request but no body."""
+        use it: an unchanged listing costs a request but no body.
+
+        `attempts`: 5xx answers allowed before `RetriesExhaustedError` (None: the retry budget;
+        a listing with `include=` is asked with `INCLUDE_ATTEMPTS` first, see `_include_refused`);
+        `as_asked`: `params`' include paths sent even where the profile holds them refused (a
+        probe asks each path again)."""
         path, query = self._listing(
             rtype, number, mall_id, scope_params, params, fields, include, size
         )
+        if as_asked and params and "include" in params:
+            query["include"] = params["include"]
         key = etag = None
         if conditional:
             key = path + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
             etag = self._etags.get(key)
+        headers = {"If-None-Match": etag} if etag else None
         try:
             resp = await self.get_listing(
-                path, query, headers={"If-None-Match": etag} if etag else None
+                path, query, headers, attempts or self.include_attempts(query, refusals)
             )
         except UpstreamError as exc:
             # `refusals=False`: a probe's own request (no fallback inside the fallback), and
             # the one retry after it (a path refused again is not asked about twice).
-            if not refusals or not await self._include_refused(exc, rtype, mall_id, query):
+            if not refusals or attempts is not None:
                 raise
+            if not await self._include_refused(exc, rtype, mall_id, query):
+                if not self.include_5xx(exc, query):
+                    raise
+                # A 5xx no include path causes: asked again with the whole retry budget.
+                resp = await self.get_listing(path, query, headers)
+                return self._page(resp, number, query, key, etag)
             return await self.list_page(
                 rtype,
                 number,
@@ -105,6 +121,18 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
                 size=size,
                 refusals=False,
             )
+        return self._page(resp, number, query, key, etag)
+
+    def _page(
+        self,
+        resp: Response,
+        number: int,
+        query: Mapping[str, str],
+        key: str | None,
+        etag: str | None,
+    ) -> Page:
+        """The `Page` of a listing's answer (a 304 to `If-None-Match: etag` an empty one whose
+        `not_modified` is set); the ETag kept under `key` when the answer held the whole result."""
         if resp.status == 304 and etag is not None:
             return Page([], [], {}, number, number, self.api_version, not_modified=True)
         doc = decode_listing(resp.body, resp.url, resp.status)
@@ -199,10 +227,13 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
             rtype, number, mall_id, scope_params, params, fields, include, size
         )
         try:
-            return await self.get_listing(path, query, headers=headers)
+            return await self.get_listing(path, query, headers, self.include_attempts(query))
         except UpstreamError as exc:
             if not await self._include_refused(exc, rtype, mall_id, query):
-                raise
+                if not self.include_5xx(exc, query):
+                    raise
+                # A 5xx no include path causes: asked again with the whole retry budget.
+                return await self.get_listing(path, query, headers)
             path, query = self._listing(
                 rtype, number, mall_id, scope_params, params, fields, include, size
             )
@@ -291,6 +322,18 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         if since:
             query["filter[created_at][gte]"] = since
         return await self.get_page("/deletions", number, query, size)
+
+    async def resource(self, rtype: ResourceType, rid: int | str) -> dict[str, Any]:
+        """`GET /<type>/{id}`: one resource (`NotFoundError` when the upstream has none): the
+        only evidence, besides the deletions feed, that a mall is gone (a 404 from one of its
+        listings says nothing of the mall, `sync.jobs.fetch.confirm_mall_gone`)."""
+        doc, _ = await self.get_document(f"/{rtype.path}/{rid}", {})
+        data = doc.get("data") if isinstance(doc, dict) else None
+        if not isinstance(data, dict):
+            raise BadResponseError(
+                "a single resource without a `data` object", url=f"{self.base}/{rtype.path}/{rid}"
+            )
+        return data
 
     # -- hours ---------------------------------------------------------------------------------
 

@@ -6,16 +6,27 @@ Rather than lose the listing, the client asks each path alone (one row, `Profile
 marks the refused ones in the upstream profile (`sync.channel.profile`, kept in the mirror), and
 sends the listing again without them; every later listing of that route leaves them out
 (`include_for`). Their linkage then comes from the relationship's own route
-(`sync.jobs.relroutes`) or is not mirrored, which `ccsync status` says.
+(`sync.jobs.relroutes`), from the included rows of the path's parent, or is not mirrored, which
+`ccsync status` says. A refused `a.b` is that path only: `a` is asked on its own.
+
+Some upstreams fail on one path with a 5xx instead (a framework whose prefetch breaks on
+`tags.tags`): retrying that for the whole retry budget only delays the listing's failure. So a
+listing with `include=` is asked with a small 5xx allowance (`INCLUDE_ATTEMPTS`); when it runs
+out, the same request without `include=` is asked (same allowance): if that fails too, the 5xx
+is not the include's, and the listing is asked again with the whole retry budget; if it
+succeeds, each path is asked alone, and one that answers 5xx while the bare request succeeds is
+marked refused (its reason kept, `RouteProfile.include_errors`) like a 400. The next probe asks
+it again.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
-from sync.channel.profile import UpstreamProfile, route_key
+from sync.channel.profile import INCLUDE_ATTEMPTS, UpstreamProfile, route_key
 from sync.channel.session import ChannelSession
-from sync.core.errors import UpstreamError
+from sync.core.errors import RetriesExhaustedError, UpstreamError
 from sync.model.catalogue import ResourceType
 
 
@@ -35,6 +46,21 @@ class IncludeFallback(ChannelSession):
             p for p in paths.split(",") if p and p not in refused and p.split(".")[0] not in refused
         )
 
+    def include_attempts(self, query: Mapping[str, str], refusals: bool = True) -> int | None:
+        """The 5xx allowance of a listing request: `INCLUDE_ATTEMPTS` when it carries
+        `include=` and the fallback may run, else None (the whole retry budget)."""
+        return INCLUDE_ATTEMPTS if refusals and "include" in query else None
+
+    @staticmethod
+    def include_5xx(exc: UpstreamError, query: Mapping[str, str]) -> bool:
+        """Whether `exc` is a listing with `include=` that ran out of its small 5xx allowance."""
+        return (
+            "include" in query
+            and isinstance(exc, RetriesExhaustedError)
+            and exc.status is not None
+            and exc.status >= 500
+        )
+
     async def _include_refused(
         self,
         exc: UpstreamError,
@@ -42,19 +68,35 @@ class IncludeFallback(ChannelSession):
         mall_id: int | str | None,
         query: Mapping[str, str],
     ) -> bool:
-        """Whether `exc` was a 400 refusing the request's include paths, now marked refused
-        (`refused_include`), so the request can go again without them."""
+        """Whether `exc` was a 400 refusing the request's include paths, or a 5xx one of them
+        causes, now marked refused (`refused_include`), so the request can go again without
+        them."""
+        if self.include_5xx(exc, query):
+            return await self.refused_include(rtype, mall_id, query["include"], failing=True)
         if exc.status != 400 or "include" not in query or "includ" not in str(exc).lower():
             return False
         return await self.refused_include(rtype, mall_id, query["include"])
 
     async def refused_include(
-        self, rtype: ResourceType, mall_id: int | str | None, paths: str
+        self, rtype: ResourceType, mall_id: int | str | None, paths: str, *, failing: bool = False
     ) -> bool:
-        """A listing with `include=<paths>` was refused with a 400: ask each path alone (one
-        row) and mark the refused ones in the profile, so the request can go again without
-        them. False when no path was refused (the 400 was about something else)."""
-        from sync.channel.profile import Profiler, RouteProfile
+        """A listing with `include=<paths>` was refused with a 400 (`failing`: answered 5xx
+        past its small allowance): ask each path alone (one row) and mark the refused ones in
+        the profile, so the request can go again without them. False when no path was refused
+        (the answer was about something else; with `failing`, also when the request without
+        `include=` fails as well: the 5xx is not the include's)."""
+        key = route_key(rtype)
+        async with self.include_locks.setdefault(key, asyncio.Lock()):
+            if self.profile is not None and self.profile.refused_includes(rtype) & set(
+                paths.split(",")
+            ):
+                return True  # found out by a listing beside this one meanwhile
+            return await self._find_refused(rtype, mall_id, paths, failing)
+
+    async def _find_refused(
+        self, rtype: ResourceType, mall_id: int | str | None, paths: str, failing: bool
+    ) -> bool:
+        from sync.channel.profile import Profiler, RouteProfile, note_refusals
 
         if self.profile is None:
             self.profile = UpstreamProfile()
@@ -62,18 +104,31 @@ class IncludeFallback(ChannelSession):
         route = self.profile.routes.setdefault(key, RouteProfile(key))
         prober = Profiler(self)
         mall = int(mall_id) if mall_id is not None else None
+        if failing and not await prober.bare(rtype, mall):
+            return False
         found = False
         for path in [p for p in paths.split(",") if p]:
-            verdict = await prober.include(rtype, mall, path)
+            try:
+                verdict = await prober.include(rtype, mall, path)
+            except UpstreamError:
+                if failing:
+                    return False  # the path alone failed as the bare request did not: unclear
+                raise
             route.includes[path] = verdict
             found = found or verdict == "refused"
+        note_refusals(route, prober)
         if found:
             self.log.warning(
                 "upstream.include_refused",
                 route=key,
-                refused=sorted(p for p, v in route.includes.items() if v == "refused"),
-                hint="the upstream refuses these include paths (400); the listing goes on "
-                "without them and their linkage is not mirrored through include=",
+                refused={
+                    p: route.include_errors.get(p, "")
+                    for p in sorted(route.includes)
+                    if route.includes[p] == "refused"
+                },
+                hint="the upstream refuses these include paths (4xx, or a 5xx only they cause); "
+                "the listing goes on without them and their linkage is not mirrored through "
+                "include=",
             )
             if self.save_profile is not None:
                 self.save_profile()

@@ -87,19 +87,32 @@ def decode_listing(body: bytes, url: str, status: int) -> Any:
         return decode(body, url, status)
 
 
-def last_page_number(doc: dict[str, Any]) -> int:
-    """page[number] of `links.last`, or 1 when the document has none (or an unreadable one)."""
+def last_page_number(doc: dict[str, Any], number: int = 1) -> int:
+    """page[number] of `links.last`; without one, what `links.next` says of page `number`
+    (null: it is the last, as Django REST framework JSON:API serves the end of a listing; an
+    address: the next is), else 1 (no links, or unreadable ones)."""
     links = doc.get("links")
-    last = links.get("last") if isinstance(links, dict) else None
-    if isinstance(last, dict):
-        last = last.get("href")
-    if not isinstance(last, str):
+    if not isinstance(links, dict):
         return 1
+    last = _page_of(links.get("last"))
+    if last is not None:
+        return last
+    if "next" in links:
+        return number if links["next"] is None else number + 1
+    return 1
+
+
+def _page_of(link: Any) -> int | None:
+    """page[number] of a link (a URL or a link object), or None when it names none."""
+    if isinstance(link, dict):
+        link = link.get("href")
+    if not isinstance(link, str):
+        return None
     try:
-        values = parse_qs(urlsplit(last).query).get("page[number]")
-        return max(1, int(values[0])) if values else 1
+        values = parse_qs(urlsplit(link).query).get("page[number]")
+        return max(1, int(values[0])) if values else None
     except ValueError:  # not a URL (urlsplit), or not a number (int)
-        return 1
+        return None
 
 
 _OBJECT_MEMBERS = ("attributes", "meta", "relationships")
@@ -161,6 +174,6 @@ def to_page(doc: Any, number: int, url: str, status: int, api_version: str | Non
         included=included,
         meta=meta if isinstance(meta, dict) else {},
         number=number,
-        last=last_page_number(doc),
+        last=last_page_number(doc, number),
         api_version=api_version,
     )

@@ -11,6 +11,10 @@ and `links.last` as an address the upstream computes. Neither is taken on trust:
   walk with rows unread: the next page is asked and found empty). It ends at an empty page, or a
   page shorter than the served size that `links.last` agrees is the last. A short page never
   proves that rows are gone: that is for `filter[id]` over every page (`sync.jobs.fetch`).
+- **A page past the end may be refused.** The page after one at or past `links.last` (or
+  whose `links.next` is null) proves nothing when it answers 404 or 400: the walk ends there,
+  as at an empty page (Django REST framework answers 404 "Invalid page."). A page promised by
+  `links.last` that answers so is a failure of that listing, never read as "gone".
 - **A refused size is retried smaller.** A 400 that names `page[size]` drops the size asked to
   the spec's default of 25 (then halves it) and remembers it.
 
@@ -29,12 +33,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol, TypeVar
 
+from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
 
 #: The spec's bound on `page[size]` (subject to change upstream).
 SPEC_MAX = 100
 #: The spec's default `page[size]`.
 SPEC_DEFAULT = 25
+#: What a page past the end of a listing may answer besides an empty page (Django's paginator:
+#: 404 "Invalid page."; others refuse the number with a 400).
+PAST_END = (400, 404)
 #: Where the mirror keeps what was learned (`_sync_meta`), shown by `ccsync status`.
 META_KEY = "upstream_paging"
 
@@ -111,17 +119,44 @@ class Paging:
         step: Callable[[Position, PageT], Position],
         *,
         asked: int | None = None,
+        promised: bool = True,
     ) -> AsyncIterator[PageT]:
         """The one paging loop: `fetch(start)`, then `fetch(step(position, page))` after every
         page the stop rule (`more`, pages asked with `page[size]=asked`) says is not the last.
         Each page is yielded before the rule is asked, so a caller that stops early (a page
-        out of order, `sync.jobs.poll.OutOfOrder`) asks nothing more."""
+        out of order, `sync.jobs.poll.OutOfOrder`) asks nothing more.
+
+        A page past what the upstream promised (the one after a page at or past its
+        `links.last`, or whose `links.next` is null; `promised=False`: already the first one
+        asked) that answers 404 or 400 is the end of the listing, as an empty page is (Django's
+        paginator answers "Invalid page." there). A page the upstream promised that answers so
+        is a failure, raised, unless the page before it, asked again, now ends before it (the
+        listing shrank while walked)."""
         position = start
+        before: tuple[Position, PageT] | None = None
+        rechecked = False
         while True:
-            page = await fetch(position)
+            try:
+                page = await fetch(position)
+            except UpstreamError as exc:
+                if exc.status not in PAST_END:
+                    raise
+                if promised:
+                    if before is None or rechecked:
+                        raise
+                    rechecked = True
+                    again = await fetch(before[0])
+                    if again.number < again.last:
+                        raise
+                    _log.info("upstream.listing_shrank", status=exc.status, url=exc.url)
+                    return
+                _log.debug("upstream.past_end", status=exc.status, url=exc.url)
+                return
             yield page
             if not self.more(page, asked):
                 return
+            before = (position, page)
+            promised = page.number < page.last
             position = step(position, page)
 
     def learn(self, served: int) -> None:

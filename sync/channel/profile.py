@@ -8,8 +8,11 @@ bound "subject to change" and a signing window of "several seconds". Nothing of 
   first must ascend and the second descend, which id order never does both);
 - **filter**: does `filter[updated_at][gte]` filter (every row returned at or after a stamp
   between the ones seen);
-- **includes**: each include path the mirror would ask: refused (4xx), served with linkage
-  (`relationships.<name>.data`), or served without it;
+- **includes**: each include path the mirror would ask: refused (4xx, or a 5xx that path alone
+  causes: the request without `include=` succeeds), served with linkage
+  (`relationships.<name>.data`), or served without it; why a path was refused
+  (`include_errors`), and for a refused nested path (`images.tags`) whether the rows its parent
+  includes carry that linkage anyway (`linkage_from`);
 - **etag**: is the ETag stable across two identical requests, and does `If-None-Match` answer 304;
 
 and, for the whole upstream, the page size it serves (`Paging`), its clock offset and API version.
@@ -29,7 +32,7 @@ from typing import Any, Literal
 
 import orjson
 
-from sync.core.errors import NotFoundError, UpstreamError
+from sync.core.errors import NotFoundError, RetriesExhaustedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
@@ -42,6 +45,9 @@ EtagVerdict = Literal["304", "stable", "unstable", "none", "unknown"]
 META_KEY = "upstream_profile"
 #: Rows a probe request asks for: enough to see an order, small enough to cost nothing.
 PROBE_ROWS = 10
+#: 5xx answers a request with `include=` is allowed before the fallback asks which path causes
+#: them (`sync.channel.includes`), instead of the whole retry budget.
+INCLUDE_ATTEMPTS = 3
 #: Timestamp skews tried to see how wide the signing window is ("several seconds").
 SKEWS = (2.0, 5.0, 10.0, 30.0)
 
@@ -61,8 +67,11 @@ class RouteProfile:
     #: Set when a run saw the route contradict the probe (`contradicted`).
     note: str = ""
     #: Per refused include path: where its linkage comes from instead (the relationship's own
-    #: route, `sync.jobs.relroutes`), or "not mirrored".
+    #: route, `sync.jobs.relroutes`; for a nested path, `include=<parent>` whose included rows
+    #: carry it), or "not mirrored".
     linkage_from: dict[str, str] = field(default_factory=dict)
+    #: Per refused include path: what the upstream answered ("HTTP 400: ...", "HTTP 500 ...").
+    include_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def sorted_walk(self) -> bool:
@@ -143,6 +152,28 @@ class Profiler:
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        #: Include paths asked (`include`), why each refused one was, and the nested paths
+        #: (`images.tags`) whose linkage the rows of their parent path came with.
+        self.asked: set[str] = set()
+        self.reasons: dict[str, str] = {}
+        self.carried: set[str] = set()
+        self._bare: dict[tuple[str, int | None], bool] = {}
+
+    async def bare(self, rtype: ResourceType, mall: int | None) -> bool:
+        """Whether `rtype`'s route answers without `include=` within `INCLUDE_ATTEMPTS` 5xx
+        (asked once per route): False means a 5xx is not any include path's doing."""
+        key = (rtype.name, mall)
+        if key not in self._bare:
+            try:
+                await self._page(
+                    rtype, mall, {}, include=False, refusals=False, attempts=INCLUDE_ATTEMPTS
+                )
+                self._bare[key] = True
+            except RetriesExhaustedError as exc:
+                if exc.status is None or exc.status < 500:
+                    raise
+                self._bare[key] = False
+        return self._bare[key]
 
     async def probe(
         self, types: Sequence[ResourceType], malls: Sequence[int], *, deletions: bool = True
@@ -264,6 +295,7 @@ class Profiler:
             out.filter = await self._filter(rtype, mall, "updated_at", seen)
         for path in catalogue.include_paths(rtype.relationships):
             out.includes[path] = await self.include(rtype, mall, path)
+        note_refusals(out, self)
         out.etag = await self._etag(rtype, mall)
         return out
 
@@ -281,31 +313,56 @@ class Profiler:
         return "honoured" if all(s >= pivot for s in got) else "ignored"
 
     async def include(self, rtype: ResourceType, mall: int | None, path: str) -> IncludeVerdict:
+        """Whether `include=<path>` is refused (a 4xx; a 5xx within `INCLUDE_ATTEMPTS` while
+        the route answers without it: `bare`), served with linkage, or without it."""
         name = path.split(".")[0]
-        try:
-            page = await self.client.list_page(
+        self.asked.add(path)
+
+        async def ask(attempts: int | None) -> Any:
+            return await self._page(
                 rtype,
-                1,
-                mall_id=mall,
-                scope_params=rtype.scope_params[0],
-                params={"include": path},
+                mall,
+                {"include": path},
                 include=False,
-                size=PROBE_ROWS,
                 refusals=False,
+                as_asked=True,
+                attempts=attempts,
             )
+
+        try:
+            page = await ask(INCLUDE_ATTEMPTS)
         except UpstreamError as exc:
             if exc.status is not None and 400 <= exc.status < 500 and exc.status not in (401, 429):
+                self.reasons[path] = f"HTTP {exc.status}: {exc.message}"[:200]
                 return "refused"
-            raise
+            if not isinstance(exc, RetriesExhaustedError) or exc.status is None:
+                raise
+            if await self.bare(rtype, mall):
+                self.reasons[path] = f"HTTP {exc.status} with this path only"
+                return "refused"
+            page = await ask(None)  # not the path's doing: the whole retry budget, as ever
         if not page.resources:
             return "unknown"
         if "." in path:
             return "linkage"  # served: a nested path's linkage is on the included rows
+        self._carried(rtype, path, page.included)
         for r in page.resources:
             rel = (r.get("relationships") or {}).get(name)
             if isinstance(rel, dict) and "data" in rel:
                 return "linkage"
         return "no linkage"
+
+    def _carried(self, rtype: ResourceType, path: str, included: list[dict[str, Any]]) -> None:
+        """Note the nested paths (`<path>.<rel>`) whose linkage the rows `path` included carry."""
+        rel = next((r for r in rtype.relationships if r.name == path), None)
+        if rel is None:
+            return
+        for row in included:
+            if catalogue.normalize_type(str(row.get("type", ""))) != rel.target:
+                continue
+            for name, value in (row.get("relationships") or {}).items():
+                if isinstance(value, dict) and "data" in value:
+                    self.carried.add(f"{path}.{name}")
 
     async def _etag(self, rtype: ResourceType, mall: int | None) -> EtagVerdict:
         path = rtype.list_path(mall)
@@ -346,6 +403,21 @@ class Profiler:
         out.sort = _sorted(pages[0], ascending=True)
         out.sort_desc = _sorted(pages[1], ascending=False)
         return out
+
+
+def note_refusals(route: RouteProfile, prober: Profiler) -> None:
+    """Keep in `route` why each include path `prober` asked was refused, and where a refused
+    nested path's linkage comes from: `include=<parent>` when the parent's included rows carry
+    it (a refused `a.b` is that path only), else "not mirrored"."""
+    for path in prober.asked:
+        if route.includes.get(path) != "refused":
+            route.include_errors.pop(path, None)
+            continue
+        route.include_errors[path] = prober.reasons.get(path, "")
+        top = path.split(".")[0]
+        if "." in path and top in prober.asked:
+            served = route.includes.get(top) != "refused" and path in prober.carried
+            route.linkage_from[path] = f"include={top}" if served else "not mirrored"
 
 
 def _sorted(stamps: list[str] | None, *, ascending: bool) -> Verdict:

@@ -88,6 +88,7 @@ class Outgoing:
     json: Any
     headers: Mapping[str, str]
     once: bool  # never repeated blind (`Transport.send`)
+    attempts: int | None = None  # a 5xx allowance instead of the retry budget (`Transport.send`)
 
 
 class ChannelSession:
@@ -129,6 +130,9 @@ class ChannelSession:
         #: until probed or loaded; `save_profile` keeps a change (set by whoever owns a mirror).
         self.profile: UpstreamProfile | None = None
         self.save_profile: Callable[[], None] | None = None
+        #: One include fallback at a time per route (`sync.channel.includes`): the scopes that
+        #: met the same refusal side by side wait for the first one's verdict.
+        self.include_locks: dict[str, asyncio.Lock] = {}
         #: The request budget every request of this client takes a slot from (None: off); with
         #: `budget = "per_account"`, the first account's (each account takes from its own).
         self.budget = self.accounts.first.budget
@@ -269,9 +273,11 @@ class ChannelSession:
         json: Any = None,
         headers: Mapping[str, str] | None = None,
         once: bool = False,
+        attempts: int | None = None,
     ) -> Response:
         """A signed request; re-login once on 401; 4xx mapped to exceptions. `once`: never
-        repeated blind after a 5xx or timeout (`Transport.send`, `MaybeAppliedError`)."""
+        repeated blind after a 5xx or timeout (`Transport.send`, `MaybeAppliedError`);
+        `attempts`: 5xx answers allowed before `RetriesExhaustedError` (None: the retry budget)."""
         outgoing = Outgoing(
             method,
             path,
@@ -280,6 +286,7 @@ class ChannelSession:
             json,
             {**(ACCEPT if json is None else JSONAPI_BODY), **(headers or {})},
             once,
+            attempts,
         )
         return self._raise_for_status(await self._send_routing(outgoing), outgoing.url)
 
@@ -381,6 +388,7 @@ class ChannelSession:
             headers=outgoing.headers,
             once=outgoing.once,
             budget=account.budget,
+            attempts=outgoing.attempts,
         )
         return resp, signed_with[0]
 
@@ -411,13 +419,17 @@ class ChannelSession:
         return to_page(doc, number, resp.url, resp.status, self.api_version)
 
     async def get_listing(
-        self, path: str, query: dict[str, str], headers: Mapping[str, str] | None = None
+        self,
+        path: str,
+        query: dict[str, str],
+        headers: Mapping[str, str] | None = None,
+        attempts: int | None = None,
     ) -> Response:
         """GET one listing page; a 400 naming `page[size]` is asked again smaller (and the
-        smaller size kept for every later request, `Paging.refused`)."""
+        smaller size kept for every later request, `Paging.refused`). `attempts`: see `request`."""
         while True:
             try:
-                return await self.request("GET", path, query, headers=headers)
+                return await self.request("GET", path, query, headers=headers, attempts=attempts)
             except UpstreamError as exc:
                 if exc.status != 400 or "page" not in str(exc).lower():
                     raise
@@ -427,7 +439,10 @@ class ChannelSession:
                     continue
                 raise
 
-    def walk(self, fetch: Callable[[int], Awaitable[Page]], start: int = 1) -> AsyncIterator[Page]:
+    def walk(
+        self, fetch: Callable[[int], Awaitable[Page]], start: int = 1, *, promised: bool = True
+    ) -> AsyncIterator[Page]:
         """The page-number loop every listing walks through: pages from `start` until the
-        stop rule of `Paging.more` (see `Paging.walk`)."""
-        return self.paging.walk(fetch, start, next_number)
+        stop rule of `Paging.more` (see `Paging.walk`; `promised=False`: page `start` is past
+        the `links.last` already read, so a 404 there is the end)."""
+        return self.paging.walk(fetch, start, next_number, promised=promised)

@@ -182,10 +182,16 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         once: bool = False,
         budget: RequestBudget | None = None,
+        attempts: int | None = None,
     ) -> Response:
         """One logical request; `params` is called per attempt because signatures expire.
         `budget`: the request budget to take slots from instead of the transport's (an
         account's own, with `budget = "per_account"`).
+
+        `attempts`: a small allowance instead of the retry budget for 5xx answers: after that
+        many, `RetriesExhaustedError` carrying the last status (a listing with `include=`
+        asks so, and finds out whether one include path causes the 5xx,
+        `sync.channel.includes`). 429s and transport errors are retried as usual.
 
         `once`: a request that is not idempotent (a subscription) is not repeated after a 5xx,
         a timeout or a dropped connection, which may follow its effect: `MaybeAppliedError`.
@@ -193,6 +199,7 @@ class Transport:
         budget = budget if budget is not None else self.budget
         spent = 0.0  # seconds of this request's budget used: attempts plus waits
         attempt = 0
+        errors = 0  # 5xx answers, counted against `attempts`
         while True:
             attempt += 1
             wait: float | None = None
@@ -231,6 +238,15 @@ class Transport:
                 if not is_retryable(response.status):
                     return response
                 cause = f"HTTP {response.status}"
+                if response.status >= 500:
+                    errors += 1
+                    if attempts is not None and errors >= attempts:
+                        raise RetriesExhaustedError(
+                            f"answered {cause} {errors} times in a row",
+                            url=url,
+                            status=response.status,
+                            hint="asked with a small allowance; the caller decides what next",
+                        )
             except TRANSIENT_ERRORS as exc:
                 name = type(exc).__name__
                 cause = scrub(f"{name}: {exc}" if str(exc) else name)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from sync.cli import config_option, fail_cleanly, run_async, settings_from
-from sync.jobs.probe import probe
+from sync.jobs.probe import api_version, probe, unusable
 
 
 @click.command("probe")
@@ -28,7 +28,7 @@ def probe_command(config_path: Path | None, as_json: bool) -> None:
         return
     served = profile.page_size_served or profile.page_size_asked
     click.echo(
-        f"api version: {profile.api_version or '?'}; page size asked {profile.page_size_asked}, "
+        f"api version: {api_version(profile)}; page size asked {profile.page_size_asked}, "
         f"served {served}; clock offset {profile.clock_offset:+.1f} s; signing window "
         f"{profile.window()}"
     )
@@ -37,3 +37,8 @@ def probe_command(config_path: Path | None, as_json: bool) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+    lines = unusable(profile)
+    if lines:
+        click.echo("could not use:")
+        for line in lines:
+            click.echo(f"  {line}")

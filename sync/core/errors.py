@@ -10,6 +10,8 @@
         ├── AuthError              login refused, or 401 again right after a fresh login
         ├── ForbiddenError         the account may not read this type (403); reported and skipped
         ├── NotFoundError          404 for a route or id
+        ├── ListingMissingError    a mall's listing answers 404 while `GET /malls/{id}` serves
+        │                          the mall: a failure of that scope, never a deletion
         ├── BadResponseError       the body is not the JSON:API document the spec promises
         ├── InvalidParametersError 422 from the management API, with every entry of `details`
         ├── RetriesExhaustedError  5xx/429/timeouts went on past the retry budget
@@ -118,6 +120,11 @@ class ForbiddenError(UpstreamError):
 
 class NotFoundError(UpstreamError):
     """The upstream answered 404."""
+
+
+class ListingMissingError(UpstreamError):
+    """A listing of a mall (`/malls/{id}/<type>`) answered 404 on a page it promised while
+    `GET /malls/{id}` still serves the mall: the listing failed, the mall is not gone."""
 
 
 class BadResponseError(UpstreamError):

@@ -127,14 +127,32 @@ class EmulatorApp:
         qs = self.public_query(request, **override)
         return f"{self.base}{request.path}" + (f"?{qs}" if qs else "")
 
-    def page_links(self, request: web.Request, total: int, size: int) -> dict[str, str]:
-        """`links` of a page of a listing of `total` rows: self, first, last."""
+    def page_links(
+        self, request: web.Request, total: int, size: int, number: int = 1
+    ) -> dict[str, str | None]:
+        """`links` of page `number` of a listing of `total` rows: self, first, last (and
+        next, prev, null at the ends, with `Hard.past_end_404`)."""
         last = max(1, -(-total // size))
-        return {
+        out: dict[str, str | None] = {
             "self": self.url(request),
             "first": self.url(request, **{"page[number]": "1", "page[size]": str(size)}),
             "last": self.url(request, **{"page[number]": str(last), "page[size]": str(size)}),
         }
+        if self.hard.past_end_404:
+            at = {"page[size]": str(size)}
+            out["next"] = self.url(request, **at, **{"page[number]": str(number + 1)})
+            out["prev"] = self.url(request, **at, **{"page[number]": str(number - 1)})
+            if number >= last:
+                out["next"] = None
+            if number <= 1:
+                out["prev"] = None
+        return out
+
+    def past_end(self, total: int, q: Query) -> None:
+        """`Hard.past_end_404`: a page past the last of `total` rows is a 404 (Django's
+        paginator; page 1 is always served)."""
+        if self.hard.past_end_404 and q.number > max(1, -(-total // q.size)):
+            raise Reply(error(404, "Not Found", "Invalid page."))
 
     def rec(self, type_name: str, raw_id: str) -> Rec:
         """The row a path names, or a 404."""
@@ -166,6 +184,7 @@ class EmulatorApp:
             )
         except QueryError as exc:
             raise Reply(error(400, "Bad Request", str(exc), exc.parameter)) from None
+        self._framework_includes(q.include)
         allowed = self.hard.includes_allowed
         if allowed is not None and q.include:
             for path in q.include:
@@ -198,6 +217,25 @@ class EmulatorApp:
                 )
             )
         return q
+
+    def _framework_includes(self, include: tuple[str, ...]) -> None:
+        """`Hard.include_path_500` and `Hard.nested_include_400`: a path repeating a name is a
+        500, a nested path through images a 400 naming `include`."""
+        for path in include:
+            names = path.split(".")
+            if self.hard.include_path_500 and len(set(names)) < len(names):
+                raise Reply(error(500, "Server Error", "Internal Server Error"))
+            if self.hard.nested_include_400 and len(names) > 1 and names[0] == "images":
+                raise Reply(
+                    error(
+                        400, "Bad Request", f"{path}: this include path is not supported", "include"
+                    )
+                )
+
+    def all_linkage(self) -> bool:
+        """Whether included resources carry the linkage of every relationship (the framework's
+        rendering, on with `Hard.include_path_500` or `Hard.nested_include_400`)."""
+        return self.hard.include_path_500 or self.hard.nested_include_400
 
     def links_only(self) -> frozenset[tuple[str, str]]:
         """The relationships (owner, name) served without linkage whatever `include` asks: a

@@ -124,6 +124,25 @@ class Hard:
     #: batch of any size.
     huge_notice_batches: bool = False
 
+    # -- a stock JSON:API framework's habits (Django REST framework JSON:API, #38) ---------------
+    #: A page past the last answers 404 "Invalid page." on every listing route (Django's
+    #: paginator; page 1 of an empty listing is served, empty), and `links` carry `next` and
+    #: `prev` beside `first` and `last`, null at the ends, as the framework serves them.
+    past_end_404: bool = False
+    #: An include path that repeats a name (`tags.tags`) answers 500, not a 400 (the
+    #: framework's prefetch fails on it). Included resources carry the linkage of every
+    #: relationship they have (the framework renders `data` for each), so the linkage that path
+    #: would have served still arrives; only the rows it alone reaches are not included.
+    include_path_500: bool = False
+    #: A nested include path through images (`images.tags`) answers 400 naming `include`,
+    #: while `images` itself is served (its included images carry their linkage, as above).
+    nested_include_400: bool = False
+    #: Relationships carry no `links` (one without linkage is left out), resources no
+    #: `links.self`.
+    no_relationship_links: bool = False
+    #: No `X-API-Version` header and no `ETag` (so no 304 either).
+    no_version_headers: bool = False
+
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         object.__setattr__(self, "_changes", self.changes + 1)

@@ -22,7 +22,9 @@ from sync.emulator.responses import error, etagged
 from sync.emulator.spec import (
     BY_PATH,
     MALL_CHANNEL,
+    MODELLED,
     RELATED_ROUTES,
+    SIDELOADED,
     SORTED,
     SORTED_IN_MALL,
     TARGET,
@@ -65,6 +67,9 @@ class Listings:
                         if v is None:  # once per included type and page, not per resource
                             fields = q.fields_for(other.type)
                             inc = tuple(dict.fromkeys(nested.get(other.type, ())))
+                            if self.emu.all_linkage() and other.type in SIDELOADED:
+                                every = sorted(MODELLED.get(other.type, ()))
+                                inc = tuple(dict.fromkeys((*inc, *every)))
                             v = variants[other.type] = (fields, variant(inc, fields), inc)
                         out.append(
                             encode_resource(data, base, other, v[2], v[0], v[1], data.stamp_forms)
@@ -90,7 +95,7 @@ class Listings:
             parts += [b',"included":[', b",".join(self._included(recs, q)), b"]"]
         parts += [
             b',"links":',
-            orjson.dumps(emu.page_links(request, total, q.size)),
+            orjson.dumps(emu.page_links(request, total, q.size, q.number)),
             b',"meta":{"scripts":',
             emu.scripts_of(type_name),
             b"}}",
@@ -131,6 +136,7 @@ class Listings:
                 return etagged(request, body)
         q = emu.parse(type_name, request, defaults, sortable=sortable)
         ids = emu.selector.select(type_name, mall, q)
+        emu.past_end(len(ids), q)
         start = (q.number - 1) * q.size
         recs = emu.data.by_type[type_name]
         page = [recs[i] for i in ids[start : start + q.size]]
@@ -183,6 +189,7 @@ class Listings:
             )
             body += b',"meta":{"scripts":' + emu.scripts_of(target) + b"}}"
             return etagged(request, body)
+        emu.past_end(len(others), q)
         start = (q.number - 1) * q.size
         return self._document(
             request, others[start : start + q.size], q, total=len(others), type_name=target

@@ -3,8 +3,9 @@
 Each request to a spec route is counted (`Traffic`, per route pattern), lets the data set catch up
 with switches assigned since the last one, and meets the switchable faults (`Faults`: latency,
 stalls, dropped connections, 429 with `Retry-After`, 5xx), which spare `/accounts` unless
-`Hard.account_faults`. Every answer gets the headers of the spec's Versioning section and a 404
-or 405 as a JSON:API error. The emulator's own `/_emulator/` routes pass untouched.
+`Hard.account_faults`. Every answer gets the headers of the spec's Versioning section (none
+with `Hard.no_version_headers`) and a 404 or 405 as a JSON:API error; with
+`Hard.no_relationship_links` its resources lose their `links` (`without_links`). The emulator's own `/_emulator/` routes pass untouched.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
 
+import orjson
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
@@ -87,10 +89,36 @@ def gate(emu: EmulatorApp) -> Middleware:
 
 def headers(emu: EmulatorApp, resp: web.StreamResponse, t0: float) -> web.StreamResponse:
     h = resp.headers
-    h["X-API-Version"] = API_VERSION
+    if emu.hard.no_version_headers:
+        h.pop("ETag", None)
+    else:
+        h["X-API-Version"] = API_VERSION
+    if emu.hard.no_relationship_links and isinstance(resp, web.Response):
+        without_links(resp)
     h["Cache-Control"] = "max-age=0, private, must-revalidate"
     h["X-Request-Id"] = uuid.uuid4().hex
     h["X-Runtime"] = f"{time.perf_counter() - t0:.6f}"
     h["Vary"] = "Origin"
     h["Date"] = formatdate(emu.now(), usegmt=True)
     return resp
+
+
+def without_links(resp: web.Response) -> None:
+    """`Hard.no_relationship_links`: the body's resources without `links.self`, their
+    relationships without `links` (one left without linkage is dropped)."""
+    body = resp.body
+    if resp.status != 200 or not isinstance(body, bytes) or not body.startswith(b'{"data"'):
+        return
+    doc = orjson.loads(body)
+    data = doc.get("data")
+    items = data if isinstance(data, list) else [data] if isinstance(data, dict) else []
+    for res in [*items, *(doc.get("included") or [])]:
+        res.pop("links", None)
+        rels = res.get("relationships") or {}
+        for name in list(rels):
+            rels[name].pop("links", None)
+            if not rels[name]:
+                del rels[name]
+        if "relationships" in res and not rels:
+            del res["relationships"]
+    resp.body = orjson.dumps(doc)

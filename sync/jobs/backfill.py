@@ -36,11 +36,12 @@ from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sync.channel.client import ChannelClient
-from sync.channel.paging import next_number
+from sync.channel.paging import PAST_END, next_number
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
+from sync.jobs.fetch import confirm_mall_gone
 from sync.jobs.hours import MallHours
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.missedrows import MissedRows
@@ -373,13 +374,16 @@ class Backfill:
 
     async def _pages(self, scope: Scope, report: TypeReport, started_at: str) -> None:
         """Fetch and write every page of one scope not yet committed by an earlier attempt.
-        A mall deleted upstream since it was listed answers 404: a fact, not a failure (its
-        memberships and hours go; the other scopes carry on)."""
+        A mall route that answers 404 where a page was promised asks `GET /malls/{id}`: a mall
+        deleted upstream since it was listed (404 there too) is a fact, not a failure (its
+        memberships and hours go; the other scopes carry on); a mall still served fails the
+        scope (`ListingMissingError`), nothing deleted."""
         try:
             await self._scope_pages(scope, report, started_at)
-        except NotFoundError:
+        except NotFoundError as exc:
             if scope.mall_id is None:
                 raise
+            await confirm_mall_gone(self.client, scope.mall_id, exc)
             self.log.info("backfill.mall_gone", type=scope.rtype.name, mall_id=scope.mall_id)
             self.mirror.mall_gone(int(scope.mall_id))
             self.mirror.finish_backfill(
@@ -422,7 +426,15 @@ class Backfill:
         async def one(number: int) -> None:
             nonlocal tail
             async with self.in_flight:
-                page = await self._fetch(scope, number)
+                try:
+                    page = await self._fetch(scope, number)
+                except UpstreamError as exc:
+                    if exc.status not in PAST_END or (await self._fetch(scope, 1)).last >= number:
+                        raise
+                    # Promised by the first page's `links.last`, gone since: the listing
+                    # shrank while walked (the missed-rows repair reads it again).
+                    self.missed.shifted.add(name)
+                    return
                 if number > tail[0]:
                     tail = (number, page.resources, page.last)
                 self._write(scope, page, report, last)
@@ -447,7 +459,7 @@ class Backfill:
 
         # The one paging loop (`Paging.walk`); its stop rule asks for the page size live, as
         # `_asked` does.
-        async for page in paging.walk(past, tail[0] + 1, next_number):
+        async for page in paging.walk(past, tail[0] + 1, next_number, promised=tail[0] < tail[2]):
             number = page.number
             if page.resources and number > last:
                 # Rows past `links.last`: it named fewer pages than the listing holds (an empty

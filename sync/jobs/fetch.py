@@ -14,7 +14,8 @@ from typing import Any
 from sync.channel.client import ChannelClient
 from sync.channel.profile import META_KEY as PROFILE_KEY
 from sync.channel.profile import UpstreamProfile
-from sync.core.errors import BadResponseError, NotFoundError
+from sync.core.errors import BadResponseError, ListingMissingError, NotFoundError
+from sync.model import catalogue
 from sync.model.scopes import Scope
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
@@ -29,6 +30,23 @@ def parse_id(raw: Any) -> int:
             f"the upstream listed a resource whose id {str(raw)[:40]!r} is not an integer",
             hint="off-spec listing; nothing was deleted, and it will be retried on the next run",
         ) from None
+
+
+async def confirm_mall_gone(client: ChannelClient, mall_id: int | str, exc: NotFoundError) -> None:
+    """A listing of mall `mall_id` answered 404 (`exc`) on a page it was expected to serve:
+    that is evidence about the listing, not the mall. `GET /malls/{id}` decides: its 404
+    returns (the mall is gone; the caller removes it); a mall it serves raises
+    `ListingMissingError` naming the listing, a failure of that scope, never a deletion."""
+    try:
+        await client.resource(catalogue.TYPES["malls"], mall_id)
+    except NotFoundError:
+        return
+    raise ListingMissingError(
+        f"a listing of mall {mall_id} answered 404 while GET /malls/{mall_id} serves the mall",
+        url=exc.url,
+        status=404,
+        hint="the upstream lost that listing; nothing was deleted, it is asked again next run",
+    ) from exc
 
 
 class Fetcher:
@@ -89,7 +107,10 @@ class Fetcher:
                 page = await self.client.fetch_ids(
                     scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
                 )
-            except NotFoundError:
+            except NotFoundError as exc:
+                if scope.mall_id is None:
+                    raise
+                await confirm_mall_gone(self.client, scope.mall_id, exc)
                 continue  # the mall itself is gone: so are its rows
             if page.resources:
                 self.mirror.write_staged(

@@ -41,6 +41,7 @@ import orjson
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
+from sync.channel.paging import PAST_END
 from sync.core.errors import BadResponseError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher, parse_id
@@ -286,9 +287,19 @@ class Members:
             asked.add(number)
             key = (rels, number)
             kept = self._etags.get(key)
-            page, etag = await self.client.list_members(
-                rels, number, size=self.page_size, etag=kept[0] if kept else None
-            )
+            try:
+                page, etag = await self.client.list_members(
+                    rels, number, size=self.page_size, etag=kept[0] if kept else None
+                )
+            except UpstreamError as exc:
+                if number == 1 or exc.status not in PAST_END:
+                    raise
+                # Past the end (fewer malls upstream than the mirror holds: a mall deleted)
+                # when page 1's `links.last` says so; a page it promises failed.
+                first, _ = await self.client.list_members(rels, 1, size=self.page_size)
+                if first.last >= number:
+                    raise
+                continue
             if page.not_modified:
                 continue  # as it was when every change it named was written
             if page.last > last_known:  # malls added since the mirror last listed them

@@ -35,7 +35,7 @@ from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import parse_id
+from sync.jobs.fetch import confirm_mall_gone, parse_id
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.schema import VIEWS
@@ -186,9 +186,10 @@ class MallRoutes:
         return True  # no mall: nothing to decide
 
     async def _route_ids(self, name: str, mall: int) -> list[int] | None:
-        """Every id `/malls/{mall}/<name>` lists (its default filters), or None if gone. The
-        pages `links.last` names are asked side by side (a mall's deals route holds every
-        national deal: tens of pages on a large upstream), then any past it one by one."""
+        """Every id `/malls/{mall}/<name>` lists (its default filters), or None if gone (its
+        404 confirmed by `GET /malls/{id}`, `confirm_mall_gone`). The pages `links.last` names
+        are asked side by side (a mall's deals route holds every national deal: tens of pages
+        on a large upstream), then any past it one by one (a 404 there is the end)."""
         # The type as its mall route lists it: `/malls/{id}/<type>`, its default filters.
         rtype = replace(catalogue.TYPES[name], level="mall", relationships=(), scope_params=({},))
 
@@ -210,8 +211,10 @@ class MallRoutes:
                 pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))
             tail = pages[-1]
             if self.client.paging.more(tail) and tail.number >= first.last:
-                pages += [p async for p in self.client.walk(page, tail.number + 1)]
-        except NotFoundError:
+                walk = self.client.walk(page, tail.number + 1, promised=tail.number < tail.last)
+                pages += [p async for p in walk]
+        except NotFoundError as exc:
+            await confirm_mall_gone(self.client, mall, exc)
             return None
         return sorted({parse_id(r["id"]) for p in pages for r in p.resources})
 

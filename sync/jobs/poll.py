@@ -45,6 +45,7 @@ from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
 from sync.jobs.feed import FeedEntries
+from sync.jobs.fetch import confirm_mall_gone
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -234,11 +235,14 @@ class Poller:
                 sorted_ok=route,
                 reprobe=lambda: Profiler(self.client).order(rtype, scope.mall_id, "updated_at"),
             )
-        except NotFoundError:
+        except NotFoundError as exc:
             if scope.mall_id is None:
                 raise
-            # The mall is gone upstream: a fact, not a failure. Its memberships, hours and
-            # current hours go; its rows no other mall lists are left to the reconcile.
+            # The listing's 404 says nothing of the mall: `GET /malls/{id}` decides (a mall it
+            # still serves fails this scope, `ListingMissingError`). The mall is gone upstream:
+            # a fact, not a failure. Its memberships, hours and current hours go; its rows no
+            # other mall lists are left to the reconcile.
+            await confirm_mall_gone(self.client, scope.mall_id, exc)
             self.log.info("poll.mall_gone", type=rtype.name, mall_id=scope.mall_id)
             self.mirror.mall_gone(scope.mall_id)
             return PollResult(requests=1)

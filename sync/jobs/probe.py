@@ -29,3 +29,32 @@ async def probe(settings: Settings) -> UpstreamProfile:
             )
             malls = [parse_id(r["id"]) for r in page.resources]
         return await Profiler(client).probe(types, malls)
+
+
+def api_version(profile: UpstreamProfile) -> str:
+    """The API version as `ccsync probe` prints it, or what was not served."""
+    return profile.api_version or "not served (no X-API-Version header)"
+
+
+def unusable(profile: UpstreamProfile) -> list[str]:
+    """What the probe found it cannot use, and why, one line each (`ccsync probe`)."""
+    out: list[str] = []
+    if not profile.api_version:
+        out.append("X-API-Version: not served; a change of major version cannot be told")
+    for key in sorted(profile.routes):
+        r = profile.routes[key]
+        for path, verdict in sorted(r.includes.items()):
+            if verdict == "refused":
+                why = r.include_errors.get(path) or "refused"
+                source = r.linkage_from.get(path)
+                then = f"; its linkage from {source}" if source else ""
+                out.append(f"{key} include={path}: {why}; left out of listings{then}")
+        if r.etag == "none":
+            out.append(f"{key}: no ETag; polls ask without If-None-Match")
+        elif r.etag == "unstable":
+            out.append(f"{key}: ETag changes between identical requests; polls unconditional")
+        if r.sort in ("ignored", "refused") or r.sort_desc in ("ignored", "refused"):
+            out.append(f"{key}: sort=updated_at {r.sort}; polled unsorted")
+        if r.filter in ("ignored", "refused"):
+            out.append(f"{key}: filter[updated_at][gte] {r.filter}; polls read whole listings")
+    return out

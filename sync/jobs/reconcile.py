@@ -38,7 +38,7 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import Fetcher, parse_id
+from sync.jobs.fetch import Fetcher, confirm_mall_gone, parse_id
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.poll import Poller
@@ -114,9 +114,10 @@ class Reconciler:
         result = ReconcileResult()
         try:
             absent = await self._listed(scopes, result)
-        except NotFoundError:
+        except NotFoundError as exc:
             if mall_id is None:
                 raise
+            await confirm_mall_gone(self.client, mall_id, exc)
             self.mall_gone(mall_id)
             result.mall_gone = True
             return result
@@ -127,7 +128,8 @@ class Reconciler:
                 chunk = absent[start : start + 100]
                 try:
                     left = await self.fetcher.confirm_gone(scopes, chunk)
-                except NotFoundError:
+                except NotFoundError as exc:
+                    await confirm_mall_gone(self.client, mall_id, exc)
                     self.mall_gone(mall_id)
                     result.mall_gone = True
                     return result
@@ -190,7 +192,8 @@ class Reconciler:
             )
 
     def mall_gone(self, mall_id: int) -> None:
-        """A mall route answered 404: the mall is gone (`Mirror.mall_gone`)."""
+        """`GET /malls/{id}` answered 404 (`confirm_mall_gone`): the mall is gone
+        (`Mirror.mall_gone`)."""
         self.log.info("reconcile.mall_gone", mall_id=mall_id)
         self.mirror.mall_gone(mall_id)
 
@@ -208,7 +211,8 @@ class Reconciler:
                     break
                 try:
                     found |= await self.fetcher.fetch_found(scopes_of(rtype, [mall]), rest)
-                except NotFoundError:
+                except NotFoundError as exc:
+                    await confirm_mall_gone(self.client, mall, exc)
                     continue  # that mall went too: it serves nothing
             result.fetched += len(found)
             gone += [i for i in batch if i not in found]

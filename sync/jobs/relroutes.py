@@ -9,8 +9,9 @@ rows of sideloaded types (images, tags) come whole on those routes and are writt
 Relationships with no route of their own are reported as not mirrored, never guessed
 (`ccsync status`, `upstream profile`).
 
-Costly by nature (a request per owner), so it runs only for refused paths: after a backfill and
-at each reconcile, over every mirrored owner of the type.
+Costly by nature (a request per owner), so it runs only for relationships whose own path is
+refused (a refused `images.tags` leaves `images` served): after a backfill and at each
+reconcile, over every mirrored owner of the type.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ BY_MALL_ROUTES: dict[str, tuple[str, ...]] = {"malls": ("contacts",)}
 
 
 def routed(rtype: ResourceType, route: RouteProfile | None) -> tuple[list[Relationship], list[str]]:
-    """(relationships to take from their own routes, refused ones with no route) of `rtype`."""
+    """(relationships to take from their own routes, refused ones with no route) of `rtype`.
+    Only a relationship whose own path is refused: a refused nested path (`images.tags`) is
+    that path alone, `images` still serves its linkage through `include=`."""
     if route is None:
         return [], []
-    refused = {p.split(".")[0] for p, v in route.includes.items() if v == "refused"}
+    refused = {p for p, v in route.includes.items() if v == "refused" and "." not in p}
     have = catalogue.RELATED_ROUTES.get(rtype.name, frozenset())
     # A mall's contacts come from its own route all the same (`sync.jobs.mallroutes`).
     rels = [

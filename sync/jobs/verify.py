@@ -39,7 +39,7 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import parse_id
+from sync.jobs.fetch import confirm_mall_gone, parse_id
 from sync.jobs.oneshot import connected
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -222,7 +222,10 @@ class Verifier:
                 page = await self.client.fetch_ids(
                     scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
                 )
-            except NotFoundError:
+            except NotFoundError as exc:
+                if scope.mall_id is None:
+                    raise
+                await confirm_mall_gone(self.client, scope.mall_id, exc)
                 continue  # the mall is gone: the reconcile removes its rows
             if page.resources:
                 found.update(parse_id(r["id"]) for r in page.resources)
@@ -257,7 +260,8 @@ class Verifier:
                                 ),
                                 report,
                             )
-                except NotFoundError:
+                except NotFoundError as exc:
+                    await confirm_mall_gone(self.client, mall, exc)
                     continue  # the mall is gone: the reconcile removes its rows
         for mall in malls:
             unlisted = [

@@ -238,8 +238,11 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             line = f"  {key:<28} {how}; etag {r.get('etag', 'unknown')}"
             if refused:
                 sources = r.get("linkage_from") or {}
+                errors = r.get("include_errors") or {}
                 line += "; include refused: " + ", ".join(
-                    f"{p} (linkage {_source(sources.get(p.split('.')[0]))})" for p in refused
+                    f"{p} ({errors[p] + '; ' if errors.get(p) else ''}"
+                    f"linkage {_source(sources.get(p))})"
+                    for p in refused
                 )
             if bare:
                 line += f"; include serves no linkage: {', '.join(bare)}"

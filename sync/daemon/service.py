@@ -46,6 +46,7 @@ from sync.daemon.systemd import Notifier, watchdog_loop
 from sync.ingest.receiver import Receiver
 from sync.jobs.backfill import Backfill
 from sync.jobs.isolation import TypeFaults
+from sync.jobs.pacing import proof_tick
 from sync.jobs.progress import Progress, for_terminal
 from sync.jobs.queueworker import QueueWorker
 from sync.model.catalogue import ResourceType
@@ -81,6 +82,7 @@ class Daemon:
             poll_interval=settings.schedule.poll_interval,
             faults=self.type_faults,
             storage=self.storage,
+            staleness_bound=settings.schedule.staleness_bound,
         )
         self.stop = asyncio.Event()
         self.notifier = Notifier()
@@ -340,7 +342,9 @@ class Daemon:
             # Catch up at once on what changed while the daemon was down.
             ("poll", jobs.poll_all, s.poll_interval, CATCH_UP),
             ("deletions", jobs.poll_deletions, s.deletions_interval, CATCH_UP),
-            ("reconcile", jobs.reconcile_all, s.reconcile_interval, s.reconcile_interval),
+            # The rolling proof (the daily reconcile's successor): a share of the cycle per
+            # tick, its position in the mirror; its first tick soon after start.
+            ("proof", jobs.proof_step, proof_tick(s.staleness_bound), CATCH_UP + 1.0),
             ("hours", jobs.refresh_hours, s.hours_interval, s.hours_interval),
             # The change feed's retention: at start, then hourly.
             ("changes", jobs.prune_changes, 3600.0, CATCH_UP),

@@ -1,0 +1,36 @@
+"""Freshness from the data: the time from a change upstream (its stamp) to its commit here.
+
+A stamp is on the upstream's clock, so the lag is measured against the upstream's now, never
+the local one: `upstream_now` is the one place that says what that is (today the client's
+learned offset; the shared upstream clock of #37 can replace its body alone).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from sync.channel.client import ChannelClient
+from sync.model.stamps import normalize_or_none
+
+#: The paths a change reaches the mirror by (`sync_change_lag_seconds{path}`).
+PATHS = ("notice", "poll", "proof")
+
+
+def upstream_now(client: ChannelClient) -> float:
+    """Now on the upstream's clock, in epoch seconds."""
+    return time.time() + client.clock_offset
+
+
+def lags(stamps: Iterable[str | None], now: float) -> list[float]:
+    """Seconds from each readable stamp to `now` (never negative: a stamp ahead of the
+    estimate is the estimate's error, not a change from the future)."""
+    out: list[float] = []
+    for stamp in stamps:
+        text = normalize_or_none(stamp)
+        if text is None:
+            continue
+        at = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+        out.append(max(0.0, now - at))
+    return out

@@ -1,0 +1,206 @@
+"""The rolling proof (issue 39): whatever the notices, polls and the feed miss is repaired within
+the staleness bound with no command run; deletions are confirmed with canaries, so a storm of
+real ones needs no `--force` and a faulty upstream deletes nothing and raises the alarm."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from sync.channel.client import ChannelClient
+from sync.channel.pages import Page
+from sync.emulator import Emulator
+from sync.jobs.proof import Proof, run_proof_cycle
+from sync.model import catalogue
+from sync.model.stamps import shift
+from sync.readers.status import status_data, status_lines
+from sync.store import Mirror
+from sync.store import proof as proof_book
+from tests.support.backfilled import backfill
+from tests.support.compare import compare
+from tests.support.daemon import running
+from tests.support.settings import daemon_settings
+from tests.support.waiting import eventually
+
+OLD = "2020-01-01T00:00:00.000Z"
+
+
+def restamp(emu: Emulator, type_name: str, rid: int, stamp: str, **attrs: Any) -> None:
+    """Change a row upstream under `stamp` (behind every cursor), with no notice or feed entry."""
+    rec = emu.data.by_type[type_name][rid]
+    merged = {**rec.decoded(), **attrs, "updated_at": stamp}
+    rec.set_attrs(merged)
+    emu.data.untouched(rec)
+
+
+def silent_changes(emu: Emulator, db: Path) -> dict[str, list[int]]:
+    """Rows deleted with no feed entry, changed under a stamp behind every cursor, and created
+    with an old stamp: none of them reaches the mirror by a notice, a poll or the feed."""
+    emu.data.feed_deletions = False
+    ids = [int(i) for i in emu.ids("articles")]
+    deleted, changed = ids[:5], ids[5:10]
+    for rid in deleted:
+        emu.delete("articles", rid)
+    mirror = Mirror.open(db, readonly=True)
+    try:
+        stamps = mirror.stamps("articles", changed)
+    finally:
+        mirror.close()
+    for rid in changed:
+        # A millisecond after the mirror's copy: newer, yet far behind the poll cursor.
+        restamp(emu, "articles", rid, shift(str(stamps[rid]), 0.001), title=f"silent {rid}")
+    created = []
+    for _ in range(3):
+        rid = int(emu.create("articles"))
+        restamp(emu, "articles", rid, OLD)
+        created.append(rid)
+    return {"deleted": deleted, "changed": changed, "created": created}
+
+
+async def test_daemon_repairs_what_notices_polls_and_feed_miss_within_the_bound(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """No webhooks, no feed entries, polls an hour apart: the rolling proof (bound 4 s) alone
+    repairs silent deletions, changes under an old stamp and creations with an old stamp; status
+    and /metrics show the proof's age and the repairs by kind."""
+    async with make_emulator(resources=3000, seed=39) as emu:
+        db = tmp_path / "m.db"
+        settings = daemon_settings(emu, db, webhooks=False, staleness_bound=4.0)
+        async with running(settings) as daemon:
+            rows = silent_changes(emu, db)
+            await eventually(
+                lambda: (
+                    compare(db, emu, ["articles"]).differences == 0
+                    and all(daemon.mirror.get("articles", i) is None for i in rows["deleted"])
+                ),
+                timeout=60,
+            )
+            for rid in rows["changed"]:
+                assert daemon.mirror.get("articles", rid)["title"] == f"silent {rid}"  # type: ignore[index]
+            await eventually(
+                lambda: (
+                    proof_book.proven(daemon.mirror.conn).get("articles", {}).get("proven_at")
+                    is not None
+                ),
+                timeout=30,
+            )
+            metrics = daemon.metrics.render()[0].decode()
+        data = status_data(db)
+    kinds = data["proof"]["repairs"]["articles"]
+    assert kinds["missed_deletion"] == 5, kinds
+    assert kinds["missed_change"] == 5, kinds
+    assert kinds["missed_creation"] == 3, kinds
+    assert data["proof"]["types"]["articles"]["age_s"] is not None
+    text = "\n".join(status_lines(data))
+    assert "proof: staleness bound 4 s" in text
+    assert "articles        proven complete" in text
+    assert "missed_deletion 5" in text and "missed_creation 3" in text
+    assert "change lag articles: proof p50" in text
+    assert 'sync_proven_age_seconds{type="articles"}' in metrics
+    assert 'sync_repairs_total{kind="missed_deletion",type="articles"} 5.0' in metrics
+    assert 'sync_change_lag_seconds_count{path="proof",type="articles"} 8.0' in metrics
+    assert not [p for p in data["problems"] if p.startswith("proof")]
+
+
+async def test_a_deletion_storm_of_real_deletions_needs_no_force(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """40 % of a small table deleted with no feed entry: every deletion is confirmed by
+    `filter[id]` with canaries, so one cycle (`ccsync reconcile`, no --force) leaves the
+    mirror exact; the mass-delete guard (20 %) holds none of it."""
+    async with make_emulator(resources=600, seed=40) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"], max_backoff=0.05)
+        emu.data.feed_deletions = False
+        ids = emu.ids("articles")
+        storm = ids[: int(len(ids) * 0.4)]
+        for rid in storm:
+            emu.delete("articles", rid)
+        result, refusals = await run_proof_cycle(settings)
+        assert refusals == []
+        assert result["articles"] == (0, len(storm))
+        assert compare(db, emu, ["articles"]).differences == 0
+
+
+class Faulty:
+    """An upstream that lists half its rows and whose `filter[id]` answers empty for all."""
+
+    def __init__(self, client: ChannelClient) -> None:
+        list_page, fetch_ids = client.list_page, client.fetch_ids
+
+        async def half(*args: Any, **kwargs: Any) -> Page:
+            page = await list_page(*args, **kwargs)
+            return dataclasses.replace(page, resources=page.resources[::2])
+
+        async def empty(*args: Any, **kwargs: Any) -> Page:
+            page = await fetch_ids(*args, **kwargs)
+            return dataclasses.replace(page, resources=[], included=[])
+
+        client.list_page = half  # type: ignore[method-assign]
+        client.fetch_ids = empty  # type: ignore[method-assign]
+
+
+async def test_a_faulty_upstream_deletes_nothing_and_raises_the_alarm(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """A listing with half its rows and `filter[id]` answering empty for everything: the
+    canaries (rows the listing shows alive) come back "gone" too, so no answer is evidence:
+    nothing is deleted, the type is not proven, and status says degraded."""
+    async with make_emulator(resources=600, seed=41) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"], max_backoff=0.05)
+        mirror = Mirror.open(db)
+        try:
+            before = mirror.count("articles")
+            async with ChannelClient(settings.upstream) as client:
+                Faulty(client)
+                proof = Proof(client, mirror, [catalogue.TYPES["articles"]], max_delete_share=0.2)
+                report = await proof.run_all()
+            assert mirror.count("articles") == before
+            assert "articles" in report.unresolved
+            entry = proof_book.proven(mirror.conn)["articles"]
+            assert entry["proven_at"] is None and entry["unresolved"] == before // 2
+        finally:
+            mirror.close()
+        data = status_data(db)
+    assert any(p.startswith("proof of articles:") and "guard" in p for p in data["problems"])
+    assert any(line.startswith("degraded: proof of articles") for line in status_lines(data))
+
+
+async def test_a_restart_resumes_the_cycle_where_it_stopped(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Each step keeps its place (`proof_position`): a new process continues the listing at
+    the page it stood at instead of starting the cycle over."""
+    async with make_emulator(resources=3000, seed=42) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"], max_backoff=0.05)
+        types = [catalogue.TYPES["articles"]]
+        mirror = Mirror.open(db)
+        try:
+            async with ChannelClient(settings.upstream) as client:
+                first = await Proof(client, mirror, types, max_delete_share=0.2).step(2)
+            assert first.requests == 2 and not first.cycle_done
+            assert proof_book.position(mirror.conn) == {
+                **(proof_book.position(mirror.conn) or {}),
+                "unit": "articles",
+                "page": 3,
+            }
+            async with ChannelClient(settings.upstream) as client:
+                proof = Proof(client, mirror, types, max_delete_share=0.2)
+                pages: list[int] = []
+                list_page = client.list_page
+
+                async def counted(rtype: Any, number: int, **kwargs: Any) -> Page:
+                    pages.append(number)
+                    return await list_page(rtype, number, **kwargs)
+
+                client.list_page = counted  # type: ignore[method-assign]
+                done = await proof.step(10_000)
+            assert pages[0] == 3 and done.cycle_done
+            assert proof_book.proven(mirror.conn)["articles"]["proven_at"] is not None
+        finally:
+            mirror.close()
+    await asyncio.sleep(0)

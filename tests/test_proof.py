@@ -204,3 +204,85 @@ async def test_a_restart_resumes_the_cycle_where_it_stopped(
         finally:
             mirror.close()
     await asyncio.sleep(0)
+
+
+async def test_the_proof_takes_only_slots_no_other_request_waits_for() -> None:
+    """`Priority.PROOF` is the budget's lowest: polls and the feed asked while proof requests
+    wait are all granted first."""
+    from sync.channel.budget import Priority, RequestBudget, priority
+    from tests.test_budget import FakeClock
+
+    clock = FakeClock()
+    order: list[Priority] = []
+    budget = RequestBudget(
+        5.0, clock=clock, sleep=clock.sleep, on_grant=lambda _, p: order.append(p)
+    )
+
+    async def request(level: Priority) -> None:
+        with priority(level):
+            await budget.acquire()
+
+    tasks = [asyncio.create_task(request(Priority.PROOF)) for _ in range(10)]
+    tasks += [asyncio.create_task(request(Priority.HOURS)) for _ in range(5)]
+    tasks += [asyncio.create_task(request(Priority.POLL)) for _ in range(5)]
+    await asyncio.gather(*tasks)
+    # The first grant was immediate (a free slot); every later one went by priority.
+    assert order[1:11] == [Priority.POLL] * 5 + [Priority.HOURS] * 5
+    assert order.count(Priority.PROOF) == 10
+    await budget.close()
+
+
+async def test_a_poll_measures_the_lag_of_the_changes_it_commits(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`sync_change_lag_seconds{path="poll"}`: one lag per row whose stamp the poll moved
+    (rows the poll's overlap re-reads unchanged count for nothing)."""
+    from sync.jobs.poll import Poller
+    from sync.model.scopes import scopes_of
+
+    async with make_emulator(resources=600, seed=43) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"], max_backoff=0.05)
+        for rid in emu.ids("articles")[:3]:
+            emu.update("articles", rid)
+        seen: list[tuple[str, str, float]] = []
+        mirror = Mirror.open(db)
+        try:
+            async with ChannelClient(settings.upstream) as client:
+                poller = Poller(
+                    client,
+                    mirror,
+                    page_size=100,
+                    overlap=5.0,
+                    on_lag=lambda t, path, lags: seen.extend((t, path, s) for s in lags),
+                )
+                (scope,) = scopes_of(catalogue.TYPES["articles"], [])
+                await poller.poll_scope(scope)
+                await poller.poll_scope(scope)  # nothing changed since: no lag at all
+        finally:
+            mirror.close()
+    assert len(seen) == 3 and all(t == "articles" and p == "poll" for t, p, _ in seen)
+    assert all(0 <= s < 60 for _, _, s in seen)
+
+
+def test_status_says_the_bound_the_budget_can_keep() -> None:
+    """A cycle the request budget cannot fit in the bound: status names the bound it can
+    keep and by how much the configured one falls short."""
+    from sync.jobs.pacing import keepable_bound
+    from sync.readers.status import proof_lines
+
+    lines = proof_lines(
+        {
+            "staleness_bound_s": 3600.0,
+            "verify_interval_s": 604800.0,
+            "cycle_requests": 10_000,
+            "budget": keepable_bound(10_000, 1.0, 3600.0),
+            "types": {"deals": {"proven_at": None, "age_s": None, "unresolved": 0}},
+        }
+    )
+    assert lines[0] == (
+        "proof: staleness bound 3600 s; content under an unchanged stamp: the verify, "
+        "every 604800 s"
+    )
+    assert "it can keep 20000 s, 16400 s short" in lines[1]
+    assert lines[2].strip() == "deals           proven complete never (bound 3600 s)"

@@ -74,14 +74,18 @@ class Jobs:
         self.faults = faults
         self.progress = progress
         self.log = get_logger("sync.daemon")
+        self.metrics = metrics
         self.poller = Poller(
-            client, mirror, page_size=s.upstream.page_size, overlap=s.schedule.poll_overlap
+            client,
+            mirror,
+            page_size=s.upstream.page_size,
+            overlap=s.schedule.poll_overlap,
+            on_lag=self.lagged,
         )
         self.reconciler = Reconciler(
             client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share
         )
         self.backfill = Backfill(client, mirror, s, progress=progress)
-        self.metrics = metrics
         self.verifier = Verifier(client, mirror, on_repair=self._verify_repaired)
         self.proof = Proof(
             client,

@@ -194,6 +194,7 @@ class Daemon:
             faults=self.type_faults,
             storage=self.storage,
             batch_delay=s.schedule.queue_batch_delay,
+            on_lag=jobs.lagged,
         )
         self._runs = JobRuns(
             mirror, client, metrics=self.metrics, storage=self.storage, stop=self.stop

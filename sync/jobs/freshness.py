@@ -8,7 +8,7 @@ learned offset; the shared upstream clock of #37 can replace its body alone).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from sync.channel.client import ChannelClient
@@ -16,6 +16,9 @@ from sync.model.stamps import normalize_or_none
 
 #: The paths a change reaches the mirror by (`sync_change_lag_seconds{path}`).
 PATHS = ("notice", "poll", "proof")
+#: Told (type, path, lags in seconds) of the changes a path committed (the daemon observes
+#: them in `sync_change_lag_seconds` and keeps a summary for `ccsync status`).
+OnLag = Callable[[str, str, Sequence[float]], None]
 
 
 def upstream_now(client: ChannelClient) -> float:
@@ -34,3 +37,11 @@ def lags(stamps: Iterable[str | None], now: float) -> list[float]:
         at = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
         out.append(max(0.0, now - at))
     return out
+
+
+def changed_lags(
+    before: Mapping[int, str | None], after: Mapping[int, str | None], now: float
+) -> list[float]:
+    """Lags of the rows whose stamp a write changed (`before` and `after` it): a copy equal
+    to the mirror's (a duplicate notice, a poll's overlap) is no change and no lag."""
+    return lags((s for i, s in after.items() if s is not None and s != before.get(i)), now)

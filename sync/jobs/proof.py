@@ -34,11 +34,12 @@ from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
 from sync.jobs.fetch import parse_id
+from sync.jobs.freshness import OnLag
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.pacing import cycle_cost
 from sync.jobs.poll import Poller
-from sync.jobs.proofdiff import OnLag, OnRepair, UnitDiff, scope_key
+from sync.jobs.proofdiff import OnRepair, UnitDiff, scope_key
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, upstream_malls
 from sync.jobs.relroutes import RelatedRoutes
 from sync.model.catalogue import ResourceType

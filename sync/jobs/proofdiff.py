@@ -25,7 +25,7 @@ from sync.channel.client import MAX_IDS, ChannelClient
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher, parse_id
-from sync.jobs.freshness import lags, upstream_now
+from sync.jobs.freshness import OnLag, lags, upstream_now
 from sync.model.scopes import Scope
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
@@ -36,8 +36,6 @@ CANARIES = 2
 
 #: Told (type, kind, rows) of each repair: the daemon counts them (`sync_repairs_total`).
 OnRepair = Callable[[str, str, int], None]
-#: Told (type, path, lags in seconds) of changes committed (`sync_change_lag_seconds`).
-OnLag = Callable[[str, str, Sequence[float]], None]
 
 
 def scope_key(unit: str, index: int) -> str:

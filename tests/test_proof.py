@@ -286,3 +286,44 @@ def test_status_says_the_bound_the_budget_can_keep() -> None:
     )
     assert "it can keep 20000 s, 16400 s short" in lines[1]
     assert lines[2].strip() == "deals           proven complete never (bound 3600 s)"
+
+
+async def test_mall_scoped_types_are_proven_through_one_walk_of_the_malls(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Where `GET /malls?include=` serves the members (the polls' fast path), the proof lists
+    every mall's stores in one walk of `/malls` pages instead of a listing per mall, and still
+    repairs a store changed under an old stamp and one created with an old stamp."""
+    async with make_emulator(resources=600, seed=44) as emu:
+        emu.app.mall_includes = True
+        db = tmp_path / "m.db"
+        settings = daemon_settings(emu, db, webhooks=False, staleness_bound=4.0)
+        async with running(settings) as daemon:
+            assert [t.name for t in daemon.jobs.members.fast()] == ["stores"]
+            kinds = [u.kind for u in daemon.jobs.proof.units(daemon.jobs.proof.malls())]
+            assert "members" in kinds
+            # After the first poll (the members poll compares stamps with the mirror's, not a
+            # cursor: it would see these), and the next an hour away.
+            await eventually(lambda: daemon.mirror.jobs().get("poll", {}).get("outcome") == "ok")
+            # And after a first cycle (whose start probes the upstream's routes, once a day).
+            await eventually(lambda: daemon.mirror.get_meta("proof_cycle_finished_at") is not None)
+            emu.requests.reset()
+            stores = [int(i) for i in emu.ids("stores")]
+            stamp = daemon.mirror.stamps("stores", [stores[0]])[stores[0]]
+            restamp(emu, "stores", stores[0], shift(str(stamp), 0.001), name="silent store")
+            mall = int(emu.mall_of("stores", stores[1]) or 0)
+            rid = int(emu.create("stores", mall_id=mall))
+            restamp(emu, "stores", rid, OLD)
+            await eventually(
+                lambda: compare(db, emu, ["stores"]).differences == 0,
+                timeout=60,
+            )
+            kinds_repaired = proof_book.repairs(daemon.mirror.conn)["stores"]
+            routes = dict(emu.requests.routes)
+        # No per-mall listing of stores: the walk of `/malls` pages listed them (the fetches by
+        # `filter[id]` of what it found go to the mall routes).
+        assert routes.get("/malls", 0) > 0
+        per_mall = [r for r in routes if r.endswith("/stores")]
+        assert all(routes[r] <= 2 for r in per_mall), routes
+        assert kinds_repaired.get("missed_change") == 1
+        assert kinds_repaired.get("missed_creation") == 1

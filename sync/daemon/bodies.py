@@ -94,6 +94,8 @@ class Jobs:
             max_delete_share=s.schedule.reconcile_max_delete_share,
             on_repair=self.repaired,
             on_lag=self.lagged,
+            fast=lambda: [t.name for t in self.members.fast()],
+            members_page_size=s.upstream.members_page_size,
         )
         #: Requests the rolling proof may spend (`proof_step`).
         self.proof_credit = 0.0

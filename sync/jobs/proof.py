@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,6 +35,7 @@ from sync.core.logs import get_logger
 from sync.jobs import sideloads
 from sync.jobs.fetch import parse_id
 from sync.jobs.freshness import OnLag
+from sync.jobs.mallincludes import _linkage, _stamps
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.pacing import cycle_cost
@@ -61,7 +62,7 @@ class Unit:
     key: str
     type: str
     mall: int | None
-    kind: Literal["list", "orphans", "finish"]
+    kind: Literal["list", "members", "orphans", "finish"]
 
 
 @dataclass
@@ -93,6 +94,8 @@ class Proof:
         on_lag: OnLag | None = None,
         prefix: str = "",
         isolate: bool = True,
+        fast: Callable[[], Sequence[str]] | None = None,
+        members_page_size: int = 100,
     ) -> None:
         self.client = client
         self.mirror = mirror
@@ -104,6 +107,11 @@ class Proof:
         # Rolling: a unit that fails leaves its type unproven and the cycle goes on. One-off
         # (`ccsync reconcile`): the failure is the command's, as it always was.
         self.isolate = isolate
+        # The mall-scoped types whose members `GET /malls?include=` serves (the polls' fast
+        # path, `sync.jobs.mallincludes`): listed for every mall in one walk of `/malls` pages,
+        # a request per `members_page_size` malls, instead of a listing per mall and type.
+        self.fast = fast or (lambda: ())
+        self.members_page_size = members_page_size
         self.differ = UnitDiff(
             client,
             mirror,
@@ -127,8 +135,12 @@ class Proof:
 
     def units(self, malls: Sequence[int]) -> list[Unit]:
         out: list[Unit] = []
+        walk = bool(self._fast_names()) and bool(malls)
         for t in self.types:
             if t.level == "mall":
+                if walk:
+                    out.append(Unit(f"{self.prefix}@members", "", None, "members"))
+                    walk = False
                 out += [Unit(f"{self.prefix}{t.name}@{m}", t.name, m, "list") for m in malls]
                 out.append(Unit(f"{self.prefix}{t.name}@orphans", t.name, None, "orphans"))
             else:
@@ -140,7 +152,12 @@ class Proof:
         """Requests one cycle's listings take, about (from the mirror's row counts)."""
         malls = self.malls() if malls is None else malls
         rows: list[int] = []
+        fast = self._fast_names()
+        if fast and malls:
+            rows += [1] * -(-len(malls) // self.members_page_size)  # one request a page
         for t in self.types:
+            if t.name in fast:
+                continue  # in the walk of `/malls` pages above
             scopes = len(t.scope_params)
             counts = (
                 [self.mirror.count(t.name, mall_id=m) for m in malls]
@@ -150,6 +167,9 @@ class Proof:
             for n in counts:
                 rows += [-(-n // scopes)] * scopes
         return cycle_cost(rows)
+
+    def _fast_names(self) -> list[str]:
+        return [t.name for t in self.types if t.level == "mall" and t.name in set(self.fast())]
 
     @property
     def at_cycle_start(self) -> bool:
@@ -230,11 +250,15 @@ class Proof:
         if unit.kind == "finish":
             await self._finish()
             return True
+        if unit.kind == "members":
+            return await self._members(pos)
         rtype = next(t for t in self.types if t.name == unit.type)
         if unit.kind == "orphans":
             await self._orphans(rtype, pos)
             return True
         scopes = scopes_of(rtype, [] if unit.mall is None else [unit.mall])
+        if unit.mall is not None and unit.type in pos.get("walked", ()):
+            pos["scope"] = len(scopes)  # its listing came with the walk of `/malls` pages
         if pos["scope"] < len(scopes):
             scope = scopes[pos["scope"]]
             key = scope_key(unit.key, pos["scope"])
@@ -280,6 +304,35 @@ class Proof:
             self.book.clear(scope_key(unit.key, i))
         return True
 
+    async def _members(self, pos: dict[str, Any]) -> bool:
+        """One page of `GET /malls?include=<fast types>`: each mall's linkage and its members'
+        stamps land in the book as that (type, mall)'s listing; a type whose linkage a mall
+        does not serve is listed per mall after all. True after the last page."""
+        if pos["page"] == 1:
+            pos["walked"] = names = self._fast_names()
+            for name in names:
+                self.book.clear_prefix(f"{self.prefix}{name}@")
+        names = list(pos.get("walked") or [])
+        if not names:
+            return True
+        page, _ = await self.client.list_members(names, pos["page"], size=self.members_page_size)
+        self._report.requests += 1
+        stamps = _stamps(page)
+        for mall in page.resources:
+            mall_id = parse_id(mall.get("id"))
+            for name in list(names):
+                ids = _linkage(mall, name)
+                if ids is None:
+                    names.remove(name)  # not served here: listed per mall after all
+                    continue
+                key = scope_key(f"{self.prefix}{name}@{mall_id}", 0)
+                self.book.add(key, ((rid, stamps.get((name, rid))) for rid in ids))
+        pos["walked"] = names
+        if page.resources and page.number < page.last:
+            pos["page"] += 1
+            return False
+        return True
+
     async def _orphans(self, rtype: ResourceType, pos: dict[str, Any]) -> None:
         """Rows of a mall-scoped type no mall lists any more (`reconcile_orphans`)."""
         malls = (
@@ -292,7 +345,8 @@ class Proof:
         except MassDeleteRefused as exc:
             self._unresolved(pos, rtype.name, 1, str(exc))
             return
-        self._report.requests += len(malls)
+        if result.fetched or result.removed:
+            self._report.requests += len(malls)  # about: `filter[id]` in each mall
         self._count(rtype.name, "missed_deletion", result.removed)
         self._count(rtype.name, "membership", result.fetched)
 

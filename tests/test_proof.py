@@ -210,7 +210,7 @@ async def test_the_proof_takes_only_slots_no_other_request_waits_for() -> None:
     """`Priority.PROOF` is the budget's lowest: polls and the feed asked while proof requests
     wait are all granted first."""
     from sync.channel.budget import Priority, RequestBudget, priority
-    from tests.test_budget import FakeClock
+    from tests.support.clock import FakeClock
 
     clock = FakeClock()
     order: list[Priority] = []

@@ -34,7 +34,7 @@ from sync.jobs.hours import MallHours
 from sync.jobs.isolation import TypeFaults
 from sync.jobs.mallincludes import Members, refused
 from sync.jobs.mallroutes import ROUTED_BY_MALL, MallRoutes
-from sync.jobs.pacing import proof_share
+from sync.jobs.pacing import keepable_bound, proof_share
 from sync.jobs.poll import Poller, poll_types
 from sync.jobs.press import mirror_press
 from sync.jobs.progress import Progress
@@ -99,6 +99,7 @@ class Jobs:
         )
         #: Requests the rolling proof may spend (`proof_step`).
         self.proof_credit = 0.0
+        self.proof_checked = False  # whether the budget can keep the bound was logged
         self.members = Members(
             client,
             mirror,
@@ -255,6 +256,17 @@ class Jobs:
         self.mirror.set_meta("proof_cycle_cost", str(cost))
         self.mirror.set_meta("staleness_bound", str(bound))
         self.mirror.set_meta("verify_interval", str(self.settings.schedule.verify_interval))
+        if not self.proof_checked:
+            self.proof_checked = True
+            keep = keepable_bound(cost, self.settings.upstream.max_requests_per_second, bound)
+            if not keep["fits"]:
+                self.log.warning(
+                    "proof.bound_overruns",
+                    cycle_requests=cost,
+                    **keep,
+                    hint="a proof cycle needs more than half the request budget for "
+                    "[schedule] staleness_bound: raise it or [upstream] max_requests_per_second",
+                )
         self.proof_credit += proof_share(cost, bound)
         if self.proof_credit < 1:
             return

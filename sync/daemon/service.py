@@ -370,6 +370,8 @@ class Daemon:
         else:
             self.log.info("poll.cycle", **cycle)
         stored = self.mirror.jobs()
+        if "reconcile" in stored:
+            self.mirror.job_retired("reconcile")  # the rolling proof replaced it (#39)
         for name, fn, every, first in planned:
             at = first_run(name, every, first, stored.get(name, {}).get("next_run_at"), now)
             self.mirror.job_scheduled(name, iso_ms(at.timestamp()))

@@ -122,13 +122,13 @@ class UnitDiff:
                         lags((listed_stamps[i] for i in created + changed), now),
                     )
             absent = [i for batch in listing.absent() for i in batch]
-            local = listing.counts()[1]
+            listed, local = listing.counts()
         if not absent:
             return out
         if mall_id is not None:
             await self._left_mall(unit, scopes, absent, out)
         else:
-            await self._gone(unit, scopes, absent, local, out)
+            await self._gone(unit, scopes, absent, (listed, local), out)
         return out
 
     async def _left_mall(
@@ -150,10 +150,16 @@ class UnitDiff:
                 self.repaired(out, rtype.name, "membership", left[:removed])
 
     async def _gone(
-        self, unit: str, scopes: Sequence[Scope], absent: list[int], local: int, out: UnitOutcome
+        self,
+        unit: str,
+        scopes: Sequence[Scope],
+        absent: list[int],
+        counts: tuple[int, int],
+        out: UnitOutcome,
     ) -> None:
         """Absent from a top-level listing: deleted once confirmed (canaries), else unresolved."""
         rtype = scopes[0].rtype
+        listed, local = counts
         unconfirmed: list[int] = []
         asked = self.fetcher.upstream_now()  # before the answers: `Fetcher.upstream_now`
         step = MAX_IDS - (0 if self.force else CANARIES)
@@ -173,7 +179,11 @@ class UnitDiff:
         guarded = limit is not None and len(unconfirmed) > limit
         out.why = (
             f"{len(unconfirmed)} of {local} rows absent from the listing could not be confirmed "
-            "gone (a canary known alive was answered gone too, or none was listed)"
+            + (
+                "gone (the upstream listed none: no canary to prove its answers)"
+                if listed == 0
+                else "gone (a canary known alive was answered gone too)"
+            )
             + ("; the mass-delete guard holds them" if guarded else "")
             + "; nothing was deleted"
         )

@@ -327,3 +327,39 @@ async def test_mall_scoped_types_are_proven_through_one_walk_of_the_malls(
         assert all(routes[r] <= 2 for r in per_mall), routes
         assert kinds_repaired.get("missed_change") == 1
         assert kinds_repaired.get("missed_creation") == 1
+
+
+async def test_a_canary_that_left_meanwhile_is_replaced_by_the_next(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """The most recently changed row (the first canary) is no longer served by `filter[id]`
+    (made Private, deleted since the listing): the confirmation is asked again with the next
+    canaries, and the real deletions go through."""
+    async with make_emulator(resources=600, seed=45) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"], max_backoff=0.05)
+        emu.data.feed_deletions = False
+        ids = [int(i) for i in emu.ids("articles")]
+        for rid in ids[:3]:
+            emu.delete("articles", rid)
+        snap = emu.snapshot("articles")
+        newest = int(max(snap, key=lambda i: (snap[i]["updated_at"], int(i))))
+        mirror = Mirror.open(db)
+        try:
+            async with ChannelClient(settings.upstream) as client:
+                fetch_ids = client.fetch_ids
+
+                async def without_newest(*args: Any, **kwargs: Any) -> Page:
+                    page = await fetch_ids(*args, **kwargs)
+                    kept = [r for r in page.resources if int(r["id"]) != newest]
+                    return dataclasses.replace(page, resources=kept)
+
+                client.fetch_ids = without_newest  # type: ignore[method-assign]
+                proof = Proof(client, mirror, [catalogue.TYPES["articles"]], max_delete_share=0.2)
+                report = await proof.run_all()
+            assert report.unresolved == {}
+            assert report.repairs["articles"] == {"missed_deletion": 3}
+            assert all(mirror.get("articles", rid) is None for rid in ids[:3])
+            assert mirror.get("articles", newest) is not None
+        finally:
+            mirror.close()

@@ -33,6 +33,8 @@ from sync.store.proof import ProofBook
 
 #: Canaries asked with each confirmation request, per scope.
 CANARIES = 2
+#: Confirmation requests per scope, each with the next canaries, before its answer is doubted.
+CANARY_TRIES = 3
 
 #: Told (type, kind, rows) of each repair: the daemon counts them (`sync_repairs_total`).
 OnRepair = Callable[[str, str, int], None]
@@ -202,28 +204,40 @@ class UnitDiff:
         self, unit: str, scopes: Sequence[Scope], ids: list[int], out: UnitOutcome
     ) -> tuple[list[int], list[int]]:
         """(confirmed gone, not confirmed) of `ids`: `filter[id]` in every scope, each request
-        with its canaries; rows still served are rewritten."""
+        with its canaries; rows still served are rewritten. A canary may itself have left the
+        scope in between (a deal made Private, a row deleted): the request is asked again with
+        the next canaries, `CANARY_TRIES` times at most, before its answer is judged no evidence."""
         still: set[int] = set()
         trusted = self.force
         doubt = False
         for i, scope in enumerate(scopes):
-            canaries = [] if self.force else self.book.canaries(scope_key(unit, i), CANARIES)
-            canaries = [c for c in canaries if c not in ids]
-            out.requests += 1
-            page = await self.client.fetch_ids(
-                scope.rtype, [*ids, *canaries], mall_id=scope.mall_id, scope_params=scope.params
-            )
-            served = {parse_id(r["id"]) for r in page.resources}
-            if page.resources:
-                self.mirror.write_staged(
-                    stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
+            for attempt in range(1 if self.force else CANARY_TRIES):
+                canaries = (
+                    []
+                    if self.force
+                    else self.book.canaries(scope_key(unit, i), CANARIES, attempt * CANARIES)
                 )
-            if canaries:
+                canaries = [c for c in canaries if c not in ids]
+                out.requests += 1
+                page = await self.client.fetch_ids(
+                    scope.rtype,
+                    [*ids, *canaries],
+                    mall_id=scope.mall_id,
+                    scope_params=scope.params,
+                )
+                served = {parse_id(r["id"]) for r in page.resources}
+                if page.resources:
+                    self.mirror.write_staged(
+                        stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
+                    )
+                still |= served
+                if not canaries:
+                    break  # nothing listed in this scope: its answer proves nothing either way
                 if set(canaries) <= served:
                     trusted = True
-                else:
+                    break
+                if attempt == CANARY_TRIES - 1:
                     doubt = True
-            still |= served
         rest = [i for i in ids if i not in still]
         if doubt or not trusted:
             return [], rest

@@ -65,14 +65,15 @@ class ProofBook:
         for rid, stamp in rows:
             yield int(rid), stamp
 
-    def canaries(self, unit: str, n: int) -> list[int]:
-        """The `n` most recently changed ids the unit's listing holds: known alive."""
+    def canaries(self, unit: str, n: int, skip: int = 0) -> list[int]:
+        """The `n` most recently changed ids the unit's listing holds (after the `skip` most
+        recent): known alive."""
         return [
             int(r[0])
             for r in self.conn.execute(
                 "SELECT id FROM _sync_proof_listing WHERE unit = ? "
-                "ORDER BY updated_at DESC, id DESC LIMIT ?",
-                (unit, n),
+                "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+                (unit, n, skip),
             )
         ]
 

@@ -1,7 +1,9 @@
 """Jobs: each one way the mirror is brought level with the upstream. `fetch` (by id),
 `queueworker` (the queue worker), `backfill` (and its `missedrows` pass), `poll`, `mallincludes`
 (many malls in a request), `mallroutes` and `relroutes` (linkage from other routes),
-`reconcile`, `sideloads`, `verify`, `hours` (the malls' opening hours), `press` (the management
+`reconcile`, `proof` (the rolling proof of every scope once per staleness bound, with
+`proofdiff` its unit diff, `pacing` its arithmetic and `freshness` the change lag), `sideloads`,
+`verify`, `hours` (the malls' opening hours), `press` (the management
 API's press releases), `isolation` (faults kept in their type) and `progress`; with `fanout`
 (bounded concurrency), `oneshot` (a command's mirror and client), `probe` (`ccsync probe`) and
 `accountmap` (which account reads which type, for `ccsync status`).

@@ -107,21 +107,26 @@ async def test_daemon_repairs_what_notices_polls_and_feed_miss_within_the_bound(
 async def test_a_deletion_storm_of_real_deletions_needs_no_force(
     make_emulator: Any, tmp_path: Path
 ) -> None:
-    """40 % of a small table deleted with no feed entry: every deletion is confirmed by
+    """40 % of a small table deleted with no feed entry, a top-level one and a mall-scoped one
+    (whose rows no mall lists any more are asked in every mall): every deletion is confirmed by
     `filter[id]` with canaries, so one cycle (`ccsync reconcile`, no --force) leaves the
     mirror exact; the mass-delete guard (20 %) holds none of it."""
     async with make_emulator(resources=600, seed=40) as emu:
         db = tmp_path / "m.db"
-        settings = await backfill(emu, db, types=["articles"], max_backoff=0.05)
+        types = ["malls", "articles", "stores"]
+        settings = await backfill(emu, db, types=types, max_backoff=0.05)
         emu.data.feed_deletions = False
-        ids = emu.ids("articles")
-        storm = ids[: int(len(ids) * 0.4)]
-        for rid in storm:
-            emu.delete("articles", rid)
+        storms = {}
+        for name in ("articles", "stores"):
+            ids = emu.ids(name)
+            storms[name] = ids[: int(len(ids) * 0.4)]
+            for rid in storms[name]:
+                emu.delete(name, rid)
         result, refusals = await run_proof_cycle(settings)
         assert refusals == []
-        assert result["articles"] == (0, len(storm))
-        assert compare(db, emu, ["articles"]).differences == 0
+        assert result["articles"] == (0, len(storms["articles"]))
+        assert result["stores"][1] == len(storms["stores"])
+        assert compare(db, emu, types).differences == 0
 
 
 class Faulty:
@@ -150,16 +155,18 @@ async def test_a_faulty_upstream_deletes_nothing_and_raises_the_alarm(
     nothing is deleted, the type is not proven, and status says degraded."""
     async with make_emulator(resources=600, seed=41) as emu:
         db = tmp_path / "m.db"
-        settings = await backfill(emu, db, types=["articles"], max_backoff=0.05)
+        types = ["malls", "articles", "stores"]
+        settings = await backfill(emu, db, types=types, max_backoff=0.05)
         mirror = Mirror.open(db)
         try:
-            before = mirror.count("articles")
+            counts = {name: mirror.count(name) for name in types}
+            before = counts["articles"]
             async with ChannelClient(settings.upstream) as client:
                 Faulty(client)
-                proof = Proof(client, mirror, [catalogue.TYPES["articles"]], max_delete_share=0.2)
+                proof = Proof(client, mirror, catalogue.resolve(types), max_delete_share=0.2)
                 report = await proof.run_all()
-            assert mirror.count("articles") == before
-            assert "articles" in report.unresolved
+            assert {name: mirror.count(name) for name in types} == counts
+            assert {"malls", "articles", "stores"} <= set(report.unresolved)
             entry = proof_book.proven(mirror.conn)["articles"]
             assert entry["proven_at"] is None and entry["unresolved"] == before // 2
         finally:

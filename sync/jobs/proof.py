@@ -41,7 +41,7 @@ from sync.jobs.oneshot import connected
 from sync.jobs.pacing import cycle_cost
 from sync.jobs.poll import Poller
 from sync.jobs.proofdiff import OnRepair, UnitDiff, scope_key
-from sync.jobs.reconcile import MassDeleteRefused, Reconciler, upstream_malls
+from sync.jobs.reconcile import Reconciler, upstream_malls
 from sync.jobs.relroutes import RelatedRoutes
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
@@ -300,8 +300,9 @@ class Proof:
             self.reconciler.mall_gone(unit.mall)
         if outcome.unresolved:
             self._unresolved(pos, unit.type, outcome.unresolved, outcome.why or "")
-        for i in range(len(scopes)):
-            self.book.clear(scope_key(unit.key, i))
+        if unit.mall is None:  # a mall's listing stays until its orphans are asked (canaries)
+            for i in range(len(scopes)):
+                self.book.clear(scope_key(unit.key, i))
         return True
 
     async def _members(self, pos: dict[str, Any]) -> bool:
@@ -334,21 +335,19 @@ class Proof:
         return True
 
     async def _orphans(self, rtype: ResourceType, pos: dict[str, Any]) -> None:
-        """Rows of a mall-scoped type no mall lists any more (`reconcile_orphans`)."""
+        """Rows of a mall-scoped type no mall listed (`UnitDiff.orphans`: confirmed with the
+        malls' canaries); then the type's mall listings kept for those canaries go."""
         malls = (
             list(self.mirror.ids("malls"))
             if any(t.name == "malls" for t in self.types)
             else await upstream_malls(self.client)
         )
-        try:
-            result = await self.reconciler.reconcile_orphans(rtype, malls)
-        except MassDeleteRefused as exc:
-            self._unresolved(pos, rtype.name, 1, str(exc))
-            return
-        if result.fetched or result.removed:
-            self._report.requests += len(malls)  # about: `filter[id]` in each mall
-        self._count(rtype.name, "missed_deletion", result.removed)
-        self._count(rtype.name, "membership", result.fetched)
+        prefix = f"{self.prefix}{rtype.name}@"
+        outcome = await self.differ.orphans(rtype, malls, prefix)
+        self._report.requests += outcome.requests
+        if outcome.unresolved:
+            self._unresolved(pos, rtype.name, outcome.unresolved, outcome.why or "")
+        self.book.clear_prefix(prefix)
 
     async def _finish(self) -> None:
         """What the daily reconcile did after the listings: related and mall routes, then the

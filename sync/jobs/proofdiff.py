@@ -26,14 +26,15 @@ from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher, parse_id
 from sync.jobs.freshness import OnLag, lags, upstream_now
-from sync.model.scopes import Scope
+from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope, scopes_of
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 from sync.store.proof import ProofBook
 
 #: Canaries asked with each confirmation request, per scope.
 CANARIES = 2
-#: Confirmation requests per scope, each with the next canaries, before its answer is doubted.
+#: Requests per scope, each with the next canaries, before a confirmation is doubted.
 CANARY_TRIES = 3
 
 #: Told (type, kind, rows) of each repair: the daemon counts them (`sync_repairs_total`).
@@ -203,42 +204,93 @@ class UnitDiff:
     async def _confirm(
         self, unit: str, scopes: Sequence[Scope], ids: list[int], out: UnitOutcome
     ) -> tuple[list[int], list[int]]:
-        """(confirmed gone, not confirmed) of `ids`: `filter[id]` in every scope, each request
-        with its canaries; rows still served are rewritten. A canary may itself have left the
-        scope in between (a deal made Private, a row deleted): the request is asked again with
-        the next canaries, `CANARY_TRIES` times at most, before its answer is judged no evidence."""
+        """(confirmed gone, not confirmed) of `ids`: `filter[id]` in every scope of the unit,
+        each request with its canaries (`_ask`). Evidence when no scope's canaries were
+        answered gone and some scope's came back (`force`: `filter[id]` alone)."""
         still: set[int] = set()
-        trusted = self.force
-        doubt = False
+        verdicts: set[str] = set()
         for i, scope in enumerate(scopes):
-            for attempt in range(1 if self.force else CANARY_TRIES):
-                canaries = (
-                    []
-                    if self.force
-                    else self.book.canaries(scope_key(unit, i), CANARIES, attempt * CANARIES)
-                )
-                canaries = [c for c in canaries if c not in ids]
-                out.requests += 1
-                page = await self.client.fetch_ids(
-                    scope.rtype,
-                    [*ids, *canaries],
-                    mall_id=scope.mall_id,
-                    scope_params=scope.params,
-                )
-                served = {parse_id(r["id"]) for r in page.resources}
-                if page.resources:
-                    self.mirror.write_staged(
-                        stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
-                    )
-                still |= served
-                if not canaries:
-                    break  # nothing listed in this scope: its answer proves nothing either way
-                if set(canaries) <= served:
-                    trusted = True
-                    break
-                if attempt == CANARY_TRIES - 1:
-                    doubt = True
+            served, verdict = await self._ask(scope_key(unit, i), scope, ids, out)
+            still |= served
+            verdicts.add(verdict)
         rest = [i for i in ids if i not in still]
-        if doubt or not trusted:
-            return [], rest
-        return rest, []
+        if self.force or ("doubt" not in verdicts and "trusted" in verdicts):
+            return rest, []
+        return [], rest
+
+    async def _ask(
+        self, key: str, scope: Scope, ids: list[int], out: UnitOutcome
+    ) -> tuple[set[int], str]:
+        """`filter[id]` for `ids` in `scope` with canaries from the listing kept under `key`;
+        the ids served (rewritten) and a verdict: `trusted` (the canaries came back), `doubt`
+        (they did not), `blind` (the listing had no row to ask). A canary may itself have left
+        the scope meanwhile (a deal made Private, a row deleted): the request is asked again
+        with the next canaries, `CANARY_TRIES` times at most, before its answer is doubted."""
+        served: set[int] = set()
+        for attempt in range(1 if self.force else CANARY_TRIES):
+            canaries = [] if self.force else self.book.canaries(key, CANARIES, attempt * CANARIES)
+            canaries = [c for c in canaries if c not in ids]
+            out.requests += 1
+            page = await self.client.fetch_ids(
+                scope.rtype, [*ids, *canaries], mall_id=scope.mall_id, scope_params=scope.params
+            )
+            answer = {parse_id(r["id"]) for r in page.resources}
+            if page.resources:
+                self.mirror.write_staged(
+                    stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
+                )
+            served |= answer & set(ids)
+            if not canaries:
+                return served, "blind"
+            if set(canaries) <= answer:
+                return served, "trusted"
+        return served, "doubt"
+
+    async def orphans(self, rtype: ResourceType, malls: Sequence[int], prefix: str) -> UnitOutcome:
+        """Rows of a mall-scoped type no mall listed in this cycle: asked by `filter[id]` in
+        every mall of `malls` (the upstream's), with canaries from that mall's listing (kept
+        under `prefix` + mall). Found ones are written there (their membership comes back);
+        the others are deleted when the answers are evidence, else left unresolved."""
+        out = UnitOutcome()
+        asked = self.fetcher.upstream_now()  # before the answers: `Fetcher.upstream_now`
+        unconfirmed: list[int] = []
+        step = MAX_IDS - (0 if self.force else CANARIES)
+        batches = [
+            b[i : i + step] for b in self.mirror.orphans(rtype.name) for i in range(0, len(b), step)
+        ]
+        for batch in batches:
+            found: set[int] = set()
+            verdicts: set[str] = set()
+            for mall in malls:
+                rest = [i for i in batch if i not in found]
+                if not rest:
+                    break
+                (scope,) = scopes_of(rtype, [mall])
+                try:
+                    served, verdict = await self._ask(
+                        scope_key(f"{prefix}{mall}", 0), scope, rest, out
+                    )
+                except NotFoundError:
+                    continue  # that mall went too: it serves nothing
+                found |= served
+                verdicts.add(verdict)
+            self.repaired(out, rtype.name, "membership", sorted(found))
+            rest = [i for i in batch if i not in found]
+            if not rest:
+                continue
+            if self.force or ("doubt" not in verdicts and "trusted" in verdicts):
+                self.mirror.delete(rtype.name, rest, deleted_at=asked)
+                self.repaired(out, rtype.name, "missed_deletion", rest)
+            else:
+                unconfirmed += rest
+        if unconfirmed:
+            out.unresolved = len(unconfirmed)
+            out.why = (
+                f"{len(unconfirmed)} rows no mall lists could not be confirmed gone (a canary "
+                "known alive was answered gone too, or no mall listed a row to ask); nothing "
+                "was deleted"
+            )
+            self.log.error(
+                "proof.unconfirmed", type=rtype.name, rows=len(unconfirmed), ids=unconfirmed[:50]
+            )
+        return out

@@ -11,6 +11,8 @@ from typing import Any
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
+from sync.core.metrics import Metrics
+from sync.daemon.health import SyncState
 from sync.emulator import Emulator
 from sync.jobs.proof import Proof, run_proof_cycle
 from sync.model import catalogue
@@ -169,6 +171,11 @@ async def test_a_faulty_upstream_deletes_nothing_and_raises_the_alarm(
             assert {"malls", "articles", "stores"} <= set(report.unresolved)
             entry = proof_book.proven(mirror.conn)["articles"]
             assert entry["proven_at"] is None and entry["unresolved"] == before // 2
+            # What the alert `SyncProofUnresolved` reads (systemd/sync-alerts.yml).
+            state = SyncState(catalogue.resolve(types))
+            state.mirror = mirror
+            metrics = Metrics(state).render()[0].decode()
+            assert f'sync_proof_unresolved_rows{{type="articles"}} {before // 2}.0' in metrics
         finally:
             mirror.close()
         data = status_data(db)

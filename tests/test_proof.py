@@ -377,3 +377,25 @@ async def test_a_canary_that_left_meanwhile_is_replaced_by_the_next(
             assert mirror.get("articles", newest) is not None
         finally:
             mirror.close()
+
+
+async def test_a_notice_measures_the_lag_of_the_change_it_commits(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """`sync_change_lag_seconds{path="notice"}`: a change announced by a webhook is observed
+    once its fetch commits, and summarised for `ccsync status`."""
+    async with make_emulator(resources=600, seed=46) as emu:
+        db = tmp_path / "m.db"
+        settings = daemon_settings(emu, db, webhooks=True)
+        async with running(settings) as daemon:
+            rid = emu.ids("articles")[0]
+            emu.update("articles", rid, {"title": "announced"})
+            await eventually(
+                lambda: proof_book.lags(daemon.mirror.conn).get("articles", {}).get("notice"),
+                timeout=30,
+            )
+            metrics = daemon.metrics.render()[0].decode()
+        data = status_data(db)
+    assert 'sync_change_lag_seconds_count{path="notice",type="articles"} 1.0' in metrics
+    assert data["proof"]["change_lag"]["articles"]["notice"]["count"] == 1
+    assert "change lag articles: notice p50" in "\n".join(status_lines(data))

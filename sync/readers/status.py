@@ -291,13 +291,14 @@ def proof_lines(proof: dict[str, Any]) -> list[str]:
     """The rolling proof's lines of `ccsync status`."""
     out: list[str] = []
     bound = proof.get("staleness_bound_s")
-    if bound is None and not proof.get("types"):
-        return out
-    verify = proof.get("verify_interval_s")
-    beside = (
-        f"; content under an unchanged stamp: the verify, every {verify:.0f} s" if verify else ""
-    )
-    out.append(f"proof: staleness bound {bound or 0:.0f} s{beside}")
+    if bound is not None or proof.get("types"):
+        verify = proof.get("verify_interval_s")
+        beside = (
+            f"; content under an unchanged stamp: the verify, every {verify:.0f} s"
+            if verify
+            else ""
+        )
+        out.append(f"proof: staleness bound {bound or 0:.0f} s{beside}")
     keep = proof.get("budget")
     if keep and not keep.get("fits"):
         out.append(

@@ -334,6 +334,10 @@ async def test_mall_scoped_types_are_proven_through_one_walk_of_the_malls(
             )
             kinds_repaired = proof_book.repairs(daemon.mirror.conn)["stores"]
             routes = dict(emu.requests.routes)
+            malls = len(daemon.jobs.proof.malls())
+        # Proven per scope too: each mall's stores, and the oldest shown.
+        stores = status_data(db)["proof"]["types"]["stores"]
+        assert stores["scopes"] == malls and stores["oldest_scope_age_s"] is not None
         # No per-mall listing of stores: the walk of `/malls` pages listed them (the fetches by
         # `filter[id]` of what it found go to the mall routes).
         assert routes.get("/malls", 0) > 0

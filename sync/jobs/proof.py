@@ -300,6 +300,10 @@ class Proof:
             self.reconciler.mall_gone(unit.mall)
         if outcome.unresolved:
             self._unresolved(pos, unit.type, outcome.unresolved, outcome.why or "")
+        else:
+            self.book.scope_proven(
+                unit.type, "top" if unit.mall is None else str(unit.mall), iso_ms(time.time())
+            )
         if unit.mall is None:  # a mall's listing stays until its orphans are asked (canaries)
             for i in range(len(scopes)):
                 self.book.clear(scope_key(unit.key, i))

@@ -83,8 +83,17 @@ def proof_data(mirror: Mirror, now: datetime, rate: float | None) -> dict[str, A
     cost_text = mirror.get_meta("proof_cycle_cost")
     verify = mirror.get_meta("verify_interval")
     types = {}
+    scopes = proof_book.scopes(mirror.conn)
     for name, entry in sorted(proof_book.proven(mirror.conn).items()):
-        types[name] = {**entry, "age_s": _lag(entry.get("proven_at"), now)}
+        per_scope = scopes.get(name, {})
+        types[name] = {
+            **entry,
+            "age_s": _lag(entry.get("proven_at"), now),
+            # Per scope (`top`, or each mall): how many were proven, and the oldest.
+            "scopes": per_scope.get("scopes", 0),
+            "oldest_scope": per_scope.get("oldest_scope"),
+            "oldest_scope_age_s": _lag(per_scope.get("oldest_at"), now),
+        }
     lags: dict[str, dict[str, Any]] = {}
     for name, paths in sorted(proof_book.lags(mirror.conn).items()):
         for path, summary in sorted(paths.items()):
@@ -310,6 +319,11 @@ def proof_lines(proof: dict[str, Any]) -> list[str]:
         age = t.get("age_s")
         when = "never" if age is None else f"{age:.0f} s ago"
         line = f"  {name:<15} proven complete {when} (bound {bound or 0:.0f} s)"
+        if t.get("scopes", 0) > 1 and t.get("oldest_scope_age_s") is not None:
+            line += (
+                f"; {t['scopes']} scopes, the oldest (mall {t['oldest_scope']}) proven "
+                f"{t['oldest_scope_age_s']:.0f} s ago"
+            )
         if t.get("unresolved"):
             line += f"; unresolved: {t.get('why')}"
         out.append(line)

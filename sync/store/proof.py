@@ -39,6 +39,15 @@ CREATE TABLE IF NOT EXISTS _sync_proof_listing (
     PRIMARY KEY (unit, id)
 ) WITHOUT ROWID
 """
+#: Per (type, scope): when its last unit diff ended with nothing unresolved.
+_SCOPES = """
+CREATE TABLE IF NOT EXISTS _sync_proof_scopes (
+    type TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    proven_at TEXT NOT NULL,
+    PRIMARY KEY (type, scope)
+) WITHOUT ROWID
+"""
 
 
 class ProofBook:
@@ -47,6 +56,15 @@ class ProofBook:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         conn.execute(_TABLE)
+        conn.execute(_SCOPES)
+
+    def scope_proven(self, type_name: str, scope: str, at: str) -> None:
+        """One scope of `type_name` (`top`, or a mall id) was proven complete `at`."""
+        self.conn.execute(
+            "INSERT INTO _sync_proof_scopes (type, scope, proven_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(type, scope) DO UPDATE SET proven_at = excluded.proven_at",
+            (type_name, scope, at),
+        )
 
     # -- the listing of the unit in progress ---------------------------------------------------
 
@@ -146,6 +164,24 @@ def record_proven(
     entry["why"] = why
     data[type_name] = entry
     _set(conn, PROVEN_KEY, data)
+
+
+def scopes(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """Per type: how many scopes were proven, and the oldest scope's time and name."""
+    try:
+        rows = conn.execute(
+            "SELECT type, count(*), min(proven_at) FROM _sync_proof_scopes GROUP BY type"
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return {}  # a mirror no proof ran on
+    out: dict[str, dict[str, Any]] = {}
+    for name, n, oldest in rows:
+        scope = conn.execute(
+            "SELECT scope FROM _sync_proof_scopes WHERE type = ? AND proven_at = ? LIMIT 1",
+            (name, oldest),
+        ).fetchone()
+        out[str(name)] = {"scopes": int(n), "oldest_at": oldest, "oldest_scope": scope[0]}
+    return out
 
 
 def repairs(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:

@@ -23,8 +23,13 @@ With `--malls` including 200 (the issue's size), the per-mall path (the emulator
 `GET /malls?include=`: `sync` falls back to listing every mall, as it always did before) is
 measured too, as today's numbers, unless `--no-fallback`.
 
+First, what the rolling proof costs with the default `staleness_bound` at 200,000 and
+1,000,000 rows, beside the polls and the verify (`bench/proof_cost.py`: arithmetic on the
+emulator's data set, seconds); `--proof-only` prints that alone.
+
 Run:  .venv/bin/python bench/upstream_cost.py [--malls 1000,200] [--resources 200000]
       [--latency 0.05] [--idle 125] [--changes 45] [--creations 10] [--no-fallback]
+      [--proof-only]
 It takes about 7 minutes per row on a 2-core machine (most of it waiting on purpose).
 """
 
@@ -48,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import proof_cost
 
 ROOT = Path(__file__).resolve().parent.parent
 EMAIL, PASSWORD = "demo@example.com", "demo-password"
@@ -455,7 +461,14 @@ async def main() -> None:
     ap.add_argument("--off-spacing", type=float, default=3.0, help="s between webhooks-off changes")
     ap.add_argument("--no-fallback", action="store_true", help="skip the per-mall path at 200")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--proof-only", action="store_true", help="print the rolling proof's cost alone"
+    )
     args = ap.parse_args()
+    malls = int(args.malls.split(",")[0])
+    print("\n".join(proof_cost.table(args.resources, malls)), flush=True)
+    if args.proof_only:
+        return
     rng = random.Random(args.seed)
     rows = []
     for m in (int(x) for x in args.malls.split(",")):

@@ -9,20 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sync.channel.budget import MIN_RATE, Priority, RequestBudget, priority
-
-
-class FakeClock:
-    """Time that passes only when someone sleeps."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.t += max(seconds, 0.0)
-        await asyncio.sleep(0)
+from tests.support.clock import FakeClock
 
 
 def windows_ok(starts: list[float], rate: float) -> bool:

@@ -258,27 +258,27 @@ async def test_schedules_survive_a_restart_and_status_shows_them(
 
     monkeypatch.setattr(sync.daemon.schedule, "OVERDUE_JITTER", (0.1, 0.2))
     db = tmp_path / "m.db"
-    settings = settings_for(emulator, db, webhooks=False, reconcile_interval=3600.0)
+    settings = settings_for(emulator, db, webhooks=False, hours_interval=3600.0)
     async with running(settings):
-        # The first start: the polls catch up at once; the reconcile is a full interval away.
+        # The first start: the polls catch up at once; the hours job is a full interval away.
         await eventually(lambda: "deletions" in _jobs(db) and _jobs(db)["deletions"]["outcome"])
-        assert _jobs(db)["reconcile"]["started_at"] is None
-        assert _jobs(db)["reconcile"]["next_run_at"] is not None
-    # While it was down, its reconcile fell due: the next start runs it within seconds.
+        assert _jobs(db)["hours"]["started_at"] is None
+        assert _jobs(db)["hours"]["next_run_at"] is not None
+    # While it was down, its hours job fell due: the next start runs it within seconds.
     conn = sqlite3.connect(db)
     conn.execute(
-        "UPDATE _sync_jobs SET next_run_at = '2000-01-01T00:00:00.000Z' WHERE name = 'reconcile'"
+        "UPDATE _sync_jobs SET next_run_at = '2000-01-01T00:00:00.000Z' WHERE name = 'hours'"
     )
     conn.commit()
     conn.close()
     async with running(settings):
-        await eventually(lambda: _jobs(db)["reconcile"]["outcome"] == "ok", timeout=30)
-        assert _jobs(db)["reconcile"]["next_run_at"] > "2026"
+        await eventually(lambda: _jobs(db)["hours"]["outcome"] == "ok", timeout=30)
+        assert _jobs(db)["hours"]["next_run_at"] > "2026"
     from sync.readers.status import status_data
 
     jobs = {j["name"]: j for j in status_data(settings.mirror.path)["jobs"]}
-    assert {"poll", "deletions", "reconcile", "hours"} <= set(jobs)
-    assert jobs["reconcile"]["outcome"] == "ok" and jobs["reconcile"]["started_at"]
+    assert {"poll", "deletions", "proof", "hours"} <= set(jobs)
+    assert jobs["hours"]["outcome"] == "ok" and jobs["hours"]["started_at"]
 
 
 def _jobs(db: Path) -> dict[str, dict[str, Any]]:

@@ -290,8 +290,13 @@ async def test_an_empty_listing_where_there_were_rows_deletes_nothing(
 
         rc, out, err = await sync("reconcile", "--config", cfg, emu=emulator)
         line = error_line(rc, err)
-        assert refused in err and "nothing was deleted" in err
-        assert "refused by the mass-delete guard" in line
+        # The proof (#39): no row listed, so no canary can prove `filter[id]`'s empty answers.
+        assert (
+            f"refused: articles: {rows} of {rows} rows absent from the listing could not be "
+            "confirmed gone (the upstream listed none" in err
+        )
+        assert "the mass-delete guard holds them; nothing was deleted" in err
+        assert "could not be confirmed gone (nothing of them was deleted)" in line
         assert "check the upstream, then rerun with --force" in line
         assert re.search(r"^deals\s+fetched", out, re.M)  # the other type was reconciled
         assert snapshot(tmp_path / "m.db") == before

@@ -71,3 +71,29 @@ def test_the_poll_cycle_and_its_staleness_bound() -> None:
     }
     # No request budget: the cycle is as fast as the upstream answers.
     assert poll_cycle(41, 0.0, 60.0)["staleness_bound_s"] == 60.0
+
+
+def test_the_proof_ticks_at_most_every_minute_and_a_cycle_takes_the_bound() -> None:
+    from sync.jobs.pacing import PROOF_TICK, cycle_cost, proof_share, proof_tick
+
+    assert proof_tick(3600.0) == PROOF_TICK
+    assert proof_tick(300.0) == 15.0  # a short bound: still about 20 ticks a cycle
+    assert proof_tick(4.0) == 1.0  # never below a second
+    # One page per 100 rows of each scope, one at least (an empty scope is still asked).
+    assert cycle_cost([0, 1, 100, 101, 250]) == 1 + 1 + 1 + 2 + 3
+    # The shares of the ticks in one bound add up to the cycle's cost.
+    cost, bound = 10_000, 3600.0
+    assert abs(proof_share(cost, bound) * (bound / proof_tick(bound)) - cost) < 1e-6
+
+
+def test_the_bound_the_request_budget_can_keep() -> None:
+    from sync.jobs.pacing import keepable_bound
+
+    # 1M rows: 10,000 requests an hour is 2.8 / s, 14 % of 20 / s: it fits.
+    fits = keepable_bound(10_000, 20.0, 3600.0)
+    assert fits["fits"] is True and fits["short_by_s"] == 0.0 and fits["share"] == 0.1389
+    # A small budget: half of 1 / s keeps a bound of 20,000 s, 16,400 s short of an hour.
+    short = keepable_bound(10_000, 1.0, 3600.0)
+    assert short == {"fits": False, "keepable_s": 20000.0, "short_by_s": 16400.0, "share": 2.7778}
+    # No budget configured: any bound fits.
+    assert keepable_bound(10_000, 0.0, 3600.0)["fits"] is True

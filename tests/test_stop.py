@@ -26,7 +26,7 @@ from tests.support.waiting import eventually
 
 
 def _config(
-    tmp_path: Path, emu: Emulator, db: Path, *, webhooks: bool, reconcile_every: float = 3600.0
+    tmp_path: Path, emu: Emulator, db: Path, *, webhooks: bool, staleness_bound: float = 3600.0
 ) -> Path:
     """Long waits between retries (max_backoff 20 s) and the default 300 s budget: a process
     that does not cancel its waits is still waiting when the test gives up on it."""
@@ -42,7 +42,7 @@ def _config(
         schedule={
             "poll_interval": 3600.0,
             "deletions_interval": 3600.0,
-            "reconcile_interval": reconcile_every,
+            "staleness_bound": staleness_bound,
         },
         logging={"format": "json", "level": "warning"},
     )
@@ -150,7 +150,7 @@ def _job(db: Path, name: str) -> dict[str, object]:
     return dict(rows[0]) if rows else {}
 
 
-async def test_sigterm_during_the_daemons_reconcile_exits_promptly_and_loses_nothing(
+async def test_sigterm_during_the_daemons_proof_exits_promptly_and_loses_nothing(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     db = tmp_path / "m.db"
@@ -160,16 +160,18 @@ async def test_sigterm_during_the_daemons_reconcile_exits_promptly_and_loses_not
         emulator.update("deals", deal, {"title": "changed behind the mirror's back"})
     emulator.delete("articles", emulator.ids("articles")[0])
     emulator.faults.latency = 0.5
-    cfg = _config(tmp_path, emulator, db, webhooks=False, reconcile_every=1.0)
+    # The rolling proof (the daily reconcile's successor, #39): a cycle every 2 s, so each
+    # tick lists several pages at 0.5 s a request.
+    cfg = _config(tmp_path, emulator, db, webhooks=False, staleness_bound=2.0)
     proc = await _spawn(cfg, emulator, "run")
     try:
-        await eventually(lambda: bool(_job(db, "reconcile").get("started_at")), timeout=30)
-        await asyncio.sleep(1.0)  # inside the reconcile, listing pages
+        await eventually(lambda: bool(_job(db, "proof").get("started_at")), timeout=30)
+        await asyncio.sleep(1.0)  # inside the proof, listing pages
         assert proc.returncode is None
     finally:
         code, err = await stop(proc)
     assert code == 0, err[-2000:]
-    assert _job(db, "reconcile")["outcome"] == "interrupted"  # stopped mid-run
+    assert _job(db, "proof")["outcome"] == "interrupted"  # stopped mid-run
     assert _integrity(db) == "ok"
     for t in TYPES:
         assert before[t] & {str(i) for i in emulator.ids(t)} <= _ids(db, t), t

@@ -312,7 +312,7 @@ def test_alert_rules_are_valid_and_name_metrics_the_daemon_exports() -> None:
         for line in m.render()[0].decode().splitlines()
         if line.startswith("# TYPE ")
     }
-    exported |= {f"{n}_total" for n in exported}
+    exported |= {f"{n}_{suffix}" for n in exported for suffix in ("total", "bucket")}
     for rule in rules:
         for name in re.findall(r"\b(sync_[a-z_]+|process_[a-z_]+)", rule["expr"]):
             assert name in exported, f"{rule['alert']}: {name} is not exported"

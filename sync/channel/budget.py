@@ -16,7 +16,8 @@ of every job and of the queue worker takes a slot from one `RequestBudget` first
   rate (the first `bench/upstream_cost.py` run measured 21 at 20/s that way).
 - **Priorities**: waiting requests are granted in priority order, oldest first within one:
   webhook-driven fetches first (a change someone is waiting for), then polls and the deletions
-  feed, then reconcile and verify, then hours. A job sets its priority for everything it
+  feed, then reconcile and verify, then hours, and last the rolling proof (it takes only slots
+  no other request waits for, so it never delays notices, polls or the feed). A job sets its priority for everything it
   sends with `priority(...)` (a context variable, so no call in between needs to know).
 - **Adaptive** (AIMD, as TCP does): a 429 halves the rate (down to `MIN_RATE`) and holds every
   grant until its `Retry-After` has passed; each second of answers without a 429 then adds back
@@ -47,6 +48,8 @@ class Priority(IntEnum):
     POLL = 1
     RECONCILE = 2
     HOURS = 3
+    #: The rolling proof (`sync.jobs.proof`): only what no one else waits for.
+    PROOF = 4
 
 
 #: The priority of the requests the current task sends (set by `priority`).

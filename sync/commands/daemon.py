@@ -12,7 +12,7 @@ from sync.core.errors import SyncError
 from sync.daemon.demo import run_demo
 from sync.daemon.service import Daemon
 from sync.ingest.subscriptions import manage
-from sync.jobs.reconcile import run_reconcile
+from sync.jobs.proof import run_proof_cycle
 from sync.jobs.verify import run_verify
 
 
@@ -30,7 +30,12 @@ def run_command(config_path: Path | None) -> None:
 
 @click.command("reconcile")
 @config_option
-@click.option("--force", is_flag=True, help="Allow deleting more than reconcile_max_delete_share.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Delete what filter[id] does not find even without a canary's proof, and more than "
+    "reconcile_max_delete_share.",
+)
 @click.option(
     "--full",
     is_flag=True,
@@ -39,9 +44,10 @@ def run_command(config_path: Path | None) -> None:
 )
 @fail_cleanly
 def reconcile_command(config_path: Path | None, force: bool, full: bool) -> None:
-    """Apply the deletions feed, then list every id upstream once; fetch what is missing or
-    stale, delete what is gone. A type the mass-delete guard refuses is reported at the end
-    (exit 1); every other type is reconciled. With --full, a verify runs first: every row is
+    """Apply the deletions feed, then run one whole cycle of the rolling proof: list every id
+    and stamp upstream once; fetch what is missing or stale, delete what filter[id] confirms is
+    gone (with canaries). A type whose absent rows could not be confirmed gone is reported at
+    the end (exit 1); every other type is reconciled. With --full, a verify runs first: every row is
     refetched whole and repaired where its content differs, and the repairs are summed up."""
     settings = settings_from(config_path)
     if full:
@@ -53,15 +59,15 @@ def reconcile_command(config_path: Path | None, force: bool, full: bool) -> None
                 f"removed {report.removed.get(name, 0):>7,}"
             )
         click.echo(f"verify: {report.repaired:,} rows repaired")
-    result, refusals = run_async(run_reconcile(settings, force=force))
+    result, refusals = run_async(run_proof_cycle(settings, force=force))
     for name, (fetched, removed) in result.items():
         click.echo(f"{name:<15} fetched {fetched:>7,}  removed {removed:>7,}")
     if refusals:
         for line in refusals:
             click.echo(f"refused: {line}", err=True)
         raise SyncError(
-            f"{len(refusals)} reconcile(s) refused by the mass-delete guard; everything else "
-            "was reconciled",
+            f"{len(refusals)} type(s) left rows absent from the listing that could not be "
+            "confirmed gone (nothing of them was deleted); everything else was reconciled",
             hint="check the upstream, then rerun with --force",
         )
 

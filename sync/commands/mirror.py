@@ -61,7 +61,9 @@ def status_command(config_path: Path | None, mirror_path: Path | None, as_json: 
     """Show what the mirror holds and how the daemon is doing: the mirror file, the queue depth,
     the webhook subscriptions, the request budget, how the mall-scoped types are polled
     (`GET /malls?include=` or per mall, and why), `degraded:` problems, each daemon job's last
-    run, outcome and next run, the rolling verify's position, and per type: rows, last sync,
+    run, outcome and next run, the rolling verify's position, the rolling proof (per type when
+    it was last proven complete beside the staleness bound, the repairs by kind, the change
+    lag's p50/p99), and per type: rows, last sync,
     lag (seconds), poll cursor and the last error, and the values refused (their rows keep their
     last good copy) or coerced because they did not fit their declared type. --json prints all
     of it for scripts. It reads only the mirror: no secret is needed, and --mirror PATH works

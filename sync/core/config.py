@@ -327,7 +327,16 @@ class ScheduleSettings(_Section):
     )
     deletions_interval: float = Field(default=60.0, gt=0, description="Deletions feed poll")
     reconcile_interval: float = Field(
-        default=86400.0, gt=0, description="Full id listing and repair"
+        default=86400.0,
+        gt=0,
+        description="Unused by the daemon since the rolling proof (staleness_bound) replaced "
+        "its daily reconcile; kept so older configurations load",
+    )
+    staleness_bound: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds within which the rolling proof compares every scope's ids and "
+        "stamps with the mirror once (and repairs what differs)",
     )
     reconcile_max_delete_share: float = Field(
         default=0.2, gt=0, le=1, description="Largest share of a table one reconcile may delete"

@@ -18,6 +18,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     GCCollector,
+    Histogram,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
@@ -96,6 +97,30 @@ class _LiveCollector(Collector):
         if b:
             for family, name, help_text, key in _BUDGET:
                 yield family(f"sync_request_budget_{name}", help_text, value=b[key])
+        yield from self._proof()
+
+    def _proof(self) -> Iterator[Metric]:
+        # Optional in `Live` (a receiver alone has no proof): read when the daemon offers it.
+        proof = getattr(self.live, "proof", None)
+        ages, unresolved = proof() if proof is not None else ({}, {})
+        age = GaugeMetricFamily(
+            "sync_proven_age_seconds",
+            "Seconds since each type was last proven complete by the rolling proof (every "
+            "scope's ids and stamps compared with the mirror, nothing unresolved)",
+            labels=["type"],
+        )
+        for name, seconds in sorted(ages.items()):
+            age.add_metric([name], seconds)
+        yield age
+        rows = GaugeMetricFamily(
+            "sync_proof_unresolved_rows",
+            "Rows the last proof of each type left unresolved (absent from a listing, their "
+            "deletion not confirmed: the mass-delete guard's case)",
+            labels=["type"],
+        )
+        for name, n in sorted(unresolved.items()):
+            rows.add_metric([name], n)
+        yield rows
 
 
 class Metrics:
@@ -124,6 +149,22 @@ class Metrics:
             "sync_verify_repairs",
             "Rows the verify repaired (content changed upstream without a new updated_at)",
             ["type"],
+            registry=r,
+        )
+        self.repairs = Counter(
+            "sync_repairs",
+            "Rows the proof and the verify repaired, by type and kind (missed_change, "
+            "missed_creation, missed_deletion, same_stamp_content, membership): what the "
+            "notices and polls missed",
+            ["type", "kind"],
+            registry=r,
+        )
+        self.change_lag = Histogram(
+            "sync_change_lag_seconds",
+            "Seconds from a change's updated_at (upstream clock) to its commit in the mirror, "
+            "by type and path (notice, poll, proof)",
+            ["type", "path"],
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400),
             registry=r,
         )
         self.values = Counter(

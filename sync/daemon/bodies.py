@@ -35,15 +35,19 @@ from sync.jobs.hours import MallHours
 from sync.jobs.isolation import TypeFaults
 from sync.jobs.mallincludes import Members, refused
 from sync.jobs.mallroutes import ROUTED_BY_MALL, MallRoutes
+from sync.jobs.pacing import keepable_bound, proof_share
 from sync.jobs.poll import Poller, poll_types
 from sync.jobs.press import mirror_press
 from sync.jobs.progress import Progress
+from sync.jobs.proof import Proof
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, reconcile_every_type
 from sync.jobs.verify import Verifier
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
 from sync.store import Mirror
+from sync.store import proof as proof_book
+from sync.store.repair import Repair
 
 
 class Jobs:
@@ -71,6 +75,7 @@ class Jobs:
         self.faults = faults
         self.progress = progress
         self.log = get_logger("sync.daemon")
+        self.metrics = metrics
         self.poller = Poller(
             client,
             mirror,
@@ -79,16 +84,26 @@ class Jobs:
             on_unknown_type=lambda name, n: metrics.feed_unknown_types.labels(
                 resource_type=name
             ).inc(n),
+            on_lag=self.lagged,
         )
         self.reconciler = Reconciler(
             client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share
         )
         self.backfill = Backfill(client, mirror, s, progress=progress)
-        self.verifier = Verifier(
+        self.verifier = Verifier(client, mirror, on_repair=self._verify_repaired)
+        self.proof = Proof(
             client,
             mirror,
-            on_repair=lambda r: metrics.verify_repairs.labels(type=r.type).inc(),
+            self.types,
+            max_delete_share=s.schedule.reconcile_max_delete_share,
+            on_repair=self.repaired,
+            on_lag=self.lagged,
+            fast=lambda: [t.name for t in self.members.fast()],
+            members_page_size=s.upstream.members_page_size,
         )
+        #: Requests the rolling proof may spend (`proof_step`).
+        self.proof_credit = 0.0
+        self.proof_checked = False  # whether the budget can keep the bound was logged
         self.members = Members(
             client,
             mirror,
@@ -237,6 +252,63 @@ class Jobs:
             self.ok(rtype.name)
 
         await self._isolated(rtype, then_ok())
+
+    async def proof_step(self) -> None:
+        """The next share of the rolling proof (`sync.jobs.proof`): a cycle per
+        `[schedule] staleness_bound`. At a cycle's start the mall-scoped types' polling and the
+        upstream profile are checked again, as before the daily reconcile."""
+        bound = self.settings.schedule.staleness_bound
+        cost = self.proof.cost()
+        # For `ccsync status`, which reads the mirror alone: the bound, what a cycle costs, and
+        # the verify's bound shown beside it.
+        self.mirror.set_meta("proof_cycle_cost", str(cost))
+        self.mirror.set_meta("staleness_bound", str(bound))
+        self.mirror.set_meta("verify_interval", str(self.settings.schedule.verify_interval))
+        if not self.proof_checked:
+            self.proof_checked = True
+            keep = keepable_bound(cost, self.settings.upstream.max_requests_per_second, bound)
+            if not keep["fits"]:
+                self.log.warning(
+                    "proof.bound_overruns",
+                    cycle_requests=cost,
+                    **keep,
+                    hint="a proof cycle needs more than half the request budget for "
+                    "[schedule] staleness_bound: raise it or [upstream] max_requests_per_second",
+                )
+        self.proof_credit += proof_share(cost, bound)
+        if self.proof_credit < 1:
+            return
+        if self.proof.at_cycle_start:
+            await self.detect_members()
+            await self.probe_if_stale()
+        report = await self.proof.step(int(self.proof_credit))
+        self.proof_credit = max(0.0, self.proof_credit - report.requests)
+        if report.repairs or report.cycle_done or report.unresolved:
+            self.log.info(
+                "proof.step",
+                requests=report.requests,
+                repaired=report.repairs,
+                unresolved=report.unresolved,
+                proven=report.proven,
+                cycle_done=report.cycle_done,
+            )
+
+    def repaired(self, type_name: str, kind: str, n: int) -> None:
+        """A repair the proof (or the verify) made: `sync_repairs_total{type,kind}`."""
+        self.metrics.repairs.labels(type=type_name, kind=kind).inc(n)
+
+    def lagged(self, type_name: str, path: str, seconds: Sequence[float]) -> None:
+        """Changes committed by `path`, `seconds` after their stamps: the histogram and the
+        summary `ccsync status` reads."""
+        for value in seconds:
+            self.metrics.change_lag.labels(type=type_name, path=path).observe(value)
+        proof_book.record_lags(self.mirror.conn, type_name, path, list(seconds))
+
+    def _verify_repaired(self, r: Repair) -> None:
+        kind = "membership" if tuple(r.what) == ("membership",) else "same_stamp_content"
+        self.metrics.verify_repairs.labels(type=r.type).inc()
+        proof_book.count_repairs(self.mirror.conn, r.type, kind, 1)
+        self.repaired(r.type, kind, 1)
 
     async def verify_step(self) -> None:
         """The next share of the rolling verify (`sync.jobs.verify`); repairs are counted."""

@@ -19,8 +19,9 @@ from sync.channel.client import ChannelClient
 from sync.daemon.schedule import parse_stamp
 from sync.jobs.isolation import TypeFaults
 from sync.model.catalogue import ResourceType
-from sync.readers.status import job_problems
+from sync.readers.status import job_problems, proof_problems
 from sync.store import Mirror
+from sync.store import proof as proof_book
 from sync.store.queue import ChangeQueue
 from sync.store.watch import StorageWatch
 
@@ -83,6 +84,24 @@ class SyncState:
         client = self.client
         return client.budget.snapshot() if client is not None and client.budget else {}
 
+    def proof(self) -> tuple[dict[str, float], dict[str, int]]:
+        """Per type, seconds since it was last proven complete (the process's age when never
+        since the mirror began), and the rows its last proof left unresolved."""
+        if self.mirror is None:
+            return {}, {}
+        now = time.time()
+        recorded = proof_book.proven(self.mirror.conn)
+        ages: dict[str, float] = {}
+        unresolved: dict[str, int] = {}
+        for t in self.types:
+            entry = recorded.get(t.name) or {}
+            stamp = entry.get("proven_at")
+            then = parse_stamp(stamp) if isinstance(stamp, str) else None
+            age = now - then.timestamp() if then is not None else time.monotonic() - self.started
+            ages[t.name] = round(age, 1)
+            unresolved[t.name] = int(entry.get("unresolved") or 0)
+        return ages, unresolved
+
     def upstream_statuses(self) -> dict[int, int]:
         return dict(self.client.stats.statuses) if self.client is not None else {}
 
@@ -97,8 +116,10 @@ class Health:
         poll_interval: float,
         faults: TypeFaults,
         storage: StorageWatch,
+        staleness_bound: float | None = None,
     ) -> None:
         self.state = state
+        self.staleness_bound = staleness_bound
         #: A type not synced for this long is stale (and the daemon is warming up until then).
         self.stale_after = max(3 * poll_interval, 300.0)
         self.faults = faults
@@ -118,6 +139,10 @@ class Health:
             if state.mirror is not None and state.ready
             else []
         )
+        if state.mirror is not None and state.ready:
+            # The proof's unresolved differences (the mass-delete guard's case) and a proof
+            # overdue past twice the bound.
+            problems.extend(proof_problems(state.mirror, datetime.now(UTC), self.staleness_bound))
         if state.client is not None and state.client.unreachable:
             problems.insert(0, state.client.unreachable)  # logged as upstream.unreachable too
         problems.extend(self.faults.problems())

@@ -20,6 +20,7 @@ JOB_PRIORITY: dict[str, Priority] = {
     "deletions": Priority.POLL,
     "subscriptions": Priority.POLL,
     "reconcile": Priority.RECONCILE,
+    "proof": Priority.PROOF,
     "verify": Priority.RECONCILE,
     "hours": Priority.HOURS,
     "press_releases": Priority.HOURS,

@@ -48,6 +48,7 @@ from sync.daemon.systemd import Notifier, watchdog_loop
 from sync.ingest.receiver import Receiver
 from sync.jobs.backfill import Backfill
 from sync.jobs.isolation import TypeFaults
+from sync.jobs.pacing import proof_tick
 from sync.jobs.progress import Progress, for_terminal
 from sync.jobs.queueworker import QueueWorker
 from sync.model.catalogue import ResourceType
@@ -84,6 +85,7 @@ class Daemon:
             poll_interval=settings.schedule.poll_interval,
             faults=self.type_faults,
             storage=self.storage,
+            staleness_bound=settings.schedule.staleness_bound,
         )
         self.stop = asyncio.Event()
         self.notifier = Notifier()
@@ -205,6 +207,7 @@ class Daemon:
             faults=self.type_faults,
             storage=self.storage,
             batch_delay=s.schedule.queue_batch_delay,
+            on_lag=jobs.lagged,
         )
         self._runs = JobRuns(
             mirror, client, metrics=self.metrics, storage=self.storage, stop=self.stop
@@ -387,7 +390,9 @@ class Daemon:
             # Catch up at once on what changed while the daemon was down.
             ("poll", jobs.poll_all, s.poll_interval, CATCH_UP),
             ("deletions", jobs.poll_deletions, s.deletions_interval, CATCH_UP),
-            ("reconcile", jobs.reconcile_all, s.reconcile_interval, s.reconcile_interval),
+            # The rolling proof (the daily reconcile's successor): a share of the cycle per
+            # tick, its position in the mirror; its first tick soon after start.
+            ("proof", jobs.proof_step, proof_tick(s.staleness_bound), CATCH_UP + 1.0),
             ("hours", jobs.refresh_hours, s.hours_interval, s.hours_interval),
             # The change feed's retention: at start, then hourly.
             ("changes", jobs.prune_changes, 3600.0, CATCH_UP),
@@ -412,6 +417,8 @@ class Daemon:
         else:
             self.log.info("poll.cycle", **cycle)
         stored = self.mirror.jobs()
+        if "reconcile" in stored:
+            self.mirror.job_retired("reconcile")  # the rolling proof replaced it (#39)
         for name, fn, every, first in planned:
             at = first_run(name, every, first, stored.get(name, {}).get("next_run_at"), now)
             self.mirror.job_scheduled(name, iso_ms(at.timestamp()))

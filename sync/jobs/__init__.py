@@ -2,7 +2,9 @@
 `queueworker` (the queue worker), `backfill` (and its `missedrows` pass), `poll`, `mallincludes`
 (many malls in a request), `feed` (the deletions feed's entries
 applied as dated evidence), `mallroutes` and `relroutes` (linkage from other routes),
-`reconcile`, `sideloads`, `verify`, `hours` (the malls' opening hours), `press` (the management
+`reconcile`, `proof` (the rolling proof of every scope once per staleness bound, with
+`proofdiff` its unit diff, `pacing` its arithmetic and `freshness` the change lag), `sideloads`,
+`verify`, `hours` (the malls' opening hours), `press` (the management
 API's press releases), `isolation` (faults kept in their type) and `progress`; with `fanout`
 (bounded concurrency), `oneshot` (a command's mirror and client), `probe` (`ccsync probe`) and
 `accountmap` (which account reads which type, for `ccsync status`).

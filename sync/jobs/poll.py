@@ -45,7 +45,8 @@ from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
 from sync.jobs.feed import FeedEntries
-from sync.jobs.fetch import confirm_mall_gone
+from sync.jobs.fetch import confirm_mall_gone, parse_id
+from sync.jobs.freshness import OnLag, changed_lags, upstream_now
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -157,6 +158,7 @@ class Poller:
         page_size: int,
         overlap: float,
         on_unknown_type: Callable[[str, int], None] | None = None,
+        on_lag: OnLag | None = None,
     ) -> None:
         self.client = client
         self.mirror = mirror
@@ -164,6 +166,7 @@ class Poller:
         self.overlap = overlap
         #: Told (resource_type, entries) of feed entries of a type it cannot map (metrics).
         self.on_unknown_type = on_unknown_type
+        self.on_lag = on_lag  # the changes a poll commits, and how late (`sync.jobs.freshness`)
         self.log = get_logger("sync.poll")
 
     def _not_after_now(self, cursor: str | None) -> str | None:
@@ -220,10 +223,16 @@ class Poller:
             return page
 
         def write(page: Page) -> None:
+            ids = [parse_id(r["id"]) for r in page.resources] if self.on_lag else []
+            before = self.mirror.stamps(rtype.name, ids) if ids else {}
             self.mirror.write_staged(
                 stage_resources(rtype, page.resources, page.included, scope.mall_id),
                 scripts=page.meta.get("scripts"),
             )
+            if self.on_lag is not None and ids:
+                after = self.mirror.stamps(rtype.name, ids)
+                now = upstream_now(self.client)
+                self.on_lag(rtype.name, "poll", changed_lags(before, after, now))
 
         try:
             result = await self._walk(

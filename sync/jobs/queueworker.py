@@ -40,6 +40,7 @@ from sync.channel.budget import Priority, current_priority
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher
+from sync.jobs.freshness import OnLag, changed_lags, upstream_now
 from sync.jobs.isolation import TypeFaults
 from sync.jobs.mallincludes import PER_MALL, Members, refused
 from sync.jobs.poll import Poller
@@ -70,7 +71,9 @@ class QueueWorker:
         faults: TypeFaults,
         storage: StorageWatch,
         batch_delay: float = 0.05,
+        on_lag: OnLag | None = None,
     ) -> None:
+        self.on_lag = on_lag  # the changes notices commit, and how late (`sync.jobs.freshness`)
         self.mirror = mirror
         self.queue = queue
         self.fetcher = fetcher
@@ -263,7 +266,12 @@ class QueueWorker:
     ) -> None:
         scopes = scopes_of(rtype, [mall_id] if mall_id is not None else [])
         if kind == "update":
+            before = self.mirror.stamps(rtype.name, ids) if self.on_lag else {}
             await self.fetcher.fetch_and_write(scopes, ids)
+            if self.on_lag is not None:
+                after = self.mirror.stamps(rtype.name, ids)
+                now = upstream_now(self.fetcher.client)
+                self.on_lag(rtype.name, "notice", changed_lags(before, after, now))
             return
         held = [i for i in ids if self.mirror.get(rtype.name, i) is not None]
         if held:

@@ -20,6 +20,7 @@ from sync.core.redact import redact_text
 from sync.jobs.accountmap import account_of_types
 from sync.jobs.feed import unknown_types
 from sync.jobs.mallincludes import recorded
+from sync.jobs.pacing import keepable_bound
 from sync.readers.running import (
     backfill_lines,
     backfill_state,
@@ -27,6 +28,7 @@ from sync.readers.running import (
     daemon_state,
 )
 from sync.store import Mirror
+from sync.store import proof as proof_book
 from sync.store.watch import read_health
 
 
@@ -91,6 +93,71 @@ def _page_size(mirror: Mirror) -> str | None:
     return f"{asked}:{profile.get('page_size_served') or ''}"
 
 
+def proof_problems(mirror: Mirror, now: datetime, bound: float | None) -> list[str]:
+    """What the rolling proof leaves open: a type whose last proof left rows unresolved (the
+    mass-delete guard holds rows absent from a listing whose deletion is not confirmed), and
+    one not proven complete for over twice the staleness bound."""
+    problems = []
+    recorded_bound = mirror.get_meta("staleness_bound")
+    bound = bound or (float(recorded_bound) if recorded_bound else None)
+    for name, entry in sorted(proof_book.proven(mirror.conn).items()):
+        if entry.get("unresolved"):
+            problems.append(f"proof of {name}: {entry.get('why') or 'differences unresolved'}")
+        age = _lag(entry.get("proven_at"), now)
+        if bound and age is not None and age > 2 * bound:
+            problems.append(
+                f"proof of {name}: last proven complete {age:.0f} s ago, over twice the "
+                f"staleness bound ({bound:.0f} s)"
+            )
+    return problems
+
+
+def proof_data(mirror: Mirror, now: datetime, rate: float | None) -> dict[str, Any]:
+    """The rolling proof, as `ccsync status` shows it: per type when it was last proven
+    complete and its age, the bound (and the verify's beside it), whether the request budget
+    can keep the bound, the repairs by kind, and the change lag's p50/p99 by path."""
+    bound_text = mirror.get_meta("staleness_bound")
+    bound = float(bound_text) if bound_text else None
+    cost_text = mirror.get_meta("proof_cycle_cost")
+    verify = mirror.get_meta("verify_interval")
+    types = {}
+    scopes = proof_book.scopes(mirror.conn)
+    for name, entry in sorted(proof_book.proven(mirror.conn).items()):
+        per_scope = scopes.get(name, {})
+        types[name] = {
+            **entry,
+            "age_s": _lag(entry.get("proven_at"), now),
+            # Per scope (`top`, or each mall): how many were proven, and the oldest.
+            "scopes": per_scope.get("scopes", 0),
+            "oldest_scope": per_scope.get("oldest_scope"),
+            "oldest_scope_age_s": _lag(per_scope.get("oldest_at"), now),
+        }
+    lags: dict[str, dict[str, Any]] = {}
+    for name, paths in sorted(proof_book.lags(mirror.conn).items()):
+        for path, summary in sorted(paths.items()):
+            sample = [float(x) for x in summary.get("sample") or []]
+            lags.setdefault(name, {})[path] = {
+                "count": summary.get("count", 0),
+                "p50_s": proof_book.percentile(sample, 0.5),
+                "p99_s": proof_book.percentile(sample, 0.99),
+            }
+    keep = (
+        keepable_bound(int(cost_text), rate or 0.0, bound)
+        if bound is not None and cost_text
+        else None
+    )
+    return {
+        "staleness_bound_s": bound,
+        "verify_interval_s": float(verify) if verify else None,
+        "cycle_requests": int(cost_text) if cost_text else None,
+        "budget": keep,
+        "position": proof_book.position(mirror.conn),
+        "types": types,
+        "repairs": proof_book.repairs(mirror.conn),
+        "change_lag": lags,
+    }
+
+
 def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str, Any]:
     """Per-type rows, last sync, lag, cursor and error, the queue and subscriptions, as data.
 
@@ -111,7 +178,9 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
         for job in jobs.values():  # errors stored by an older sync may hold a secret
             job["error"] = job.get("error") and redact_text(job["error"])
         daemon = daemon_state(mirror, path)
-        problems = job_problems(jobs, now, overdue=daemon["running"])
+        problems = job_problems(jobs, now, overdue=daemon["running"]) + proof_problems(
+            mirror, now, None
+        )
         if not daemon["running"]:
             daemon["overdue"] = overdue_jobs(jobs, now)
         health = read_health(path)
@@ -140,6 +209,13 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # a cycle), and when its last whole cycle finished.
             "verify_position": mirror.get_meta("verify_position"),
             "verify_cycle_finished_at": mirror.get_meta("verify_cycle_finished_at"),
+            # The rolling proof (`sync.jobs.proof`): proven ages, repairs, freshness.
+            "proof": proof_data(
+                mirror,
+                now,
+                max_per_second
+                or json.loads(mirror.get_meta("request_budget") or "{}").get("max_rate"),
+            ),
             # The request budget: as configured, and as the daemon last found it (a 429 lowers
             # it for a while).
             "request_budget": {
@@ -283,6 +359,7 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"verify: position {data['verify_position'] or 'start of a cycle'}; last whole "
             f"cycle finished {data['verify_cycle_finished_at'] or 'never'}"
         )
+    out += proof_lines(data.get("proof") or {})
     out.append(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
     for t in data["types"]:
         lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"
@@ -290,6 +367,60 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
             f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
         )
+    return out
+
+
+def proof_lines(proof: dict[str, Any]) -> list[str]:
+    """The rolling proof's lines of `ccsync status`."""
+    out: list[str] = []
+    bound = proof.get("staleness_bound_s")
+    if bound is not None or proof.get("types"):
+        verify = proof.get("verify_interval_s")
+        beside = (
+            f"; content under an unchanged stamp: the verify, every {verify:.0f} s"
+            if verify
+            else ""
+        )
+        out.append(f"proof: staleness bound {bound or 0:.0f} s{beside}")
+    keep = proof.get("budget")
+    if keep and not keep.get("fits"):
+        out.append(
+            f"  the request budget cannot keep it: a cycle takes {proof.get('cycle_requests')} "
+            f"requests; it can keep {keep['keepable_s']:.0f} s, {keep['short_by_s']:.0f} s short "
+            "(raise [upstream] max_requests_per_second or [schedule] staleness_bound)"
+        )
+    for name, t in sorted((proof.get("types") or {}).items()):
+        age = t.get("age_s")
+        when = "never" if age is None else f"{age:.0f} s ago"
+        line = f"  {name:<15} proven complete {when} (bound {bound or 0:.0f} s)"
+        if t.get("scopes", 0) > 1 and t.get("oldest_scope_age_s") is not None:
+            line += (
+                f"; {t['scopes']} scopes, the oldest (mall {t['oldest_scope']}) proven "
+                f"{t['oldest_scope_age_s']:.0f} s ago"
+            )
+        if t.get("unresolved"):
+            line += f"; unresolved: {t.get('why')}"
+        out.append(line)
+    repairs = proof.get("repairs") or {}
+    if repairs:
+        totals: dict[str, int] = {}
+        for kinds in repairs.values():
+            for kind, n in kinds.items():
+                totals[kind] = totals.get(kind, 0) + int(n)
+        out.append(
+            "repairs (what notices and polls missed): "
+            + ", ".join(f"{kind} {n}" for kind, n in sorted(totals.items()))
+        )
+        for name, kinds in sorted(repairs.items()):
+            out.append(f"  {name:<15} " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    for name, paths in sorted((proof.get("change_lag") or {}).items()):
+        parts = [
+            f"{path} p50 {p['p50_s']:.1f} s, p99 {p['p99_s']:.1f} s ({p['count']} changes)"
+            for path, p in sorted(paths.items())
+            if p.get("p50_s") is not None
+        ]
+        if parts:
+            out.append(f"change lag {name}: " + "; ".join(parts))
     return out
 
 

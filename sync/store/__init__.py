@@ -6,7 +6,8 @@
 (`groupcommit`), the guarded page write (`pagewrite`), misfit values (`values`), deletions and
 tombstones (`deletions`), links (`links`), memberships (`memberships`), sideloads
 (`sideloads`), hours (`hours`), reads (`reads`) and bookkeeping (`bookkeeping`). Beside it:
-`Listing` (the reconcile diff), `ChangeQueue` (the durable webhook queue, `store.queue`),
+`Listing` (the reconcile diff), `proof` (the rolling proof's listing pages and records),
+`ChangeQueue` (the durable webhook queue, `store.queue`),
 `PressReleases` (`store.press`) and the storage watch (`watch`, `faults`, `lock`). Rows arrive
 staged by the page pipeline; the store binds them and never stages them itself.
 

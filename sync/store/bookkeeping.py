@@ -120,6 +120,11 @@ class BookkeepingMixin:
             (name, next_run_at),
         )
 
+    def job_retired(self, name: str) -> None:
+        """A job the daemon no longer runs (the daily reconcile, replaced by the rolling
+        proof): its record goes, so it is never reported overdue."""
+        self._exec("DELETE FROM _sync_jobs WHERE name = ?", (name,))
+
     def jobs(self) -> dict[str, dict[str, Any]]:
         """Every job's last start, end, outcome, error, duration and next run, by name."""
         try:

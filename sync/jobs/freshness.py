@@ -1,0 +1,47 @@
+"""Freshness from the data: the time from a change upstream (its stamp) to its commit here.
+
+A stamp is on the upstream's clock, so the lag is measured against the upstream's now, never
+the local one: `upstream_now` is the one place that says what that is (today the client's
+learned offset; the shared upstream clock of #37 can replace its body alone).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+
+from sync.channel.client import ChannelClient
+from sync.model.stamps import normalize_or_none
+
+#: The paths a change reaches the mirror by (`sync_change_lag_seconds{path}`).
+PATHS = ("notice", "poll", "proof")
+#: Told (type, path, lags in seconds) of the changes a path committed (the daemon observes
+#: them in `sync_change_lag_seconds` and keeps a summary for `ccsync status`).
+OnLag = Callable[[str, str, Sequence[float]], None]
+
+
+def upstream_now(client: ChannelClient) -> float:
+    """Now on the upstream's clock, in epoch seconds."""
+    return time.time() + client.clock_offset
+
+
+def lags(stamps: Iterable[str | None], now: float) -> list[float]:
+    """Seconds from each readable stamp to `now` (never negative: a stamp ahead of the
+    estimate is the estimate's error, not a change from the future)."""
+    out: list[float] = []
+    for stamp in stamps:
+        text = normalize_or_none(stamp)
+        if text is None:
+            continue
+        at = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+        out.append(max(0.0, now - at))
+    return out
+
+
+def changed_lags(
+    before: Mapping[int, str | None], after: Mapping[int, str | None], now: float
+) -> list[float]:
+    """Lags of the rows whose stamp a write changed (`before` and `after` it): a copy equal
+    to the mirror's (a duplicate notice, a poll's overlap) is no change and no lag."""
+    return lags((s for i, s in after.items() if s is not None and s != before.get(i)), now)

@@ -71,7 +71,12 @@ class Jobs:
         self.progress = progress
         self.log = get_logger("sync.daemon")
         self.poller = Poller(
-            client, mirror, page_size=s.upstream.page_size, overlap=s.schedule.poll_overlap
+            client,
+            mirror,
+            page_size=s.upstream.page_size,
+            overlap=s.schedule.poll_overlap,
+            lookback_max=s.schedule.poll_lookback_max,
+            on_lateness=metrics.lateness,
         )
         self.reconciler = Reconciler(
             client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share
@@ -346,6 +351,3 @@ class Jobs:
 
     def malls(self) -> list[int]:
         return list(self.mirror.ids("malls"))
-
-    def upstream_now(self) -> float:
-        return time.time() + self.client.clock_offset

@@ -66,6 +66,8 @@ DELETIONS = catalogue.DELETIONS_FEED
 #: it takes when the workers are backed up, `STAGE_HERE_AT`, leave out what this memo holds).
 #: ~2 MB when full.
 IN_FLIGHT_MEMO = 20_000
+#: `_sync_meta` key: the local Unix time the running backfill first started (`cursor_start`).
+STARTED_LOCAL = "backfill_started_local"
 
 #: Pages in flight per page worker, beyond `concurrency` (see `Backfill.in_flight`).
 PAGES_PER_WORKER = 24
@@ -193,7 +195,8 @@ class Backfill:
             # A new backfill (the last one finished, or --restart): forget its checkpoints,
             # keep the rows. Otherwise resume the interrupted one with its original start.
             self.mirror.reset_backfill()
-            started_at = iso_ms(self.upstream_now())
+            self.mirror.set_meta(STARTED_LOCAL, f"{self.clock():.3f}")
+            started_at = self.client.clock.now()
             prefilled = [
                 t.name for t in self.settings.upstream.mirrored_types() if self.mirror.count(t.name)
             ]
@@ -254,9 +257,19 @@ class Backfill:
         except ForbiddenError as exc:
             self.log.warning("backfill.mall_routes_forbidden", hint=exc.hint)
 
-    def upstream_now(self) -> float:
-        """Now on the upstream's clock (the client learns the offset from `Date` headers)."""
-        return self.clock() + self.client.clock_offset
+    def cursor_start(self, started_at: str) -> str:
+        """The cursors a finished scope gets: the local moment the backfill first started,
+        on the stamps' scale as the client knows it *now* (`sync.channel.clock`): the offset
+        learned by the end is the best one, and still a lower bound of the stamps' "now" at the
+        start, so the daemon re-reads everything that changed meanwhile. `started_at` while
+        no stamp was seen, or for a run started by a version that kept no local start."""
+        local = self.mirror.get_meta(STARTED_LOCAL)
+        if not local or self.client.clock.offset is None:
+            return started_at
+        try:
+            return iso_ms(self.client.clock.at(float(local)))
+        except ValueError:
+            return started_at
 
     async def _run_types(self, started_at: str) -> None:
         types = self.settings.upstream.mirrored_types()
@@ -289,12 +302,14 @@ class Backfill:
                 self.mirror, self.settings.management, self.report, fail_fast=self.client.fail_fast
             )
         if self.mirror.get_cursor(DELETIONS, "") is None:
-            self.mirror.set_cursor(DELETIONS, "", started_at)
+            self.mirror.set_cursor(DELETIONS, "", self.cursor_start(started_at))
+        self.client.clock.flush()
 
     async def _run_scopes(self, rtype: ResourceType, scopes: list[Scope], started_at: str) -> None:
         report = self.report.types.setdefault(rtype.name, TypeReport())
         try:
             await bounded(scopes, self.limit, lambda s: self._pages(s, report, started_at))
+            started_at = self.cursor_start(started_at)
             if await self.missed.needed(rtype, started_at):
                 # Per (type, mall): the deal visibilities are one population of rows.
                 await bounded(group_by_mall(scopes), self.limit, lambda g: self._repair(g, report))
@@ -335,7 +350,7 @@ class Backfill:
             if scope.mall_id is None:
                 raise
             self.log.info("backfill.mall_gone", type=scope.rtype.name, mall_id=scope.mall_id)
-            self.mirror.mall_gone(int(scope.mall_id), iso_ms(self.upstream_now()))
+            self.mirror.mall_gone(int(scope.mall_id), self.client.clock.now())
             self.mirror.finish_backfill(
                 scope.rtype.name, scope.key, finished_at=iso_ms(self.clock())
             )
@@ -425,8 +440,9 @@ class Backfill:
             scope_params=scope.params,
             params=catalogue.trim_params(trim),
         )
+        received = self.client.clock.local()
         mall = int(scope.mall_id) if scope.mall_id is not None else None
-        return await self.pages.stage(
+        page = await self.pages.stage(
             scope.rtype.name,
             resp.body,
             number=number,
@@ -435,6 +451,8 @@ class Backfill:
             mall_id=mall,
             skip=trim,
         )
+        self.client.clock.observe(page.newest(), received)
+        return page
 
     def _write(self, scope: Scope, page: StagedPage, report: TypeReport, last: int) -> None:
         """Write one page; note what it shows of its listing (`MissedRows.saw_page`)."""

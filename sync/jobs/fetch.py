@@ -8,7 +8,6 @@ in every scope: a notice or a listing that lacks a row is a hint, never proof.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,6 @@ from sync.channel.profile import META_KEY as PROFILE_KEY
 from sync.channel.profile import UpstreamProfile
 from sync.core.errors import BadResponseError, NotFoundError
 from sync.model.scopes import Scope
-from sync.model.stamps import iso_ms
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
@@ -44,6 +42,8 @@ class Fetcher:
         client.paging.keep(mirror.get_meta, mirror.set_meta)
         # So does which account reads which route, with several (`sync.channel.accounts`).
         client.accounts.keep(mirror.get_meta, mirror.set_meta)
+        # So does "now" on the stamps' scale, learned from the stamps (`sync.channel.clock`).
+        client.clock.keep(mirror.get_meta, mirror.set_meta)
         if client.profile is None:
             client.profile = UpstreamProfile.from_json(mirror.get_meta(PROFILE_KEY))
 
@@ -83,11 +83,12 @@ class Fetcher:
         return self.mirror.delete(scopes[0].rtype.name, gone, deleted_at=asked)
 
     def upstream_now(self) -> str:
-        """Now on the upstream's clock. Taken BEFORE a confirmation is asked, it is the moment
-        the deletion happened by: the tombstone's `deleted_at`. Taken after the answer, it would
-        be later than a row created again (an id re-used) between the answer and the write, and
-        that live row would be refused for good as an older copy."""
-        return iso_ms(time.time() + self.client.clock_offset)
+        """Now on the stamps' own scale, a lower bound (`sync.channel.clock`; never the `Date`
+        clock, which may run ahead of the stamps). Taken BEFORE a confirmation is asked, it is
+        a moment the deletion happened by: the tombstone's `deleted_at`. Taken after the
+        answer, it would be later than a row created again (an id re-used) between the answer
+        and the write, and that live row would be refused for good as an older copy."""
+        return self.client.clock.now()
 
     async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
         """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""

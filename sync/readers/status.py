@@ -18,6 +18,8 @@ from typing import Any
 
 from sync.core.redact import redact_text
 from sync.jobs.accountmap import account_of_types
+from sync.jobs.lateness import META_KEY as LATENESS_KEY
+from sync.jobs.lateness import shown
 from sync.jobs.mallincludes import recorded
 from sync.store import Mirror
 from sync.store.watch import read_health
@@ -117,6 +119,9 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # Values that did not fit their declared type, per type: refused (the row kept
             # its last good copy; the last one shown) and coerced losslessly.
             "values": mirror.value_faults(),
+            # Late commits the polls measured and the lookback each type learned
+            # (`sync.jobs.lateness`).
+            "lateness": shown(mirror.get_meta(LATENESS_KEY), now.timestamp()),
         }
     finally:
         mirror.close()
@@ -188,6 +193,17 @@ def status_lines(data: dict[str, Any]) -> list[str]:
     if data.get("page_size"):
         asked, _, served = str(data["page_size"]).partition(":")
         out.append(f"page size: asked {asked}, upstream serves {served or 'what is asked'}")
+    lateness = data.get("lateness") or {}
+    if lateness:
+        out.append("late commits (rows a poll met stamped behind its cursor) and lookbacks:")
+        for name, v in sorted(lateness.items()):
+            line = (
+                f"  {name:<15} {v['late']} late arrivals, largest {v['largest_s']:g} s; "
+                f"lookback {v['lookback_s']:g} s"
+            )
+            if v.get("last_late_at"):
+                line += f" (last late arrival {v['last_late_at']})"
+            out.append(line)
     for problem in data["problems"]:
         out.append(f"degraded: {problem}")
     for name, v in sorted(data["values"].items()):

@@ -100,9 +100,10 @@ class Dataset(Rows):
         self.late.hold(type_name, rid, Pending(self.clock() + lag, stamp, dict(attrs)))
         return stamp
 
-    def settle(self) -> None:
-        """Make visible the late commits whose time has come."""
-        for (type_name, rid), change in self.late.due(self.clock()):
+    def settle(self, until: float | None = None) -> None:
+        """Make visible the late commits whose time has come (by `until` on the `Date` clock
+        when given: `float("inf")` commits every one, an upstream come to rest)."""
+        for (type_name, rid), change in self.late.due(self.clock() if until is None else until):
             self._commit(type_name, rid, change)
 
     def settle_row(self, type_name: str, rid: int) -> None:

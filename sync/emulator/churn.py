@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from sync.emulator.commits import BULK_ROWS, BULK_SHARE, LATE_LAGS, LATE_SHARE
+from sync.emulator.commits import BULK_MIN, BULK_ROWS, BULK_SHARE, LATE_LAGS, LATE_SHARE
 from sync.emulator.dataset import Dataset
 from sync.emulator.memberships import MOVABLE
 from sync.emulator.spec import SIDELOADED, TYPES
@@ -40,9 +40,10 @@ def mutate_randomly(data: Dataset, n: int, rng_seed: int) -> list[tuple[str, str
         t = rng.choice(types)
         op = rng.choices(("update", "create", "delete"), weights=(60, 25, 15))[0]
         ids = data.order[t]
-        if hard.unstable_ties and rng.random() < BULK_SHARE and len(ids) > BULK_ROWS:
-            start = rng.randrange(len(ids) - BULK_ROWS)
-            if data.bulk_update(t, list(ids[start : start + BULK_ROWS])) is not None:
+        if hard.unstable_ties and rng.random() < BULK_SHARE and len(ids) >= BULK_MIN:
+            rows = min(BULK_ROWS, len(ids))
+            start = rng.randrange(len(ids) - rows + 1)
+            if data.bulk_update(t, list(ids[start : start + rows])) is not None:
                 done.append(("bulk", t, str(ids[start])))
                 continue
         if op == "create" or len(ids) < 3:

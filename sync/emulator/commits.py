@@ -27,10 +27,12 @@ STAMP_LAG = 90.0
 LATE_LAGS = (20.0, 60.0)
 #: Share of random updates that commit late under `late_commits`.
 LATE_SHARE = 0.2
-#: Share of random operations that bulk-update a run under `unstable_ties`, and its rows
-#: (more than two of the strict profile's pages, nearly one of the spec's 100).
+#: Share of random operations that bulk-update a run under `unstable_ties`, its rows (more than
+#: two of the strict profile's pages, nearly one of the spec's 100; all of a smaller type's) and
+#: the fewest a type must hold for one (more than a strict page).
 BULK_SHARE = 0.02
 BULK_ROWS = 75
+BULK_MIN = 35
 
 
 @dataclass

@@ -98,7 +98,8 @@ class Hard:
     #: `filter[id]`, its notice) only 20 s or 60 s later; later stamps are visible at once.
     late_commits: bool = False
     #: Rows sharing the stamp a listing is sorted by come in a new order for every request, and
-    #: ~2 % of random operations bulk-update 75 rows of one type under one stamp.
+    #: ~2 % of random operations bulk-update 75 rows of one type (all, for a type of 35 to 75)
+    #: under one stamp.
     unstable_ties: bool = False
 
     # -- meta.scripts (#30) ----------------------------------------------------------------------

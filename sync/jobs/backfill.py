@@ -233,6 +233,7 @@ class Backfill:
         if status in ("ok", "partial"):
             # A finished backfill starts the next one afresh; the cursors carry its start.
             self.mirror.set_meta("backfill_started_at", None)
+            self.mirror.set_meta(STARTED_LOCAL, None)
         self.log.info(
             "backfill.done",
             rows=self.report.rows,

@@ -219,3 +219,92 @@ async def test_a_run_of_250_feed_entries_sharing_created_at_is_applied_whole(
         assert [rid for rid in ids if mirror.get("articles", int(rid)) is not None] == []
 
     await _with_unstable_ties(tmp_path, change, check)
+
+
+# -- tie runs without an emulator: the check, and what an ignored `sort=id` leads to -------------
+
+
+def _fake_listing(rows: list[tuple[int, str]], *, honours_lte: bool) -> Any:
+    """A listing of (id, updated_at) rows with the spec's date filters (`lte` honoured or
+    not) and `sort`; ties under a stamp sort in a new order every request."""
+    import random
+
+    from sync.channel.pages import Page
+
+    rng = random.Random(7)
+
+    async def fetch(
+        anchor: str, number: int, sort: str = "updated_at", *, op: str = "gte", until: Any = None
+    ) -> Page:
+        kept = [r for r in rows if (r[1] >= anchor if op == "gte" else r[1] > anchor)]
+        if until is not None and honours_lte:
+            kept = [r for r in kept if r[1] <= until]
+        rng.shuffle(kept)
+        if sort == "updated_at":
+            kept.sort(key=lambda r: r[1])  # ties in the shuffled order
+        else:
+            kept.sort()
+        window = kept[(number - 1) * 100 : number * 100]
+        docs = [{"id": str(i), "attributes": {"updated_at": s}} for i, s in window]
+        return Page(docs, [], {}, number, max(1, -(-len(kept) // 100)), None)
+
+    return fetch
+
+
+async def test_a_tie_run_is_read_by_id_and_a_run_not_in_id_order_is_refused() -> None:
+    """250 rows under one stamp, ties shuffled every request: the walk reads the run by id
+    (every row once at least); where `lte` is not honoured the check refuses the run
+    (`TieOrder`), and the unsorted walk the poll falls back to reads every row."""
+    from sync.channel.paging import Paging
+    from sync.jobs.walks import TieOrder, walk_by_stamp, walk_unsorted
+
+    t, later = "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.000Z"
+    rows = [(i, t) for i in range(1, 251)] + [(i, later) for i in range(251, 261)]
+    seen: set[str] = set()
+    result = await walk_by_stamp(
+        _fake_listing(rows, honours_lte=True),
+        "2025-12-31T00:00:00.000Z",
+        "updated_at",
+        Paging(100),
+        100,
+        lambda page: seen.update(r["id"] for r in page.resources),
+    )
+    assert len(seen) == 260 and result.ties == 1 and result.cursor == later
+    fetch = _fake_listing(rows, honours_lte=False)
+    seen.clear()
+    try:
+        await walk_by_stamp(
+            fetch,
+            t,
+            "updated_at",
+            Paging(100),
+            100,
+            lambda p: seen.update(r["id"] for r in p.resources),
+        )
+    except TieOrder as exc:
+        assert exc.at == t
+    else:
+        raise AssertionError("a run with other stamps was taken as read whole")
+
+    rest = await walk_unsorted(
+        lambda n: fetch(t, n, "id"),
+        t,
+        "updated_at",
+        Paging(100),
+        100,
+        lambda p: seen.update(r["id"] for r in p.resources),
+    )
+    assert len(seen) == 260 and rest.cursor == later
+
+
+def test_late_arrivals_and_the_lookback_are_metrics() -> None:
+    """`/metrics` carries each type's late arrivals and its current lookback."""
+    from sync.core.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.lateness("articles", 2, 75.0)
+    metrics.lateness("deletions", 0, 5.0)
+    body = metrics.render()[0].decode()
+    assert 'sync_late_arrivals_total{type="articles"} 2.0' in body
+    assert 'sync_poll_lookback_seconds{type="articles"} 75.0' in body
+    assert 'sync_poll_lookback_seconds{type="deletions"} 5.0' in body

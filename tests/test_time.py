@@ -134,6 +134,8 @@ async def _late_commit_reaches_the_mirror(tmp_path: Path, lag: float) -> int:
             # Measured: the late arrival counted, the lookback grown to cover it.
             assert poller.lookbacks.of("articles").late >= 1
             assert poller.lookbacks.lookback("articles") >= lag - 10
+            restarted = Poller(client, mirror, page_size=100, overlap=5.0)  # kept in the mirror
+            assert restarted.lookbacks.lookback("articles") >= lag - 10
             # The next one as late is caught by the very next poll.
             emu.app.data.update_late("articles", int(ids[5]), {"title": "late again"}, lag=lag)
             emu.faults.clock_offset += lag - 10

@@ -22,8 +22,9 @@ clock a day back (`FALLBACK_LAG`): an upstream with nothing stamped yet costs a 
 nothing else.
 
 A stamp more than `FUTURE_SLACK` ahead of both the local and the `Date` clock is a row dated in
-the future, not a reading of the stamps' clock, and teaches nothing. The `Date` header keeps one
-job, the signing skew (`sync.channel.signing`); `ceiling()` (the cap
+the future, not a reading of the stamps' clock, and teaches nothing. The `Date` header keeps the
+signing skew (`sync.channel.signing`) and the calendar (the malls' hours' today, which a lower
+bound of the stamps' now, far behind on an idle upstream, would date wrongly); `ceiling()` (the cap
 that keeps a far-future stamp from carrying a cursor past now) is the latest of the three
 clocks, so that neither a slow `Date` nor a slow local clock caps a cursor below real stamps.
 """
@@ -71,6 +72,8 @@ class UpstreamClock:
         self._previous: float | None = None
         self._window_start = local()
         self._put: Callable[[str, str], None] | None = None
+        #: The stamp and receipt time of the largest term (the fast path of `observe`).
+        self._top: tuple[str, float] | None = None
         self._persisted: float | None = None
 
     # -- learning ------------------------------------------------------------------------------
@@ -86,17 +89,20 @@ class UpstreamClock:
         now; it must be taken *after* the answer arrived)."""
         if not stamp:
             return
+        at = self.local() if received is None else received
+        self._roll(at)
+        if self._top is not None and stamp <= self._top[0] and at >= self._top[1]:
+            return  # no newer than a stamp read earlier: cannot raise the offset (no parse)
         try:
             seconds = stamp_seconds(stamp)
         except ValueError:
             return
-        at = self.local() if received is None else received
         term = seconds - at
         if term > max(0.0, self.date_offset()) + FUTURE_SLACK:
             return  # dated in the future: not a reading of the stamps' clock
-        self._roll(at)
         if self._current is None or term > self._current:
             self._current = term
+            self._top = (stamp, at)
             self._save()
 
     def observe_resources(
@@ -118,6 +124,7 @@ class UpstreamClock:
             passed = at - self._window_start >= 2 * WINDOW
             self._previous = None if passed else self._current
             self._current = None
+            self._top = None
             self._window_start = at
 
     # -- reading -------------------------------------------------------------------------------

@@ -32,8 +32,8 @@ class MallHours:
         self.log = get_logger("sync.backfill")
 
     def window(self, days: int) -> tuple[date, date]:
-        """Today on the upstream's stamps' clock (`sync.channel.clock`), and `days` on."""
-        today = datetime.fromtimestamp(self.client.clock.at(self.clock()), tz=UTC).date()
+        """Today on the upstream's clock (its offset learnt from `Date` headers), and `days` on."""
+        today = datetime.fromtimestamp(self.clock() + self.client.clock_offset, tz=UTC).date()
         return today, today + timedelta(days=days)
 
     async def refresh_all(self, malls: Sequence[int], days: int, *, limit: int) -> None:

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 
 import orjson
 
+from sync.model.stamps import iso_ms
+
 META_KEY = "poll_lateness"
 #: The lookback grows to this many times the lateness seen.
 MARGIN = 1.5
@@ -105,7 +107,7 @@ class Lookbacks:
             return self.ceiling
         return self.lookback(key)
 
-    def saw(self, key: str, lateness: list[float], at: str) -> None:
+    def saw(self, key: str, lateness: list[float]) -> None:
         """Late arrivals of one poll (their lateness in seconds): counted, the lookback grown."""
         if not lateness:
             return
@@ -116,7 +118,7 @@ class Lookbacks:
         rec.at = now
         rec.late += len(lateness)
         rec.largest = max(rec.largest, worst)
-        rec.last_late_at = at
+        rec.last_late_at = iso_ms(now)
         self.save()
 
     def save(self) -> None:

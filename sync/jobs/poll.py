@@ -203,7 +203,7 @@ class Poller:
         """Record a poll's late arrivals (`sync.jobs.lateness`), log and report them."""
         result.late = len(late)
         if late:
-            self.lookbacks.saw(key, late, self.client.clock.now())
+            self.lookbacks.saw(key, late)
             self.log.info(
                 "poll.late_arrivals",
                 type=key,

@@ -8,7 +8,8 @@ The modules, from the ground up. What the spec says: `spec` (types, relationship
 filters), `hard` (the hard readings, each a switch), `faults`, `stamps`. The data: `records` (one
 compact row), `rows` (rows and their indexes), `memberships` (rows in more than one mall),
 `generator` (a seed's data set), `dataset` (the data set and its mutations), `churn` (random
-changes over time), `shifting` (rows leaving a listing being walked). Serving it: `query`
+changes over time), `shifting` (rows leaving a listing being walked), `commits` (stamps behind
+the `Date` clock, late commits, unstable tie order). Serving it: `query`
 (parse and select), `render` and `encodings` (a resource's bytes), `pagecache`, `traffic`,
 `auth` (accounts, signatures), `webhooks` (delivery), `responses`, `app` (shared state and the
 steps every handler takes), `middleware`, the handlers by concern (`listings`, `hours`,

@@ -1,5 +1,6 @@
 """Jobs: each one way the mirror is brought level with the upstream. `fetch` (by id),
-`queueworker` (the queue worker), `backfill` (and its `missedrows` pass), `poll`, `mallincludes`
+`queueworker` (the queue worker), `backfill` (and its `missedrows` pass), `poll` (its `walks`
+and the `lateness` its lookback adapts to), `mallincludes`
 (many malls in a request), `mallroutes` and `relroutes` (linkage from other routes),
 `reconcile`, `sideloads`, `verify`, `hours` (the malls' opening hours), `press` (the management
 API's press releases), `isolation` (faults kept in their type) and `progress`; with `fanout`

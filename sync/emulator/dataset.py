@@ -114,10 +114,11 @@ class Dataset(Rows):
 
     def _commit(self, type_name: str, rid: int, change: Pending) -> None:
         rec = self.by_type[type_name].get(rid)
-        if rec is None:
-            return
+        current = rec.decoded() if rec is not None else {}
+        if rec is None or str(current.get("updated_at") or "") >= change.stamp:
+            return  # never a stamp moved back (the row changed since, under a later stamp)
         self.remember(rec)
-        merged = {**rec.decoded(), **change.attrs, "updated_at": change.stamp}
+        merged = {**current, **change.attrs, "updated_at": change.stamp}
         rec.set_attrs(merged)
         self.revise(rec)
         self.version[type_name] += 1
@@ -304,7 +305,6 @@ class Dataset(Rows):
         """Delete a resource (and a mall's resources); returns the deletions entry."""
         self.sync_hard()
         rec = self.by_type[type_name][rid]
-        self.late.take(type_name, rid)  # committed, then deleted: the same end
         if type_name == "malls":
             self.empty_mall(rid)
         self.drop(rec)
@@ -349,6 +349,9 @@ class Dataset(Rows):
         """Take `rec` out of the data set and out of its owners' to-many linkage (no feed entry,
         no notice of its own)."""
         type_name, rid = rec.type, rec.id
+        # A change still pending dies with the row (committed, then deleted: the same end); it
+        # must never land on a row created again under the id.
+        self.late.take(type_name, rid)
         self.remove(rec)
         self.freed.setdefault(type_name, []).append(rid)  # `Hard.reuse_ids` takes it back
         # Owners' to-many links drop the deleted resource (a join row deleted with it); their

@@ -310,3 +310,44 @@ def test_late_arrivals_and_the_lookback_are_metrics() -> None:
     assert 'sync_late_arrivals_total{type="articles"} 2.0' in body
     assert 'sync_poll_lookback_seconds{type="articles"} 75.0' in body
     assert 'sync_poll_lookback_seconds{type="deletions"} 5.0' in body
+
+
+def test_the_lookback_grows_with_lateness_decays_has_a_ceiling_and_a_deep_re_read() -> None:
+    """1.5x the lateness seen at once, halving its excess each hour, never above the ceiling;
+    every 3rd poll of a scope reads from cursor - ceiling; kept in `_sync_meta`."""
+    from sync.jobs.lateness import HALF_LIFE, Lookbacks
+
+    now = [T0]
+    meta: dict[str, str] = {}
+
+    def make() -> Lookbacks:
+        return Lookbacks(
+            meta.get, meta.__setitem__, overlap=5.0, ceiling=600.0, clock=lambda: now[0]
+        )
+
+    lb = make()
+    assert [lb.behind("articles", "") for _ in range(6)] == [5.0, 5.0, 600.0, 5.0, 5.0, 600.0]
+    lb.saw("articles", [20.0, 40.0])
+    assert lb.lookback("articles") == 60.0
+    lb.saw("articles", [3000.0])
+    assert lb.lookback("articles") == 600.0  # the ceiling
+    now[0] += HALF_LIFE
+    assert lb.lookback("articles") == 5.0 + 595.0 / 2
+    assert make().lookback("articles") == 5.0 + 595.0 / 2  # after a restart
+    assert make().of("articles").late == 3
+
+
+def test_a_late_commit_never_lands_on_a_row_created_again_under_its_id() -> None:
+    """A row with a change pending is dropped (its mall deleted alone) and its id re-used: the
+    pending change dies with the row; the new row keeps its own stamp and content."""
+    from sync.emulator.dataset import Dataset
+
+    data = Dataset(300, seed=3, hard=Hard(reuse_ids=True))
+    rid = data.order["articles"][0]
+    data.update_late("articles", rid, {"title": "pending"}, lag=60.0)
+    data.drop(data.by_type["articles"][rid])
+    again = data.create("articles")
+    assert again.id == rid
+    before = again.decoded()
+    data.settle(float("inf"))
+    assert data.by_type["articles"][rid].decoded() == before

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sync.channel.client import ChannelClient
+from sync.channel.clock import UpstreamClock
 from sync.channel.pages import Page
 from sync.channel.paging import Paging
 from sync.emulator.hard import Hard
@@ -74,6 +75,7 @@ class _AnswersAbsentThenStalls:
     def __init__(self) -> None:
         self.answered_at = ""
         self.paging = Paging(100)
+        self.clock = UpstreamClock()
         self.profile: Any = None
         self.save_profile: Any = None
 

@@ -3,7 +3,8 @@ parameters), `transport` (the aiohttp session's retries, backoff and concurrency
 request budget), `session` (login, re-login, skew correction and status mapping, each one
 method, and the paged GET), `pages` (a page validated on arrival), `paging` (the one stop rule
 and the one paging loop), then the endpoints: `client` (the listings), `includes` (the include=
-fallback), `webhooks` (the subscriptions); and `profile` (what the upstream was seen to honour).
+fallback), `webhooks` (the subscriptions); `profile` (what the upstream was seen to honour) and
+`clock` (now on the scale of the stamps served, learned from them).
 
 Nothing is imported here, so that `sync.channel.pages` stays light: a backfill's staging worker
 process imports it without aiohttp.

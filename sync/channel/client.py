@@ -137,6 +137,7 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
             return Page([], [], {}, number, number, self.api_version, not_modified=True)
         doc = decode_listing(resp.body, resp.url, resp.status)
         page = to_page(doc, number, resp.url, resp.status, self.api_version)
+        self.clock.observe_resources(page.resources, "updated_at", self._clock())
         if key is not None:
             tag = resp.headers.get("ETag")
             if tag and not self.paging.more(page, int(query["page[size]"])):
@@ -313,15 +314,22 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         since: str | None = None,
         size: int | None = None,
         sort: str | None = "created_at",
+        op: str = "gte",
+        until: str | None = None,
     ) -> Page:
-        """A page of the deletions feed, oldest first, from `since` (created_at, inclusive);
-        `sort=None` asks for none (an upstream that does not honour it, `UpstreamProfile`)."""
+        """A page of the deletions feed, oldest first, from `since` (created_at, inclusive;
+        exclusive with `op="gt"`) up to `until` (inclusive) when given; `sort=None` asks for
+        none (an upstream that does not honour it, `UpstreamProfile`)."""
         query: dict[str, str] = {}
         if sort:
             query["sort"] = sort
         if since:
-            query["filter[created_at][gte]"] = since
-        return await self.get_page("/deletions", number, query, size)
+            query[f"filter[created_at][{op}]"] = since
+        if until:
+            query["filter[created_at][lte]"] = until
+        page = await self.get_page("/deletions", number, query, size)
+        self.clock.observe_resources(page.resources, "created_at", self._clock())
+        return page
 
     async def resource(self, rtype: ResourceType, rid: int | str) -> dict[str, Any]:
         """`GET /<type>/{id}`: one resource (`NotFoundError` when the upstream has none): the

@@ -36,6 +36,7 @@ import aiohttp
 import orjson
 
 from sync.channel.accounts import Account, Accounts, route_of
+from sync.channel.clock import UpstreamClock
 from sync.channel.pages import Page, decode, to_page
 from sync.channel.paging import Paging, next_number
 from sync.channel.profile import UpstreamProfile
@@ -126,6 +127,9 @@ class ChannelSession:
         self._etags: OrderedDict[str, str] = OrderedDict()
         #: The page size asked and the size the upstream proved it serves (`sync.channel.paging`).
         self.paging = Paging(settings.page_size)
+        #: "Now" on the scale of the stamps served, learned from them (`sync.channel.clock`);
+        #: the `Date` header's offset (`clock_offset`) is for signing only.
+        self.clock = UpstreamClock(local=clock, date_offset=lambda: self.credentials.offset)
         #: What the upstream answered where the spec is silent (`sync.channel.profile`): None
         #: until probed or loaded; `save_profile` keeps a change (set by whoever owns a mirror).
         self.profile: UpstreamProfile | None = None
@@ -187,7 +191,8 @@ class ChannelSession:
 
     @property
     def clock_offset(self) -> float:
-        """Seconds to add to local time to get the upstream's time."""
+        """Seconds to add to local time to get the upstream's `Date` clock: for signing only
+        (the stamps' own scale is `self.clock`)."""
         return self.credentials.offset
 
     def _observe(self, response: Response) -> None:

@@ -323,7 +323,15 @@ class ScheduleSettings(_Section):
 
     poll_interval: float = Field(default=60.0, gt=0, description="Incremental poll per type")
     poll_overlap: float = Field(
-        default=5.0, ge=0, description="Seconds the poll re-reads behind its cursor"
+        default=5.0,
+        ge=0,
+        description="Seconds the poll re-reads behind its cursor at least (its lookback's floor)",
+    )
+    poll_lookback_max: float = Field(
+        default=600.0,
+        ge=0,
+        description="Ceiling of the lookback learned from late commits; every 3rd poll of a "
+        "scope re-reads this far behind its cursor",
     )
     deletions_interval: float = Field(default=60.0, gt=0, description="Deletions feed poll")
     reconcile_interval: float = Field(

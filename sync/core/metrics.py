@@ -190,6 +190,19 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.late_arrivals = Counter(
+            "sync_late_arrivals",
+            "Rows (and feed entries, type deletions) that committed after a poll had read past "
+            "their stamp (`sync.jobs.lateness`)",
+            ["type"],
+            registry=r,
+        )
+        self.poll_lookback = Gauge(
+            "sync_poll_lookback_seconds",
+            "Seconds each poll of the type re-reads behind its cursor, learned from lateness",
+            ["type"],
+            registry=r,
+        )
         self.type_errors = Counter(
             "sync_type_errors",
             "Failed attempts per type (bad answers, retries spent); other types go on",
@@ -202,6 +215,12 @@ class Metrics:
             ["type"],
             registry=r,
         )
+
+    def lateness(self, type_name: str, late: int, lookback: float) -> None:
+        """After a poll (`sync.jobs.poll.Poller`): its late arrivals and the type's lookback."""
+        if late:
+            self.late_arrivals.labels(type=type_name).inc(late)
+        self.poll_lookback.labels(type=type_name).set(lookback)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type."""

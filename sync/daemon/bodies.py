@@ -85,6 +85,8 @@ class Jobs:
                 resource_type=name
             ).inc(n),
             on_lag=self.lagged,
+            lookback_max=s.schedule.poll_lookback_max,
+            on_lateness=metrics.lateness,
         )
         self.reconciler = Reconciler(
             client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share
@@ -437,6 +439,3 @@ class Jobs:
 
     def malls(self) -> list[int]:
         return list(self.mirror.ids("malls"))
-
-    def upstream_now(self) -> float:
-        return time.time() + self.client.clock_offset

@@ -9,7 +9,8 @@ filters), `hard` (the hard readings, each a switch), `faults`, `stamps`. The dat
 compact row), `rows` (rows and their indexes), `memberships` (rows in more than one mall),
 `generator` (a seed's data set), `dataset` (the data set and its mutations), `churn` (random
 changes over time), `shifting` (rows leaving a listing being walked), `late` (feed entries
-listed late, rows a "current" list drops for a while). Serving it: `query`
+listed late, rows a "current" list drops for a while), `commits` (stamps behind the `Date`
+clock, late commits, unstable tie order). Serving it: `query`
 (parse and select), `render` and `encodings` (a resource's bytes), `pagecache`, `traffic`,
 `auth` (accounts, signatures), `webhooks` (delivery), `responses`, `app` (shared state and the
 steps every handler takes), `middleware`, the handlers by concern (`listings`, `hours`,

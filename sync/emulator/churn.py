@@ -4,8 +4,9 @@
 can be replayed): mostly updates, some creates and deletes, and, as the hard readings and
 switches ask, silent updates (`Dataset.silent_rate`), silent moves between malls
 (`Hard.silent_moves`), deletions of sideloaded rows (`Hard.sideload_deletions`), ids deleted
-and created again at once (`Hard.recreate_before_feed`) and rows a "current" list drops for a
-while (`Hard.current_lists_drop`). `ccsync
+and created again at once (`Hard.recreate_before_feed`), rows a "current" list drops for a
+while (`Hard.current_lists_drop`), updates that commit late (`Hard.late_commits`) and bulk
+updates of a run under one stamp (`Hard.unstable_ties`). `ccsync
 emulator --mutations-per-second` and the benchmarks drive it; every change goes through the
 data set's mutation API, so stamps, notices and the deletions feed follow as for any other.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import random
 
+from sync.emulator.commits import BULK_MIN, BULK_ROWS, BULK_SHARE, LATE_LAGS, LATE_SHARE
 from sync.emulator.dataset import Dataset
 from sync.emulator.memberships import MOVABLE
 from sync.emulator.spec import SIDELOADED, TYPES
@@ -44,6 +46,12 @@ def mutate_randomly(data: Dataset, n: int, rng_seed: int) -> list[tuple[str, str
         t = rng.choice(types)
         op = rng.choices(("update", "create", "delete"), weights=(60, 25, 15))[0]
         ids = data.order[t]
+        if hard.unstable_ties and rng.random() < BULK_SHARE and len(ids) >= BULK_MIN:
+            rows = min(BULK_ROWS, len(ids))
+            start = rng.randrange(len(ids) - rows + 1)
+            if data.bulk_update(t, list(ids[start : start + rows])) is not None:
+                done.append(("bulk", t, str(ids[start])))
+                continue
         if op == "create" or len(ids) < 3:
             done.append(("create", t, str(data.create(t).id)))
         elif op == "update" and hard.current_lists_drop and rng.random() < HARD_SHARE:
@@ -58,6 +66,11 @@ def mutate_randomly(data: Dataset, n: int, rng_seed: int) -> list[tuple[str, str
             changed = silent_change(data, rng)
             if changed is not None:
                 done.append(("silent", changed[0], str(changed[1])))
+        elif op == "update" and hard.late_commits and rng.random() < LATE_SHARE:
+            rid = rng.choice(ids)
+            if "updated_at" in data.by_type[t][rid].decoded():
+                data.update_late(t, rid, lag=rng.choice(LATE_LAGS))
+                done.append(("late", t, str(rid)))
         elif op == "update":
             rid = rng.choice(ids)
             data.update(t, rid)

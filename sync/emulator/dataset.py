@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sync.emulator import memberships
+from sync.emulator.commits import STAMP_LAG, LateCommits, Pending, bulk_stamp
 from sync.emulator.generator import Generator
 from sync.emulator.hard import Hard
 from sync.emulator.late import Late
@@ -74,12 +75,78 @@ class Dataset(Rows):
         self.hard_rng = random.Random(f"{seed}:hard")
         # Feed entries not listed yet and rows a "current" list dropped (`sync.emulator.late`).
         self.late = Late()
+        # Changes stamped, not yet visible (`Hard.late_commits`, `sync.emulator.commits`).
+        self.commits = LateCommits()
         self.generator = Generator(self, seed)
         self.generator.build(max(resources, 50), malls)
         self.sync_hard()
 
     def now(self) -> float:
-        return self.clock()
+        """The clock stamps are taken by: the `Date` clock, `STAMP_LAG` behind it under
+        `Hard.stamps_behind_date`."""
+        return self.clock() - (STAMP_LAG if self.hard.stamps_behind_date else 0.0)
+
+    # -- time: late commits and bulk stamps (`sync.emulator.commits`) --------------------------
+
+    def update_late(
+        self, type_name: str, rid: int, attrs: dict[str, Any] | None = None, *, lag: float
+    ) -> str:
+        """An update stamped now that becomes visible (listings, `filter[id]`, its notice)
+        only `lag` seconds later, on the `Date` clock; returns its stamp."""
+        rec = self.by_type[type_name][rid]
+        self.settle_row(type_name, rid)
+        current = rec.decoded()
+        if attrs is None:
+            key = next((k for k in ("title", "name", "headline") if k in current), None)
+            attrs = {key: f"{self.generator.words(3)} (late)"} if key else {}
+        stamp = self.fresh_stamp(current.get("updated_at"))
+        self.commits.hold(type_name, rid, Pending(self.clock() + lag, stamp, dict(attrs)))
+        return stamp
+
+    def settle(self, until: float | None = None) -> None:
+        """Make visible the late commits whose time has come (by `until` on the `Date` clock
+        when given: `float("inf")` commits every one, an upstream come to rest)."""
+        for (type_name, rid), change in self.commits.due(self.clock() if until is None else until):
+            self._commit(type_name, rid, change)
+
+    def settle_row(self, type_name: str, rid: int) -> None:
+        """Make the row's pending change visible now (before another change of the row)."""
+        change = self.commits.take(type_name, rid)
+        if change is not None:
+            self._commit(type_name, rid, change)
+
+    def _commit(self, type_name: str, rid: int, change: Pending) -> None:
+        rec = self.by_type[type_name].get(rid)
+        current = rec.decoded() if rec is not None else {}
+        if rec is None or str(current.get("updated_at") or "") >= change.stamp:
+            return  # never a stamp moved back (the row changed since, under a later stamp)
+        self.remember(rec)
+        merged = {**current, **change.attrs, "updated_at": change.stamp}
+        rec.set_attrs(merged)
+        self.revise(rec)
+        self.version[type_name] += 1
+        self.notify("update", type_name, rid)
+
+    def bulk_update(
+        self, type_name: str, ids: list[int], attrs: dict[str, Any] | None = None
+    ) -> str | None:
+        """Update every row of `ids` under one new stamp (a bulk SQL update: a tie run);
+        returns the stamp (None when the type has no `updated_at`)."""
+        recs = [self.by_type[type_name][i] for i in ids]
+        for rec in recs:
+            self.settle_row(type_name, rec.id)
+        current = [rec.decoded() for rec in recs]
+        if not current or "updated_at" not in current[0]:
+            return None
+        stamp = self.fresh_stamp(bulk_stamp([c.get("updated_at") for c in current]))
+        for rec, doc in zip(recs, current, strict=True):
+            self.remember(rec)
+            rec.set_attrs({**doc, **(attrs or {}), "updated_at": stamp})
+            self.revise(rec)
+        self.version[type_name] += 1
+        for rec in recs:
+            self.notify("update", type_name, rec.id)
+        return stamp
 
     def fresh_stamp(self, previous: str | None) -> str:
         """A new updated_at: now, but strictly after the previous one and the last issued."""
@@ -183,6 +250,7 @@ class Dataset(Rows):
             self.version[type_name] += 1
 
     def touch(self, rec: Rec, attrs: dict[str, Any] | None = None) -> None:
+        self.settle_row(rec.type, rec.id)
         self.remember(rec)
         merged = rec.decoded()
         if attrs:
@@ -315,6 +383,9 @@ class Dataset(Rows):
         """Take `rec` out of the data set and out of its owners' to-many linkage (no feed entry,
         no notice of its own)."""
         type_name, rid = rec.type, rec.id
+        # A change still pending dies with the row (committed, then deleted: the same end); it
+        # must never land on a row created again under the id.
+        self.commits.take(type_name, rid)
         self.remove(rec)
         self.freed.setdefault(type_name, []).append(rid)  # `Hard.reuse_ids` takes it back
         # Owners' to-many links drop the deleted resource (a join row deleted with it); their

@@ -109,6 +109,18 @@ class Hard:
     #: show the status of "channel not permitted".
     forbidden_as_not_found: bool = False
 
+    # -- time (#37; `sync.emulator.commits`) ------------------------------------------------------
+    #: The data's stamps (`updated_at`, `created_at`, feed entries) are taken 90 s behind the
+    #: clock of the `Date` header and of the signature check.
+    stamps_behind_date: bool = False
+    #: A fifth of random updates is stamped when made and becomes visible (listings,
+    #: `filter[id]`, its notice) only 20 s or 60 s later; later stamps are visible at once.
+    late_commits: bool = False
+    #: Rows sharing the stamp a listing is sorted by come in a new order for every request, and
+    #: ~2 % of random operations bulk-update 75 rows of one type (all, for a type of 35 to 75)
+    #: under one stamp.
+    unstable_ties: bool = False
+
     # -- meta.scripts (#30) ----------------------------------------------------------------------
     #: Each type serves its own `meta.scripts` list, which `set_scripts` changes at run time
     #: (`EmulatorApp.changing_scripts`, `--changing-scripts`).

@@ -4,7 +4,8 @@ A page is assembled from bytes: the selected rows' encodings (`render`) joined w
 `included` resources, the paging links and `meta.scripts`, under a weak ETag of the body. Under
 the page cache (`PageCache`) a listing's body is reused while the data set is unchanged; under
 `Hard.shifting_listings` a row of an earlier page may leave before the page is served
-(`shifting`); under `Faults.stale_rate` a page may come from a lagging replica (older copies).
+(`shifting`); under `Faults.stale_rate` a page may come from a lagging replica (older copies);
+under `Hard.unstable_ties` rows sharing the sorted-by stamp come in a new order every request.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from aiohttp import web
 
 from sync.emulator import shifting
 from sync.emulator.app import EmulatorApp
+from sync.emulator.commits import shuffle_ties
 from sync.emulator.hours import HoursRoutes
 from sync.emulator.query import Query
 from sync.emulator.records import Rec
@@ -129,7 +131,9 @@ class Listings:
                 mall,
                 emu.parse(type_name, request, defaults, sortable=sortable),
             )
-        if emu.pages.enabled:
+        # Ties under a stamp sort ordered anew for every request: no cached page.
+        shuffled = emu.hard.unstable_ties and request.query.get("sort", "id").lstrip("-") != "id"
+        if emu.pages.enabled and not shuffled:
             key, generation = (request.path, emu.public_query(request)), emu.data.generation
             body = emu.pages.get(key, generation)
             if body is not None:
@@ -139,7 +143,14 @@ class Listings:
         emu.past_end(len(ids), q)
         start = (q.number - 1) * q.size
         recs = emu.data.by_type[type_name]
-        page = [recs[i] for i in ids[start : start + q.size]]
+        if shuffled and q.sort and q.sort[0][0] != "id":
+            attr = q.sort[0][0]
+            window = shuffle_ties(
+                ids, start, q.size, lambda i: recs[i].get(attr), emu.data.hard_rng
+            )
+        else:
+            window = ids[start : start + q.size]
+        page = [recs[i] for i in window]
         stale = emu.faults.roll(emu.faults.stale_rate, "stale_page")
         if stale:  # a lagging replica answers: older copies, never cached
             page = [emu.data.older(r) for r in page]

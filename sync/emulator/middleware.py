@@ -57,6 +57,7 @@ def gate(emu: EmulatorApp) -> Middleware:
         emu.requests += 1
         emu.traffic.count(route_of(request), time.time())
         emu.data.sync_hard()  # switches assigned since the last request take effect
+        emu.data.settle()  # late commits whose time has come become visible
         f = emu.faults
         if emu.hard.account_faults or not request.path.startswith("/accounts"):
             if f.latency > 0:

@@ -203,6 +203,8 @@ class Emulator:
         return resource_obj(self.data, self.app.base, rec, tuple(include), None)
 
     def snapshot(self, type_name: str) -> dict[str, dict[str, Any]]:
+        """The rows of `type_name` as the API serves them now (late commits due included)."""
+        self.data.settle()
         return {str(i): r.decoded() for i, r in self.data.by_type[type_name].items()}
 
     def mall_deals(self, mall: int | str) -> list[int]:

@@ -1,5 +1,6 @@
 """Jobs: each one way the mirror is brought level with the upstream. `fetch` (by id),
-`queueworker` (the queue worker), `backfill` (and its `missedrows` pass), `poll`, `mallincludes`
+`queueworker` (the queue worker), `backfill` (and its `missedrows` pass), `poll` (its `walks`
+and the `lateness` its lookback adapts to), `mallincludes`
 (many malls in a request), `feed` (the deletions feed's entries
 applied as dated evidence), `mallroutes` and `relroutes` (linkage from other routes),
 `reconcile`, `proof` (the rolling proof of every scope once per staleness bound, with

@@ -68,6 +68,8 @@ DELETIONS = catalogue.DELETIONS_FEED
 #: it takes when the workers are backed up, `STAGE_HERE_AT`, leave out what this memo holds).
 #: ~2 MB when full.
 IN_FLIGHT_MEMO = 20_000
+#: `_sync_meta` key: the local Unix time the running backfill first started (`cursor_start`).
+STARTED_LOCAL = "backfill_started_local"
 
 #: Pages in flight per page worker, beyond `concurrency` (see `Backfill.in_flight`).
 PAGES_PER_WORKER = 24
@@ -241,6 +243,7 @@ class Backfill:
         if status in ("ok", "partial"):
             # A finished backfill starts the next one afresh; the cursors carry its start.
             self.mirror.set_meta("backfill_started_at", None)
+            self.mirror.set_meta(STARTED_LOCAL, None)
         self.log.info(
             "backfill.done",
             rows=self.report.rows,
@@ -258,8 +261,9 @@ class Backfill:
         if not restart and started_at is not None:
             return started_at
         if not self.client.credentials.has_token:
-            await self.client.login()  # also learns the upstream's clock (`upstream_now`)
-        started_at = iso_ms(self.upstream_now())
+            await self.client.login()
+        self.mirror.set_meta(STARTED_LOCAL, f"{self.clock():.3f}")
+        started_at = self.client.clock.now()
         prefilled = [
             t.name for t in self.settings.upstream.mirrored_types() if self.mirror.count(t.name)
         ]
@@ -284,9 +288,19 @@ class Backfill:
         except ForbiddenError as exc:
             self.log.warning("backfill.mall_routes_forbidden", hint=exc.hint)
 
-    def upstream_now(self) -> float:
-        """Now on the upstream's clock (the client learns the offset from `Date` headers)."""
-        return self.clock() + self.client.clock_offset
+    def cursor_start(self, started_at: str) -> str:
+        """The cursors a finished scope gets: the local moment the backfill first started,
+        on the stamps' scale as the client knows it *now* (`sync.channel.clock`): the offset
+        learned by the end is the best one, and still a lower bound of the stamps' "now" at the
+        start, so the daemon re-reads everything that changed meanwhile. `started_at` while
+        no stamp was seen, or for a run started by a version that kept no local start."""
+        local = self.mirror.get_meta(STARTED_LOCAL)
+        if not local or self.client.clock.offset is None:
+            return started_at
+        try:
+            return iso_ms(self.client.clock.at(float(local)))
+        except ValueError:
+            return started_at
 
     async def _run_types(self, started_at: str) -> None:
         types = self.settings.upstream.mirrored_types()
@@ -326,12 +340,14 @@ class Backfill:
                 self.mirror, self.settings.management, self.report, fail_fast=self.client.fail_fast
             )
         if self.mirror.get_cursor(DELETIONS, "") is None:
-            self.mirror.set_cursor(DELETIONS, "", started_at)
+            self.mirror.set_cursor(DELETIONS, "", self.cursor_start(started_at))
+        self.client.clock.flush()
 
     async def _run_scopes(self, rtype: ResourceType, scopes: list[Scope], started_at: str) -> None:
         report = self.report.types.setdefault(rtype.name, TypeReport())
         try:
             await bounded(scopes, self.limit, lambda s: self._pages(s, report, started_at))
+            started_at = self.cursor_start(started_at)
             if await self.missed.needed(rtype, started_at):
                 # Per (type, mall): the deal visibilities are one population of rows.
                 await bounded(group_by_mall(scopes), self.limit, lambda g: self._repair(g, report))
@@ -502,8 +518,9 @@ class Backfill:
         )
         if scope.mall_id is not None:
             self.missed.saw_etag(scope.rtype.name, scope.key, number, resp.headers.get("ETag"))
+        received = self.client.clock.local()
         mall = int(scope.mall_id) if scope.mall_id is not None else None
-        return await self.pages.stage(
+        page = await self.pages.stage(
             scope.rtype.name,
             resp.body,
             number=number,
@@ -512,6 +529,8 @@ class Backfill:
             mall_id=mall,
             skip=trim,
         )
+        self.client.clock.observe(page.newest(), received)
+        return page
 
     def _write(self, scope: Scope, page: StagedPage, report: TypeReport, last: int) -> None:
         """Write one page; note what it shows of its listing (`MissedRows.saw_page`)."""

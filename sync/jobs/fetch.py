@@ -60,6 +60,8 @@ class Fetcher:
         client.paging.keep(mirror.get_meta, mirror.set_meta)
         # So does which account reads which route, with several (`sync.channel.accounts`).
         client.accounts.keep(mirror.get_meta, mirror.set_meta)
+        # So does "now" on the stamps' scale, learned from the stamps (`sync.channel.clock`).
+        client.clock.keep(mirror.get_meta, mirror.set_meta)
         if client.profile is None:
             client.profile = UpstreamProfile.from_json(mirror.get_meta(PROFILE_KEY))
 
@@ -98,6 +100,11 @@ class Fetcher:
         if not gone:
             return 0
         return self.mirror.delete(scopes[0].rtype.name, gone)
+
+    def upstream_now(self) -> str:
+        """Now on the stamps' own scale, a lower bound (`sync.channel.clock`; never the `Date`
+        clock, which may run ahead of the stamps)."""
+        return self.client.clock.now()
 
     async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
         """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""

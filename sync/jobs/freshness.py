@@ -7,7 +7,6 @@ learned offset; the shared upstream clock of #37 can replace its body alone).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -22,8 +21,9 @@ OnLag = Callable[[str, str, Sequence[float]], None]
 
 
 def upstream_now(client: ChannelClient) -> float:
-    """Now on the upstream's clock, in epoch seconds."""
-    return time.time() + client.clock_offset
+    """Now on the stamps' own scale, in epoch seconds (`sync.channel.clock`: a lower bound, so
+    a lag is never overstated by a `Date` clock that runs ahead of the stamps)."""
+    return client.clock.now_ts()
 
 
 def lags(stamps: Iterable[str | None], now: float) -> list[float]:

@@ -1,15 +1,12 @@
 """Incremental polls: changed rows by `filter[updated_at][gte]`, deletions from the deletions feed.
 
-Both walk a listing sorted by a timestamp *by key*, not by page number: each request asks for
-page 1 of `filter[<stamp>][gte]=<largest stamp seen so far>`. A row updated while the poll runs
-moves to the end of the order, where the poll still finds it; with page numbers it would shift
-every later row one place and one of them would be skipped for good. Rows sharing the boundary
-stamp are read twice (harmless: writes are idempotent upserts), and a run of equal stamps longer
-than a page is walked by page number at that one stamp. So a poll of k changes issues about
-ceil(k/100) + 1 requests per scope, whatever the size of the mirror.
-
-The cursor is the largest stamp the upstream served (its own clock), and the next poll starts
-`overlap` seconds before it, so rows committed upstream slightly out of stamp order are not lost.
+Both walk a listing from a stamp (`sync.jobs.walks`): by key in stamp order, a run of equal
+stamps longer than a page by id (so the upstream's order of ties cannot hide a row), unsorted
+where the order is not honoured. The cursor is the largest stamp a complete walk was served
+(the stamps' own clock), capped at the latest "now" any clock claims
+(`sync.channel.clock.UpstreamClock.ceiling`). The next poll starts a *lookback* behind it,
+learned per type and for the feed from the lateness of commits the polls measure
+(`sync.jobs.lateness`), with a deep re-read every few polls.
 
 The spec documents `sort` on some routes only (not on /articles, /contacts, /ifeatures,
 /job-listings, /mall-messages, /deletions), so the walk by key is taken only where the upstream
@@ -24,14 +21,12 @@ listing and writes only the rows stamped since the cursor.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from itertools import pairwise
+from typing import Any
 
 from sync.channel.client import ChannelClient
+from sync.channel.clock import stamp_seconds
 from sync.channel.pages import Page
-from sync.channel.paging import Paging, next_number
 from sync.channel.profile import (
     DELETIONS_ROUTE,
     Profiler,
@@ -47,6 +42,8 @@ from sync.jobs.fanout import bounded
 from sync.jobs.feed import FeedEntries
 from sync.jobs.fetch import confirm_mall_gone, parse_id
 from sync.jobs.freshness import OnLag, changed_lags, upstream_now
+from sync.jobs.lateness import Lookbacks
+from sync.jobs.walks import OutOfOrder, PollResult, TieOrder, walk_by_stamp, walk_unsorted
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -55,96 +52,13 @@ from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
 DELETIONS = catalogue.DELETIONS_FEED
+#: The default ceiling of the lookback (`[schedule] poll_lookback_max`).
+LOOKBACK_MAX = 600.0
 
+__all__ = ["DELETIONS", "OutOfOrder", "PollResult", "Poller", "poll_types"]
 
-class OutOfOrder(Exception):
-    """A page of a walk by key came back out of stamp order: the upstream ignores `sort`."""
-
-
-@dataclass
-class PollResult:
-    """What one poll of one scope did."""
-
-    requests: int = 0
-    rows: int = 0
-    cursor: str | None = None
-
-
-async def walk_by_stamp(
-    fetch: Callable[[str, int], Awaitable[Page]],
-    since: str,
-    stamp_field: str,
-    paging: Paging,
-    asked: int,
-    on_page: Callable[[Page], None],
-) -> PollResult:
-    """Walk a listing sorted by `stamp_field` from `since` by key; see the module docstring.
-
-    The loop and its stop rule are the one every listing shares (`Paging.walk`, `Paging.more`
-    with `page[size]=asked`): a page shorter than asked ends the walk only when it is shorter
-    than the upstream serves. Its position is (anchor stamp, page number)."""
-    result = PollResult()
-
-    def step(at: tuple[str, int], page: Page) -> tuple[str, int]:
-        anchor, number = at
-        newest = result.cursor
-        if newest is None or newest <= anchor:
-            return anchor, number + 1  # a run of equal stamps longer than a page: by number
-        return newest, 1
-
-    async for page in paging.walk(lambda at: fetch(*at), (since, 1), step, asked=asked):
-        result.requests += 1
-        if page.resources:
-            # Normalised: the cursor is compared as text and sent back as a filter value; a
-            # row with an unreadable stamp moves no cursor (its write logs the problem).
-            stamps = [
-                s
-                for r in page.resources
-                if (s := normalize_or_none((r.get("attributes") or {}).get(stamp_field)))
-            ]
-            if any(a > b for a, b in pairwise(stamps)):
-                # Written anyway (the rows are real); the key must not jump on this page.
-                on_page(page)
-                raise OutOfOrder(f"rows out of {stamp_field} order on page {page.number}")
-            on_page(page)
-            result.rows += len(page.resources)
-            top = max(stamps) if stamps else None
-            if top is not None and (result.cursor is None or top > result.cursor):
-                result.cursor = top
-    return result
-
-
-async def walk_unsorted(
-    fetch: Callable[[int], Awaitable[Page]],
-    since: str,
-    stamp_field: str,
-    paging: Paging,
-    asked: int,
-    on_page: Callable[[Page], None],
-) -> PollResult:
-    """Every page by number (id order), rows stamped before `since` left out (an upstream that
-    ignores the filter too serves them); the cursor is the newest stamp seen, or `since` when
-    the listing changed while walked (`links.last` moved): the next poll reads it again."""
-    result = PollResult()
-    first_last = last = None  # `links.last` of the first page and of the last one read
-    async for page in paging.walk(fetch, 1, next_number, asked=asked):
-        result.requests += 1
-        first_last = page.last if first_last is None else first_last
-        last = page.last
-        rows = []
-        for r in page.resources:
-            stamp = normalize_or_none((r.get("attributes") or {}).get(stamp_field))
-            if stamp is not None and stamp < since:
-                continue
-            rows.append(r)
-            if stamp is not None and (result.cursor is None or stamp > result.cursor):
-                result.cursor = stamp
-        if rows:
-            on_page(replace(page, resources=rows))
-            result.rows += len(rows)
-    if last != first_last and result.cursor is not None:
-        result.cursor = since
-    return result
+#: Called after each poll of a scope: (type or "deletions", late arrivals, lookback in seconds).
+OnLateness = Callable[[str, int, float], None]
 
 
 class Poller:
@@ -159,6 +73,8 @@ class Poller:
         overlap: float,
         on_unknown_type: Callable[[str, int], None] | None = None,
         on_lag: OnLag | None = None,
+        lookback_max: float = LOOKBACK_MAX,
+        on_lateness: OnLateness | None = None,
     ) -> None:
         self.client = client
         self.mirror = mirror
@@ -167,19 +83,25 @@ class Poller:
         #: Told (resource_type, entries) of feed entries of a type it cannot map (metrics).
         self.on_unknown_type = on_unknown_type
         self.on_lag = on_lag  # the changes a poll commits, and how late (`sync.jobs.freshness`)
+        self.lookbacks = Lookbacks(
+            mirror.get_meta, mirror.set_meta, overlap=overlap, ceiling=lookback_max
+        )
+        self.on_lateness = on_lateness
         self.log = get_logger("sync.poll")
 
     def _not_after_now(self, cursor: str | None) -> str | None:
         """A stamp in the future (skewed upstream clocks) must not carry the cursor past now:
-        changes stamped between now and that stamp would be skipped by every later poll."""
+        changes stamped between now and that stamp would be skipped by every later poll. "Now"
+        is the latest any clock claims (`UpstreamClock.ceiling`: local, `Date`, the stamps'),
+        so that no slow clock caps a cursor below stamps really served."""
         if cursor is None:
             return None
-        return min(cursor, iso_ms(time.time() + self.client.clock_offset))
+        return min(cursor, self.client.clock.ceiling())
 
     async def poll_type(self, rtype: ResourceType, malls: Sequence[int], concurrency: int) -> int:
         """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
         time; the rows changed. A scope never polled (a mall that appeared since the backfill)
-        starts from a day ago on the upstream's clock."""
+        starts from a day before now on the stamps' scale (`sync.channel.clock`)."""
         changed = 0
 
         async def one(scope: Scope) -> None:
@@ -187,7 +109,7 @@ class Poller:
             try:
                 rows = (await self.poll_scope(scope)).rows
             except LookupError:
-                start = iso_ms(time.time() + self.client.clock_offset - 86400)
+                start = iso_ms(self.client.clock.now_ts() - 86400)
                 self.mirror.set_cursor(rtype.name, scope.key, start)
                 rows = (await self.poll_scope(scope)).rows
             changed += rows  # after the await: scopes run side by side
@@ -203,16 +125,26 @@ class Poller:
             raise LookupError(
                 f"{rtype.name} [{scope.key or 'top'}] has no cursor yet; run `ccsync backfill` first"
             )
-        since = shift(cursor, -self.overlap)
+        since = shift(cursor, -self.lookbacks.behind(rtype.name, scope.key))
         route = self._route(route_key(rtype))
 
-        async def fetch(anchor: str, number: int, sort: str = "updated_at") -> Page:
+        async def fetch(
+            anchor: str,
+            number: int,
+            sort: str = "updated_at",
+            *,
+            op: str = "gte",
+            until: str | None = None,
+        ) -> Page:
+            params = {f"filter[updated_at][{op}]": anchor, "sort": sort}
+            if until is not None:
+                params["filter[updated_at][lte]"] = until
             page = await self.client.list_page(
                 rtype,
                 number,
                 mall_id=scope.mall_id,
                 scope_params=scope.params,
-                params={"filter[updated_at][gte]": anchor, "sort": sort},
+                params=params,
                 size=self.page_size,
                 # Nothing changed since the same query last answered: 304, no body to move
                 # (only where the ETag proved reliable, when a profile is known).
@@ -222,9 +154,12 @@ class Poller:
                 self.mirror.write_scripts(rtype, page.meta.get("scripts"))
             return page
 
+        late: list[float] = []
+
         def write(page: Page) -> None:
             ids = [parse_id(r["id"]) for r in page.resources] if self.on_lag else []
             before = self.mirror.stamps(rtype.name, ids) if ids else {}
+            late.extend(self._late_rows(rtype.name, page, cursor))
             self.mirror.write_staged(
                 stage_resources(rtype, page.resources, page.included, scope.mall_id),
                 scripts=page.meta.get("scripts"),
@@ -255,10 +190,46 @@ class Poller:
             self.log.info("poll.mall_gone", type=rtype.name, mall_id=scope.mall_id)
             self.mirror.mall_gone(scope.mall_id)
             return PollResult(requests=1)
+        self._lateness(rtype.name, scope.key, late, result)
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.set_cursor(rtype.name, scope.key, result.cursor)
         return result
+
+    def _late_rows(self, name: str, page: Page, cursor: str) -> list[float]:
+        """The lateness (seconds behind `cursor`) of the page's rows stamped before it that
+        the mirror did not hold at their stamp: they committed after an earlier poll had read
+        past their stamp."""
+        older: dict[int, str] = {}
+        for r in page.resources:
+            s = normalize_or_none((r.get("attributes") or {}).get("updated_at"))
+            rid = r.get("id")
+            if s is not None and s < cursor and isinstance(rid, int | str) and str(rid).isdigit():
+                older[int(rid)] = s
+        if not older:
+            return []
+        held = self.mirror.stamps(name, list(older))
+        return [
+            _seconds_between(s, cursor)
+            for rid, s in older.items()
+            if rid not in held or (held[rid] or "") < s
+        ]
+
+    def _lateness(self, key: str, scope: str, late: list[float], result: PollResult) -> None:
+        """Record a poll's late arrivals (`sync.jobs.lateness`), log and report them."""
+        result.late = len(late)
+        if late:
+            self.lookbacks.saw(key, late)
+            self.log.info(
+                "poll.late_arrivals",
+                type=key,
+                scope=scope or "top",
+                rows=len(late),
+                largest_s=round(max(late), 1),
+                lookback_s=round(self.lookbacks.lookback(key), 1),
+            )
+        if self.on_lateness is not None:
+            self.on_lateness(key, len(late), self.lookbacks.lookback(key))
 
     def _route(self, key: str) -> RouteProfile | None:
         profile = self.client.profile
@@ -276,13 +247,22 @@ class Poller:
         reprobe: Callable[[], Awaitable[Verdict]],
     ) -> PollResult:
         """By key where the order is honoured (or not yet probed), else unsorted; a walk by
-        key that meets a page out of order re-probes the route and goes on unsorted."""
+        key that meets a page out of order re-probes the route and goes on unsorted; a tie run
+        whose read by id fails its check goes on unsorted from the run's stamp."""
 
         paging = self.client.paging
         if sorted_ok is None or sorted_ok.sorted_walk:
             try:
                 return await walk_by_stamp(
                     fetch, since, stamp_field, paging, self.page_size, on_page
+                )
+            except TieOrder as exc:
+                # `sort=id` (or `lte`) not honoured on this route: read from the run's stamp
+                # in id order by page number, which no order of ties can disturb.
+                self.log.warning("poll.tie_run_unchecked", route=key, seen=str(exc))
+                at = exc.at
+                return await walk_unsorted(
+                    lambda n: fetch(at, n, "id"), at, stamp_field, paging, self.page_size, on_page
                 )
             except OutOfOrder as exc:
                 # A lagging replica's page can look out of order too: the route is asked
@@ -302,29 +282,72 @@ class Poller:
         cursor = self.mirror.get_cursor(DELETIONS, "")
         if cursor is None:
             raise LookupError("the deletions feed has no cursor yet; run `ccsync backfill` first")
-        since = shift(cursor, -self.overlap)
+        since = shift(cursor, -self.lookbacks.behind(DELETIONS, ""))
 
-        async def fetch(anchor: str, number: int, sort: str = "created_at") -> Page:
+        async def fetch(
+            anchor: str,
+            number: int,
+            sort: str = "created_at",
+            *,
+            op: str = "gte",
+            until: str | None = None,
+        ) -> Page:
             return await self.client.list_deletions(
-                number, since=anchor, size=self.page_size, sort=sort
+                number, since=anchor, size=self.page_size, sort=sort, op=op, until=until
             )
 
         # Each entry is dated evidence about one row (`sync.jobs.feed`).
-        apply = FeedEntries(self.mirror, mirrored, on_unknown=self.on_unknown_type).apply
+        entries = FeedEntries(self.mirror, mirrored, on_unknown=self.on_unknown_type)
+        apply, applies = entries.apply, entries.applies
+
+        late: list[float] = []
+
+        def measured(page: Page) -> None:
+            late.extend(self._late_entries(page, cursor, applies))
+            apply(page)
 
         result = await self._walk(
             DELETIONS_ROUTE,
             fetch,
             since,
             "created_at",
-            apply,
+            measured,
             sorted_ok=self._route(DELETIONS_ROUTE),
             reprobe=lambda: Profiler(self.client).deletions_order(),
         )
+        self._lateness(DELETIONS, "", late, result)
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.set_cursor(DELETIONS, "", result.cursor)
         return result
+
+    def _late_entries(self, page: Page, cursor: str, applies: Callable[[str], bool]) -> list[float]:
+        """The lateness of the page's entries dated before `cursor` whose row the mirror still
+        holds no newer than the entry: an earlier poll read past their date without them."""
+        older: dict[str, dict[int, str]] = {}
+        for entry in page.resources:
+            attrs: dict[str, Any] = entry.get("attributes") or {}
+            at = normalize_or_none(attrs.get("created_at"))
+            name = catalogue.normalize_type(str(attrs.get("resource_type", "")))
+            rid = attrs.get("resource_id")
+            if at is None or at >= cursor or name is None or not applies(name):
+                continue
+            if isinstance(rid, int | str) and str(rid).isdigit():
+                older.setdefault(str(name), {})[int(rid)] = at
+        out: list[float] = []
+        for name, entries in older.items():
+            held = self.mirror.stamps(name, list(entries))
+            out += [
+                _seconds_between(at, cursor)
+                for rid, at in entries.items()
+                if rid in held and (held[rid] or "") <= at
+            ]
+        return out
+
+
+def _seconds_between(earlier: str, later: str) -> float:
+    """Seconds from one normalised stamp to a later one."""
+    return max(0.0, stamp_seconds(later) - stamp_seconds(earlier))
 
 
 def poll_types(types: list[ResourceType]) -> list[ResourceType]:

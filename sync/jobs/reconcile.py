@@ -396,6 +396,7 @@ async def run_reconcile(
             mirror,
             page_size=settings.upstream.page_size,
             overlap=settings.schedule.poll_overlap,
+            lookback_max=settings.schedule.poll_lookback_max,
         )
         with contextlib.suppress(LookupError):  # never backfilled: no feed cursor yet
             feed = await poller.poll_deletions({t.name for t in types})

@@ -81,3 +81,12 @@ class StagedPage:
     def not_modified(self) -> bool:
         """Never: a backfill asks no conditional request (`sync.channel.paging.Paged`)."""
         return False
+
+    def newest(self) -> str | None:
+        """The largest `updated_at` of the listed rows (normalised on staging), or None: one
+        max over the page, what the upstream clock learns from (`sync.channel.clock`)."""
+        listed = self.batches[0] if self.batches else None
+        if listed is None or "updated_at" not in listed.columns:
+            return None
+        i = listed.columns.index("updated_at") + 1  # the id comes first
+        return max((r[i] for r in listed.rows if type(r[i]) is str), default=None)

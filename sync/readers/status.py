@@ -19,6 +19,8 @@ from typing import Any
 from sync.core.redact import redact_text
 from sync.jobs.accountmap import account_of_types
 from sync.jobs.feed import unknown_types
+from sync.jobs.lateness import META_KEY as LATENESS_KEY
+from sync.jobs.lateness import shown
 from sync.jobs.mallincludes import recorded
 from sync.jobs.pacing import keepable_bound
 from sync.readers.running import (
@@ -244,6 +246,9 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             "values": mirror.value_faults(),
             # Deletions feed entries skipped: their resource_type maps to no type (`sync.jobs.feed`).
             "feed_unknown_types": unknown_types(mirror),
+            # Late commits the polls measured and the lookback each type learned
+            # (`sync.jobs.lateness`).
+            "lateness": shown(mirror.get_meta(LATENESS_KEY), now.timestamp()),
         }
     finally:
         mirror.close()
@@ -333,6 +338,17 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"page size: asked {asked}, upstream serves "
             f"{served or 'what is asked (no smaller bound seen)'}"
         )
+    lateness = data.get("lateness") or {}
+    if lateness:
+        out.append("late commits (rows a poll met stamped behind its cursor) and lookbacks:")
+        for name, v in sorted(lateness.items()):
+            line = (
+                f"  {name:<15} {v['late']} late arrivals, largest {v['largest_s']:g} s; "
+                f"lookback {v['lookback_s']:g} s"
+            )
+            if v.get("last_late_at"):
+                line += f" (last late arrival {v['last_late_at']})"
+            out.append(line)
     for problem in data["problems"]:
         out.append(f"degraded: {problem}")
     for name, v in sorted(data["values"].items()):

@@ -20,7 +20,7 @@ from tests.support.settings import daemon_settings
 from tests.support.waiting import eventually
 
 SECTION = "## What the daemon logs"
-JOBS = {"poll", "deletions", "reconcile", "hours", "changes", "verify", "subscriptions"}
+JOBS = {"poll", "deletions", "proof", "hours", "changes", "verify", "subscriptions"}
 
 
 def documented() -> tuple[list[dict[str, object]], set[str]]:
@@ -53,10 +53,10 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
         tmp_path / "m.db",
         webhooks=True,
         # The polls run at start, then leave the request budget to the others (a poll is
-        # served first: at 0.3 s apart, the reconcile would wait behind them).
+        # served first: at 0.3 s apart, the proof would wait behind them).
         poll_interval=5.0,
         deletions_interval=5.0,
-        reconcile_interval=0.5,
+        staleness_bound=10.0,
         hours_interval=0.5,
         subscriptions_interval=0.5,
         verify_interval=10.0,
@@ -79,7 +79,8 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
     events = {str(e["event"]) for e in info}
     sample, named = documented()
     assert not [e for e in info if str(e.get("logger_name", "")).startswith("apscheduler")]
-    assert events - named - {str(e["event"]) for e in sample} == set(), "undocumented"
+    undocumented = events - named - {str(e["event"]) for e in sample}
+    assert undocumented == set(), f"undocumented: {sorted(undocumented)}"
     assert {str(e["event"]) for e in sample} <= events, "a sample line the daemon never wrote"
     for e in info:
         if e["event"] == "job.done":

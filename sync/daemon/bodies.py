@@ -8,9 +8,9 @@ rolling verify's share per tick, the change feed's retention, the hours window, 
 press releases and the webhook subscription check. When and how they run (the scheduler, the
 run records, pausing while the mirror cannot take writes) is `sync.daemon.service`'s.
 
-A type that succeeds is recorded as synced (`sync.daemon.state.SyncState.synced`, and in the mirror for `ccsync
-status`); one that fails is recorded and backs off while the others go on, and the job run then
-fails naming it.
+A type that succeeds is recorded as synced (`sync.daemon.state.SyncState.synced`, and in the
+mirror for `ccsync status`); one that fails is recorded and backs off while the others go on,
+and the job run then fails naming it.
 """
 
 from __future__ import annotations

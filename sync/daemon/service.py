@@ -159,7 +159,7 @@ class Daemon:
         subscriptions = Subscriptions(
             running.client, s.webhooks, self.types, bound_port=self.bound_port
         )
-        jobs = self.bodies = Bodies(running, subscriptions)
+        bodies = self.bodies = Bodies(running, subscriptions)
 
         # Ready for systemd as soon as notices are accepted: a first backfill of a large
         # upstream takes longer than any start timeout, and the watchdog covers it meanwhile.
@@ -184,25 +184,25 @@ class Daemon:
                     await runner.cleanup()
                 return
         for rtype in self.types:
-            jobs.ok(rtype.name)
+            bodies.ok(rtype.name)
 
         tasks.append(asyncio.create_task(worker.run(self.stop), name="worker"))
         with priority(Priority.POLL):
-            await self._unless_stopped(jobs.detect_members(), "detect_members")
-        scheduler = self._sched = self._scheduler(jobs, running)
+            await self._unless_stopped(bodies.detect_members(), "detect_members")
+        scheduler = self._sched = self._scheduler(bodies, running)
         scheduler.start()
         try:
             if s.webhooks.enabled:
                 try:
                     # Raced with SIGTERM: an upstream that fails or stalls retries for minutes.
-                    if await self._unless_stopped(jobs.subscriptions.ensure(), "subscribe"):
-                        jobs.record_subscriptions()
+                    if await self._unless_stopped(bodies.subscriptions.ensure(), "subscribe"):
+                        bodies.record_subscriptions()
                 except UpstreamError as exc:
                     self.log.error("subscriptions.failed", error=str(exc))
             if not self.stop.is_set():
                 # The upstream profile (`sync.channel.profile`) is probed beside the jobs, not
                 # before them: each strategy falls back safely until it is known.
-                tasks.append(asyncio.create_task(jobs.probe_quietly(), name="probe"))
+                tasks.append(asyncio.create_task(bodies.probe_quietly(), name="probe"))
                 self.notifier.status("following the upstream")
                 self.state.ready = True
                 self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
@@ -324,7 +324,7 @@ class Daemon:
         task.result()
         return True
 
-    def _scheduler(self, jobs: Bodies, running: Running) -> AsyncIOScheduler:
+    def _scheduler(self, bodies: Bodies, running: Running) -> AsyncIOScheduler:
         s = self.settings.schedule
         scheduler = AsyncIOScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -334,25 +334,25 @@ class Daemon:
         tick = verify_tick(s.verify_interval)
         planned: list[tuple[str, Callable[[], Awaitable[object]], float, float]] = [
             # Catch up at once on what changed while the daemon was down.
-            ("poll", jobs.poll_all, s.poll_interval, CATCH_UP),
-            ("deletions", jobs.poll_deletions, s.deletions_interval, CATCH_UP),
+            ("poll", bodies.poll_all, s.poll_interval, CATCH_UP),
+            ("deletions", bodies.poll_deletions, s.deletions_interval, CATCH_UP),
             # The rolling proof (the daily reconcile's successor): a share of the cycle per
             # tick, its position in the mirror; its first tick soon after start.
-            ("proof", jobs.proof_step, proof_tick(s.staleness_bound), CATCH_UP + 1.0),
-            ("hours", jobs.refresh_hours, s.hours_interval, s.hours_interval),
+            ("proof", bodies.proof_step, proof_tick(s.staleness_bound), CATCH_UP + 1.0),
+            ("hours", bodies.refresh_hours, s.hours_interval, s.hours_interval),
             # The change feed's retention: at start, then hourly.
-            ("changes", jobs.prune_changes, 3600.0, CATCH_UP),
+            ("changes", bodies.prune_changes, 3600.0, CATCH_UP),
             # Rolling: its position is kept in the mirror, so it resumes where it stopped.
-            ("verify", jobs.verify_step, tick, tick),
+            ("verify", bodies.verify_step, tick, tick),
         ]
         management = self.settings.management
         if management is not None:
             every = management.press_releases_interval
-            planned.append(("press_releases", jobs.mirror_press, every, every))
+            planned.append(("press_releases", bodies.mirror_press, every, every))
         if self.settings.webhooks.enabled:
             every = s.subscriptions_interval
-            planned.append(("subscriptions", jobs.check_subscriptions, every, every))
-        cycle = jobs.poll_cycle()
+            planned.append(("subscriptions", bodies.check_subscriptions, every, every))
+        cycle = bodies.poll_cycle()
         if cycle["seconds_at_budget"] > s.poll_interval:
             self.log.warning(
                 "poll.cycle_overruns",

@@ -1,9 +1,11 @@
-"""Shared fixtures: the bundled emulator served over real HTTP on 127.0.0.1 (a free port)."""
+"""Shared fixtures, defined here once: the bundled emulator served over real HTTP on 127.0.0.1 (a
+free port), a client of it, and an empty mirror in the test's directory."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ import structlog
 
 from sync.core import logs
 from sync.emulator import Emulator
+from sync.store import Mirror
 from tests.support.emulator_client import Signed, signed
 
 
@@ -34,6 +37,14 @@ async def api(emulator: Emulator) -> AsyncIterator[Signed]:
     """A client of `emulator`, logged in as its demo account."""
     async with signed(emulator) as client:
         yield client
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Iterator[Mirror]:
+    """An empty mirror at `tmp_path / "m.db"`, closed after the test."""
+    m = Mirror.open(tmp_path / "m.db")
+    yield m
+    m.close()
 
 
 @pytest.fixture

@@ -175,7 +175,7 @@ async def test_a_burst_of_10000_notices_keeps_the_daemon_within_its_budget(
     db = tmp_path / "m.db"
     settings = settings_for(emulator, db, webhooks=True)
     async with running(settings) as daemon:
-        budget = daemon.client.budget
+        budget = daemon.running.client.budget
         assert budget is not None and budget.max_rate == 20.0  # the shipped default
         grants: list[float] = []
         budget.on_grant = lambda t, _: grants.append(t)
@@ -198,6 +198,6 @@ async def test_a_burst_of_10000_notices_keeps_the_daemon_within_its_budget(
                 ) as resp:
                     assert resp.status in (200, 202, 204)
         # Queued durably before each 202: an empty queue means every notice was handled.
-        await eventually(lambda: daemon.queue.depth() == 0, timeout=120)
+        await eventually(lambda: daemon.running.queue.depth() == 0, timeout=120)
     assert len(grants) > 20  # the burst made requests: fetches by id, the malls searched
     assert windows_ok(grants, 20)

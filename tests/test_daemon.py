@@ -43,7 +43,7 @@ async def test_change_reaches_the_mirror_through_a_webhook(
         )
         new = emulator.create("articles", {"title": "Brand new article"})
         await eventually(lambda: row(db, "articles", new) is not None)
-        assert daemon.worker.processed >= 2
+        assert daemon.running.worker.processed >= 2
 
 
 async def test_without_webhooks_changes_arrive_through_the_poll_and_deletions_feed(
@@ -96,9 +96,9 @@ async def test_a_forged_deletion_deletes_nothing(emulator: Emulator, tmp_path: P
             ) as resp,
         ):
             assert resp.status in (200, 202, 204)
-        await eventually(lambda: daemon.worker.processed >= 2001)
+        await eventually(lambda: daemon.running.worker.processed >= 2001)
         assert row(db, "deals", victim) is not None
-        assert daemon.queue.depth() == 0
+        assert daemon.running.queue.depth() == 0
 
 
 async def test_a_vanished_subscription_is_renewed_and_caught_up(
@@ -340,5 +340,5 @@ async def test_the_daemon_drops_change_feed_entries_past_their_retention(
     )
     m.close()
     async with running(settings_for(emulator, db, webhooks=False)) as daemon:
-        await eventually(lambda: all(e[5] > "2001" for e in daemon.mirror.changes()))
-        assert daemon.mirror.changes()  # the backfill's entries stay
+        await eventually(lambda: all(e[5] > "2001" for e in daemon.running.mirror.changes()))
+        assert daemon.running.mirror.changes()  # the backfill's entries stay

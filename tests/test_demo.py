@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from sync.daemon.demo import demo_settings, program, status_line
-from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.store import Mirror
@@ -22,10 +21,9 @@ async def test_the_status_line_counts_every_resource_while_backfilling(
 ) -> None:
     settings = demo_settings(emulator, tmp_path, "s" * 24)
     await backfill(emulator, settings.mirror.path)
-    daemon = Daemon(settings)
-    mirror = daemon.state.mirror = Mirror.open(settings.mirror.path, readonly=True)
+    mirror = Mirror.open(settings.mirror.path, readonly=True)
     try:
-        line = status_line(daemon, emulator, 0, 3.0)
+        line = status_line(mirror, emulator, 0, 3.0)
         every = sum(mirror.count(t) for t in catalogue.TYPES if mirror.has_table(t))
         listed = sum(mirror.count(t.name) for t in settings.upstream.mirrored_types())
     finally:

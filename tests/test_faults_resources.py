@@ -213,7 +213,7 @@ async def test_a_daemon_whose_disk_fills_degrades_refuses_deliveries_and_recover
             health_url = f"http://127.0.0.1:{daemon.bound_port}/healthz"
             assert (await get(health_url))[0] == 200
             deal, article = emulator.ids("deals")[0], emulator.ids("articles")[0]
-            limit = cap_growth(daemon.mirror.conn)
+            limit = cap_growth(daemon.running.mirror.conn)
 
             await eventually(lambda: daemon.storage.degraded)
             status, health = await get(health_url)
@@ -241,7 +241,7 @@ async def test_a_daemon_whose_disk_fills_degrades_refuses_deliveries_and_recover
                 )
             )
 
-            uncap(daemon.mirror.conn, limit)  # space is back
+            uncap(daemon.running.mirror.conn, limit)  # space is back
             await eventually(lambda: not daemon.storage.degraded)
             await eventually(lambda: {"deals", "articles"} <= topics(emulator))  # subscribed again
             await eventually(
@@ -290,7 +290,7 @@ async def test_a_daemon_whose_disk_fills_during_its_first_backfill_waits_and_the
             assert not task.done() and not daemon.is_ready  # waiting, not gone
             health = daemon.health()
             assert health["status"] == "degraded" and health["reason"] == "disk_full"
-            uncap(daemon.mirror.conn, limits[0])
+            uncap(daemon.running.mirror.conn, limits[0])
             await eventually(lambda: daemon.is_ready or task.done(), timeout=60)
             assert daemon.is_ready and daemon.health()["reason"] is None
             result = compare(db, emulator, TYPES)
@@ -311,7 +311,7 @@ async def test_a_daemon_whose_mirror_takes_no_writes_degrades_and_recovers(
     with capture_logs() as events:
         async with following(settings) as daemon:
             deal = emulator.ids("deals")[1]
-            conn = daemon.mirror.conn
+            conn = daemon.running.mirror.conn
             other = sqlite3.connect(db, isolation_level=None)
             if fault == "read_only":
                 conn.execute("PRAGMA query_only = 1")

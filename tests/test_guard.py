@@ -5,7 +5,6 @@ And stamps in any ISO 8601 form compare by time, not by text (issue 15, items 1 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,13 +17,6 @@ from tests.support.pages import write_page
 
 NEW = "2026-01-01T01:02:00.000Z"
 OLD = "2026-01-01T01:01:00.000Z"
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Mirror:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m  # type: ignore[misc]
-    m.close()
 
 
 def _resource(rtype: catalogue.ResourceType, stamp: str, related: int) -> dict[str, Any]:

@@ -27,7 +27,7 @@ async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(
         emulator.data.feed_deletions = False  # and nothing in the deletions feed explains it
         for rid in ids[: int(len(ids) * 0.6)]:
             emulator.delete("articles", rid)
-        await daemon.runs.wrap("reconcile", daemon.jobs.reconcile_all, 3600.0)()
+        await daemon.running.runs.wrap("reconcile", daemon.bodies.reconcile_all, 3600.0)()
         health = daemon.health()
         assert health["status"] == "degraded"
         assert any(p.startswith("reconcile refused") for p in health["problems"])
@@ -38,7 +38,7 @@ async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(
                 assert resp.status == 503
                 assert (await resp.json())["status"] == "degraded"
         # A job that should have run long ago and is not running: overdue.
-        daemon.mirror.job_scheduled("hours", "2000-01-01T00:00:00.000Z")
+        daemon.running.mirror.job_scheduled("hours", "2000-01-01T00:00:00.000Z")
         assert any(p.startswith("hours overdue") for p in daemon.health()["problems"])
 
 
@@ -50,7 +50,7 @@ async def test_metrics_are_live_from_the_first_request(emulator: Emulator, tmp_p
     async with running(settings) as daemon:
         url = f"http://127.0.0.1:{daemon.bound_port}/metrics"
         for _ in range(100):  # the catch-up poll (0.5 s after start) resets the lag: after it
-            if daemon.mirror.jobs().get("poll", {}).get("outcome") == "ok":
+            if daemon.running.mirror.jobs().get("poll", {}).get("outcome") == "ok":
                 break
             await asyncio.sleep(0.1)
         async with aiohttp.ClientSession() as http:
@@ -80,7 +80,7 @@ async def test_the_poll_cycle_and_its_staleness_bound_are_logged_at_start(
     settings = settings_for(emulator, db, webhooks=False, poll_interval=0.5)
     with capture_logs() as logs:
         async with running(settings) as daemon:
-            cycle = daemon.jobs.poll_cycle()
+            cycle = daemon.bodies.poll_cycle()
     malls = len(emulator.ids("malls"))
     mall_scoped = sum(1 for t in daemon.types if t.level == "mall")
     top = sum(len(t.scope_params) for t in daemon.types if t.level == "top")

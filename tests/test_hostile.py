@@ -79,7 +79,7 @@ async def test_hostile_webhook_bodies_are_refused_and_change_no_row(
     async with running(settings_for(emulator, db, webhooks=True)) as daemon:
         url = f"http://127.0.0.1:{daemon.bound_port}/webhooks/{SECRET}"
         before = snapshot(db)
-        processed = daemon.worker.processed
+        processed = daemon.running.worker.processed
 
         async def ten_mb_in_chunks() -> AsyncIterator[bytes]:
             for _ in range(160):
@@ -119,7 +119,7 @@ async def test_hostile_webhook_bodies_are_refused_and_change_no_row(
         assert accepted["ignored_unknown_types"] == 2 and accepted["queue_depth"] == 0
         assert SECRET not in repr(logs)
         await asyncio.sleep(0.3)  # give a wrongly queued notice the time to do harm
-        assert daemon.queue.depth() == 0 and daemon.worker.processed == processed
+        assert daemon.running.queue.depth() == 0 and daemon.running.worker.processed == processed
         assert snapshot(db) == before
 
 
@@ -165,7 +165,9 @@ async def test_a_slow_sender_gets_408_while_others_are_served(
                 await writer.wait_closed()
         (rejected,) = [e for e in logs if e["event"] == "webhook.rejected"]
         assert rejected["status"] == 408 and "1 s" in rejected["reason"]
-        await eventually(lambda: daemon.queue.depth() == 0 and daemon.worker.processed >= 1)
+        await eventually(
+            lambda: daemon.running.queue.depth() == 0 and daemon.running.worker.processed >= 1
+        )
         assert snapshot(db) == before  # the well-formed forged deletion was not confirmed
 
 
@@ -196,8 +198,8 @@ async def test_ten_thousand_forged_deletions_delete_nothing_and_do_not_stall(
             return any(r[0] == int(article) and "after the burst" in r for r in rows)
 
         await eventually(landed, timeout=30)
-        await eventually(lambda: daemon.queue.depth() == 0, timeout=30)
-        assert daemon.worker.processed >= 10_000
+        await eventually(lambda: daemon.running.queue.depth() == 0, timeout=30)
+        assert daemon.running.worker.processed >= 10_000
     after = snapshot(db)
     assert without_row(after, "articles", article) == without_row(before, "articles", article)
 
@@ -339,7 +341,7 @@ async def test_a_forbidden_type_is_reported_and_skipped_and_starves_no_other(
             assert await post(url, body(notice("updates", "articles", 1))) == 202
             deal = emu.ids("deals")[0]
             emu.update("deals", deal, {"title": "still followed"})
-            await eventually(lambda: daemon.queue.depth() == 0)
+            await eventually(lambda: daemon.running.queue.depth() == 0)
 
             def followed() -> bool:
                 return any(

@@ -70,13 +70,6 @@ def ids(mirror: Mirror) -> set[int]:
     return {r[0] for r in mirror.conn.execute("select id from mgmt_press_releases")}
 
 
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
-
-
 def headers(emu: Emulator, *, user: bool = True, client: bool = False) -> dict[str, str]:
     h = {"X-User-Agent": "t", "X-Product-Name": "loyalty", "X-Loyalty-Club-Slug": "demo-club"}
     if user:

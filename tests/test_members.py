@@ -207,21 +207,23 @@ async def test_the_daemon_locates_webhook_creations_and_falls_back_when_refused(
         upstream = base.upstream.model_copy(update={"types": TYPES, "members_page_size": PAGE})
         settings = base.model_copy(update={"upstream": upstream})
         async with running(settings) as daemon:
-            assert {t.name for t in daemon.jobs.members.fast()} == set(MALL_SCOPED)
+            assert {t.name for t in daemon.bodies.members.fast()} == set(MALL_SCOPED)
             await eventually(lambda: emu.requests.routes.get("/malls", 0) > 0)
             mall = emu.ids("malls")[7]
             emu.requests.reset()
             new = int(emu.create("stores", {"name": "Announced by a webhook"}, mall_id=mall))
-            await eventually(lambda: daemon.mirror.get("stores", new) is not None, timeout=10)
+            await eventually(
+                lambda: daemon.running.mirror.get("stores", new) is not None, timeout=10
+            )
             routes = dict(emu.requests.routes)
             assert routes.get("/malls", 0) <= math.ceil(MALLS / PAGE)
             assert routes.get("/malls/{id}/stores", 0) == 1, routes
 
             emu.app.mall_includes = False
             emu.update("products", emu.ids("products")[0])
-            await daemon.jobs.poll_all()
-            assert daemon.jobs.members.fast() == []
-            assert all("answered 400" in d.reason for d in daemon.jobs.members.decisions.values())
+            await daemon.bodies.poll_all()
+            assert daemon.bodies.members.fast() == []
+            assert all("answered 400" in d.reason for d in daemon.bodies.members.decisions.values())
         assert compare(db, emu, TYPES).differences == 0
         shown = status_data(settings.mirror.path)["mall_members"][
             "types"

@@ -4,12 +4,9 @@ does not know, shifts the list mid-walk or ignores the order on a switch."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from structlog.testing import capture_logs
 
 from sync.core.config import ManagementSettings, parse_config
@@ -37,13 +34,6 @@ def settings(emu: Emulator) -> ManagementSettings:
     ).management
     assert s is not None
     return s
-
-
-@pytest.fixture
-async def mirror(tmp_path: Path) -> AsyncIterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def ids(mirror: Mirror) -> set[int]:

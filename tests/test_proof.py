@@ -12,7 +12,8 @@ from typing import Any
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.metrics import Metrics
-from sync.daemon.health import SyncState
+from sync.daemon.health import Gauges
+from sync.daemon.state import SyncState
 from sync.emulator import Emulator
 from sync.jobs.proof import Proof, run_proof_cycle
 from sync.model import catalogue
@@ -20,6 +21,7 @@ from sync.model.stamps import shift
 from sync.readers.status import status_data, status_lines
 from sync.store import Mirror
 from sync.store import proof as proof_book
+from sync.store.queue import ChangeQueue
 from tests.support.backfilled import backfill
 from tests.support.compare import compare
 from tests.support.daemon import running
@@ -75,15 +77,19 @@ async def test_daemon_repairs_what_notices_polls_and_feed_miss_within_the_bound(
             await eventually(
                 lambda: (
                     compare(db, emu, ["articles"]).differences == 0
-                    and all(daemon.mirror.get("articles", i) is None for i in rows["deleted"])
+                    and all(
+                        daemon.running.mirror.get("articles", i) is None for i in rows["deleted"]
+                    )
                 ),
                 timeout=60,
             )
             for rid in rows["changed"]:
-                assert daemon.mirror.get("articles", rid)["title"] == f"silent {rid}"  # type: ignore[index]
+                assert daemon.running.mirror.get("articles", rid)["title"] == f"silent {rid}"  # type: ignore[index]
             await eventually(
                 lambda: (
-                    proof_book.proven(daemon.mirror.conn).get("articles", {}).get("proven_at")
+                    proof_book.proven(daemon.running.mirror.conn)
+                    .get("articles", {})
+                    .get("proven_at")
                     is not None
                 ),
                 timeout=30,
@@ -172,9 +178,10 @@ async def test_a_faulty_upstream_deletes_nothing_and_raises_the_alarm(
             entry = proof_book.proven(mirror.conn)["articles"]
             assert entry["proven_at"] is None and entry["unresolved"] == before // 2
             # What the alert `SyncProofUnresolved` reads (systemd/sync-alerts.yml).
-            state = SyncState(catalogue.resolve(types))
-            state.mirror = mirror
-            metrics = Metrics(state).render()[0].decode()
+            async with ChannelClient(settings.upstream) as client:
+                state = SyncState(catalogue.resolve(types))
+                live = Gauges(state, mirror, client, ChangeQueue(mirror.conn))
+                metrics = Metrics(live).render()[0].decode()
             assert f'sync_proof_unresolved_rows{{type="articles"}} {before // 2}.0' in metrics
         finally:
             mirror.close()
@@ -313,17 +320,21 @@ async def test_mall_scoped_types_are_proven_through_one_walk_of_the_malls(
         db = tmp_path / "m.db"
         settings = daemon_settings(emu, db, webhooks=False, staleness_bound=4.0)
         async with running(settings) as daemon:
-            assert [t.name for t in daemon.jobs.members.fast()] == ["stores"]
-            kinds = [u.kind for u in daemon.jobs.proof.units(daemon.jobs.proof.malls())]
+            assert [t.name for t in daemon.bodies.members.fast()] == ["stores"]
+            kinds = [u.kind for u in daemon.bodies.proof.units(daemon.bodies.proof.malls())]
             assert "members" in kinds
             # After the first poll (the members poll compares stamps with the mirror's, not a
             # cursor: it would see these), and the next an hour away.
-            await eventually(lambda: daemon.mirror.jobs().get("poll", {}).get("outcome") == "ok")
+            await eventually(
+                lambda: daemon.running.mirror.jobs().get("poll", {}).get("outcome") == "ok"
+            )
             # And after a first cycle (whose start probes the upstream's routes, once a day).
-            await eventually(lambda: daemon.mirror.get_meta("proof_cycle_finished_at") is not None)
+            await eventually(
+                lambda: daemon.running.mirror.get_meta("proof_cycle_finished_at") is not None
+            )
             emu.requests.reset()
             stores = [int(i) for i in emu.ids("stores")]
-            stamp = daemon.mirror.stamps("stores", [stores[0]])[stores[0]]
+            stamp = daemon.running.mirror.stamps("stores", [stores[0]])[stores[0]]
             restamp(emu, "stores", stores[0], shift(str(stamp), 0.001), name="silent store")
             mall = int(emu.mall_of("stores", stores[1]) or 0)
             rid = int(emu.create("stores", mall_id=mall))
@@ -332,9 +343,9 @@ async def test_mall_scoped_types_are_proven_through_one_walk_of_the_malls(
                 lambda: compare(db, emu, ["stores"]).differences == 0,
                 timeout=60,
             )
-            kinds_repaired = proof_book.repairs(daemon.mirror.conn)["stores"]
+            kinds_repaired = proof_book.repairs(daemon.running.mirror.conn)["stores"]
             routes = dict(emu.requests.routes)
-            malls = len(daemon.jobs.proof.malls())
+            malls = len(daemon.bodies.proof.malls())
         # Proven per scope too: each mall's stores, and the oldest shown.
         stores = status_data(db)["proof"]["types"]["stores"]
         assert stores["scopes"] == malls and stores["oldest_scope_age_s"] is not None
@@ -395,7 +406,9 @@ async def test_a_notice_measures_the_lag_of_the_change_it_commits(
             rid = emu.ids("articles")[0]
             emu.update("articles", rid, {"title": "announced"})
             await eventually(
-                lambda: proof_book.lags(daemon.mirror.conn).get("articles", {}).get("notice"),
+                lambda: (
+                    proof_book.lags(daemon.running.mirror.conn).get("articles", {}).get("notice")
+                ),
                 timeout=30,
             )
             metrics = daemon.metrics.render()[0].decode()

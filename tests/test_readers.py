@@ -25,7 +25,7 @@ def _no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def mirror(tmp_path: Path) -> Path:
+def mirror_path(tmp_path: Path) -> Path:
     """A small mirror with one deal and one change feed entry."""
     db = tmp_path / "state" / "mirror.db"
     db.parent.mkdir()
@@ -55,9 +55,9 @@ def _service_config(tmp_path: Path, db: Path) -> Path:
 
 @pytest.mark.parametrize("args", READERS, ids=" ".join)
 async def test_readers_run_under_the_service_config_without_its_secrets(
-    tmp_path: Path, mirror: Path, args: list[str]
+    tmp_path: Path, mirror_path: Path, args: list[str]
 ) -> None:
-    cfg = _service_config(tmp_path, mirror)
+    cfg = _service_config(tmp_path, mirror_path)
     code, out, err = await run(*args, "--config", str(cfg))
     assert code == 0, err
     assert "CREDENTIALS_DIRECTORY" not in err
@@ -65,23 +65,25 @@ async def test_readers_run_under_the_service_config_without_its_secrets(
 
 @pytest.mark.parametrize("args", READERS, ids=" ".join)
 async def test_readers_need_no_config_file_with_mirror(
-    tmp_path: Path, mirror: Path, args: list[str]
+    tmp_path: Path, mirror_path: Path, args: list[str]
 ) -> None:
-    code, out, err = await run(*args, "--mirror", str(mirror))
+    code, out, err = await run(*args, "--mirror", str(mirror_path))
     assert code == 0, err
     if args == ["status", "--json"]:
-        assert json.loads(out)["mirror"] == str(mirror)
+        assert json.loads(out)["mirror"] == str(mirror_path)
     if args == ["changes"]:
         assert out.split("\t")[1:4] == ["deals", "1", "upsert"]
 
 
 async def test_mirror_and_config_together_the_mirror_option_wins(
-    tmp_path: Path, mirror: Path
+    tmp_path: Path, mirror_path: Path
 ) -> None:
     cfg = _service_config(tmp_path, tmp_path / "elsewhere.db")
-    code, out, err = await run("status", "--json", "--config", str(cfg), "--mirror", str(mirror))
+    code, out, err = await run(
+        "status", "--json", "--config", str(cfg), "--mirror", str(mirror_path)
+    )
     assert code == 0, err
-    assert json.loads(out)["mirror"] == str(mirror)
+    assert json.loads(out)["mirror"] == str(mirror_path)
 
 
 async def test_a_missing_mirror_is_named_with_the_fix(tmp_path: Path) -> None:
@@ -91,20 +93,20 @@ async def test_a_missing_mirror_is_named_with_the_fix(tmp_path: Path) -> None:
 
 
 async def test_commands_that_reach_the_upstream_still_need_the_secrets(
-    tmp_path: Path, mirror: Path
+    tmp_path: Path, mirror_path: Path
 ) -> None:
-    cfg = _service_config(tmp_path, mirror)
+    cfg = _service_config(tmp_path, mirror_path)
     code, out, err = await run("backfill", "--config", str(cfg))
     assert code == 2
     assert "password_credential" in err and "CREDENTIALS_DIRECTORY" in err
 
 
-async def test_readers_never_read_a_secret_file(tmp_path: Path, mirror: Path) -> None:
+async def test_readers_never_read_a_secret_file(tmp_path: Path, mirror_path: Path) -> None:
     """A secret given as a file that this user cannot read is not even opened by a reader."""
     cfg = tmp_path / "sync.toml"
     cfg.write_text(
         '[upstream]\nbase_url = "https://upstream.invalid"\nemail = "ops@example.com"\n'
-        f'password_file = "{tmp_path / "no-such-password"}"\n[mirror]\npath = "{mirror}"\n'
+        f'password_file = "{tmp_path / "no-such-password"}"\n[mirror]\npath = "{mirror_path}"\n'
     )
     assert (await run("status", "--config", str(cfg)))[0] == 0
     assert (await run("backfill", "--config", str(cfg)))[0] == 2

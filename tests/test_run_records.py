@@ -88,7 +88,7 @@ async def test_a_daemon_stopped_while_backfilling_records_stopped_runs_without_e
     emulator.faults.error_rate = 1.0  # the daemon's backfill retries until stopped
     daemon = Daemon(daemon_settings(emulator, db, webhooks=False))
     task = asyncio.create_task(daemon.run())
-    await eventually(lambda: daemon.state.mirror is not None and len(_runs(db)) >= 3, timeout=30)
+    await eventually(lambda: daemon.running is not None and len(_runs(db)) >= 3, timeout=30)
     daemon.request_stop()
     await asyncio.wait_for(task, timeout=15)
     failed, backfill, run = [(r["kind"], r["status"], r["error"]) for r in _runs(db)][-3:]

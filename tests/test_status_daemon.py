@@ -23,7 +23,7 @@ async def test_status_names_the_running_daemon_then_says_it_stopped(
 ) -> None:
     db = tmp_path / "m.db"
     async with running(daemon_settings(emulator, db, webhooks=False)) as daemon:
-        daemon.mirror.heartbeat()
+        daemon.running.mirror.heartbeat()
         data = status_data(db)
         assert data["daemon"]["running"] and data["daemon"]["pid"] == os.getpid()
         assert data["daemon"]["since"] and data["daemon"]["last_heartbeat"]

@@ -16,13 +16,6 @@ from sync.store import Mirror, PageCheckpoint, links
 from tests.support.pages import DEALS, EVENTS, JOBS, STORES, res, write_page
 
 
-@pytest.fixture
-def mirror(tmp_path: Path) -> Mirror:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m  # type: ignore[misc]
-    m.close()
-
-
 def test_page_creates_table_columns_indexes_and_encodes_values(mirror: Mirror) -> None:
     write_page(
         mirror,

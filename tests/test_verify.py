@@ -264,22 +264,22 @@ async def test_the_daemon_counts_repairs_and_keeps_the_verify_job(
             while not daemon.is_ready:
                 assert not task.done()
                 await asyncio.sleep(0.05)
-            assert "verify" in daemon.mirror.jobs()  # scheduled with the others
-            daemon.jobs.verify_credit = 1e9  # the whole cycle in one step
-            await daemon.runs.wrap("verify", daemon.jobs.verify_step, 60.0)()
+            assert "verify" in daemon.running.mirror.jobs()  # scheduled with the others
+            daemon.bodies.verify_credit = 1e9  # the whole cycle in one step
+            await daemon.running.runs.wrap("verify", daemon.bodies.verify_step, 60.0)()
             body = daemon.metrics.render()[0].decode()
             assert 'sync_verify_repairs_total{type="deals"} 1.0' in body
             assert 'sync_verify_repairs_total{type="articles"} 1.0' in body
-            job = daemon.mirror.jobs()["verify"]
+            job = daemon.running.mirror.jobs()["verify"]
             assert job["outcome"] == "ok" and job["next_run_at"]
             assert daemon.health()["status"] == "ok"
 
             async def failing(*args: Any, **kwargs: Any) -> Any:
                 raise UpstreamError("the upstream failed mid-verify", status=503)
 
-            daemon.jobs.verifier.step = failing  # type: ignore[method-assign]
-            await daemon.runs.wrap("verify", daemon.jobs.verify_step, 60.0)()
-            assert daemon.mirror.jobs()["verify"]["outcome"] == "error"
+            daemon.bodies.verifier.step = failing  # type: ignore[method-assign]
+            await daemon.running.runs.wrap("verify", daemon.bodies.verify_step, 60.0)()
+            assert daemon.running.mirror.jobs()["verify"]["outcome"] == "error"
             health = daemon.health()
             assert health["status"] == "degraded"
             assert any(p.startswith("verify error") for p in health["problems"])

@@ -135,7 +135,7 @@ class Metrics:
         PlatformCollector(registry=r)
         GCCollector(registry=r)
         if live is not None:
-            r.register(_LiveCollector(live))
+            self.watch(live)
         self.errors = Counter("sync_errors", "Errors by kind", ["kind"], registry=r)
         self.notices = Counter(
             "sync_webhook_notices", "Webhook bodies by outcome", ["outcome"], registry=r
@@ -221,6 +221,11 @@ class Metrics:
         if late:
             self.late_arrivals.labels(type=type_name).inc(late)
         self.poll_lookback.labels(type=type_name).set(lookback)
+
+    def watch(self, live: Live) -> None:
+        """Read `live` at every scrape from now on: for a reader built after the metrics (the
+        daemon's, once its mirror is open and its client connected)."""
+        self.registry.register(_LiveCollector(live))
 
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type."""

@@ -1,4 +1,5 @@
-"""The daemon's scheduled job bodies: what each of its jobs does, over one open mirror and client.
+"""The daemon's scheduled job bodies: what each of its jobs does, over the parts the daemon
+holds open (`sync.daemon.running`).
 
 Each body wires library jobs (`sync.jobs`) together the way the long-running service needs
 them: the incremental polls side by side with each type isolated (`sync.jobs.isolation`), the
@@ -7,116 +8,59 @@ rolling verify's share per tick, the change feed's retention, the hours window, 
 press releases and the webhook subscription check. When and how they run (the scheduler, the
 run records, pausing while the mirror cannot take writes) is `sync.daemon.service`'s.
 
-A type that succeeds is recorded as synced (`SyncState.synced`, and in the mirror for `ccsync
-status`); one that fails is recorded and backs off while the others go on, and the job run then
-fails naming it.
+A type that succeeds is recorded as synced (`sync.daemon.state.SyncState.synced`, and in the
+mirror for `ccsync status`); one that fails is recorded and backs off while the others go on,
+and the job run then fails naming it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 from sync.channel.budget import Priority, priority
-from sync.channel.client import ChannelClient
 from sync.channel.profile import Profiler, stale
 from sync.core import tally
-from sync.core.config import Settings
 from sync.core.errors import ForbiddenError, SyncError, UpstreamError
 from sync.core.logs import get_logger
-from sync.core.metrics import Metrics
-from sync.daemon.health import SyncState
+from sync.daemon.running import Running
 from sync.daemon.schedule import poll_cycle, verify_share
 from sync.ingest.subscriptions import Subscriptions
-from sync.jobs.backfill import Backfill
 from sync.jobs.fanout import bounded
 from sync.jobs.hours import MallHours
-from sync.jobs.isolation import TypeFaults
-from sync.jobs.mallincludes import Members, refused
+from sync.jobs.mallincludes import refused
 from sync.jobs.mallroutes import ROUTED_BY_MALL, MallRoutes
 from sync.jobs.pacing import keepable_bound, proof_share
-from sync.jobs.poll import Poller, poll_types
+from sync.jobs.poll import poll_types
 from sync.jobs.press import mirror_press
-from sync.jobs.progress import Progress
-from sync.jobs.proof import Proof
-from sync.jobs.reconcile import MassDeleteRefused, Reconciler, reconcile_every_type
-from sync.jobs.verify import Verifier
+from sync.jobs.reconcile import MassDeleteRefused, reconcile_every_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
-from sync.store import Mirror
-from sync.store import proof as proof_book
-from sync.store.repair import Repair
 
 
-class Jobs:
-    """The job bodies and the library jobs they drive, built once the mirror is open and the
-    client connected (`Daemon.run`)."""
+class Bodies:
+    """The job bodies, over the parts the daemon holds open (`sync.daemon.running.Running`) and
+    the webhook subscriptions (built once the receiver listens, `Daemon._serve`)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        types: Sequence[ResourceType],
-        client: ChannelClient,
-        mirror: Mirror,
-        *,
-        state: SyncState,
-        faults: TypeFaults,
-        metrics: Metrics,
-        progress: Progress,
-    ) -> None:
-        s = settings
-        self.settings = settings
-        self.types = list(types)
-        self.client = client
-        self.mirror = mirror
-        self.state = state
-        self.faults = faults
-        self.progress = progress
+    def __init__(self, running: Running, subscriptions: Subscriptions) -> None:
+        self.running = running
+        self.settings = running.settings
+        self.types = running.types
+        self.client = running.client
+        self.mirror = running.mirror
+        self.state = running.state
+        self.faults = running.faults
         self.log = get_logger("sync.daemon")
-        self.metrics = metrics
-        self.poller = Poller(
-            client,
-            mirror,
-            page_size=s.upstream.page_size,
-            overlap=s.schedule.poll_overlap,
-            on_unknown_type=lambda name, n: metrics.feed_unknown_types.labels(
-                resource_type=name
-            ).inc(n),
-            on_lag=self.lagged,
-            lookback_max=s.schedule.poll_lookback_max,
-            on_lateness=metrics.lateness,
-        )
-        self.reconciler = Reconciler(
-            client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share
-        )
-        self.backfill = Backfill(client, mirror, s, progress=progress)
-        self.verifier = Verifier(client, mirror, on_repair=self._verify_repaired)
-        self.proof = Proof(
-            client,
-            mirror,
-            self.types,
-            max_delete_share=s.schedule.reconcile_max_delete_share,
-            on_repair=self.repaired,
-            on_lag=self.lagged,
-            fast=lambda: [t.name for t in self.members.fast()],
-            members_page_size=s.upstream.members_page_size,
-        )
+        self.poller = running.poller
+        self.verifier = running.verifier
+        self.proof = running.proof
+        self.members = running.members
+        self.subscriptions = subscriptions
         #: Requests the rolling proof may spend (`proof_step`).
         self.proof_credit = 0.0
         self.proof_checked = False  # whether the budget can keep the bound was logged
-        self.members = Members(
-            client,
-            mirror,
-            self.reconciler.fetcher,
-            self.types,
-            self.malls,
-            page_size=s.upstream.members_page_size,
-            enabled=s.upstream.mall_includes == "auto",
-        )
-        # The bound port is set once the receiver listens (`Daemon._serve`).
-        self.subscriptions = Subscriptions(client, s.webhooks, self.types)
         #: Requests the rolling verify may spend (`verify_step`); may be set to run a whole cycle.
         self.verify_credit = 0.0
         self.members_detected = False  # `detect_members` has decided (`sync.jobs.mallincludes`)
@@ -238,7 +182,9 @@ class Jobs:
             await self.poll_deletions()
         await self.detect_members()
         await self.probe_if_stale()
-        result = await reconcile_every_type(self.reconciler, self.types, each=self._reconciled)
+        result = await reconcile_every_type(
+            self.running.reconciler, self.types, each=self._reconciled
+        )
         if result.pruned:
             tally.note(sideloads_pruned=sum(result.pruned.values()))
             self.log.debug("sideloads.pruned", **result.pruned)
@@ -294,23 +240,6 @@ class Jobs:
                 proven=report.proven,
                 cycle_done=report.cycle_done,
             )
-
-    def repaired(self, type_name: str, kind: str, n: int) -> None:
-        """A repair the proof (or the verify) made: `sync_repairs_total{type,kind}`."""
-        self.metrics.repairs.labels(type=type_name, kind=kind).inc(n)
-
-    def lagged(self, type_name: str, path: str, seconds: Sequence[float]) -> None:
-        """Changes committed by `path`, `seconds` after their stamps: the histogram and the
-        summary `ccsync status` reads."""
-        for value in seconds:
-            self.metrics.change_lag.labels(type=type_name, path=path).observe(value)
-        proof_book.record_lags(self.mirror.conn, type_name, path, list(seconds))
-
-    def _verify_repaired(self, r: Repair) -> None:
-        kind = "membership" if tuple(r.what) == ("membership",) else "same_stamp_content"
-        self.metrics.verify_repairs.labels(type=r.type).inc()
-        proof_book.count_repairs(self.mirror.conn, r.type, kind, 1)
-        self.repaired(r.type, kind, 1)
 
     async def verify_step(self) -> None:
         """The next share of the rolling verify (`sync.jobs.verify`); repairs are counted."""
@@ -438,4 +367,4 @@ class Jobs:
         self.mirror.record_type_status(name, ok=True, at=iso_ms(time.time()))
 
     def malls(self) -> list[int]:
-        return list(self.mirror.ids("malls"))
+        return self.running.malls()

@@ -24,6 +24,7 @@ from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.progress import NullProgress
 from sync.model import catalogue
+from sync.store import Mirror
 
 
 def demo_settings(emu: Emulator, directory: Path, secret: str) -> Settings:
@@ -77,19 +78,20 @@ async def mutate(emu: Emulator, per_second: float, stop: asyncio.Event, counter:
 STATUS_EVERY = 3.0
 
 
-def mirrored_rows(daemon: Daemon) -> int:
+def mirrored_rows(mirror: Mirror) -> int:
     """Rows of every resource type in the mirror: the mirrored types and the resources they
     include (images, tags...), so the count compares with the emulator's `--resources`."""
-    mirror = daemon.mirror
     return sum(mirror.count(name) for name in catalogue.TYPES if mirror.has_table(name))
 
 
-def status_line(daemon: Daemon, emu: Emulator, changes: int, elapsed: float) -> str:
-    """One demo status line: while backfilling, then while following the upstream."""
-    rows = mirrored_rows(daemon)
-    if not daemon.is_ready:
+def status_line(
+    mirror: Mirror, emu: Emulator, changes: int, elapsed: float, *, queue: int | None = None
+) -> str:
+    """One demo status line: while backfilling (no `queue` yet), then while following the
+    upstream with `queue` notices waiting."""
+    rows = mirrored_rows(mirror)
+    if queue is None:
         return f"[{elapsed:6.0f}s] backfilling: rows {rows:>7,}"
-    queue = daemon.health()["queue_depth"] or 0
     return (
         f"[{elapsed:6.0f}s] rows {rows:>7,}  upstream changes {changes:>5}  queue {queue:>3}  "
         f"webhooks {len(emu.webhooks())} topics"
@@ -135,8 +137,11 @@ async def run_demo(
                     mutator = asyncio.create_task(mutate(emu, mutations_per_second, stop, counter))
                 if task.done():
                     break
-                if echo and daemon.state.mirror is not None:
-                    click.echo(status_line(daemon, emu, counter[0], time.monotonic() - t0))
+                running = daemon.running
+                if echo and running is not None:
+                    queue = running.queue.depth() if running.state.ready else None
+                    elapsed = time.monotonic() - t0
+                    click.echo(status_line(running.mirror, emu, counter[0], elapsed, queue=queue))
                 if duration is not None and time.monotonic() - t0 >= duration:
                     break
         finally:

@@ -1,24 +1,22 @@
 """What the daemon says about itself: `GET /healthz`, the systemd watchdog's verdict, and the
 gauges Prometheus reads when it scrapes.
 
-Two objects, because the metrics need their reader before the storage watch and the type faults
-(which count into the metrics) exist: `SyncState` is the daemon's record of its own sync (when it
-started, when each type last synced, whether it is ready, and the mirror, client and queue once
-open) and is the `sync.core.metrics.Live` the scrape reads; `Health` turns that record, the
-storage watch and the failing types into the `/healthz` report.
+Both read the daemon's record of its own sync (`sync.daemon.state.SyncState`) and the mirror,
+client and queue it holds open, handed in when they are built (`sync.daemon.running`): `Gauges`
+is the `sync.core.metrics.Live` the scrape reads; `Health` turns the record, the storage watch
+and the failing types into the `/healthz` report.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from sync.channel.client import ChannelClient
 from sync.daemon.schedule import parse_stamp
+from sync.daemon.state import SyncState
 from sync.jobs.isolation import TypeFaults
-from sync.model.catalogue import ResourceType
 from sync.readers.status import job_problems, proof_problems
 from sync.store import Mirror
 from sync.store import proof as proof_book
@@ -26,30 +24,18 @@ from sync.store.queue import ChangeQueue
 from sync.store.watch import StorageWatch
 
 
-class SyncState:
-    """The daemon's record of its own sync; `Live` for the metrics (read when scraped).
+class Gauges:
+    """What the metrics read when scraped (`sync.core.metrics.Live`): the lag, rows, queue
+    depth, request budget, proof ages and upstream answers of the open mirror and client."""
 
-    `mirror`, `client` and `queue` are None until the daemon has opened them (in that order:
-    the mirror at start, the client once connected, the queue once serving) and stay set after,
-    so a scrape between two of those steps reports what is already there.
-    """
-
-    def __init__(self, types: Sequence[ResourceType]) -> None:
-        self.types = list(types)
-        self.started = time.monotonic()
-        #: Monotonic time of each type's last successful sync in this process.
-        self.last_ok: dict[str, float] = {}
-        self.ready = False  # backfilled and serving
-        self.mirror: Mirror | None = None
-        self.client: ChannelClient | None = None
-        self.queue: ChangeQueue | None = None
-
-    def synced(self, name: str) -> None:
-        self.last_ok[name] = time.monotonic()
-
-    def skipped(self, name: str) -> None:
-        """Type `name` is not readable by this account: not stale, so health ignores it."""
-        self.last_ok.pop(name, None)
+    def __init__(
+        self, state: SyncState, mirror: Mirror, client: ChannelClient, queue: ChangeQueue
+    ) -> None:
+        self.state = state
+        self.types = state.types
+        self.mirror = mirror
+        self.client = client
+        self.queue = queue
 
     # -- metrics.Live ----------------------------------------------------------------------------
 
@@ -58,37 +44,32 @@ class SyncState:
         record of an earlier one, else this process's age (a type it never synced is as stale
         as the process is old)."""
         now_mono, now = time.monotonic(), time.time()
-        recorded: dict[str, str | None] = {}
-        if self.mirror is not None:
-            recorded = {s.type_name: s.last_sync_at for s in self.mirror.status()}
+        recorded = {s.type_name: s.last_sync_at for s in self.mirror.status()}
+        state = self.state
         out: dict[str, float] = {}
         for t in self.types:
-            if t.name in self.last_ok:
-                out[t.name] = round(now_mono - self.last_ok[t.name], 1)
+            if t.name in state.last_ok:
+                out[t.name] = round(now_mono - state.last_ok[t.name], 1)
                 continue
             stamp = recorded.get(t.name)
             then = parse_stamp(stamp) if stamp else None
-            age = now - then.timestamp() if then is not None else now_mono - self.started
+            age = now - then.timestamp() if then is not None else now_mono - state.started
             out[t.name] = round(age, 1)
         return out
 
     def rows(self) -> dict[str, int]:
-        if self.mirror is None:
-            return {}
         return {t.name: self.mirror.count(t.name) for t in self.types}
 
     def queue_depth(self) -> int:
-        return self.queue.depth() if self.queue is not None else 0
+        return self.queue.depth()
 
     def budget(self) -> dict[str, float | int]:
-        client = self.client
-        return client.budget.snapshot() if client is not None and client.budget else {}
+        budget = self.client.budget
+        return budget.snapshot() if budget else {}
 
     def proof(self) -> tuple[dict[str, float], dict[str, int]]:
         """Per type, seconds since it was last proven complete (the process's age when never
         since the mirror began), and the rows its last proof left unresolved."""
-        if self.mirror is None:
-            return {}, {}
         now = time.time()
         recorded = proof_book.proven(self.mirror.conn)
         ages: dict[str, float] = {}
@@ -97,28 +78,39 @@ class SyncState:
             entry = recorded.get(t.name) or {}
             stamp = entry.get("proven_at")
             then = parse_stamp(stamp) if isinstance(stamp, str) else None
-            age = now - then.timestamp() if then is not None else time.monotonic() - self.started
+            age = (
+                now - then.timestamp()
+                if then is not None
+                else time.monotonic() - self.state.started
+            )
             ages[t.name] = round(age, 1)
             unresolved[t.name] = int(entry.get("unresolved") or 0)
         return ages, unresolved
 
     def upstream_statuses(self) -> dict[int, int]:
-        return dict(self.client.stats.statuses) if self.client is not None else {}
+        return dict(self.client.stats.statuses)
 
 
 class Health:
-    """The `/healthz` report and the watchdog's verdict, from the daemon's `SyncState`."""
+    """The `/healthz` report and the watchdog's verdict, from the daemon's `SyncState` and its
+    open mirror, client and queue."""
 
     def __init__(
         self,
         state: SyncState,
         *,
+        mirror: Mirror,
+        client: ChannelClient,
+        queue: ChangeQueue,
         poll_interval: float,
         faults: TypeFaults,
         storage: StorageWatch,
         staleness_bound: float | None = None,
     ) -> None:
         self.state = state
+        self.mirror = mirror
+        self.client = client
+        self.queue = queue
         self.staleness_bound = staleness_bound
         #: A type not synced for this long is stale (and the daemon is warming up until then).
         self.stale_after = max(3 * poll_interval, 300.0)
@@ -134,17 +126,14 @@ class Health:
         stale = [n for n, age in ages.items() if age > self.stale_after]
         warming = now - state.started < self.stale_after
         status = "ok" if (warming or not stale) else "stale"
-        problems = (
-            job_problems(state.mirror.jobs(), datetime.now(UTC))
-            if state.mirror is not None and state.ready
-            else []
-        )
-        if state.mirror is not None and state.ready:
+        problems: list[str] = []
+        if state.ready:
+            problems = job_problems(self.mirror.jobs(), datetime.now(UTC))
             # The proof's unresolved differences (the mass-delete guard's case) and a proof
             # overdue past twice the bound.
-            problems.extend(proof_problems(state.mirror, datetime.now(UTC), self.staleness_bound))
-        if state.client is not None and state.client.unreachable:
-            problems.insert(0, state.client.unreachable)  # logged as upstream.unreachable too
+            problems.extend(proof_problems(self.mirror, datetime.now(UTC), self.staleness_bound))
+        if self.client.unreachable:
+            problems.insert(0, self.client.unreachable)  # logged as upstream.unreachable too
         problems.extend(self.faults.problems())
         storage = self.storage.problem()
         if storage is not None:
@@ -164,7 +153,7 @@ class Health:
             "uptime_s": round(now - state.started, 1),
             "last_sync_age_s": ages,
             "stale_types": stale,
-            "queue_depth": state.queue.depth() if state.queue is not None else None,
+            "queue_depth": self.queue.depth(),
         }
 
     def healthy(self) -> bool:

@@ -1,13 +1,14 @@
 """`ccsync run`: the long-running service that keeps the mirror within seconds of the upstream.
 
-This module is the daemon's lifecycle: it builds the parts, backfills first when the mirror has
-never been filled, schedules the jobs, and stops. The parts, each in its own module: the HTTP
-app (`sync.daemon.http`) hands webhook deliveries to the receiver (`sync.ingest.receiver`),
-which writes notices to the durable queue (`sync.store.queue`); the queue worker
-(`sync.jobs.queueworker`) drains it; APScheduler 3.x jobs (coalesced, one instance each) run the job
-bodies (`sync.daemon.bodies`: the incremental polls and the deletions feed, the reconcile, the
-rolling verify, the hours window, the subscription check), each run recorded by
-`sync.daemon.runs`, at times `sync.daemon.schedule` computes; `sync.daemon.health` reports.
+This module is the daemon's lifecycle: it opens its parts (one `Running` value, built and closed
+in `sync.daemon.running`), backfills first when the mirror has never been filled, schedules the
+jobs, and stops. The parts, each in its own module: the HTTP app (`sync.daemon.http`) hands
+webhook deliveries to the receiver (`sync.ingest.receiver`), which writes notices to the durable
+queue (`sync.store.queue`); the queue worker (`sync.jobs.queueworker`) drains it; APScheduler 3.x
+jobs (coalesced, one instance each) run the job bodies (`sync.daemon.bodies`: the incremental
+polls and the deletions feed, the rolling proof and verify, the hours window, the subscription
+check), each run recorded by `sync.daemon.runs`, at times `sync.daemon.schedule` computes;
+`sync.daemon.health` reports.
 
 Faults are isolated: a type whose route answers badly fails and backs off alone while the other
 types' notices and polls go on (`sync.jobs.isolation`), and a mirror that cannot take writes
@@ -34,39 +35,35 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from sync.channel.budget import Priority, priority
-from sync.channel.client import ChannelClient
 from sync.core.config import Settings
 from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
-from sync.daemon.bodies import Jobs
-from sync.daemon.health import Health, SyncState
+from sync.daemon.bodies import Bodies
 from sync.daemon.http import make_app, serve
-from sync.daemon.runs import JobRuns
+from sync.daemon.running import Running, open_running
 from sync.daemon.schedule import CATCH_UP, first_run, verify_tick
+from sync.daemon.state import SyncState
 from sync.daemon.systemd import Notifier, watchdog_loop
 from sync.ingest.receiver import Receiver
+from sync.ingest.subscriptions import Subscriptions
 from sync.jobs.backfill import Backfill
 from sync.jobs.isolation import TypeFaults
 from sync.jobs.pacing import proof_tick
 from sync.jobs.progress import Progress, for_terminal
-from sync.jobs.queueworker import QueueWorker
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.faults import probe
-from sync.store.queue import ChangeQueue
 from sync.store.runs import HEARTBEAT_S
 from sync.store.watch import StorageWatch
 
 
 class Daemon:
-    """Wires the receiver, the queue worker and the scheduled jobs around one mirror and client.
-
-    Everything that needs neither the open mirror nor the connected client is built here; the
-    rest (the job bodies, the queue worker, the run records) is built by `run` once both are
-    open, and is None until then: the properties below name it, and assert it is there.
-    """
+    """Owns the daemon's resources, like arq's `Worker`: what needs neither the open mirror
+    nor the connected client is built here; the rest is one value (`Running`,
+    `sync.daemon.running`) that `run` builds once, hands to the job bodies, the HTTP app and
+    the watchdog, and closes in one place. `running` and `bodies` are None until then."""
 
     def __init__(self, settings: Settings, *, progress: Progress | None = None) -> None:
         self.settings = settings
@@ -74,73 +71,37 @@ class Daemon:
         self.log = get_logger("sync.daemon")
         self.types: list[ResourceType] = settings.upstream.mirrored_types()
         self.state = SyncState(self.types)
-        self.metrics = Metrics(self.state)
+        # The scrape reads the open parts once they are built (`Metrics.watch`).
+        self.metrics = Metrics()
         # A mirror that cannot take writes degrades the daemon until a probe write succeeds;
         # a type whose route answers badly backs off alone (module docstring).
-        self.storage = StorageWatch(Path(settings.mirror.path), metrics=self.metrics)
-        self.storage.on_resumed = self._resumed
-        self.type_faults = TypeFaults(metrics=self.metrics)
-        self.reporting = Health(
-            self.state,
-            poll_interval=settings.schedule.poll_interval,
-            faults=self.type_faults,
-            storage=self.storage,
-            staleness_bound=settings.schedule.staleness_bound,
+        self.storage = StorageWatch(
+            Path(settings.mirror.path), metrics=self.metrics, on_resumed=self._resumed
         )
+        self.type_faults = TypeFaults(metrics=self.metrics)
         self.stop = asyncio.Event()
         self.notifier = Notifier()
         self.bound_port: int | None = None  # the receiver's, once it listens
-        self._jobs: Jobs | None = None
-        self._worker: QueueWorker | None = None
-        self._runs: JobRuns | None = None
+        self.running: Running | None = None  # once the mirror is open and the client connected
+        self.bodies: Bodies | None = None  # once the receiver listens
         self._sched: AsyncIOScheduler | None = None  # once the first backfill is done
 
     # -- what it reports -----------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        """The `/healthz` report (`sync.daemon.health`)."""
-        return self.reporting.report()
+        """The `/healthz` report (`sync.daemon.health`); `starting` until the mirror is open."""
+        if self.running is None:
+            return {"status": "starting", "ready": False, "problems": []}
+        return self.running.health.report()
 
     def healthy(self) -> bool:
         """For the systemd watchdog (`Health.healthy`)."""
-        return self.reporting.healthy()
+        return self.running is None or self.running.health.healthy()
 
     @property
     def is_ready(self) -> bool:
         """Backfilled and serving."""
         return self.state.ready
-
-    # -- its parts, once running ---------------------------------------------------------------
-
-    @property
-    def mirror(self) -> Mirror:
-        assert self.state.mirror is not None, "the mirror is open only while the daemon runs"
-        return self.state.mirror
-
-    @property
-    def client(self) -> ChannelClient:
-        assert self.state.client is not None, "the client is connected only while running"
-        return self.state.client
-
-    @property
-    def queue(self) -> ChangeQueue:
-        assert self.state.queue is not None, "the queue is open only while the daemon serves"
-        return self.state.queue
-
-    @property
-    def jobs(self) -> Jobs:
-        assert self._jobs is not None, "the jobs are built when the daemon runs"
-        return self._jobs
-
-    @property
-    def worker(self) -> QueueWorker:
-        assert self._worker is not None, "the queue worker is built when the daemon runs"
-        return self._worker
-
-    @property
-    def runs(self) -> JobRuns:
-        assert self._runs is not None, "the job runs are built when the daemon runs"
-        return self._runs
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -149,15 +110,30 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
-        mirror = self.state.mirror = Mirror.open(
-            self.settings.mirror.path, checkpoints=self.settings.mirror.checkpoints
-        )
+        try:
+            async with open_running(
+                self.settings,
+                state=self.state,
+                metrics=self.metrics,
+                faults=self.type_faults,
+                storage=self.storage,
+                progress=self.progress,
+                stop=self.stop,
+            ) as running:
+                self.running = running
+                await self._recorded(running)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            self.notifier.stopping()
+            self.log.info("daemon.stopped")
+
+    async def _recorded(self, running: Running) -> None:
+        """Serve, kept as a `daemon` run in the mirror (`ccsync status`)."""
+        mirror = running.mirror
         run_id, status, error = mirror.start_run("daemon"), "failed", None
         try:
-            # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
-            async with ChannelClient(self.settings.upstream, fail_fast=False) as client:
-                self.state.client = client
-                await self._serve(mirror, client)
+            await self._serve(running)
             status = "stopped" if self.stop.is_set() else "failed"
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "stopped"
@@ -166,75 +142,41 @@ class Daemon:
             error = str(exc) or type(exc).__name__
             raise
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
             with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
                 mirror.finish_run(run_id, status=status, rows=None, error=error)
-            mirror.close()
-            self.notifier.stopping()
-            self.log.info("daemon.stopped")
 
     def request_stop(self) -> None:
         self.log.info("daemon.stopping")
         self.notifier.stopping()
         self.stop.set()
 
-    def _build(self, mirror: Mirror, client: ChannelClient) -> tuple[Jobs, QueueWorker]:
-        """The parts that need the open mirror and the connected client."""
+    async def _serve(self, running: Running) -> None:
         s = self.settings
-        mirror.on_values = lambda t, outcome, n: self.metrics.values.labels(
-            type=t, outcome=outcome
-        ).inc(n)
-        queue = self.state.queue = ChangeQueue(mirror.conn)
-        jobs = self._jobs = Jobs(
-            s,
-            self.types,
-            client,
-            mirror,
-            state=self.state,
-            faults=self.type_faults,
-            metrics=self.metrics,
-            progress=self.progress,
-        )
-        worker = self._worker = QueueWorker(
-            mirror,
-            queue,
-            jobs.reconciler.fetcher,
-            self.types,
-            members=jobs.members,
-            poller=jobs.poller,
-            concurrency=s.upstream.concurrency,
-            faults=self.type_faults,
-            storage=self.storage,
-            batch_delay=s.schedule.queue_batch_delay,
-            on_lag=jobs.lagged,
-        )
-        self._runs = JobRuns(
-            mirror, client, metrics=self.metrics, storage=self.storage, stop=self.stop
-        )
-        return jobs, worker
-
-    async def _serve(self, mirror: Mirror, client: ChannelClient) -> None:
-        s = self.settings
-        jobs, worker = self._build(mirror, client)
+        mirror, worker = running.mirror, running.worker
         runner: web.AppRunner | None = None
         if s.webhooks.enabled:
-            runner = await self._listen(worker)
-        jobs.subscriptions.bound_port = self.bound_port
+            runner = await self._listen(running)
+        subscriptions = Subscriptions(
+            running.client, s.webhooks, self.types, bound_port=self.bound_port
+        )
+        bodies = self.bodies = Bodies(running, subscriptions)
 
         # Ready for systemd as soon as notices are accepted: a first backfill of a large
         # upstream takes longer than any start timeout, and the watchdog covers it meanwhile.
         self.notifier.ready()
         tasks = [
             asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog"),
-            asyncio.create_task(self.storage.run(self._probe, self.stop), name="storage"),
-            asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(
+                self.storage.run(lambda degraded: self._probe(mirror, degraded), self.stop),
+                name="storage",
+            ),
+            asyncio.create_task(self._heartbeat(mirror), name="heartbeat"),
         ]
         first = self._never_completed(mirror)
         if first is not None:
             self.log.info("daemon.backfill_first", types=first)
             self.notifier.status("backfilling")
-            if not await self._first_backfill(jobs, first):
+            if not await self._first_backfill(running, first):
                 for task in tasks:  # the watchdog loop never ends by itself: waiting on it hung
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -242,25 +184,25 @@ class Daemon:
                     await runner.cleanup()
                 return
         for rtype in self.types:
-            jobs.ok(rtype.name)
+            bodies.ok(rtype.name)
 
         tasks.append(asyncio.create_task(worker.run(self.stop), name="worker"))
         with priority(Priority.POLL):
-            await self._unless_stopped(jobs.detect_members(), "detect_members")
-        scheduler = self._sched = self._scheduler(jobs)
+            await self._unless_stopped(bodies.detect_members(), "detect_members")
+        scheduler = self._sched = self._scheduler(bodies, running)
         scheduler.start()
         try:
             if s.webhooks.enabled:
                 try:
                     # Raced with SIGTERM: an upstream that fails or stalls retries for minutes.
-                    if await self._unless_stopped(jobs.subscriptions.ensure(), "subscribe"):
-                        jobs.record_subscriptions()
+                    if await self._unless_stopped(bodies.subscriptions.ensure(), "subscribe"):
+                        bodies.record_subscriptions()
                 except UpstreamError as exc:
                     self.log.error("subscriptions.failed", error=str(exc))
             if not self.stop.is_set():
                 # The upstream profile (`sync.channel.profile`) is probed beside the jobs, not
                 # before them: each strategy falls back safely until it is known.
-                tasks.append(asyncio.create_task(jobs.probe_quietly(), name="probe"))
+                tasks.append(asyncio.create_task(bodies.probe_quietly(), name="probe"))
                 self.notifier.status("following the upstream")
                 self.state.ready = True
                 self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
@@ -272,15 +214,19 @@ class Daemon:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self.runs.cancel()
+            await running.runs.cancel()
 
-    async def _listen(self, worker: QueueWorker) -> web.AppRunner:
+    async def _listen(self, running: Running) -> web.AppRunner:
         """Serve the receiver, `/healthz` and `/metrics` (`sync.daemon.http`)."""
         s = self.settings.webhooks
         receiver = Receiver(
-            s, self.queue, on_enqueued=worker.wake, metrics=self.metrics, storage=self.storage
+            s,
+            running.queue,
+            on_enqueued=running.worker.wake,
+            metrics=running.metrics,
+            storage=running.storage,
         )
-        app = make_app(receiver, health=self.health, metrics=self.metrics)
+        app = make_app(receiver, health=running.health.report, metrics=running.metrics)
         runner, self.bound_port = await serve(app, s.host, s.port)
         self.log.info("receiver.listening", listen=f"{s.host}:{self.bound_port}")
         return runner
@@ -307,23 +253,23 @@ class Daemon:
         )
         return None
 
-    async def _first_backfill(self, jobs: Jobs, types: list[str]) -> bool:
+    async def _first_backfill(self, running: Running, types: list[str]) -> bool:
         """The first backfill, of `types`. A storage fault pauses it, the daemon degraded
-        meanwhile (`sync.store.watch`), and once a write succeeds again it resumes from its
-        checkpoints. False when stopped first."""
+        meanwhile (`sync.store.watch`), and once a write succeeds again a new one resumes from
+        the checkpoints. False when stopped first."""
         while True:
+            backfill = Backfill(
+                running.client, running.mirror, self.settings, progress=self.progress
+            )
             try:
-                return await self._unless_stopped(jobs.backfill.run(only=types), "backfill")
+                return await self._unless_stopped(backfill.run(only=types), "backfill")
             except Exception as exc:
                 if self.storage.report(exc) is None:
                     raise
             if not await self._unless_stopped(self.storage.writable.wait(), "degraded"):
                 return False
-            jobs.backfill = Backfill(
-                jobs.client, jobs.mirror, self.settings, progress=self.progress
-            )
 
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self, mirror: Mirror) -> None:
         """Every `HEARTBEAT_S`, the daemon's runs are seen alive (`ccsync status` shows it; a
         run killed with SIGKILL is `interrupted` as of its last heartbeat). A mirror that
         takes no writes skips a beat: the storage watch reports that."""
@@ -331,16 +277,16 @@ class Daemon:
             await asyncio.sleep(HEARTBEAT_S)
             if not self.storage.degraded:
                 with contextlib.suppress(sqlite3.Error):
-                    self.mirror.heartbeat()
+                    mirror.heartbeat()
 
-    def _probe(self, degraded: bool) -> None:
+    def _probe(self, mirror: Mirror, degraded: bool) -> None:
         """The storage watch's write probe; while degraded it waits 0.2 s at most for another
         writer's lock (it runs every few seconds, on the event loop), and a full disk must
         have room again on its file system too."""
         fault = self.storage.fault
         probe(
-            self.mirror.conn,
-            self.mirror.path,
+            mirror.conn,
+            mirror.path,
             busy_ms=200 if degraded else None,
             room=fault is not None and fault.reason == "disk_full",
         )
@@ -349,8 +295,8 @@ class Daemon:
         """Writes succeed again: drain the queue, check the webhook subscriptions (the upstream
         drops one after 5 deliveries answered 503) and poll at once, catching up on what the
         refused deliveries and the paused jobs missed."""
-        if self._worker is not None:
-            self._worker.wake()
+        if self.running is not None:
+            self.running.worker.wake()
         if self._sched is None:
             return  # still starting: the first polls run once it is up
         now = datetime.now(UTC)
@@ -378,7 +324,7 @@ class Daemon:
         task.result()
         return True
 
-    def _scheduler(self, jobs: Jobs) -> AsyncIOScheduler:
+    def _scheduler(self, bodies: Bodies, running: Running) -> AsyncIOScheduler:
         s = self.settings.schedule
         scheduler = AsyncIOScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -388,25 +334,25 @@ class Daemon:
         tick = verify_tick(s.verify_interval)
         planned: list[tuple[str, Callable[[], Awaitable[object]], float, float]] = [
             # Catch up at once on what changed while the daemon was down.
-            ("poll", jobs.poll_all, s.poll_interval, CATCH_UP),
-            ("deletions", jobs.poll_deletions, s.deletions_interval, CATCH_UP),
+            ("poll", bodies.poll_all, s.poll_interval, CATCH_UP),
+            ("deletions", bodies.poll_deletions, s.deletions_interval, CATCH_UP),
             # The rolling proof (the daily reconcile's successor): a share of the cycle per
             # tick, its position in the mirror; its first tick soon after start.
-            ("proof", jobs.proof_step, proof_tick(s.staleness_bound), CATCH_UP + 1.0),
-            ("hours", jobs.refresh_hours, s.hours_interval, s.hours_interval),
+            ("proof", bodies.proof_step, proof_tick(s.staleness_bound), CATCH_UP + 1.0),
+            ("hours", bodies.refresh_hours, s.hours_interval, s.hours_interval),
             # The change feed's retention: at start, then hourly.
-            ("changes", jobs.prune_changes, 3600.0, CATCH_UP),
+            ("changes", bodies.prune_changes, 3600.0, CATCH_UP),
             # Rolling: its position is kept in the mirror, so it resumes where it stopped.
-            ("verify", jobs.verify_step, tick, tick),
+            ("verify", bodies.verify_step, tick, tick),
         ]
         management = self.settings.management
         if management is not None:
             every = management.press_releases_interval
-            planned.append(("press_releases", jobs.mirror_press, every, every))
+            planned.append(("press_releases", bodies.mirror_press, every, every))
         if self.settings.webhooks.enabled:
             every = s.subscriptions_interval
-            planned.append(("subscriptions", jobs.check_subscriptions, every, every))
-        cycle = jobs.poll_cycle()
+            planned.append(("subscriptions", bodies.check_subscriptions, every, every))
+        cycle = bodies.poll_cycle()
         if cycle["seconds_at_budget"] > s.poll_interval:
             self.log.warning(
                 "poll.cycle_overruns",
@@ -416,14 +362,15 @@ class Daemon:
             )
         else:
             self.log.info("poll.cycle", **cycle)
-        stored = self.mirror.jobs()
+        mirror = running.mirror
+        stored = mirror.jobs()
         if "reconcile" in stored:
-            self.mirror.job_retired("reconcile")  # the rolling proof replaced it (#39)
+            mirror.job_retired("reconcile")  # the rolling proof replaced it (#39)
         for name, fn, every, first in planned:
             at = first_run(name, every, first, stored.get(name, {}).get("next_run_at"), now)
-            self.mirror.job_scheduled(name, iso_ms(at.timestamp()))
+            mirror.job_scheduled(name, iso_ms(at.timestamp()))
             scheduler.add_job(
-                self.runs.wrap(name, fn, every),
+                running.runs.wrap(name, fn, every),
                 "interval",
                 seconds=every,
                 next_run_time=at,

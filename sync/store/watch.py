@@ -72,14 +72,20 @@ def read_health(mirror: Path) -> dict[str, Any] | None:
 class StorageWatch:
     """Whether the mirror takes writes; see the module docstring."""
 
-    def __init__(self, mirror: Path, *, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        mirror: Path,
+        *,
+        metrics: Metrics | None = None,
+        on_resumed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.path = mirror
         self.metrics = metrics
         self.interval = PROBE_INTERVAL
         self.healthy_interval = HEALTHY_PROBE_INTERVAL
         self.fault: StorageFault | None = None
         self.since: str | None = None
-        self.on_resumed: Callable[[], Awaitable[None]] | None = None
+        self.on_resumed = on_resumed
         #: Set while the mirror takes writes; the worker waits on it.
         self.writable = asyncio.Event()
         self.writable.set()

@@ -1,7 +1,7 @@
 """The daemon's scheduled job bodies: what each of its jobs does, over one open mirror and client.
 
 Each body wires library jobs (`sync.jobs`) together the way the long-running service needs
-them: the incremental polls side by side with each type isolated (`sync.jobs.isolation`), the
+them: the incremental polls side by side with each type isolated (`sync.jobs.typefaults`), the
 deletions feed, the reconcile (`reconcile_every_type`, shared with `ccsync reconcile`), the
 rolling verify's share per tick, the change feed's retention, the hours window, the management
 press releases and the webhook subscription check. When and how they run (the scheduler, the
@@ -32,8 +32,7 @@ from sync.ingest.subscriptions import Subscriptions
 from sync.jobs.backfill import Backfill
 from sync.jobs.fanout import bounded
 from sync.jobs.hours import MallHours
-from sync.jobs.isolation import TypeFaults
-from sync.jobs.mallincludes import Members, refused
+from sync.jobs.mallincludes import MallIncludes, refused
 from sync.jobs.mallroutes import ROUTED_BY_MALL, MallRoutes
 from sync.jobs.pacing import keepable_bound, proof_share
 from sync.jobs.poll import Poller, poll_types
@@ -41,6 +40,7 @@ from sync.jobs.press import mirror_press
 from sync.jobs.progress import Progress
 from sync.jobs.proof import Proof
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, reconcile_every_type
+from sync.jobs.typefaults import TypeFaults, record_type
 from sync.jobs.verify import Verifier
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
@@ -106,7 +106,7 @@ class Jobs:
         #: Requests the rolling proof may spend (`proof_step`).
         self.proof_credit = 0.0
         self.proof_checked = False  # whether the budget can keep the bound was logged
-        self.members = Members(
+        self.members = MallIncludes(
             client,
             mirror,
             self.reconciler.fetcher,
@@ -128,7 +128,7 @@ class Jobs:
         in one walk of `/malls?include=` (`sync.jobs.mallincludes`), the others by listing, side by
         side (the walk beside `concurrency` listed types at a time), so a slow or failing
         route holds up only its own types. A type that fails is recorded and backs off
-        (`sync.jobs.isolation`) while the others are polled; the run then fails naming it."""
+        (`sync.jobs.typefaults`) while the others are polled; the run then fails naming it."""
         if not self.members_detected:
             await self.detect_members()
         fast = {t.name for t in self.members.fast()}
@@ -405,10 +405,7 @@ class Jobs:
         try:
             await work
         except ForbiddenError as exc:
-            error = f"not readable by this account (403); skipped: {exc.message}"
-            self.mirror.record_type_status(
-                rtype.name, ok=False, error=error, at=iso_ms(time.time())
-            )
+            record_type(self.mirror, rtype.name, exc, at=time.time())
             self.state.skipped(rtype.name)
             self.log.warning("job.type_forbidden", type=rtype.name, hint=exc.hint)
         except UpstreamError as exc:
@@ -419,7 +416,7 @@ class Jobs:
         error as its last."""
         delay = self.faults.failed(name, str(exc))
         self.log.warning("type.failed", type=name, error=str(exc), retry_in=round(delay, 2))
-        self.mirror.record_type_status(name, ok=False, error=str(exc), at=iso_ms(time.time()))
+        record_type(self.mirror, name, exc, at=time.time())
 
     def _raise_failing(self, names: set[str]) -> None:
         """End a job run that went on past failing types by naming them (its outcome is then
@@ -435,7 +432,7 @@ class Jobs:
         """Type `name` synced: fresh for health, its backoff over, recorded in the mirror."""
         self.state.synced(name)
         self.faults.succeeded(name)
-        self.mirror.record_type_status(name, ok=True, at=iso_ms(time.time()))
+        record_type(self.mirror, name, None, at=time.time())
 
     def malls(self) -> list[int]:
         return list(self.mirror.ids("malls"))

@@ -137,6 +137,8 @@ class UpstreamClock:
         return local_ts + offset
 
     def now_ts(self) -> float:
+        """Now on the stamps' scale (a lower bound), in Unix seconds: what a lag is measured
+        against (`sync.jobs.freshness`)."""
         return self.at(self.local())
 
     def now(self) -> str:

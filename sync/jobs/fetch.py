@@ -90,11 +90,6 @@ class Fetcher:
             return 0
         return self.mirror.delete(scopes[0].rtype.name, gone)
 
-    def upstream_now(self) -> str:
-        """Now on the stamps' own scale, a lower bound (`sync.channel.clock`; never the `Date`
-        clock, which may run ahead of the stamps)."""
-        return self.client.clock.now()
-
     async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
         """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""
         still_there: set[int] = set()

@@ -40,7 +40,7 @@ from sync.channel.budget import Priority, current_priority
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher
-from sync.jobs.freshness import OnLag, changed_lags, upstream_now
+from sync.jobs.freshness import OnLag, changed_lags
 from sync.jobs.mallincludes import PER_MALL, MallIncludes, refused
 from sync.jobs.poll import Poller
 from sync.jobs.typefaults import TypeFaults, record_type
@@ -267,7 +267,7 @@ class QueueWorker:
             await self.fetcher.fetch_and_write(scopes, ids)
             if self.on_lag is not None:
                 after = self.mirror.stamps(rtype.name, ids)
-                now = upstream_now(self.fetcher.client)
+                now = self.fetcher.client.clock.now_ts()
                 self.on_lag(rtype.name, "notice", changed_lags(before, after, now))
             return
         held = [i for i in ids if self.mirror.get(rtype.name, i) is not None]

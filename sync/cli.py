@@ -1,201 +1,29 @@
 """The `sync` command line: parses arguments, loads the config, calls one library function.
 
-All behaviour lives in the library modules; each command here only wires options to them. Every
-`SyncError` becomes one line on stderr, never a traceback, and an exit code: 2 for configuration
-problems, 3 for an upstream that cannot be reached at all, 4 for a mirror that cannot take
-writes (disk full, read-only, locked too long: `ccsync: <file>: <cause>; <fix>`, whichever
-layer met it), 1 otherwise; a command stopped by SIGINT or SIGTERM exits 130 or 143 (128 + the
-signal) once its current page is committed or not.
+All behaviour lives in the library modules; each command (`sync.commands`) only wires options to
+them, with what every command shares (`sync.commands.wiring`: the options, the settings, one event
+loop, `fail_cleanly`'s one stderr line and exit code). This module only imports the commands.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import importlib
-import os
-import signal
-import sqlite3
-import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from sync import __version__
-from sync.core import logs
-from sync.core.config import Settings, load_config
-from sync.core.errors import ConfigError, Interrupted, StorageFault, SyncError, UnreachableError
-from sync.core.secrets import SecretsNeeded
-from sync.store.faults import storage_fault
-
-T = TypeVar("T")
-
-#: Exit code of a mirror that cannot take writes (`StorageFault`): the README's table has them all.
-EXIT_STORAGE = 4
-#: How a storage fault's fix ends for a one-shot command.
-AGAIN = "then run the command again (nothing committed is lost)"
-
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="TOML configuration file (default ./sync.toml).",
-)
-
-mirror_option = click.option(
-    "--mirror",
-    "mirror_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The mirror file to read; no configuration file is needed (and none of its secrets is "
-    "ever read). Wins over the configuration's [mirror] path.",
-)
-
-
-def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
-    """Turn SyncError into one stderr line and an exit code; Ctrl-C into exit 130, SIGTERM
-    into 143; a storage fault SQLite or the OS raised anywhere below into exit 4."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except ConfigError as exc:
-            click.echo(f"ccsync: configuration error: {exc}", err=True)
-            sys.exit(2)
-        except UnreachableError as exc:
-            click.echo(f"ccsync: error: {exc}", err=True)
-            sys.exit(3)
-        except StorageFault as exc:
-            click.echo(f"ccsync: {exc}", err=True)
-            sys.exit(EXIT_STORAGE)
-        except Interrupted as exc:
-            click.echo(f"ccsync: {exc}", err=True)
-            sys.exit(128 + exc.signum)
-        except SyncError as exc:
-            click.echo(f"ccsync: error: {exc}", err=True)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            click.echo("ccsync: interrupted", err=True)
-            sys.exit(130)
-        except BrokenPipeError:
-            # stdout closed early (`ccsync status | head -1`): quiet, and 128 + SIGPIPE like the
-            # coreutils; point stdout at /dev/null so the interpreter's flush at exit is quiet.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            sys.exit(141)
-        except (sqlite3.Error, OSError) as exc:
-            # Met mid-run by a layer that only sees a connection (a page write, an index
-            # build): named here, with the mirror the command was given.
-            fault = storage_fault(exc, _mirror_path(), then=AGAIN)
-            if fault is None:
-                raise
-            click.echo(f"ccsync: {fault}", err=True)
-            sys.exit(EXIT_STORAGE)
-
-    return wrapper
-
-
-def _mirror_path() -> str:
-    """The mirror of the running command (`settings_from` notes it), or a stand-in."""
-    ctx = click.get_current_context(silent=True)
-    path = ctx.find_root().meta.get("sync.mirror") if ctx is not None else None
-    return str(path) if path else "the mirror"
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run one coroutine to completion on a fresh event loop; SIGTERM cancels it.
-
-    Python's default for SIGTERM kills the process where it stands; here it cancels the
-    command instead (like asyncio's own handling of Ctrl-C), so a retry's backoff or a stalled
-    request ends at once, `finally` blocks close the mirror, and the command exits 143
-    (`Interrupted`). The daemon installs its own handlers and exits 0.
-    """
-    return asyncio.run(_cancel_on_sigterm(coro))
-
-
-async def _cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    stopped: list[int] = []
-
-    def stop() -> None:
-        stopped.append(signal.SIGTERM)
-        # A second SIGTERM gets Python's default (end the process) should the first hang.
-        loop.remove_signal_handler(signal.SIGTERM)
-        task.cancel()
-
-    loop.add_signal_handler(signal.SIGTERM, stop)
-    try:
-        return await coro
-    except asyncio.CancelledError:
-        if stopped:
-            raise Interrupted(signal.SIGTERM) from None
-        raise
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-
-
-def settings_from(config_path: Path | None, *, secrets: SecretsNeeded = "upstream") -> Settings:
-    """Load and validate the configuration (or raise ConfigError), and set up logging (stderr).
-
-    `--config` works before the command too (`ccsync --config F status`); given after, it wins.
-    `secrets` names the secrets the command reads (`sync.core.secrets.SecretsNeeded`): by
-    default every one but the webhook secret, which only the receiver's commands resolve."""
-    settings = load_config(_config_path(config_path), secrets=secrets)
-    logs.configure(settings.logging.level, settings.logging.format)
-    _note_mirror(settings.mirror.path)
-    return settings
-
-
-def reader_from(config_path: Path | None, mirror_path: Path | None) -> tuple[Path, Settings | None]:
-    """The mirror a reading command reads, and the configuration if one was given or found.
-
-    `--mirror PATH` alone needs no configuration file; with one, the file's settings (logging,
-    the request budget shown) still apply, but its secrets are never resolved: a shell user
-    reads the mirror of a service whose password and webhook secret are systemd credentials."""
-    explicit = _config_path(config_path)
-    if mirror_path is not None and explicit is None:  # no ./sync.toml is looked for either
-        logs.configure()
-        _note_mirror(mirror_path)
-        return mirror_path, None
-    settings = settings_from(explicit, secrets="none")
-    path = mirror_path or settings.mirror.path
-    _note_mirror(path)
-    return path, settings
-
-
-def _config_path(config_path: Path | None) -> Path | None:
-    """`--config` given after the command, else before it (`ccsync --config F status`)."""
-    if config_path is None:
-        ctx = click.get_current_context(silent=True)
-        if ctx is not None:
-            config_path = ctx.find_root().params.get("config_path")
-    return config_path
-
-
-def _note_mirror(path: Path) -> None:
-    """Remember the command's mirror for `fail_cleanly`'s storage fault lines."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:
-        ctx.find_root().meta["sync.mirror"] = path
+from sync.commands import COMMANDS
+from sync.commands.wiring import config_option
 
 
 class _LazyGroup(click.Group):
     """A group whose commands are imported when used (click's documented lazy-loading pattern)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from sync.commands import COMMANDS
-
         return sorted({*super().list_commands(ctx), *COMMANDS})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        from sync.commands import COMMANDS
-
         where = COMMANDS.get(cmd_name)
         if where is None:
             return super().get_command(ctx, cmd_name)

@@ -13,7 +13,9 @@ from click.testing import CliRunner
 
 from sync.cli import main
 from sync.model import catalogue
+from sync.readers.changes import changes
 from sync.store import Mirror
+from sync.store.changes import Change
 from tests.support.backfilled import backfill
 from tests.support.pages import write_page
 from tests.support.processes import run, spawn, stop
@@ -252,3 +254,15 @@ async def test_a_follower_filtered_by_type_gets_only_that_type_as_it_comes(tmp_p
     finally:
         await stop(proc)
         mirror.close()
+
+
+def test_the_store_and_the_reader_hand_out_one_change_type(tmp_path: Path) -> None:
+    """A feed entry is one value however it is reached: `Mirror.changes` hands out the same
+    named `Change` that `ccsync changes` prints (a tuple still: `seq, type, ... = entry`)."""
+    mirror = Mirror.open(tmp_path / "m.db")
+    write_page(mirror, DEALS, [_deal(1, "2026-01-01T00:00:00.000Z")])
+    [entry] = mirror.changes()
+    assert isinstance(entry, Change) and (entry.type, entry.id, entry.op) == ("deals", 1, "upsert")
+    assert list(changes(mirror, 0)) == [entry]
+    assert entry.line().split("\t")[:4] == [str(entry.seq), "deals", "1", "upsert"]
+    mirror.close()

@@ -13,8 +13,8 @@ from sync.daemon.running import open_running
 from sync.daemon.service import Daemon
 from sync.daemon.state import SyncState
 from sync.emulator import Emulator
-from sync.jobs.isolation import TypeFaults
 from sync.jobs.progress import NullProgress
+from sync.jobs.typefaults import TypeFaults
 from sync.store import Mirror
 from sync.store.watch import StorageWatch
 from tests.support.settings import daemon_settings

@@ -21,8 +21,12 @@ from aioresponses import aioresponses
 from yarl import URL
 
 from sync.core.config import Settings
+from sync.core.errors import BadResponseError, ForbiddenError
 from sync.emulator import Emulator
+from sync.jobs.typefaults import record_type
+from sync.pipeline.encoding import id_or_none, parse_id
 from sync.readers.status import status_data
+from sync.store import Mirror
 from tests.support.compare import compare
 from tests.support.daemon import running
 from tests.support.mirror_rows import query, row
@@ -142,3 +146,30 @@ async def test_a_bad_route_delays_only_its_own_type(
         await eventually(lambda: "articles" not in daemon.type_faults.failing)
         metrics = daemon.metrics.render()[0].decode()
         assert 'sync_type_failures{type="articles"} 0.0' in metrics
+
+
+def test_a_types_outcome_is_recorded_in_one_place_with_one_wording(tmp_path: Path) -> None:
+    """`record_type` is the one writer of a type's outcome: a 403 in the skipped wording
+    (`ccsync status`, a backfill's report), any other error as its text, then a success that
+    clears it; it returns the line it recorded."""
+    mirror = Mirror.open(tmp_path / "m.db")
+    forbidden = ForbiddenError("channel closed", status=403)
+    line = record_type(mirror, "deals", forbidden, at=1_767_225_600.0)
+    assert line == "not readable by this account (403); skipped: channel closed"
+    assert record_type(mirror, "events", "mass delete refused", at=1_767_225_600.0)
+    status = {s.type_name: s.as_dict() for s in mirror.status()}
+    assert status["deals"]["last_error"] == line
+    assert status["events"]["last_error"] == "mass delete refused"
+    assert record_type(mirror, "deals", None, at=1_767_225_601.0) is None
+    deals = {s.type_name: s.as_dict() for s in mirror.status()}["deals"]
+    assert deals["last_error"] is None and deals["last_sync_at"] == "2026-01-01T00:00:01.000Z"
+    mirror.close()
+
+
+def test_an_id_is_read_by_one_function_strict_where_it_decides() -> None:
+    """`parse_id` (deciding what to fetch or delete) refuses an id that is no integer as an
+    off-spec answer; `id_or_none` (staging a page) skips it; both read the same ids alike."""
+    assert parse_id("42") == id_or_none("42") == 42
+    assert id_or_none("x1") is None and id_or_none(None) is None
+    with pytest.raises(BadResponseError, match="'x1' is not an integer"):
+        parse_id("x1")

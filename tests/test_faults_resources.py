@@ -63,7 +63,7 @@ def cap_growth(conn: sqlite3.Connection, pages: int = 0) -> int:
     conn.execute(f"PRAGMA max_page_count = {size + pages}")
     if not pages:
         with pytest.raises(sqlite3.OperationalError, match="full"):
-            while True:  # the free pages (a probe's, a deletion's) are room too: fill them
+            while True:  # the free pages (a write check's, a deletion's) are room too: fill them
                 conn.execute("INSERT INTO test_ballast VALUES (zeroblob(1000))")
     return before
 
@@ -157,7 +157,7 @@ async def test_a_reconcile_on_a_read_only_mirror_says_one_line_and_the_next_run_
 
 def following(settings: Settings) -> contextlib.AbstractAsyncContextManager[Daemon]:
     """The daemon, backfilled and ready, probing its mirror every 0.1 s."""
-    return running(settings, probe_every=0.1)
+    return running(settings, check_every=0.1)
 
 
 async def get(url: str) -> tuple[int, Any]:

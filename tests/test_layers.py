@@ -3,7 +3,10 @@
 Every package's `__init__.py` docstring ends its first paragraph with a line `May import: a, b`
 naming the packages it may use. This test holds the code to those lines and the lines to the
 order of `LAYERS`, so an import that runs up a layer (the store importing a job, a job importing
-the daemon) fails here with the file and line that made it.
+the daemon) fails here with the file and line that made it. The entry modules are held too
+(`ENTRY`: `sync.cli` imports only the commands), and no two modules anywhere under `sync/` may
+import each other, however indirectly: an import under `if TYPE_CHECKING:` or inside a function
+counts, because a cycle hidden from the interpreter is still a cycle for the reader.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ LAYERS: list[str] = [
     "daemon",
     "commands",
 ]
-#: Modules at the top of the package: the entry points, above every layer.
-ENTRY = {"__init__", "__main__", "cli"}
+#: Modules at the top of the package: the entry points, above every layer, each with the layers
+#: it may import. `cli` is the `ccsync` group and nothing else: what the commands share lives
+#: beside them (`sync.commands.wiring`), so no command imports its entry point back.
+ENTRY: dict[str, set[str]] = {"__init__": set(), "__main__": {"cli"}, "cli": {"commands"}}
 
 
 def declared(package: str) -> set[str]:
@@ -63,9 +68,10 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 def layer_of(module: str) -> str | None:
-    """The layer a dotted `sync.x...` module belongs to (None for the entry modules)."""
+    """The layer a dotted `sync.x...` module belongs to, or the entry module it is (`cli`: no
+    layer may import one, they sit above them all); None for `sync` itself (`__version__`)."""
     head = module.split(".")[1]
-    return head if head in LAYERS else None
+    return head if head in LAYERS or head in ENTRY else None
 
 
 def test_every_package_of_sync_is_a_layer_and_every_module_lives_in_one() -> None:
@@ -73,7 +79,7 @@ def test_every_package_of_sync_is_a_layer_and_every_module_lives_in_one() -> Non
     packages = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
     modules = {p.stem for p in PKG.glob("*.py")}
     assert packages == set(LAYERS), "a package is missing from LAYERS, or LAYERS names a ghost"
-    assert modules <= ENTRY, f"modules outside any layer: {sorted(modules - ENTRY)}"
+    assert modules <= set(ENTRY), f"modules outside any layer: {sorted(modules - ENTRY)}"
 
 
 @pytest.mark.parametrize("package", LAYERS)
@@ -94,9 +100,110 @@ def test_each_layer_imports_only_what_its_docstring_declares(package: str) -> No
     assert not wrong, "imports running up or across the layers:\n" + "\n".join(wrong)
 
 
+@pytest.mark.parametrize("entry", sorted(ENTRY))
+def test_each_entry_module_imports_only_its_layers(entry: str) -> None:
+    path = PKG / f"{entry}.py"
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: imports {module}"
+        for line, module in imports_of(path)
+        if (layer := layer_of(module)) is not None and layer not in ENTRY[entry]
+    ]
+    assert not wrong, "an entry module reaching past its layers:\n" + "\n".join(wrong)
+
+
+def module_name(path: Path, root: Path) -> str:
+    """The dotted name of the module at `path` under the package directory `root`."""
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Every module under the package `root` and the modules of that package it imports.
+
+    `from a.b import c` names the module `a.b.c` when `c` is one, else `a.b` (the module that
+    defines `c`). A package is not counted as imported by its own modules' imports: Python runs a
+    package's `__init__` before its modules, but a re-export there is not a dependency of theirs.
+    """
+    modules = {module_name(p, root): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    edges.add(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names}
+        graph[name] = {m for m in edges if m in modules and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_module_imports_another_that_imports_it_back() -> None:
+    """No import cycle under `sync/`, the entry modules included, however it is written."""
+    found = cycles(import_graph(PKG))
+    assert not found, "import cycles (each a set of modules that import each other):\n" + "\n".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+def test_the_checker_sees_a_cycle_that_exists_only_in_annotations(tmp_path: Path) -> None:
+    """The cycle checker itself: a `TYPE_CHECKING` import and a lazy one close a circle."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pkg.a import A\n")
+    (pkg / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\nclass A: ...\n"
+    )
+    (pkg / "b.py").write_text("def f():\n    from pkg import c\n")
+    (pkg / "c.py").write_text("from pkg.a import A\n")
+    (pkg / "d.py").write_text("from pkg.c import A\n")
+    assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
 def test_the_checker_sees_an_import_that_runs_up(tmp_path: Path) -> None:
     """The checker itself: a lazy import inside a function is found, with its line."""
     sample = tmp_path / "m.py"
     sample.write_text("def f():\n    from sync.daemon.service import Daemon\n")
     assert imports_of(sample) == [(2, "sync.daemon.service")]
     assert layer_of("sync.daemon.service") == "daemon"
+    # A command taking a helper from the entry point that imports it (by name, through
+    # `sync.commands.COMMANDS`: a cycle no import statement shows) is an import running up.
+    sample.write_text("from sync.cli import fail_cleanly\n")
+    assert [layer_of(m) for _, m in imports_of(sample)] == ["cli"]
+    assert "cli" not in declared("commands")

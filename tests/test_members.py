@@ -18,7 +18,7 @@ from sync.core.errors import BadResponseError, UpstreamError
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.jobs.fetch import Fetcher
-from sync.jobs.mallincludes import INCLUDE, PER_MALL, Members, recorded, refused
+from sync.jobs.mallincludes import INCLUDE, PER_MALL, MallIncludes, recorded, refused
 from sync.model import catalogue
 from sync.readers.status import status_data
 from sync.store import Mirror
@@ -37,7 +37,7 @@ class Rig:
     db: Path
     mirror: Mirror
     client: ChannelClient
-    members: Members
+    members: MallIncludes
 
     def traffic(self) -> dict[str, int]:
         return dict(self.emu.requests.routes)
@@ -45,7 +45,7 @@ class Rig:
 
 @asynccontextmanager
 async def rig(make_emulator: Any, tmp_path: Path, *, served: bool) -> AsyncIterator[Rig]:
-    """A backfilled mirror of the mall-scoped types and a `Members` over it."""
+    """A backfilled mirror of the mall-scoped types and a `MallIncludes` over it."""
     async with make_emulator(resources=3000, malls=MALLS, seed=21) as emu:
         emu.app.mall_includes = served
         db = tmp_path / "m.db"
@@ -55,7 +55,7 @@ async def rig(make_emulator: Any, tmp_path: Path, *, served: bool) -> AsyncItera
             async with ChannelClient(settings.upstream) as client:
                 await Backfill(client, mirror, settings).run()
                 types = [catalogue.TYPES[t] for t in TYPES]
-                members = Members(
+                members = MallIncludes(
                     client,
                     mirror,
                     Fetcher(client, mirror),

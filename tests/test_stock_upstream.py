@@ -24,7 +24,7 @@ from sync.core.errors import ListingMissingError, NotFoundError
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
 from sync.jobs.fetch import Fetcher
-from sync.jobs.mallincludes import Members
+from sync.jobs.mallincludes import MallIncludes
 from sync.jobs.probe import probe
 from sync.jobs.reconcile import Reconciler
 from sync.model import catalogue
@@ -299,7 +299,7 @@ async def test_the_members_fast_path_reads_a_page_past_the_malls_left_as_the_end
         mirror = Mirror.open(settings.mirror.path)
         try:
             async with ChannelClient(settings.upstream) as client:
-                members = Members(
+                members = MallIncludes(
                     client,
                     mirror,
                     Fetcher(client, mirror),

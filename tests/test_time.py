@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from sync.emulator import Emulator
 from sync.emulator.hard import Hard
 from sync.jobs.backfill import Backfill
 from sync.jobs.fetch import Fetcher
+from sync.jobs.hours import MallHours
 from sync.jobs.poll import Poller
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
@@ -351,3 +353,17 @@ def test_a_late_commit_never_lands_on_a_row_created_again_under_its_id() -> None
     before = again.decoded()
     data.settle(float("inf"))
     assert data.by_type["articles"][rid].decoded() == before
+
+
+def test_the_hours_window_is_dated_by_the_one_upstream_clock() -> None:
+    """The malls' hours' "today" is the `Date` clock's, read from the client's `UpstreamClock`
+    (`date_ts`) and not recomputed from a signing offset: 2026-03-01 23:00 local, a `Date`
+    clock 2 h ahead, is 2026-03-02 upstream, even with no stamp served yet (the stamps' lower
+    bound would still be a day back)."""
+    local = 1772406000.0  # 2026-03-01T23:00:00Z
+
+    class Client:
+        clock = UpstreamClock(local=lambda: local, date_offset=lambda: 7200.0)
+
+    hours = MallHours(Client(), None, clock=lambda: local)  # type: ignore[arg-type]
+    assert hours.window(3) == (date(2026, 3, 1), date(2026, 3, 5))

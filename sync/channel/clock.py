@@ -137,11 +137,18 @@ class UpstreamClock:
         return local_ts + offset
 
     def now_ts(self) -> float:
+        """Now on the stamps' scale (a lower bound), in Unix seconds: what a lag is measured
+        against (`sync.jobs.freshness`)."""
         return self.at(self.local())
 
     def now(self) -> str:
         """Now on the stamps' scale (a lower bound), in the API's format."""
         return iso_ms(self.now_ts())
+
+    def date_ts(self, local_ts: float) -> float:
+        """The local moment `local_ts` on the `Date` header's clock (Unix seconds): the
+        calendar's (the malls' hours' today), never a stamp's."""
+        return local_ts + self.date_offset()
 
     def ceiling(self) -> str:
         """The latest "now" any clock claims: the local clock, the `Date` clock, the stamps'.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from sync.cli import config_option, fail_cleanly, run_async, settings_from
+from sync.commands.wiring import config_option, fail_cleanly, run_async, settings_from
 from sync.core import logs
 from sync.core.errors import SyncError
 from sync.daemon.demo import run_demo

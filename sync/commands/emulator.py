@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sync.cli import fail_cleanly, run_async
+from sync.commands.wiring import fail_cleanly, run_async
 from sync.emulator import Emulator
 from sync.emulator.hard import PROFILES, Hard
 from sync.emulator.server import (

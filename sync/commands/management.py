@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from sync.cli import config_option, fail_cleanly, run_async, settings_from
+from sync.commands.wiring import config_option, fail_cleanly, run_async, settings_from
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ConfigError
 from sync.management.client import ManagementClient

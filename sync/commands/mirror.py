@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from sync.cli import (
+from sync.commands.wiring import (
     config_option,
     fail_cleanly,
     mirror_option,

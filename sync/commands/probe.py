@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from sync.cli import config_option, fail_cleanly, run_async, settings_from
+from sync.commands.wiring import config_option, fail_cleanly, run_async, settings_from
 from sync.jobs.probe import api_version, probe, unusable
 
 

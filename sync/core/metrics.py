@@ -183,7 +183,7 @@ class Metrics:
         self.job_runs = Counter(
             "sync_job_runs", "Scheduled job runs by job and outcome", ["job", "outcome"], registry=r
         )
-        # Set where states change (`sync.store.watch`, `sync.jobs.isolation`): a transition is an event.
+        # Set where states change (`sync.store.watch`, `sync.jobs.typefaults`): a transition is an event.
         self.degraded = Gauge(
             "sync_degraded",
             "1 while the mirror cannot take writes, by reason (disk_full, read_only, locked)",

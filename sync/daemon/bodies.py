@@ -2,7 +2,7 @@
 holds open (`sync.daemon.running`).
 
 Each body wires library jobs (`sync.jobs`) together the way the long-running service needs
-them: the incremental polls side by side with each type isolated (`sync.jobs.isolation`), the
+them: the incremental polls side by side with each type isolated (`sync.jobs.typefaults`), the
 deletions feed, the reconcile (`reconcile_every_type`, shared with `ccsync reconcile`), the
 rolling verify's share per tick, the change feed's retention, the hours window, the management
 press releases and the webhook subscription check. When and how they run (the scheduler, the
@@ -35,6 +35,7 @@ from sync.jobs.pacing import keepable_bound, proof_share
 from sync.jobs.poll import poll_types
 from sync.jobs.press import mirror_press
 from sync.jobs.reconcile import MassDeleteRefused, reconcile_every_type
+from sync.jobs.typefaults import record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
@@ -72,7 +73,7 @@ class Bodies:
         in one walk of `/malls?include=` (`sync.jobs.mallincludes`), the others by listing, side by
         side (the walk beside `concurrency` listed types at a time), so a slow or failing
         route holds up only its own types. A type that fails is recorded and backs off
-        (`sync.jobs.isolation`) while the others are polled; the run then fails naming it."""
+        (`sync.jobs.typefaults`) while the others are polled; the run then fails naming it."""
         if not self.members_detected:
             await self.detect_members()
         fast = {t.name for t in self.members.fast()}
@@ -334,10 +335,7 @@ class Bodies:
         try:
             await work
         except ForbiddenError as exc:
-            error = f"not readable by this account (403); skipped: {exc.message}"
-            self.mirror.record_type_status(
-                rtype.name, ok=False, error=error, at=iso_ms(time.time())
-            )
+            record_type(self.mirror, rtype.name, exc, at=time.time())
             self.state.skipped(rtype.name)
             self.log.warning("job.type_forbidden", type=rtype.name, hint=exc.hint)
         except UpstreamError as exc:
@@ -348,7 +346,7 @@ class Bodies:
         error as its last."""
         delay = self.faults.failed(name, str(exc))
         self.log.warning("type.failed", type=name, error=str(exc), retry_in=round(delay, 2))
-        self.mirror.record_type_status(name, ok=False, error=str(exc), at=iso_ms(time.time()))
+        record_type(self.mirror, name, exc, at=time.time())
 
     def _raise_failing(self, names: set[str]) -> None:
         """End a job run that went on past failing types by naming them (its outcome is then
@@ -364,7 +362,7 @@ class Bodies:
         """Type `name` synced: fresh for health, its backoff over, recorded in the mirror."""
         self.state.synced(name)
         self.faults.succeeded(name)
-        self.mirror.record_type_status(name, ok=True, at=iso_ms(time.time()))
+        record_type(self.mirror, name, None, at=time.time())
 
     def malls(self) -> list[int]:
         return self.running.malls()

@@ -16,7 +16,7 @@ from typing import Any
 from sync.channel.client import ChannelClient
 from sync.daemon.schedule import parse_stamp
 from sync.daemon.state import SyncState
-from sync.jobs.isolation import TypeFaults
+from sync.jobs.typefaults import TypeFaults
 from sync.readers.status import job_problems, proof_problems
 from sync.store import Mirror
 from sync.store import proof as proof_book

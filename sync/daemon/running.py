@@ -26,13 +26,13 @@ from sync.daemon.health import Gauges, Health
 from sync.daemon.runs import JobRuns
 from sync.daemon.state import SyncState
 from sync.jobs.fetch import Fetcher
-from sync.jobs.isolation import TypeFaults
-from sync.jobs.mallincludes import Members
+from sync.jobs.mallincludes import MallIncludes
 from sync.jobs.poll import Poller
 from sync.jobs.progress import Progress
 from sync.jobs.proof import Proof
 from sync.jobs.queueworker import QueueWorker
 from sync.jobs.reconcile import Reconciler
+from sync.jobs.typefaults import TypeFaults
 from sync.jobs.verify import Verifier
 from sync.model.catalogue import ResourceType
 from sync.store import Mirror
@@ -88,7 +88,7 @@ class Running:
     reconciler: Reconciler
     verifier: Verifier
     proof: Proof
-    members: Members
+    members: MallIncludes
     worker: QueueWorker
     runs: JobRuns
     health: Health
@@ -133,7 +133,7 @@ def build(
     )
     reconciler = Reconciler(client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share)
     fetcher = reconciler.fetcher  # one fetcher for the reconcile, the fast path and the notices
-    members = Members(
+    members = MallIncludes(
         client,
         mirror,
         fetcher,

@@ -62,7 +62,7 @@ class JobRuns:
         async def run() -> None:
             if self.storage.degraded:
                 self.metrics.job_runs.labels(job=name, outcome="paused").inc()
-                return  # resumes when the probe sees a write succeed (`Daemon._resumed`)
+                return  # resumes when the write check sees a write succeed (`Daemon._resumed`)
             try:
                 await self._attempt(name, fn, every)
             except asyncio.CancelledError:

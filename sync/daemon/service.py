@@ -11,8 +11,8 @@ check), each run recorded by `sync.daemon.runs`, at times `sync.daemon.schedule`
 `sync.daemon.health` reports.
 
 Faults are isolated: a type whose route answers badly fails and backs off alone while the other
-types' notices and polls go on (`sync.jobs.isolation`), and a mirror that cannot take writes
-(disk full, read-only, locked) degrades the daemon, pauses its writing work and is probed until
+types' notices and polls go on (`sync.jobs.typefaults`), and a mirror that cannot take writes
+(disk full, read-only, locked) degrades the daemon, pauses its writing work and is checked until
 it can (`sync.store.watch`): the daemon keeps running, reports it, and catches up by itself.
 
 Shutdown (SIGTERM/SIGINT): stop accepting notices, stop the scheduler, cancel the jobs. Every
@@ -48,13 +48,13 @@ from sync.daemon.systemd import Notifier, watchdog_loop
 from sync.ingest.receiver import Receiver
 from sync.ingest.subscriptions import Subscriptions
 from sync.jobs.backfill import Backfill
-from sync.jobs.isolation import TypeFaults
 from sync.jobs.pacing import proof_tick
 from sync.jobs.progress import Progress, for_terminal
+from sync.jobs.typefaults import TypeFaults
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms
 from sync.store import Mirror
-from sync.store.faults import probe
+from sync.store.faults import write_check
 from sync.store.runs import HEARTBEAT_S
 from sync.store.watch import StorageWatch
 
@@ -73,7 +73,7 @@ class Daemon:
         self.state = SyncState(self.types)
         # The scrape reads the open parts once they are built (`Metrics.watch`).
         self.metrics = Metrics()
-        # A mirror that cannot take writes degrades the daemon until a probe write succeeds;
+        # A mirror that cannot take writes degrades the daemon until a write check succeeds;
         # a type whose route answers badly backs off alone (module docstring).
         self.storage = StorageWatch(
             Path(settings.mirror.path), metrics=self.metrics, on_resumed=self._resumed
@@ -167,7 +167,7 @@ class Daemon:
         tasks = [
             asyncio.create_task(watchdog_loop(self.notifier, self.healthy), name="watchdog"),
             asyncio.create_task(
-                self.storage.run(lambda degraded: self._probe(mirror, degraded), self.stop),
+                self.storage.run(lambda degraded: self._check_writes(mirror, degraded), self.stop),
                 name="storage",
             ),
             asyncio.create_task(self._heartbeat(mirror), name="heartbeat"),
@@ -279,12 +279,12 @@ class Daemon:
                 with contextlib.suppress(sqlite3.Error):
                     mirror.heartbeat()
 
-    def _probe(self, mirror: Mirror, degraded: bool) -> None:
-        """The storage watch's write probe; while degraded it waits 0.2 s at most for another
+    def _check_writes(self, mirror: Mirror, degraded: bool) -> None:
+        """The storage watch's write check; while degraded it waits 0.2 s at most for another
         writer's lock (it runs every few seconds, on the event loop), and a full disk must
         have room again on its file system too."""
         fault = self.storage.fault
-        probe(
+        write_check(
             mirror.conn,
             mirror.path,
             busy_ms=200 if degraded else None,

@@ -14,13 +14,23 @@ its switch is off) becomes visible, and the type's version moves so no cached pa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import random
+from typing import Protocol
 
-from sync.emulator.hard import LATE_FEED_SECONDS
+from sync.emulator.hard import LATE_FEED_SECONDS, Hard
 from sync.emulator.records import Rec
 
-if TYPE_CHECKING:
-    from sync.emulator.dataset import Dataset
+
+class Dataset(Protocol):
+    """What `Late` reads and moves of the emulator's data (`sync.emulator.dataset.Dataset`)."""
+
+    hard: Hard
+    hard_rng: random.Random
+    version: dict[str, int]
+
+    def now(self) -> float: ...
+
+    def add(self, rec: Rec) -> None: ...
 
 
 class Late:

@@ -6,7 +6,7 @@ applied as dated evidence), `mallroutes` and `relroutes` (linkage from other rou
 `reconcile`, `proof` (the rolling proof of every scope once per staleness bound, with
 `proofdiff` its unit diff, `pacing` its arithmetic and `freshness` the change lag), `sideloads`,
 `verify`, `hours` (the malls' opening hours), `press` (the management
-API's press releases), `isolation` (faults kept in their type) and `progress`; with `fanout`
+API's press releases), `typefaults` (faults kept in their type) and `progress`; with `fanout`
 (bounded concurrency), `oneshot` (a command's mirror and client), `probe` (`ccsync probe`) and
 `accountmap` (which account reads which type, for `ccsync status`).
 

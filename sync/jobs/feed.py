@@ -23,9 +23,9 @@ import orjson
 
 from sync.channel.pages import Page
 from sync.core.logs import get_logger
-from sync.jobs.fetch import parse_id
 from sync.model import catalogue
 from sync.model.stamps import normalize_or_none
+from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 
 #: `_sync_meta` key of the counts of entries per unknown `resource_type` (JSON object).

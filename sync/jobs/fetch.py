@@ -9,27 +9,16 @@ in every scope: a notice or a listing that lacks a row is a hint, never proof.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sync.channel.client import ChannelClient
 from sync.channel.profile import META_KEY as PROFILE_KEY
 from sync.channel.profile import UpstreamProfile
-from sync.core.errors import BadResponseError, ListingMissingError, NotFoundError
+from sync.core.errors import ListingMissingError, NotFoundError
 from sync.model import catalogue
 from sync.model.scopes import Scope
+from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
-
-
-def parse_id(raw: Any) -> int:
-    """JSON:API ids are strings; the mirror keys rows by their integer value."""
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise BadResponseError(
-            f"the upstream listed a resource whose id {str(raw)[:40]!r} is not an integer",
-            hint="off-spec listing; nothing was deleted, and it will be retried on the next run",
-        ) from None
 
 
 async def confirm_mall_gone(client: ChannelClient, mall_id: int | str, exc: NotFoundError) -> None:
@@ -100,11 +89,6 @@ class Fetcher:
         if not gone:
             return 0
         return self.mirror.delete(scopes[0].rtype.name, gone)
-
-    def upstream_now(self) -> str:
-        """Now on the stamps' own scale, a lower bound (`sync.channel.clock`; never the `Date`
-        clock, which may run ahead of the stamps)."""
-        return self.client.clock.now()
 
     async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
         """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""

@@ -1,8 +1,8 @@
 """Freshness from the data: the time from a change upstream (its stamp) to its commit here.
 
 A stamp is on the upstream's clock, so the lag is measured against the upstream's now, never
-the local one: `upstream_now` is the one place that says what that is (today the client's
-learned offset; the shared upstream clock of #37 can replace its body alone).
+the local one: the client's `UpstreamClock` (`client.clock.now_ts()`, a lower bound, so a lag is
+never overstated by a `Date` clock that runs ahead of the stamps).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from sync.channel.client import ChannelClient
 from sync.model.stamps import normalize_or_none
 
 #: The paths a change reaches the mirror by (`sync_change_lag_seconds{path}`).
@@ -18,12 +17,6 @@ PATHS = ("notice", "poll", "proof")
 #: Told (type, path, lags in seconds) of the changes a path committed (the daemon observes
 #: them in `sync_change_lag_seconds` and keeps a summary for `ccsync status`).
 OnLag = Callable[[str, str, Sequence[float]], None]
-
-
-def upstream_now(client: ChannelClient) -> float:
-    """Now on the stamps' own scale, in epoch seconds (`sync.channel.clock`: a lower bound, so
-    a lag is never overstated by a `Date` clock that runs ahead of the stamps)."""
-    return client.clock.now_ts()
 
 
 def lags(stamps: Iterable[str | None], now: float) -> list[float]:

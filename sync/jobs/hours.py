@@ -33,14 +33,14 @@ class MallHours:
 
     def window(self, days: int) -> tuple[date, date]:
         """Every time zone's today and `days` on: from the day before the UTC date (on the
-        upstream's clock, its offset learnt from `Date` headers) to `days` after it.
+        upstream's `Date` clock, `UpstreamClock.date_ts`) to `days` after it.
 
         The spec gives a mall no time zone, so its "today" may be any date the Earth is on: a mall
         west of UTC is still on the UTC date - 1 from late afternoon (its time) on, and one east of
         UTC is on the UTC date at most (UTC+14 reaches date + 1 only near midnight UTC, inside the
         window anyway). The store replaces exactly this window (`Mirror.write_hours`).
         """
-        today = datetime.fromtimestamp(self.clock() + self.client.clock_offset, tz=UTC).date()
+        today = datetime.fromtimestamp(self.client.clock.date_ts(self.clock()), tz=UTC).date()
         return today - timedelta(days=1), today + timedelta(days=days)
 
     async def refresh_all(self, malls: Sequence[int], days: int, *, limit: int) -> None:

@@ -44,11 +44,12 @@ from sync.channel.pages import Page
 from sync.channel.paging import PAST_END
 from sync.core.errors import BadResponseError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher, parse_id
+from sync.jobs.fetch import Fetcher
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
 from sync.model.stamps import iso_ms, normalize_or_none
+from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 
 Mode = Literal["include", "per_mall"]
@@ -107,7 +108,7 @@ def _stamps(page: Page) -> dict[tuple[str, int], str | None]:
     return out
 
 
-class Members:
+class MallIncludes:
     """The mall-scoped types' fast path and its fallback; see the module docstring."""
 
     def __init__(

@@ -35,8 +35,9 @@ from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import confirm_mall_gone, parse_id
+from sync.jobs.fetch import confirm_mall_gone
 from sync.model import catalogue
+from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 from sync.store.schema import VIEWS
 

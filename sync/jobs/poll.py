@@ -40,14 +40,15 @@ from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
 from sync.jobs.feed import FeedEntries
-from sync.jobs.fetch import confirm_mall_gone, parse_id
-from sync.jobs.freshness import OnLag, changed_lags, upstream_now
+from sync.jobs.fetch import confirm_mall_gone
+from sync.jobs.freshness import OnLag, changed_lags
 from sync.jobs.lateness import Lookbacks
 from sync.jobs.walks import OutOfOrder, PollResult, TieOrder, walk_by_stamp, walk_unsorted
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms, normalize_or_none, shift
+from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
@@ -166,7 +167,7 @@ class Poller:
             )
             if self.on_lag is not None and ids:
                 after = self.mirror.stamps(rtype.name, ids)
-                now = upstream_now(self.client)
+                now = self.client.clock.now_ts()
                 self.on_lag(rtype.name, "poll", changed_lags(before, after, now))
 
         try:

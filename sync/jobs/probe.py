@@ -10,8 +10,8 @@ from __future__ import annotations
 from sync.channel.client import ChannelClient
 from sync.channel.profile import Profiler, UpstreamProfile
 from sync.core.config import Settings
-from sync.jobs.fetch import parse_id
 from sync.model import catalogue
+from sync.pipeline.encoding import parse_id
 
 #: Malls asked for the mall-scoped routes: a few, so a mall without rows of a type is not alone.
 PROBED_MALLS = 5

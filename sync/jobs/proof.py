@@ -34,7 +34,7 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import confirm_mall_gone, parse_id
+from sync.jobs.fetch import confirm_mall_gone
 from sync.jobs.freshness import OnLag
 from sync.jobs.mallincludes import _linkage, _stamps
 from sync.jobs.mallroutes import MallRoutes
@@ -47,6 +47,7 @@ from sync.jobs.relroutes import RelatedRoutes
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
+from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 from sync.store import proof as book_meta
 from sync.store.proof import ProofBook

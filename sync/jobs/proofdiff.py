@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from sync.channel.client import MAX_IDS, ChannelClient
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher, confirm_mall_gone, parse_id
-from sync.jobs.freshness import OnLag, lags, upstream_now
+from sync.jobs.fetch import Fetcher, confirm_mall_gone
+from sync.jobs.freshness import OnLag, lags
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
+from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 from sync.store.proof import ProofBook
@@ -118,7 +119,7 @@ class UnitDiff:
                 self.repaired(out, rtype.name, "missed_creation", created)
                 self.repaired(out, rtype.name, "missed_change", changed)
                 if self.on_lag is not None and (created or changed):
-                    now = upstream_now(self.client)
+                    now = self.client.clock.now_ts()
                     self.on_lag(
                         rtype.name,
                         "proof",

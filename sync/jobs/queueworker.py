@@ -13,7 +13,7 @@ are dropped with a warning rather than retried: they would block the queue behin
 
 Each type drains in a lane of its own (one task per type with notices waiting), so a route that
 answers badly holds up only its own type's notices: the failing type keeps them, backs off
-(`sync.jobs.isolation`: exponential, bounded) and is reported, while the other lanes go on. While
+(`sync.jobs.typefaults`: exponential, bounded) and is reported, while the other lanes go on. While
 the mirror cannot take writes (`sync.store.watch`) no lane starts; one that meets the fault ends
 with its notices kept, and the worker waits until a write succeeds again.
 Fetching by id is `sync.jobs.fetch`'s. Mall-scoped types need a mall for `filter[id]`; the rows a
@@ -40,13 +40,12 @@ from sync.channel.budget import Priority, current_priority
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher
-from sync.jobs.freshness import OnLag, changed_lags, upstream_now
-from sync.jobs.isolation import TypeFaults
-from sync.jobs.mallincludes import PER_MALL, Members, refused
+from sync.jobs.freshness import OnLag, changed_lags
+from sync.jobs.mallincludes import PER_MALL, MallIncludes, refused
 from sync.jobs.poll import Poller
+from sync.jobs.typefaults import TypeFaults, record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
-from sync.model.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.queue import ChangeQueue, QueueItem
 from sync.store.watch import StorageWatch
@@ -65,7 +64,7 @@ class QueueWorker:
         fetcher: Fetcher,
         types: Sequence[ResourceType],
         *,
-        members: Members,
+        members: MallIncludes,
         poller: Poller,
         concurrency: int,
         faults: TypeFaults,
@@ -166,9 +165,7 @@ class QueueWorker:
     def _record(self, type_name: str, exc: UpstreamError) -> None:
         """`ccsync status` shows the error as the type's last."""
         try:
-            self.mirror.record_type_status(
-                type_name, ok=False, error=str(exc), at=iso_ms(time.time())
-            )
+            record_type(self.mirror, type_name, exc, at=time.time())
         except Exception as err:  # recording it is a write: the mirror may not take it
             if self.storage.report(err) is None:
                 raise
@@ -270,7 +267,7 @@ class QueueWorker:
             await self.fetcher.fetch_and_write(scopes, ids)
             if self.on_lag is not None:
                 after = self.mirror.stamps(rtype.name, ids)
-                now = upstream_now(self.fetcher.client)
+                now = self.fetcher.client.clock.now_ts()
                 self.on_lag(rtype.name, "notice", changed_lags(before, after, now))
             return
         held = [i for i in ids if self.mirror.get(rtype.name, i) is not None]

@@ -38,7 +38,7 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import Fetcher, confirm_mall_gone, parse_id
+from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.poll import Poller
@@ -46,6 +46,7 @@ from sync.jobs.relroutes import RelatedRoutes
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
+from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 
 __all__ = [

@@ -24,9 +24,9 @@ from sync.channel.pages import Page, to_page
 from sync.channel.profile import RouteProfile, route_key
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import parse_id
 from sync.model import catalogue
 from sync.model.catalogue import Relationship, ResourceType
+from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 

@@ -39,11 +39,12 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import confirm_mall_gone, parse_id
+from sync.jobs.fetch import confirm_mall_gone
 from sync.jobs.oneshot import connected
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms
+from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 from sync.store.repair import Repair, repair_page

@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 from xxhash import xxh3_128_digest
 
+from sync.core.errors import BadResponseError
+
 #: SQLite's integer bounds.
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -56,9 +58,22 @@ def version(res: dict[str, Any]) -> object:
     return xxh3_128_digest(dumps(res))
 
 
-def to_int(raw: Any) -> int | None:
-    """An upstream id as the integer key of the mirror, or None when it is not one."""
+def id_or_none(raw: Any) -> int | None:
+    """An upstream id as the integer key of the mirror, or None when it is not one (a row of a
+    page is then skipped rather than poisoning the page)."""
     try:
         return int(raw)
     except (TypeError, ValueError):
         return None
+
+
+def parse_id(raw: Any) -> int:
+    """JSON:API ids are strings; the mirror keys rows by their integer value. An id that is not
+    one is an off-spec answer (`BadResponseError`), where an id decides what to fetch or delete."""
+    rid = id_or_none(raw)
+    if rid is None:
+        raise BadResponseError(
+            f"the upstream listed a resource whose id {str(raw)[:40]!r} is not an integer",
+            hint="off-spec listing; nothing was deleted, and it will be retried on the next run",
+        )
+    return rid

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sync.model.catalogue import ResourceType
-from sync.pipeline.encoding import to_int
+from sync.pipeline.encoding import id_or_none
 
 _MISSING = object()
 #: Per to-many relationship: (owner id, related ids) of each resource that sent its linkage.
@@ -32,9 +32,11 @@ def take_linkage(
         if data is _MISSING:
             continue
         if rel.to_one:
-            columns[rel.column] = to_int(data.get("id")) if isinstance(data, dict) else None
+            columns[rel.column] = id_or_none(data.get("id")) if isinstance(data, dict) else None
         elif isinstance(data, list):
             related = [
-                i for d in data if isinstance(d, dict) and (i := to_int(d.get("id"))) is not None
+                i
+                for d in data
+                if isinstance(d, dict) and (i := id_or_none(d.get("id"))) is not None
             ]
             links.setdefault(rel.name, []).append((rid, related))

@@ -20,7 +20,7 @@ from sync.model.catalogue import ResourceType
 from sync.model.columns import VALUE_KINDS
 from sync.pipeline.batches import Staged, StagedPage
 from sync.pipeline.checks import check_stamps, check_values
-from sync.pipeline.encoding import encode, to_int, version
+from sync.pipeline.encoding import encode, id_or_none, version
 from sync.pipeline.linkage import take_linkage
 from sync.pipeline.seen import Seen, written_already
 
@@ -50,7 +50,7 @@ def stage(
     folded: set[str] = set()
     docs: list[dict[str, Any]] = []
     for res in resources:
-        rid = to_int(res.get("id"))
+        rid = id_or_none(res.get("id"))
         if rid is None:
             continue  # not an id the mirror can key: skip rather than poison the page
         doc: dict[str, Any] = res.get("attributes") or {}
@@ -123,7 +123,7 @@ def stage_resources(
             by_type.setdefault(name, []).append(res)
     if written is not None and len(written):
         for name, items in by_type.items():
-            ids = [to_int(res.get("id")) for res in items]
+            ids = [id_or_none(res.get("id")) for res in items]
             held = written.versions_of(name, ids)
             if held:
                 by_type[name] = [

@@ -9,39 +9,14 @@ so it knows to re-read the mirror instead of missing changes without a word. The
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from sync.store import Mirror
+from sync.store.changes import Change
 
 #: Entries read per query while catching up.
 BATCH = 1000
-
-
-@dataclass(frozen=True)
-class Change:
-    """One entry: `op` is upsert, delete, repair, links or backfill; or `pruned` (entries up to
-    `seq` were dropped by retention before this reader saw them; `type` is `*`)."""
-
-    seq: int
-    type: str
-    id: int | None
-    op: str
-    updated_at: str | None
-    at: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def line(self, *, as_json: bool = False) -> str:
-        """As printed: tab-separated `SEQ TYPE ID OP UPDATED_AT`, or one JSON object."""
-        if as_json:
-            return json.dumps(self.as_dict())
-        rid = "" if self.id is None else str(self.id)
-        return f"{self.seq}\t{self.type}\t{rid}\t{self.op}\t{self.updated_at or ''}"
 
 
 def changes(
@@ -64,10 +39,9 @@ def changes(
         # without reading them again, and misses none written while it reads.
         top = mirror.last_change()
         batch = mirror.changes(since, BATCH, types=types, upto=top)
-        for entry in batch:
-            yield Change(*entry)
+        yield from batch
         if len(batch) == BATCH:
-            since = batch[-1][0]
+            since = batch[-1].seq
             continue
         since = max(since, top)
         if not follow:

@@ -22,16 +22,39 @@ that a reader asking from before it is told, instead of missing changes without 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sync.model import catalogue
 from sync.model.stamps import iso_ms, now_iso
 
-#: One entry of the feed: (seq, type, id, op, updated_at, at).
-Change = tuple[int, str, int | None, str, str | None, str]
+
+class Change(NamedTuple):
+    """One entry of the feed: `op` is upsert, delete, repair, links or backfill; or `pruned`
+    (entries up to `seq` were dropped by retention before its reader saw them; `type` is `*`,
+    `at` None). A tuple, `(seq, type, id, op, updated_at, at)`, with names."""
+
+    seq: int
+    type: str
+    id: int | None
+    op: str
+    updated_at: str | None
+    at: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+    def line(self, *, as_json: bool = False) -> str:
+        """As `ccsync changes` prints it: tab-separated `SEQ TYPE ID OP UPDATED_AT`, or one
+        JSON object."""
+        if as_json:
+            return json.dumps(self.as_dict())
+        rid = "" if self.id is None else str(self.id)
+        return f"{self.seq}\t{self.type}\t{rid}\t{self.op}\t{self.updated_at or ''}"
+
 
 #: `_sync_meta` key: the sequence number of the last entry retention dropped.
 PRUNED_KEY = "changes_pruned_through"
@@ -225,7 +248,7 @@ def read(
         where += f" AND type IN ({','.join('?' * len(types))})"
         args += types
     return [
-        (int(seq), str(type_), rid, str(op), stamp, str(at))
+        Change(int(seq), str(type_), rid, str(op), stamp, str(at))
         for seq, type_, rid, op, stamp, at in conn.execute(
             f"SELECT seq, type, id, op, updated_at, at FROM _sync_changes WHERE {where} "
             "ORDER BY seq LIMIT ?",

@@ -12,7 +12,7 @@ as a traceback:
 
 `storage_fault` turns such an exception into a `StorageFault` naming the file, the cause and the
 fix; any other exception is left alone (a damaged file or a bug must still be seen as one).
-`probe` is the daemon's cheap write check (`sync.store.watch`).
+`write_check` is the daemon's cheap write check (`sync.store.watch`).
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ _FIXES = {
     LOCKED: "close whatever holds it open for writing (a sqlite3 shell, a backup tool)",
 }
 
-#: Bytes the write probe allocates and frees again in the same transaction: the pages of a
+#: Bytes the write check allocates and frees again in the same transaction: the pages of a
 #: file that cannot grow by that much (a few pages' writes, not a page of listings) fail it.
 #: Cheap: SQLite writes no page freed in the transaction that allocated it, and the file keeps
 #: them as free pages, which the next writes reuse.
-PROBE_BYTES = 1024 * 1024
-#: A full disk is over only when at least this much is free again: the probe's pages fit in
+CHECK_BYTES = 1024 * 1024
+#: A full disk is over only when at least this much is free again: the check's pages fit in
 #: a file system that the next page write would fill at once.
 MIN_FREE = 4 * 1024 * 1024
 
@@ -116,14 +116,14 @@ def _size(n: int | None) -> str:
     return f"{n} bytes"
 
 
-def probe(
+def write_check(
     conn: sqlite3.Connection, path: Path, *, busy_ms: int | None = None, room: bool = False
 ) -> None:
-    """Commit a write that needs new pages (`PROBE_BYTES` in `_sync_meta`, removed again in
+    """Commit a write that needs new pages (`CHECK_BYTES` in `_sync_meta`, removed again in
     the same transaction), or raise what the mirror raises. With `room` (a full disk is to be
     over), also a `disk_full` fault while under `MIN_FREE` is free. `busy_ms` waits that long
     for another writer's lock instead of the connection's `busy_timeout` (a degraded daemon
-    probes often, on its event loop: it must not stall)."""
+    checks often, on its event loop: it must not stall)."""
     free = free_bytes(path) if room else None
     if free is not None and free < MIN_FREE:
         raise fault(DISK_FULL, path, f"under {_size(MIN_FREE)} free", then="retrying")
@@ -134,10 +134,10 @@ def probe(
     try:
         with write_transaction(conn):
             conn.execute(
-                "INSERT OR REPLACE INTO _sync_meta (key, value) VALUES ('write_probe', zeroblob(?))",
-                (PROBE_BYTES,),
+                "INSERT OR REPLACE INTO _sync_meta (key, value) VALUES ('write_check', zeroblob(?))",
+                (CHECK_BYTES,),
             )
-            conn.execute("DELETE FROM _sync_meta WHERE key = 'write_probe'")
+            conn.execute("DELETE FROM _sync_meta WHERE key = 'write_check'")
     finally:
         if before is not None:
             conn.execute(f"PRAGMA busy_timeout={before}")

@@ -12,21 +12,17 @@ index against its table (`sync.store.migrations`), too slow to do on every open.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sync.model import catalogue
 from sync.model.stamps import now_iso
 from sync.store import changes, memberships
 from sync.store.ftsbuild import SideBuild
-
-if TYPE_CHECKING:
-    from sync.store.mirror import Mirror
+from sync.store.opened import OpenMirror
 
 #: `_sync_meta` key set while `create` runs.
 END_PHASE = "end_phase_started_at"
 
 
-def create(mirror: Mirror) -> None:
+def create(mirror: OpenMirror) -> None:
     """Build any missing index of the content and link tables, the full-text indexes, the
     feed's triggers and the views. Missing full-text indexes are built beside the mirror while
     the B-tree indexes are built in it."""
@@ -64,7 +60,7 @@ def create(mirror: Mirror) -> None:
     mirror.set_meta(END_PHASE, None)
 
 
-def defer(mirror: Mirror, deferred: bool) -> None:
+def defer(mirror: OpenMirror, deferred: bool) -> None:
     """Defer the indexes and the feed's triggers (a bulk load begins), or build them (it
     ends): the feed then gets one `backfill` entry per type loaded, not one per row."""
     was = mirror.schema.defer_indexes

@@ -77,20 +77,6 @@ def add(conn: sqlite3.Connection, type_name: str, pairs: Iterable[tuple[int, int
     )
 
 
-def add_held(conn: sqlite3.Connection, type_name: str, mall_id: int, ids: Sequence[int]) -> None:
-    """`mall_id` lists those of `ids` the mirror holds: their pairs, and their `mall_id`."""
-    for start in range(0, len(ids), 500):
-        chunk = list(ids[start : start + 500])
-        held = [
-            int(r[0])
-            for r in conn.execute(
-                f"SELECT id FROM [{type_name}] WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            )
-        ]
-        add(conn, type_name, [(mall_id, i) for i in held])
-        refresh_mall_id(conn, type_name, held)
-
-
 def remove(conn: sqlite3.Connection, type_name: str, mall_id: int, ids: Sequence[int]) -> int:
     """Remove the pairs of `ids` in `mall_id`; re-point their `mall_id`. Returns pairs removed."""
     if not ids or not _exists(conn, table(type_name)):

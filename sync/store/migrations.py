@@ -12,21 +12,18 @@ the tables that derive from them, and the indexes come last.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sync.model import catalogue
 from sync.model.columns import declared
 from sync.store import fts, indexes, memberships, runs
 from sync.store.ftsbuild import remove_scratch
 from sync.store.links import link_tables
+from sync.store.opened import OpenMirror
 from sync.store.schema import PYTYPE, Schema, foreign_keys, link_sql
 from sync.store.scripts import migrate_scripts
 from sync.store.transaction import write_transaction
 
-if TYPE_CHECKING:
-    from sync.store.mirror import Mirror
-
-Step = Callable[["Mirror"], None]
+Step = Callable[[OpenMirror], None]
 
 #: (name, step) in the order `apply` runs them.
 MIGRATIONS: list[tuple[str, Step]] = []
@@ -42,18 +39,18 @@ def migration(name: str) -> Callable[[Step], Step]:
     return register
 
 
-def apply(mirror: Mirror) -> None:
+def apply(mirror: OpenMirror) -> None:
     """Run every step, in order, on an existing mirror opened for writing."""
     for _name, step in MIGRATIONS:
         step(mirror)
 
 
-def _content_tables(mirror: Mirror) -> list[str]:
+def _content_tables(mirror: OpenMirror) -> list[str]:
     return [t for t in catalogue.TYPES if mirror.has_table(t)]
 
 
 @migration("declared_column_types")
-def declared_column_types(mirror: Mirror) -> None:
+def declared_column_types(mirror: OpenMirror) -> None:
     """Give columns the type the spec declares (a first page of nulls once made
     `social_feeds.is_active` TEXT), converting the stored values in place."""
     schema = mirror.schema
@@ -68,7 +65,7 @@ def declared_column_types(mirror: Mirror) -> None:
 
 
 @migration("foreign_keys")
-def declare_foreign_keys(mirror: Mirror) -> None:
+def declare_foreign_keys(mirror: OpenMirror) -> None:
     """Declare the foreign keys older tables lack: content tables through sqlite-utils'
     `transform`, link tables rebuilt in one savepoint. A table that has them is left."""
     schema = mirror.schema
@@ -119,25 +116,25 @@ def _rebuild_link_table(
 
 
 @migration("memberships")
-def mall_memberships(mirror: Mirror) -> None:
+def mall_memberships(mirror: OpenMirror) -> None:
     """Each mall-scoped row's `mall_id` becomes its first membership (`sync.store.memberships`)."""
     memberships.migrate(mirror.conn, lambda name: memberships.ensure(mirror.schema, name))
 
 
 @migration("scripts_per_position")
-def scripts_per_position(mirror: Mirror) -> None:
+def scripts_per_position(mirror: OpenMirror) -> None:
     """`meta_scripts` keyed by resource type and position (`sync.store.scripts`)."""
     migrate_scripts(mirror.conn)
 
 
 @migration("run_records")
-def run_records(mirror: Mirror) -> None:
+def run_records(mirror: OpenMirror) -> None:
     """`_sync_runs` gets each run's pid and last sign of life (`sync.store.runs`)."""
     runs.add_columns(mirror.conn)
 
 
 @migration("unfinished_end_phase")
-def unfinished_end_phase(mirror: Mirror) -> None:
+def unfinished_end_phase(mirror: OpenMirror) -> None:
     """An end phase killed part way (`indexes.END_PHASE` still set): its scratch file goes, and
     every full-text index is checked against its table. Whatever the marker, an index left
     without its triggers (or triggers without their index) is rebuilt."""
@@ -149,7 +146,7 @@ def unfinished_end_phase(mirror: Mirror) -> None:
 
 
 @migration("tombstone_source")
-def tombstone_source(mirror: Mirror) -> None:
+def tombstone_source(mirror: OpenMirror) -> None:
     """Tombstones say who wrote them (`source`; only the deletions feed writes them now,
     `sync.store.deletions`). An older sync also tombstoned rows it only inferred gone, at a
     moment of its own clock, and cannot tell which were which: its tombstones are dropped,
@@ -165,6 +162,6 @@ def tombstone_source(mirror: Mirror) -> None:
 
 
 @migration("indexes")
-def missing_indexes(mirror: Mirror) -> None:
+def missing_indexes(mirror: OpenMirror) -> None:
     """A bulk load interrupted before its indexes were built: they are built now."""
     indexes.create(mirror)

@@ -328,13 +328,6 @@ class Mirror(BookkeepingMixin):
 
     # -- memberships ---------------------------------------------------------------------------
 
-    def add_memberships(self, type_name: str, mall_id: int, ids: Sequence[int]) -> None:
-        """`mall_id` lists `ids` (rows the mirror holds): record the pairs, re-point `mall_id`."""
-        if ids and self.has_table(type_name):
-            memberships.ensure(self.schema, type_name)
-            with write_transaction(self.conn):
-                memberships.add_held(self.conn, type_name, mall_id, ids)
-
     def remove_memberships(self, type_name: str, mall_id: int, ids: Sequence[int]) -> int:
         """`mall_id` no longer lists `ids`: a change of membership, never a deletion."""
         with write_transaction(self.conn):

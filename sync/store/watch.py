@@ -6,10 +6,10 @@ The daemon is then degraded with that reason: one `storage.degraded` error line 
 traceback), `/healthz` answers 503 naming it, `sync_degraded{reason}` is 1, `ccsync status`
 says so, and the work that writes pauses: jobs skip their runs, the worker waits, and the
 receiver answers 503 so that the upstream retries a delivery instead of counting it done. A
-write probe (`faults.probe`) runs every `interval` seconds meanwhile; the first that commits
+write check (`faults.write_check`) runs every `interval` seconds meanwhile; the first that commits
 ends it (`storage.recovered`), and `on_resumed` runs (the daemon checks its webhook
 subscriptions, which the upstream drops after 5 refused deliveries, and polls at once). While
-healthy the probe runs every `healthy_interval` seconds, so a full disk is reported even when
+healthy the check runs every `healthy_interval` seconds, so a full disk is reported even when
 nothing else is writing.
 
 `ccsync status` opens the mirror read-only and cannot ask the daemon; on a full disk the daemon
@@ -37,7 +37,7 @@ from sync.store.faults import REASONS, storage_fault
 if TYPE_CHECKING:  # the metrics module loads prometheus_client: the daemon's only
     from sync.core.metrics import Metrics
 
-#: Seconds between write probes while degraded, and while healthy.
+#: Seconds between write checks while degraded, and while healthy.
 PROBE_INTERVAL = 5.0
 HEALTHY_PROBE_INTERVAL = 30.0
 #: How a fault's fix ends in the daemon's reports.
@@ -92,7 +92,7 @@ class StorageWatch:
         self.log = get_logger("sync.storage")
         self._fd: int | None = None
         self._began = 0.0
-        self._other: str | None = None  # a probe failure that is no storage fault, logged once
+        self._other: str | None = None  # a check's failure that is no storage fault, logged once
         if metrics is not None:
             for reason in REASONS:
                 metrics.degraded.labels(reason=reason).set(0)
@@ -145,8 +145,8 @@ class StorageWatch:
             "since": self.since,
         }
 
-    async def run(self, probe: Callable[[bool], None], stop: asyncio.Event) -> None:
-        """Probe until `stop`: `probe(degraded)` raises what a write raises now."""
+    async def run(self, check: Callable[[bool], None], stop: asyncio.Event) -> None:
+        """Check until `stop`: `check(degraded)` raises what a write raises now."""
         self._open()
         try:
             while not stop.is_set():
@@ -156,11 +156,11 @@ class StorageWatch:
                 if stop.is_set():
                     return
                 try:
-                    probe(self.fault is not None)
+                    check(self.fault is not None)
                 except Exception as exc:
                     if self.report(exc) is None and str(exc) != self._other:
                         self._other = str(exc)
-                        self.log.error("storage.probe_failed", error=str(exc))
+                        self.log.error("storage.check_failed", error=str(exc))
                     continue
                 self._other = None
                 if self.fault is not None:

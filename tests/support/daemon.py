@@ -12,12 +12,12 @@ from tests.support.waiting import eventually
 
 
 @asynccontextmanager
-async def running(settings: Settings, *, probe_every: float | None = None) -> AsyncIterator[Daemon]:
-    """The daemon, backfilled and ready; stopped on leaving. `probe_every`: how often it
-    probes its mirror's storage (seconds), for the suites that fill or lock it."""
+async def running(settings: Settings, *, check_every: float | None = None) -> AsyncIterator[Daemon]:
+    """The daemon, backfilled and ready; stopped on leaving. `check_every`: how often it
+    checks that its mirror takes writes (seconds), for the suites that fill or lock it."""
     daemon = Daemon(settings)
-    if probe_every is not None:
-        daemon.storage.interval = daemon.storage.healthy_interval = probe_every
+    if check_every is not None:
+        daemon.storage.interval = daemon.storage.healthy_interval = check_every
     task = asyncio.create_task(daemon.run())
     try:
         await eventually(lambda: daemon.is_ready or task.done(), timeout=60)

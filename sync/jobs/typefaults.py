@@ -6,8 +6,9 @@ type only. The queue worker and the poll job record each failure here; the type 
 an exponential backoff (`base` seconds doubling per failure in a row, at most `cap`) before its
 next attempt, while every other type goes on. One success ends it. `ccsync status` shows each
 type's last error (whoever met the failure, the queue worker or a daemon job, records it in the
-mirror), `/healthz` lists the failing types, and `sync_type_errors_total{type}` /
-`sync_type_failures{type}` count them.
+mirror through `record_type`, the one writer of a type's outcome), `/healthz` lists the failing
+types, and `sync_type_errors_total{type}` / `sync_type_failures{type}` count them. A type the
+account may not read (403) is no fault: it is skipped, recorded with `skipped_line`'s words.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sync.core.errors import ForbiddenError
+from sync.model.stamps import iso_ms
+from sync.store import Mirror
+
 if TYPE_CHECKING:  # the metrics module loads prometheus_client: the daemon's only
     from sync.core.metrics import Metrics
 
@@ -24,6 +29,25 @@ if TYPE_CHECKING:  # the metrics module loads prometheus_client: the daemon's on
 BASE_BACKOFF = 2.0
 #: The longest a failing type waits between attempts.
 MAX_BACKOFF = 120.0
+
+
+def skipped_line(exc: ForbiddenError) -> str:
+    """How a type the account may not read is reported (`ccsync status`, a backfill's report)."""
+    return f"not readable by this account (403); skipped: {exc.message}"
+
+
+def record_type(
+    mirror: Mirror, type_name: str, outcome: Exception | str | None, *, at: float
+) -> str | None:
+    """Record in the mirror how type `type_name` ended at `at` (epoch seconds): synced when
+    `outcome` is None, else its last error (an exception's text, a 403 as `skipped_line`, or
+    the line given). Returns the error line recorded, None for a success."""
+    if outcome is None:
+        mirror.record_type_status(type_name, ok=True, at=iso_ms(at))
+        return None
+    error = skipped_line(outcome) if isinstance(outcome, ForbiddenError) else str(outcome)
+    mirror.record_type_status(type_name, ok=False, error=error, at=iso_ms(at))
+    return error
 
 
 @dataclass

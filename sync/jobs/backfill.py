@@ -16,10 +16,10 @@ Shape of a run:
    guard (a listing that comes back empty where the mirror holds rows empties nothing). It runs
    only for a type where something may have been skipped (`sync.jobs.missedrows`).
 5. The incremental cursor of every scope, and of the deletions feed, is set to the moment the
-   backfill *first* started (kept across resumes), so the daemon re-reads everything that changed
-   while the backfill ran.
-6. Beside the pages: the malls' hours (`sync.jobs.hours`); after them, the management API's press
-   releases (`sync.jobs.press`) when `[management]` is configured.
+   backfill *first* started (kept across resumes, `sync.jobs.backfillrun`), so the daemon
+   re-reads everything that changed while the backfill ran.
+6. Beside the pages: the malls' hours (`sync.jobs.hours`); after them, the linkage the pages
+   could not carry and the management API's press releases (`sync.jobs.backfilltail`).
 
 `run_backfill` is the library entry of `ccsync backfill`; the daemon runs `Backfill` itself.
 """
@@ -33,23 +33,22 @@ import gc
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, field
 
 from sync.channel.client import ChannelClient
 from sync.channel.paging import PAST_END, next_number
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
+from sync.jobs import backfillrun, backfilltail
+from sync.jobs.backfillrun import BackfillReport, TypeReport
 from sync.jobs.fanout import bounded
 from sync.jobs.fetch import confirm_mall_gone
 from sync.jobs.hours import MallHours
-from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.missedrows import MissedRows
 from sync.jobs.oneshot import connected
-from sync.jobs.press import mirror_press
 from sync.jobs.progress import NullProgress, Progress, for_terminal
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
-from sync.jobs.relroutes import RelatedRoutes
+from sync.jobs.typefaults import record_type
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -68,8 +67,6 @@ DELETIONS = catalogue.DELETIONS_FEED
 #: it takes when the workers are backed up, `STAGE_HERE_AT`, leave out what this memo holds).
 #: ~2 MB when full.
 IN_FLIGHT_MEMO = 20_000
-#: `_sync_meta` key: the local Unix time the running backfill first started (`cursor_start`).
-STARTED_LOCAL = "backfill_started_local"
 
 #: Pages in flight per page worker, beyond `concurrency` (see `Backfill.in_flight`).
 PAGES_PER_WORKER = 24
@@ -81,35 +78,6 @@ STAGE_HERE_AT = 12
 #: Pages per transaction in a one-shot backfill (at most 2 s apart): fewer commits, each of which
 #: rewrites the B-tree pages it touched; same resume guarantees.
 GROUP_PAGES = 256
-
-
-@dataclass
-class TypeReport:
-    """What the backfill did for one type."""
-
-    rows: int = 0
-    pages: int = 0
-    #: Pages an interrupted run had committed, which this one resumed after.
-    resumed: int = 0
-    repaired: int = 0
-    removed: int = 0
-    error: str | None = None
-    #: Malls whose listing still changed under the last missed-row pass allowed: rows of them
-    #: may be missing (`ccsync backfill` then exits 1).
-    unsettled: list[int] = field(default_factory=list)
-
-
-@dataclass
-class BackfillReport:
-    """What one `ccsync backfill` run did, per type."""
-
-    types: dict[str, TypeReport] = field(default_factory=dict)
-    started_at: str = ""
-    seconds: float = 0.0
-
-    @property
-    def rows(self) -> int:
-        return sum(t.rows for t in self.types.values())
 
 
 async def run_backfill(
@@ -131,10 +99,9 @@ async def run_backfill(
 async def mirror_management_press(
     mirror: Mirror, settings: ManagementSettings, report: BackfillReport, *, fail_fast: bool = True
 ) -> None:
-    """The press release job (`sync.jobs.press`), its rows and removals entered in `report`."""
+    """The press release job (`sync.jobs.backfilltail`), its rows and removals in `report`."""
     t = report.types.setdefault("mgmt_press_releases", TypeReport())
-    result = await mirror_press(mirror, settings, fail_fast=fail_fast)
-    t.rows, t.removed = result.rows, result.removed
+    t.rows, t.removed = await backfilltail.press_releases(mirror, settings, fail_fast=fail_fast)
 
 
 @contextlib.contextmanager
@@ -207,9 +174,11 @@ class Backfill:
         run_id = self.mirror.start_run("backfill")
         status, error = "failed", None
         try:
-            started_at = await self._begin(restart)
+            started_at = await backfillrun.begin(
+                self.client, self.mirror, self.settings, restart=restart, clock=self.clock
+            )
             self.report.started_at = started_at
-            prefilled = (self.mirror.get_meta("backfill_prefilled") or "").strip(",")
+            prefilled = (self.mirror.get_meta(backfillrun.PREFILLED) or "").strip(",")
             self.mirror.defer_indexes(not prefilled)
             with self.progress, _bulk_gc():
                 if self.group_commit:
@@ -225,7 +194,7 @@ class Backfill:
                     self.mirror.end_group_commit()
                     self.pages = PagePool(0)
             self.mirror.defer_indexes(False)
-            await self._mall_routes()
+            await backfilltail.fill_linkage(self.client, self.mirror, self.settings)
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "stopped"  # asked to stop: no error of its own
@@ -241,9 +210,7 @@ class Backfill:
             with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
                 self.mirror.finish_run(run_id, status=status, rows=self.report.rows, error=error)
         if status in ("ok", "partial"):
-            # A finished backfill starts the next one afresh; the cursors carry its start.
-            self.mirror.set_meta("backfill_started_at", None)
-            self.mirror.set_meta(STARTED_LOCAL, None)
+            backfillrun.finish(self.mirror)
         self.log.info(
             "backfill.done",
             rows=self.report.rows,
@@ -252,55 +219,9 @@ class Backfill:
         )
         return self.report
 
-    async def _begin(self, restart: bool) -> str:
-        """The start of this backfill: an interrupted one's, kept across resumes, or a new one,
-        which forgets the last one's checkpoints (never which types were completed,
-        `Mirror.completed_types`) only once the upstream answered a login: one refused at
-        login, or unreachable, leaves the mirror as it was."""
-        started_at = self.mirror.get_meta("backfill_started_at")
-        if not restart and started_at is not None:
-            return started_at
-        if not self.client.credentials.has_token:
-            await self.client.login()
-        self.mirror.set_meta(STARTED_LOCAL, f"{self.clock():.3f}")
-        started_at = self.client.clock.now()
-        prefilled = [
-            t.name for t in self.settings.upstream.mirrored_types() if self.mirror.count(t.name)
-        ]
-        self.mirror.reset_backfill()
-        self.mirror.set_meta("backfill_prefilled", ",".join(prefilled))
-        self.mirror.set_meta("backfill_started_at", started_at)
-        return started_at
-
-    async def _mall_routes(self) -> None:
-        """Contacts' and deals' malls, from the mall routes unless a cheaper source is proven
-        (`sync.jobs.mallroutes`; after the end phase, which makes the view it checks)."""
-        # The linkage of include paths the upstream refused, from the relationships' own
-        # routes (`sync.jobs.relroutes`); none refused, nothing asked.
-        await RelatedRoutes(self.client, self.mirror).fill(self.settings.upstream.mirrored_types())
-        names = [t.name for t in self.settings.upstream.mirrored_types()]
-        if not {"contacts", "deals"} & set(names):
-            return
-        try:
-            await MallRoutes(self.client, self.mirror).refresh(
-                names, list(self.mirror.ids("malls")), check_deals=False
-            )
-        except ForbiddenError as exc:
-            self.log.warning("backfill.mall_routes_forbidden", hint=exc.hint)
-
     def cursor_start(self, started_at: str) -> str:
-        """The cursors a finished scope gets: the local moment the backfill first started,
-        on the stamps' scale as the client knows it *now* (`sync.channel.clock`): the offset
-        learned by the end is the best one, and still a lower bound of the stamps' "now" at the
-        start, so the daemon re-reads everything that changed meanwhile. `started_at` while
-        no stamp was seen, or for a run started by a version that kept no local start."""
-        local = self.mirror.get_meta(STARTED_LOCAL)
-        if not local or self.client.clock.offset is None:
-            return started_at
-        try:
-            return iso_ms(self.client.clock.at(float(local)))
-        except ValueError:
-            return started_at
+        """The cursors a finished scope gets (`backfillrun.cursor_start`)."""
+        return backfillrun.cursor_start(self.client, self.mirror, started_at)
 
     async def _run_types(self, started_at: str) -> None:
         types = self.settings.upstream.mirrored_types()
@@ -364,24 +285,20 @@ class Backfill:
                 self.mirror.finish_backfill(rtype.name, s.key, finished_at=iso_ms(self.clock()))
                 if self.mirror.get_cursor(rtype.name, s.key) is None:
                     self.mirror.set_cursor(rtype.name, s.key, started_at)
-            self.mirror.record_type_status(rtype.name, ok=True, at=iso_ms(self.clock()))
+            record_type(self.mirror, rtype.name, None, at=self.clock())
             self.mirror.type_completed(rtype.name, iso_ms(self.clock()))
         except MassDeleteRefused as exc:
-            report.error = f"{exc} (check the upstream, then run `ccsync reconcile --force`)"
-            self.mirror.record_type_status(
-                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
+            report.error = record_type(
+                self.mirror,
+                rtype.name,
+                f"{exc} (check the upstream, then run `ccsync reconcile --force`)",
+                at=self.clock(),
             )
         except ForbiddenError as exc:
-            report.error = f"not readable by this account (403); skipped: {exc.message}"
+            report.error = record_type(self.mirror, rtype.name, exc, at=self.clock())
             self.log.warning("backfill.type_forbidden", type=rtype.name, hint=exc.hint)
-            self.mirror.record_type_status(
-                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
-            )
         except UpstreamError as exc:
-            report.error = str(exc)
-            self.mirror.record_type_status(
-                rtype.name, ok=False, error=report.error, at=iso_ms(self.clock())
-            )
+            report.error = record_type(self.mirror, rtype.name, exc, at=self.clock())
             raise
         finally:
             self.progress.done(rtype.name)

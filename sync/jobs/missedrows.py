@@ -4,9 +4,10 @@ Pages are sorted by id, so creates land at the end and updates move nothing: a r
 only when a row before it leaves the listing mid-walk. The pass itself is the reconcile
 (`sync.jobs.reconcile`, ids and stamps listed again); it costs a listing of the whole type, so
 it runs only on evidence that something left: what the walk saw (a short page, a `links.last`
-that moved), what the upstream says changed since the backfill started, or, for a mall's
-listing of several pages (whose rows leave with no trace: a silent move), a page that no longer
-answers 304 to the ETag it was served with (`moved`). A mall's listing is passed again until
+that moved), a row the upstream says changed since the backfill started and the walk did not
+read as it is (`sync.jobs.changedsince`), or, for a mall's listing of several pages (whose rows
+leave with no trace: a silent move), a page that no longer answers 304 to the ETag it was
+served with (`moved`). A mall's listing is passed again until
 a pass sees it hold still (`repair`); one that never does is reported unsettled.
 """
 
@@ -19,11 +20,12 @@ from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
+from sync.jobs.changedsince import changed_since
 from sync.jobs.fanout import bounded
 from sync.jobs.reconcile import Reconciler
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
-from sync.model.scopes import Scope, scopes_of
+from sync.model.scopes import Scope
 from sync.store import Mirror
 
 #: Missed-row passes over one mall's listing at most: each pass that saw the listing change
@@ -149,7 +151,7 @@ class MissedRows:
                         )
                     if name in (rtype.name, None):
                         return True
-            if await self._changed_since(rtype, started_at):
+            if await changed_since(self.client, self.mirror, rtype, started_at):
                 self.log.info(
                     "backfill.changed_while_walked",
                     type=rtype.name,
@@ -188,28 +190,6 @@ class MissedRows:
             "missing; run `ccsync reconcile` once it holds still",
         )
         return out
-
-    async def _changed_since(self, rtype: ResourceType, started_at: str) -> bool:
-        """Whether any row of a top-level type changed since the backfill started (one row of
-        `filter[updated_at][gte]` per scope). A row that changed can leave a listing mid-walk
-        (a deal made Private leaves the Public listing), which page-number paging turns into a
-        skipped row. Mall-scoped rows move between malls without a new stamp: no request can
-        show that, and the reconcile's listings catch it."""
-        if rtype.level != "top" or not rtype.has_updated_at:
-            return False
-        for scope in scopes_of(rtype, []):
-            page = await self.client.list_page(
-                rtype,
-                1,
-                scope_params=scope.params,
-                params={"filter[updated_at][gte]": started_at},
-                fields=["updated_at"],
-                include=False,
-                size=1,
-            )
-            if page.resources:
-                return True
-        return False
 
     async def _deletions_since(self, since: str) -> AsyncIterator[Page]:
         async for page in self.client.walk(lambda n: self.client.list_deletions(n, since=since)):

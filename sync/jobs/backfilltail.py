@@ -1,0 +1,44 @@
+"""What a backfill does after its pages: linkage the pages could not carry, and press releases.
+
+The pages bring every row and the linkage their include paths serve. After them (and after the
+end phase, which builds the views the mall routes check), three sources fill what is left:
+the relationships' own routes for include paths the upstream refused (`sync.jobs.relroutes`),
+the mall routes for contacts' and deals' malls unless a cheaper source is proven
+(`sync.jobs.mallroutes`), and, when `[management]` is configured, the management API's press
+releases (`sync.jobs.press`).
+"""
+
+from __future__ import annotations
+
+from sync.channel.client import ChannelClient
+from sync.core.config import ManagementSettings, Settings
+from sync.core.errors import ForbiddenError
+from sync.core.logs import get_logger
+from sync.jobs.mallroutes import MallRoutes
+from sync.jobs.press import mirror_press
+from sync.jobs.relroutes import RelatedRoutes
+from sync.store import Mirror
+
+
+async def fill_linkage(client: ChannelClient, mirror: Mirror, settings: Settings) -> None:
+    """Linkage from the related routes, then contacts' and deals' malls from the mall routes.
+    A mall route this account may not read (403) leaves a warning, not a failed backfill."""
+    # None refused, nothing asked.
+    await RelatedRoutes(client, mirror).fill(settings.upstream.mirrored_types())
+    names = [t.name for t in settings.upstream.mirrored_types()]
+    if not {"contacts", "deals"} & set(names):
+        return
+    try:
+        await MallRoutes(client, mirror).refresh(
+            names, list(mirror.ids("malls")), check_deals=False
+        )
+    except ForbiddenError as exc:
+        get_logger("sync.backfill").warning("backfill.mall_routes_forbidden", hint=exc.hint)
+
+
+async def press_releases(
+    mirror: Mirror, settings: ManagementSettings, *, fail_fast: bool = True
+) -> tuple[int, int]:
+    """The management API's press releases (`sync.jobs.press`): rows written, rows removed."""
+    result = await mirror_press(mirror, settings, fail_fast=fail_fast)
+    return result.rows, result.removed

@@ -84,7 +84,7 @@ class _AnswersAbsentThenStalls:
         def keep(get: Any, put: Any) -> None:
             return None
 
-    async def fetch_ids(self, rtype: Any, ids: Any, **_: Any) -> Page:
+    async def fetch_ids(self, scope: Any, ids: Any) -> Page:
         self.answered_at = iso_ms(time.time())
         await asyncio.sleep(0.2)
         return Page([], [], {}, 1, 1, None)

@@ -28,6 +28,7 @@ from sync.channel.profile import INCLUDE_ATTEMPTS, UpstreamProfile, route_key
 from sync.channel.session import ChannelSession
 from sync.core.errors import RetriesExhaustedError, UpstreamError
 from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope
 
 
 class IncludeFallback(ChannelSession):
@@ -64,13 +65,13 @@ class IncludeFallback(ChannelSession):
     async def _include_refused(
         self,
         exc: UpstreamError,
-        rtype: ResourceType,
-        mall_id: int | str | None,
+        scope: Scope,
         query: Mapping[str, str],
     ) -> bool:
         """Whether `exc` was a 400 refusing the request's include paths, or a 5xx one of them
         causes, now marked refused (`refused_include`), so the request can go again without
         them."""
+        rtype, mall_id = scope.rtype, scope.mall_id
         if self.include_5xx(exc, query):
             return await self.refused_include(rtype, mall_id, query["include"], failing=True)
         if exc.status != 400 or "include" not in query or "includ" not in str(exc).lower():

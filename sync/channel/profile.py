@@ -32,10 +32,12 @@ from typing import Any, Literal
 
 import orjson
 
+from sync.channel.listing import Listing
 from sync.core.errors import NotFoundError, RetriesExhaustedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope
 from sync.model.stamps import iso_ms, normalize_or_none
 
 Verdict = Literal["honoured", "ignored", "refused", "unknown"]
@@ -186,7 +188,9 @@ class Profiler:
         # (a short page before `links.last` teaches the bound, `Paging.more`).
         # The first type with more than a page tells (a small one proves nothing).
         for rtype in [t for t in types if t.listable and t.level == "top"]:
-            first = await c.list_page(rtype, 1, fields=["updated_at"], include=False)
+            first = await c.list_page(
+                Listing(Scope(rtype), fields=["updated_at"], include=False), 1
+            )
             c.paging.more(first)
             if c.paging.served is not None or len(first.resources) >= c.paging.asked:
                 break
@@ -233,8 +237,9 @@ class Profiler:
     async def _mall_with_rows(self, rtype: ResourceType, malls: Sequence[int]) -> int | None:
         for mall in list(malls)[:5]:
             try:
+                scope = Scope(rtype, mall)
                 page = await self.client.list_page(
-                    rtype, 1, mall_id=mall, fields=["updated_at"], include=False, size=1
+                    Listing(scope, fields=["updated_at"], include=False, size=1), 1
                 )
             except NotFoundError:
                 continue
@@ -243,16 +248,18 @@ class Profiler:
         return malls[0] if malls else None
 
     async def _page(
-        self, rtype: ResourceType, mall: int | None, params: dict[str, str], **kw: Any
+        self,
+        rtype: ResourceType,
+        mall: int | None,
+        params: dict[str, str],
+        *,
+        fields: Sequence[str] | None = None,
+        include: bool = True,
+        **kw: Any,
     ) -> Any:
+        scope = Scope(rtype, mall, rtype.scope_params[0])
         return await self.client.list_page(
-            rtype,
-            1,
-            mall_id=mall,
-            scope_params=rtype.scope_params[0],
-            params=params,
-            size=PROBE_ROWS,
-            **kw,
+            Listing(scope, params, fields, include, PROBE_ROWS), 1, **kw
         )
 
     async def _stamps(

@@ -79,9 +79,7 @@ class Fetcher:
         """`fetch_and_write`, returning the ids the upstream served."""
         found: set[int] = set()
         for scope in scopes:
-            page = await self.client.fetch_ids(
-                scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
-            )
+            page = await self.client.fetch_ids(scope, ids)
             if page.resources:
                 self.mirror.write_staged(
                     stage_resources(scope.rtype, page.resources, page.included, scope.mall_id),
@@ -111,9 +109,7 @@ class Fetcher:
         still_there: set[int] = set()
         for scope in scopes:
             try:
-                page = await self.client.fetch_ids(
-                    scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
-                )
+                page = await self.client.fetch_ids(scope, ids)
             except NotFoundError as exc:
                 if scope.mall_id is None:
                     raise

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.channel.pages import Page
 from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
@@ -198,15 +199,8 @@ class MissedRows:
         if rtype.level != "top" or not rtype.has_updated_at:
             return False
         for scope in scopes_of(rtype, []):
-            page = await self.client.list_page(
-                rtype,
-                1,
-                scope_params=scope.params,
-                params={"filter[updated_at][gte]": started_at},
-                fields=["updated_at"],
-                include=False,
-                size=1,
-            )
+            since = {"filter[updated_at][gte]": started_at}
+            page = await self.client.list_page(Listing(scope, since, ["updated_at"], False, 1), 1)
             if page.resources:
                 return True
         return False

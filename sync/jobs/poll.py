@@ -26,6 +26,7 @@ from typing import Any
 
 from sync.channel.client import ChannelClient
 from sync.channel.clock import stamp_seconds
+from sync.channel.listing import Listing
 from sync.channel.pages import Page
 from sync.channel.profile import (
     DELETIONS_ROUTE,
@@ -140,12 +141,8 @@ class Poller:
             if until is not None:
                 params["filter[updated_at][lte]"] = until
             page = await self.client.list_page(
-                rtype,
+                Listing(scope, params, size=self.page_size),
                 number,
-                mall_id=scope.mall_id,
-                scope_params=scope.params,
-                params=params,
-                size=self.page_size,
                 # Nothing changed since the same query last answered: 304, no body to move
                 # (only where the ETag proved reliable, when a profile is known).
                 conditional=route is None or route.conditional,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
+import random
 from collections.abc import Iterator
 from email.utils import formatdate
 
@@ -20,9 +22,13 @@ import pytest
 from aioresponses import aioresponses
 from structlog.testing import capture_logs
 
+from sync.channel.includes import IncludeFallback
 from sync.channel.listing import Listing
+from sync.channel.profile import META_KEY as PROFILE_KEY
+from sync.channel.profile import UpstreamProfile, contradicted
 from sync.channel.signing import Credentials, sign
-from sync.channel.transport import retry_after, scrub
+from sync.channel.transport import RetryPolicy, retry_after, scrub
+from sync.channel.webhooks import WebhookEndpoints
 from sync.core.errors import (
     AuthError,
     BadResponseError,
@@ -433,3 +439,52 @@ def test_scrub_masks_auth_params_in_free_text() -> None:
     assert scrub("GET /x?auth_token=ab12&auth_timestamp=1700000000&a=1") == (
         "GET /x?auth_token=***&auth_timestamp=***&a=1"
     )
+
+
+# -- the client's parts --------------------------------------------------------------------------
+
+
+class DictStore:
+    """A `_sync_meta` in a dict."""
+
+    def __init__(self) -> None:
+        self.meta: dict[str, str] = {}
+
+    def get_meta(self, key: str) -> str | None:
+        return self.meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.meta[key] = value
+
+
+def test_the_store_given_to_the_client_restores_and_keeps_its_profile() -> None:
+    store = DictStore()
+    first = make_client(store=store)
+    assert first.profile is None
+    marked = first.learn_profile(save=False)  # the profile to change, kept in memory only
+    assert contradicted(marked, "/deals", "rows out of order")
+    assert PROFILE_KEY not in store.meta
+    first.learn_profile()  # the change made in place, now kept
+    again = make_client(store=store)
+    assert again.profile is not None and again.profile.routes["/deals"].sort == "ignored"
+    probed = UpstreamProfile(probed_at="2026-01-01T00:00:00.000Z")
+    again.learn_profile(probed)  # a probe's profile replaces it
+    again.keep(store)  # the same store again: nothing restored over what was learned
+    assert again.profile is probed
+    assert UpstreamProfile.from_json(store.meta[PROFILE_KEY]) == probed
+
+
+def test_the_client_holds_its_include_fallback_and_webhooks_instead_of_inheriting() -> None:
+    client = make_client()
+    assert isinstance(client.includes, IncludeFallback) and client.includes.client is client
+    assert isinstance(client.webhooks, WebhookEndpoints) and client.webhooks.session is client
+    methods = inspect.getmembers(type(client), inspect.isfunction)
+    public = [name for name, _ in methods if not name.startswith("_")]
+    assert len(public) <= 25, public
+
+
+def test_the_retry_policy_waits_at_least_what_retry_after_asks() -> None:
+    policy = RetryPolicy(budget=30.0, max_backoff=1.0, rng=random.Random(1))
+    assert all(0.0 <= policy.backoff(n) <= 1.0 for n in range(1, 20))
+    assert policy.delay(3, 5.0) == 5.0
+    assert policy.delay(3, None) <= 1.0

@@ -131,7 +131,7 @@ async def test_hours_and_current_hours(emulator: Emulator) -> None:
 
 async def test_webhook_subscribe_list_unsubscribe(emulator: Emulator) -> None:
     async with client_for(emulator) as c:
-        sub = await c.subscribe("http://127.0.0.1:9/hook", "deals")
-        assert [h["id"] for h in await c.list_webhooks()] == [sub["id"]]
-        await c.unsubscribe(sub["id"])
-        assert await c.list_webhooks() == []
+        sub = await c.webhooks.subscribe("http://127.0.0.1:9/hook", "deals")
+        assert [h["id"] for h in await c.webhooks.list_all()] == [sub["id"]]
+        await c.webhooks.unsubscribe(sub["id"])
+        assert await c.webhooks.list_all() == []

@@ -133,9 +133,9 @@ async def test_fetch_ids_and_deletions_and_webhooks_params() -> None:
             page = await c.fetch_ids(Scope(DEALS), [3, "5"])
             empty = await c.fetch_ids(Scope(DEALS), [])
             dels = await c.list_deletions(2, since="2024-01-01T00:00:00.000Z", size=20)
-            hooks = await c.list_webhooks()
-            sub = await c.subscribe("http://127.0.0.1:9/hook", "deals")
-            await c.unsubscribe("4")
+            hooks = await c.webhooks.list_all()
+            sub = await c.webhooks.subscribe("http://127.0.0.1:9/hook", "deals")
+            await c.webhooks.unsubscribe("4")
         gets = params_of(m)
         posts = [calls[0].kwargs["json"] for key, calls in m.requests.items() if key[0] == "POST"]
     fetch = next(p for p in gets if "filter[id]" in p)

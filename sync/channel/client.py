@@ -2,9 +2,13 @@
 
 Layers, each one job: `Transport` (retries, backoff, concurrency) -> `Credentials` (token,
 signature, clock offset) -> `ChannelSession` (login, re-login on 401, skew, status -> exception,
-the paged GET and its one loop) -> the endpoints: this module's listings (JSON:API validation
-into `Page`), the include fallback (`sync.channel.includes`) and the subscriptions
-(`sync.channel.webhooks`) -> callers (backfill, polls, reconcile, worker, subscriptions).
+the paged GET and its one loop) -> `ChannelClient`: this module's listings (JSON:API validation
+into `Page`), holding the include fallback (`client.includes`, `sync.channel.includes`) and the
+subscriptions (`client.webhooks`, `sync.channel.webhooks`) as parts, not base classes -> callers
+(backfill, polls, reconcile, worker, subscriptions).
+
+A listing request is a value (`sync.channel.listing.Listing`: a `Scope` and what is asked of
+it), built once and handed down, as httpx hands a `Request`.
 
 Listing requests give every parameter explicitly, as the spec advises ("so that changes of
 defaults do not change results"): `page[size]`, `page[number]`, `sort`, `include`, `fields[...]`.
@@ -16,15 +20,21 @@ want another order (the incremental poll: `sort=updated_at`) pass `sort` in `par
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
+
+import aiohttp
 
 from sync.channel.includes import IncludeFallback
 from sync.channel.listing import Listing
 from sync.channel.pages import Page, decode_listing, to_page
+from sync.channel.session import ChannelSession, MetaStore
 from sync.channel.transport import Response
 from sync.channel.webhooks import WebhookEndpoints
+from sync.core.config import UpstreamSettings
 from sync.core.errors import BadResponseError, UpstreamError
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
@@ -34,22 +44,41 @@ MAX_IDS = 100
 ETAG_ENTRIES = 20_000
 
 
-class ChannelClient(IncludeFallback, WebhookEndpoints):
-    """Signed, retried access to the Channel Content API."""
+class ChannelClient(ChannelSession):
+    """Signed, retried access to the Channel Content API: the listing endpoints over the
+    session, holding the include fallback (`includes`) and the subscriptions (`webhooks`).
+
+    `store`: where what the client learns outlives the process (`ChannelSession.keep`)."""
+
+    def __init__(
+        self,
+        settings: UpstreamSettings,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+        fail_fast: bool = True,
+        store: MetaStore | None = None,
+    ) -> None:
+        super().__init__(settings, session=session, sleep=sleep, clock=clock, fail_fast=fail_fast)
+        self.includes = IncludeFallback(self)
+        self.webhooks = WebhookEndpoints(self)
+        if store is not None:
+            self.keep(store)
 
     def query(self, listing: Listing, number: int) -> dict[str, str]:
         """Every parameter of page `number` of `listing`, explicit (the auth parameters are
         added per attempt); include paths the upstream refused on the route left out."""
         rtype = listing.rtype
         out = {**self.page_query(number, listing.size), "sort": "id"}
-        if listing.include and (paths := self.include_for(rtype)):
+        if listing.include and (paths := self.includes.paths(rtype)):
             out["include"] = paths
         if listing.fields is not None:
             out[f"fields[{rtype.name}]"] = ",".join(listing.fields)
         out.update(listing.scope.params)
         out.update(listing.params)
         if "include" in out and self.profile is not None:
-            kept = self.include_for(rtype, out["include"])
+            kept = self.includes.paths(rtype, out["include"])
             if kept:
                 out["include"] = kept
             else:
@@ -76,7 +105,7 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         use it: an unchanged listing costs a request but no body.
 
         `attempts`: 5xx answers allowed before `RetriesExhaustedError` (None: the retry budget;
-        a listing with `include=` is asked with `INCLUDE_ATTEMPTS` first, see `_include_refused`);
+        a listing with `include=` is asked with `INCLUDE_ATTEMPTS` first, see `sync.channel.includes`);
         `as_asked`: the listing's own include paths sent even where the profile holds them
         refused (a probe asks each path again)."""
         listing = Listing.of(request)
@@ -90,15 +119,15 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         headers = {"If-None-Match": etag} if etag else None
         try:
             resp = await self.get_listing(
-                path, query, headers, attempts or self.include_attempts(query, refusals)
+                path, query, headers, attempts or self.includes.attempts(query, refusals)
             )
         except UpstreamError as exc:
             # `refusals=False`: a probe's own request (no fallback inside the fallback), and
             # the one retry after it (a path refused again is not asked about twice).
             if not refusals or attempts is not None:
                 raise
-            if not await self._include_refused(exc, listing.scope, query):
-                if not self.include_5xx(exc, query):
+            if not await self.includes.refused(exc, listing.scope, query):
+                if not self.includes.failing(exc, query):
                     raise
                 # A 5xx no include path causes: asked again with the whole retry budget.
                 resp = await self.get_listing(path, query, headers)
@@ -176,11 +205,11 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         query = self.query(listing, number)
         try:
             return await self.get_listing(
-                listing.path, query, headers, self.include_attempts(query)
+                listing.path, query, headers, self.includes.attempts(query)
             )
         except UpstreamError as exc:
-            if not await self._include_refused(exc, listing.scope, query):
-                if not self.include_5xx(exc, query):
+            if not await self.includes.refused(exc, listing.scope, query):
+                if not self.includes.failing(exc, query):
                     raise
                 # A 5xx no include path causes: asked again with the whole retry budget.
                 return await self.get_listing(listing.path, query, headers)

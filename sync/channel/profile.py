@@ -26,13 +26,17 @@ seen at run time (rows out of order, a 400 on an include) updates it and is logg
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
 from sync.channel.listing import Listing
+from sync.channel.pages import Page
+from sync.channel.paging import Paging
+from sync.channel.signing import Credentials
+from sync.channel.transport import Response, Transport
 from sync.core.errors import NotFoundError, RetriesExhaustedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.model import catalogue
@@ -149,10 +153,51 @@ def route_key(rtype: ResourceType) -> str:
 DELETIONS_ROUTE = "/deletions"
 
 
-class Profiler:
-    """Runs the probes through a `ChannelClient` (imported late: the client imports this)."""
+class Probed(Protocol):
+    """What the probes ask through: the `ChannelClient`, as a protocol (the client holds the
+    include fallback, which probes: this module cannot name it without a cycle)."""
 
-    def __init__(self, client: Any) -> None:
+    base: str
+    api_version: str | None
+    paging: Paging
+
+    @property
+    def transport(self) -> Transport: ...
+
+    @property
+    def credentials(self) -> Credentials: ...
+
+    @property
+    def clock_offset(self) -> float: ...
+
+    async def list_page(
+        self,
+        request: Scope | Listing,
+        number: int,
+        *,
+        refusals: bool = True,
+        attempts: int | None = None,
+        as_asked: bool = False,
+    ) -> Page: ...
+
+    async def list_deletions(
+        self, number: int, *, size: int | None = None, sort: str | None = "created_at"
+    ) -> Page: ...
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response: ...
+
+
+class Profiler:
+    """Runs the probes through a client (`Probed`)."""
+
+    def __init__(self, client: Probed) -> None:
         self.client = client
         #: Include paths asked (`include`), why each refused one was, and the nested paths
         #: (`images.tags`) whose linkage the rows of their parent path came with.
@@ -218,14 +263,14 @@ class Profiler:
         for skew in SKEWS:
             ok = True
             for sign in (1, -1):
+
+                def signed(s: float = skew * sign) -> dict[str, str]:
+                    return {"page[size]": "1", "page[number]": "1", **c.credentials.params(s)}
+
                 resp = await c.transport.send(
                     "GET",
                     f"{c.base}/malls",
-                    params=lambda s=skew * sign: {
-                        "page[size]": "1",
-                        "page[number]": "1",
-                        **c.credentials.params(s),
-                    },
+                    params=signed,
                     headers={"Accept": "application/vnd.api+json"},
                 )
                 ok = ok and resp.status < 400
@@ -436,16 +481,13 @@ def _sorted(stamps: list[str] | None, *, ascending: bool) -> Verdict:
     return "honoured" if stamps == ordered else "ignored"
 
 
-def contradicted(
-    profile: UpstreamProfile | None, key: str, what: str, save: Callable[[], None] | None
-) -> None:
+def contradicted(profile: UpstreamProfile, key: str, what: str) -> bool:
     """A run saw route `key` answer against its profile (`what`: rows out of `updated_at` order):
-    the route is marked so strategies fall back, and it is logged once."""
-    if profile is None:
-        return
+    the route is marked so strategies fall back, and it is logged once. Whether it changed
+    (the caller keeps the profile then, `ChannelClient.learn_profile`)."""
     route = profile.routes.setdefault(key, RouteProfile(key))
     if route.sort == "ignored" and route.note:
-        return
+        return False
     route.sort = "ignored"
     route.note = f"{what} (seen {iso_ms(time.time())})"
     _log.warning(
@@ -454,8 +496,7 @@ def contradicted(
         seen=what,
         hint="the route answered against its probe; it is now walked without assuming order",
     )
-    if save is not None:
-        save()
+    return True
 
 
 #: How old a stored profile may be before the daemon probes again (at start, before a reconcile).

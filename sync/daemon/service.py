@@ -155,7 +155,9 @@ class Daemon:
         run_id, status, error = mirror.start_run("daemon"), "failed", None
         try:
             # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
-            async with ChannelClient(self.settings.upstream, fail_fast=False) as client:
+            async with ChannelClient(
+                self.settings.upstream, fail_fast=False, store=mirror
+            ) as client:
                 self.state.client = client
                 await self._serve(mirror, client)
             status = "stopped" if self.stop.is_set() else "failed"

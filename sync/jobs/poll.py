@@ -32,7 +32,6 @@ from sync.channel.profile import (
     DELETIONS_ROUTE,
     Profiler,
     RouteProfile,
-    UpstreamProfile,
     Verdict,
     contradicted,
     route_key,
@@ -267,9 +266,10 @@ class Poller:
                 verdict = await reprobe()
                 self.log.warning("poll.out_of_order", route=key, seen=str(exc), probe=verdict)
                 if verdict != "honoured":
-                    if self.client.profile is None:
-                        self.client.profile = UpstreamProfile()
-                    contradicted(self.client.profile, key, str(exc), self.client.save_profile)
+                    # The profile to mark (an empty one when none is known yet).
+                    profile = self.client.learn_profile(save=False)
+                    if contradicted(profile, key, str(exc)):
+                        self.client.learn_profile()
         return await walk_unsorted(
             lambda n: fetch(since, n, "id"), since, stamp_field, paging, self.page_size, on_page
         )

@@ -31,7 +31,8 @@ import aiohttp
 from sync.channel.includes import IncludeFallback
 from sync.channel.listing import Listing
 from sync.channel.pages import Page, decode_listing, to_page
-from sync.channel.session import ChannelSession, MetaStore
+from sync.channel.protocols import MetaStore
+from sync.channel.session import ChannelSession
 from sync.channel.transport import Response
 from sync.channel.webhooks import WebhookEndpoints
 from sync.core.config import UpstreamSettings

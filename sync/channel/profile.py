@@ -26,17 +26,14 @@ seen at run time (rows out of order, a 400 on an include) updates it and is logg
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import orjson
 
 from sync.channel.listing import Listing
-from sync.channel.pages import Page
-from sync.channel.paging import Paging
-from sync.channel.signing import Credentials
-from sync.channel.transport import Response, Transport
+from sync.channel.protocols import Probed
 from sync.core.errors import NotFoundError, RetriesExhaustedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.model import catalogue
@@ -151,47 +148,6 @@ def route_key(rtype: ResourceType) -> str:
 
 
 DELETIONS_ROUTE = "/deletions"
-
-
-class Probed(Protocol):
-    """What the probes ask through: the `ChannelClient`, as a protocol (the client holds the
-    include fallback, which probes: this module cannot name it without a cycle)."""
-
-    base: str
-    api_version: str | None
-    paging: Paging
-
-    @property
-    def transport(self) -> Transport: ...
-
-    @property
-    def credentials(self) -> Credentials: ...
-
-    @property
-    def clock_offset(self) -> float: ...
-
-    async def list_page(
-        self,
-        request: Scope | Listing,
-        number: int,
-        *,
-        refusals: bool = True,
-        attempts: int | None = None,
-        as_asked: bool = False,
-    ) -> Page: ...
-
-    async def list_deletions(
-        self, number: int, *, size: int | None = None, sort: str | None = "created_at"
-    ) -> Page: ...
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, str] | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-    ) -> Response: ...
 
 
 class Profiler:

@@ -20,10 +20,8 @@ login cannot be cured by another one and is an `AuthError`. Concurrent 401s shar
 The paged GET sits on the session too, because the page size it asks is session state: the one
 page-number loop (`walk`) with the one stop rule (`Paging.more`), and `get_listing`, which asks a
 page again smaller when the upstream refuses `page[size]`. The endpoints are built on it:
-`sync.channel.client` (listings), which holds `sync.channel.includes` and
-`sync.channel.webhooks`. So is what the client learns across runs: `keep(store)` restores and
-keeps it (the mirror's `_sync_meta`), and the upstream profile changes only through
-`learn_profile`.
+`sync.channel.client` (listings), holding `includes` and `webhooks`. What it learns outlives
+the run in one store (`keep`); the upstream profile changes only through `learn_profile`.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Self
 
 import aiohttp
 import orjson
@@ -45,6 +43,7 @@ from sync.channel.pages import Page, decode, to_page
 from sync.channel.paging import Paging, next_number
 from sync.channel.profile import META_KEY as PROFILE_KEY
 from sync.channel.profile import UpstreamProfile
+from sync.channel.protocols import MetaStore
 from sync.channel.signing import Credentials
 from sync.channel.transport import (
     Response,
@@ -87,14 +86,6 @@ def error_detail(body: bytes) -> str:
     if isinstance(doc, dict) and "error" in doc:
         return str(doc["error"])[:300]
     return ""
-
-
-class MetaStore(Protocol):
-    """Where a client keeps what it learns across runs: the mirror's `_sync_meta`."""
-
-    def get_meta(self, key: str) -> str | None: ...
-
-    def set_meta(self, key: str, value: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from aioresponses import CallbackResult, aioresponses
 from yarl import URL
 
 from sync.channel.client import ChannelClient
-from sync.channel.session import MetaStore
+from sync.channel.protocols import MetaStore
 from sync.core.config import parse_config
 
 BASE = "http://upstream.test"

@@ -488,3 +488,18 @@ def test_the_retry_policy_waits_at_least_what_retry_after_asks() -> None:
     assert all(0.0 <= policy.backoff(n) <= 1.0 for n in range(1, 20))
     assert policy.delay(3, 5.0) == 5.0
     assert policy.delay(3, None) <= 1.0
+
+
+def test_a_listing_request_is_one_value_built_from_its_scope() -> None:
+    stores = Scope(catalogue.TYPES["stores"], 7)
+    assert Listing.of(stores) == Listing(stores) and Listing.of(stores).include
+    asked = Listing(stores, {"sort": "updated_at"}, ["updated_at"], include=False, size=10)
+    assert Listing.of(asked) is asked
+    assert asked.path == "/malls/7/stores" and asked.rtype.name == "stores"
+    query = make_client().query(asked, 3)
+    assert query == {
+        "page[size]": "10",
+        "page[number]": "3",
+        "sort": "updated_at",
+        "fields[stores]": "updated_at",
+    }

@@ -63,7 +63,7 @@ def last_page(doc: dict[str, object]) -> int:
 def list_params(rtype: ResourceType, scope: dict[str, str]) -> dict[str, str]:
     """The query of one listing, as `ccsync backfill` of every listable type sends it (page number
     aside): the same includes, trimmed the same way (`catalogue.sideload_trim`)."""
-    # In sync's order (`ChannelClient.listing_params`): the emulator's page cache is keyed by
+    # In sync's order (`ChannelClient.query`): the emulator's page cache is keyed by
     # the query as sent, so the limit and sync read the same cached pages.
     params = {"page[size]": str(PAGE_SIZE), "page[number]": "1", "sort": "id"}
     if rtype.include:

@@ -23,6 +23,7 @@ from sync.ingest.subscriptions import Subscriptions
 from sync.jobs.backfill import Backfill
 from sync.jobs.fetch import Fetcher
 from sync.model import catalogue
+from sync.model.scopes import Scope
 from sync.store import Mirror
 from tests.support.backfilled import backfill
 from tests.support.compare import compare
@@ -159,7 +160,7 @@ async def test_a_restart_reads_each_route_with_the_account_learned_before(
             async with ChannelClient(settings.upstream) as client:
                 Fetcher(client, mirror)  # what a job does first: restore what was learned
                 for name in ("deals", "events", "malls"):
-                    await client.list_page(catalogue.TYPES[name], 1)
+                    await client.list_page(Scope(catalogue.TYPES[name]), 1)
                 assert client.stats.statuses[403] == 0
             stored = mirror.get_meta("upstream_accounts") or ""
         finally:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.channel.transport import Response
 from sync.emulator import Emulator
 from sync.emulator.hours import hours as served_hours
@@ -206,9 +207,9 @@ def _record_listings(seen: list[tuple[str, dict[str, str]]]) -> Callable[[Channe
     def wrap(client: ChannelClient) -> None:
         real = client.list_response
 
-        async def list_response(rtype: catalogue.ResourceType, number: int, **kw: Any) -> Any:
-            seen.append((rtype.name, dict(kw.get("params") or {})))
-            return await real(rtype, number, **kw)
+        async def list_response(listing: Listing, number: int, **kw: Any) -> Any:
+            seen.append((listing.rtype.name, dict(listing.params)))
+            return await real(listing, number, **kw)
 
         client.list_response = list_response  # type: ignore[method-assign]
 
@@ -272,7 +273,8 @@ async def test_missed_row_pass_repairs_a_deletion_during_the_backfill(
 
         async def list_response(rtype: Any, number: int, **kw: Any) -> Response:
             resp = await original(rtype, number, **kw)
-            if rtype.name == "articles" and number == 1 and not kw.get("fields") and victims:
+            listing = Listing.of(rtype)
+            if listing.rtype.name == "articles" and number == 1 and not listing.fields and victims:
                 for v in victims:
                     emulator.delete("articles", v)
                 victims.clear()

@@ -98,7 +98,7 @@ async def test_a_backfill_failing_midway_keeps_every_completed_type_complete(
         real = client.list_response
 
         async def list_response(rtype: Any, number: int, **kw: Any) -> Any:
-            if rtype.name == "articles":
+            if rtype.rtype.name == "articles":
                 raise UnreachableError("the upstream went away", url="x")
             return await real(rtype, number, **kw)
 

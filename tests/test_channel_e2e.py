@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.core.config import parse_config
 from sync.core.errors import NotFoundError
 from sync.emulator import Emulator
 from sync.model import catalogue
+from sync.model.scopes import Scope
 
 DEALS = catalogue.TYPES["deals"]
 PUBLIC = {"filter[visibility]": "Public"}
@@ -45,7 +47,7 @@ async def test_first_page_of_every_listable_type(emulator: Emulator) -> None:
         for name in catalogue.LISTABLE:
             rtype = catalogue.TYPES[name]
             mall = mall_id if rtype.level == "mall" else None
-            page = await c.list_page(rtype, 1, mall_id=mall, scope_params=rtype.scope_params[0])
+            page = await c.list_page(Scope(rtype, mall, rtype.scope_params[0]), 1)
             expected = emulator.ids(name, mall_id=mall)
             if name == "deals":
                 expected = emulator.ids(name, visibility="Public")
@@ -58,7 +60,7 @@ async def test_first_page_of_every_listable_type(emulator: Emulator) -> None:
 
 async def test_iter_pages_collects_exactly_the_public_deals(emulator: Emulator) -> None:
     async with client_for(emulator, page_size=7) as c:
-        pages = [p async for p in c.iter_pages(DEALS, scope_params=PUBLIC)]
+        pages = [p async for p in c.iter_pages(Scope(DEALS, None, PUBLIC))]
     ids = [r["id"] for p in pages for r in p.resources]
     assert ids == sorted(emulator.ids("deals", visibility="Public"), key=int)
     assert len(ids) == len(set(ids)) and [p.number for p in pages] == list(
@@ -71,7 +73,7 @@ async def test_iter_pages_collects_exactly_the_public_deals(emulator: Emulator) 
 async def test_sparse_fields_and_updated_at_sort(emulator: Emulator) -> None:
     async with client_for(emulator) as c:
         page = await c.list_page(
-            DEALS, 1, scope_params=PUBLIC, params={"sort": "updated_at"}, fields=["updated_at"]
+            Listing(Scope(DEALS, None, PUBLIC), {"sort": "updated_at"}, ["updated_at"]), 1
         )
     stamps = [r["attributes"]["updated_at"] for r in page.resources]
     assert stamps == sorted(stamps)
@@ -81,7 +83,7 @@ async def test_sparse_fields_and_updated_at_sort(emulator: Emulator) -> None:
 async def test_fetch_ids(emulator: Emulator) -> None:
     wanted = emulator.ids("deals", visibility="Public")[:3]
     async with client_for(emulator) as c:
-        page = await c.fetch_ids(DEALS, wanted, scope_params=PUBLIC)
+        page = await c.fetch_ids(Scope(DEALS, None, PUBLIC), wanted)
         with pytest.raises(NotFoundError):
             await c.get_document("/deals/999999999", {})
     assert sorted(r["id"] for r in page.resources) == sorted(wanted)
@@ -89,9 +91,9 @@ async def test_fetch_ids(emulator: Emulator) -> None:
 
 async def test_relogin_after_a_forced_logout(emulator: Emulator) -> None:
     async with client_for(emulator) as c:
-        first = await c.list_page(DEALS, 1, scope_params=PUBLIC)
+        first = await c.list_page(Scope(DEALS, None, PUBLIC), 1)
         emulator.force_logout()
-        again = await c.list_page(DEALS, 1, scope_params=PUBLIC)
+        again = await c.list_page(Scope(DEALS, None, PUBLIC), 1)
         assert c.stats.relogins == 1 and c.stats.statuses[401] == 1
     assert [r["id"] for r in first.resources] == [r["id"] for r in again.resources]
 
@@ -101,7 +103,7 @@ async def test_retries_through_injected_faults(emulator: Emulator) -> None:
     emulator.faults.drop_rate = 0.05
     emulator.faults.rate_429 = 0.05
     async with client_for(emulator, page_size=10) as c:
-        ids = [r["id"] async for p in c.iter_pages(DEALS, scope_params=PUBLIC) for r in p.resources]
+        ids = [r["id"] async for p in c.iter_pages(Scope(DEALS, None, PUBLIC)) for r in p.resources]
         assert c.stats.retries > 0
     assert ids == sorted(emulator.ids("deals", visibility="Public"), key=int)
     assert emulator.faults.injected.get("http_5xx", 0) > 0
@@ -110,7 +112,7 @@ async def test_retries_through_injected_faults(emulator: Emulator) -> None:
 async def test_clock_skew_is_corrected_from_the_date_header(emulator: Emulator) -> None:
     emulator.faults.clock_offset = 600.0  # the upstream runs ten minutes ahead
     async with client_for(emulator) as c:
-        page = await c.list_page(DEALS, 1, scope_params=PUBLIC)
+        page = await c.list_page(Scope(DEALS, None, PUBLIC), 1)
         assert c.clock_offset == pytest.approx(600, abs=2)
         assert c.stats.statuses[401] == 0
     assert page.resources
@@ -129,7 +131,7 @@ async def test_hours_and_current_hours(emulator: Emulator) -> None:
 
 async def test_webhook_subscribe_list_unsubscribe(emulator: Emulator) -> None:
     async with client_for(emulator) as c:
-        sub = await c.subscribe("http://127.0.0.1:9/hook", "deals")
-        assert [h["id"] for h in await c.list_webhooks()] == [sub["id"]]
-        await c.unsubscribe(sub["id"])
-        assert await c.list_webhooks() == []
+        sub = await c.webhooks.subscribe("http://127.0.0.1:9/hook", "deals")
+        assert [h["id"] for h in await c.webhooks.list_all()] == [sub["id"]]
+        await c.webhooks.unsubscribe(sub["id"])
+        assert await c.webhooks.list_all() == []

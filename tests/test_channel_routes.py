@@ -10,9 +10,11 @@ from datetime import date
 import pytest
 from aioresponses import aioresponses
 
+from sync.channel.listing import Listing
 from sync.channel.pages import Page, last_page_number
 from sync.core.errors import UpstreamError
 from sync.model import catalogue
+from sync.model.scopes import Scope
 from tests.support.channel_fakes import (
     BASE,
     DEALS_URL,
@@ -42,15 +44,10 @@ async def test_every_listing_parameter_is_explicit_and_sort_can_be_overridden() 
         m.get(DEALS_URL, payload=page_doc())
         async with make_client() as c:
             await c.list_page(
-                catalogue.TYPES["deals"], 3, scope_params={"filter[visibility]": "Unlisted"}
+                Scope(catalogue.TYPES["deals"], None, {"filter[visibility]": "Unlisted"}), 3
             )
-            await c.list_page(
-                catalogue.TYPES["deals"],
-                1,
-                params={"sort": "updated_at"},
-                fields=["updated_at"],
-                include=False,
-            )
+            deals = Scope(catalogue.TYPES["deals"])
+            await c.list_page(Listing(deals, {"sort": "updated_at"}, ["updated_at"], False), 1)
         urls = [str(k[1]) for k in m.requests if k[0] == "GET"]
         calls = [c for k, v in m.requests.items() if k[0] == "GET" for c in v]
         first, second = (dict(c.kwargs["params"]) for c in calls)
@@ -75,8 +72,8 @@ async def test_mall_scoped_listing_fields_and_explicit_params() -> None:
         m.get(stores, payload=collection([1], rtype="stores"))
         m.get(stores, payload=collection([1], rtype="stores"))
         async with make_client(page_size=50) as c:
-            await c.list_page(catalogue.TYPES["stores"], 2, mall_id=7, size=10)
-            await c.list_page(catalogue.TYPES["stores"], 1, mall_id=7, fields=[])
+            await c.list_page(Listing(Scope(catalogue.TYPES["stores"], 7), size=10), 2)
+            await c.list_page(Listing(Scope(catalogue.TYPES["stores"], 7), fields=[]), 1)
         with pytest.raises(ValueError, match="mall id"):
             catalogue.TYPES["stores"].list_path(None)
         first, second = sorted(params_of(m), key=lambda p: p["page[size]"])
@@ -95,8 +92,8 @@ async def test_iter_pages_follows_links_last_and_stops_on_an_empty_page() -> Non
         m.get(DEALS_URL, payload=collection([], last=9))
         m.get(DEALS_URL, payload=collection([6], last=9))
         async with make_client() as c:
-            pages = [p async for p in c.iter_pages(DEALS)]
-            more = [p async for p in c.iter_pages(DEALS, start=4)]
+            pages = [p async for p in c.iter_pages(Scope(DEALS))]
+            more = [p async for p in c.iter_pages(Scope(DEALS), start=4)]
     assert [p.number for p in pages] == [1, 2, 3] and pages[0].last == 3
     assert [r["id"] for p in pages for r in p.resources] == ["1", "2", "3", "4", "5"]
     assert len(pages[1].included) == 2 and pages[0].meta["scripts"]
@@ -107,7 +104,7 @@ async def test_iter_pages_follows_links_last_and_stops_on_an_empty_page() -> Non
 async def test_fetch_ids_limits_batches() -> None:
     async with make_client() as c:
         with pytest.raises(ValueError, match="at most 100"):
-            await c.fetch_ids(catalogue.TYPES["deals"], list(range(101)))
+            await c.fetch_ids(Scope(catalogue.TYPES["deals"]), list(range(101)))
 
 
 async def test_fetch_ids_and_deletions_and_webhooks_params() -> None:
@@ -133,12 +130,12 @@ async def test_fetch_ids_and_deletions_and_webhooks_params() -> None:
         )
         m.delete(re.compile(r"^http://upstream\.test/webhooks/4\?.*"), status=204)
         async with make_client() as c:
-            page = await c.fetch_ids(DEALS, [3, "5"])
-            empty = await c.fetch_ids(DEALS, [])
+            page = await c.fetch_ids(Scope(DEALS), [3, "5"])
+            empty = await c.fetch_ids(Scope(DEALS), [])
             dels = await c.list_deletions(2, since="2024-01-01T00:00:00.000Z", size=20)
-            hooks = await c.list_webhooks()
-            sub = await c.subscribe("http://127.0.0.1:9/hook", "deals")
-            await c.unsubscribe("4")
+            hooks = await c.webhooks.list_all()
+            sub = await c.webhooks.subscribe("http://127.0.0.1:9/hook", "deals")
+            await c.webhooks.unsubscribe("4")
         gets = params_of(m)
         posts = [calls[0].kwargs["json"] for key, calls in m.requests.items() if key[0] == "POST"]
     fetch = next(p for p in gets if "filter[id]" in p)

@@ -77,14 +77,11 @@ class _AnswersAbsentThenStalls:
         self.paging = Paging(100)
         self.clock = UpstreamClock()
         self.profile: Any = None
-        self.save_profile: Any = None
 
-    class accounts:
-        @staticmethod
-        def keep(get: Any, put: Any) -> None:
-            return None
+    def keep(self, store: Any) -> None:
+        return None
 
-    async def fetch_ids(self, rtype: Any, ids: Any, **_: Any) -> Page:
+    async def fetch_ids(self, scope: Any, ids: Any) -> Page:
         self.answered_at = iso_ms(time.time())
         await asyncio.sleep(0.2)
         return Page([], [], {}, 1, 1, None)

@@ -16,6 +16,7 @@ from sync.channel.pages import decode, decode_listing, to_page
 from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
 from sync.model import catalogue
+from sync.model.scopes import Scope
 from sync.pipeline.encoding import encode, version
 from sync.pipeline.staging import stage_listing
 from sync.store import Mirror
@@ -58,7 +59,7 @@ async def test_real_pages_decode_to_the_page_less_its_links(
     async with ChannelClient(settings_.upstream) as client:
         mall = int(sorted(emulator.ids("malls"), key=int)[0])
         for name, mall_id in (("deals", None), ("stores", mall), ("articles", None)):
-            resp = await client.list_response(catalogue.TYPES[name], 1, mall_id=mall_id)
+            resp = await client.list_response(Scope(catalogue.TYPES[name], mall_id), 1)
             whole = orjson.loads(resp.body)
             assert any("links" in r for r in whole["data"])  # the case that matters
             assert decode_listing(resp.body, "u", 200) == _without_links(whole)

@@ -22,6 +22,7 @@ from sync.channel.client import ChannelClient
 from sync.core.errors import BadResponseError
 from sync.emulator import Emulator
 from sync.model import catalogue
+from sync.model.scopes import Scope
 from sync.pipeline import batches, encoding, pagepool, pageworker, staging
 from sync.pipeline.pagepool import PagePool
 from sync.pipeline.seen import Seen, SeenTable, Sent, written_already
@@ -37,7 +38,7 @@ async def _bodies(emu: Emulator, tmp_path: Path) -> list[tuple[str, bytes, int |
     async with ChannelClient(settings.upstream) as client:
         mall = int(sorted(emu.ids("malls"), key=int)[0])
         for name, mall_id in (("deals", None), ("stores", mall), ("articles", None)):
-            resp = await client.list_response(catalogue.TYPES[name], 1, mall_id=mall_id)
+            resp = await client.list_response(Scope(catalogue.TYPES[name], mall_id), 1)
             out.append((name, resp.body, mall_id))
     return out
 

@@ -16,7 +16,7 @@ from sync.jobs.backfill import Backfill
 from sync.jobs.poll import Poller
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
 from sync.model import catalogue
-from sync.model.scopes import scopes_of
+from sync.model.scopes import Scope, scopes_of
 from sync.store import Mirror
 from tests.support.compare import compare
 from tests.support.settings import settings_for as shared_settings_for
@@ -178,12 +178,12 @@ async def test_a_listing_whose_included_image_changed_is_not_a_304(
         mirror = Mirror.open(db)
         async with ChannelClient(settings.upstream) as client:
             rtype = catalogue.TYPES["deals"]
-            first = await client.list_page(rtype, 1, conditional=True)
+            first = await client.list_page(Scope(rtype), 1, conditional=True)
             image = next(i["id"] for i in first.included if i["type"] == "images")
-            again = await client.list_page(rtype, 1, conditional=True)
+            again = await client.list_page(Scope(rtype), 1, conditional=True)
             assert again.not_modified
             emu.update("images", image, {"alt_text": "edited, owner untouched"})
-            after = await client.list_page(rtype, 1, conditional=True)
+            after = await client.list_page(Scope(rtype), 1, conditional=True)
             assert not after.not_modified
             assert any(
                 i["id"] == image and i["attributes"]["alt_text"] == "edited, owner untouched"

@@ -16,7 +16,7 @@ from sync.emulator.responses import SCRIPTS
 from sync.jobs.fetch import Fetcher
 from sync.jobs.poll import Poller
 from sync.model import catalogue
-from sync.model.scopes import scopes_of
+from sync.model.scopes import Scope, scopes_of
 from sync.store import Mirror
 from tests.support.backfilled import backfill
 from tests.support.pages import write_page
@@ -254,7 +254,7 @@ async def test_emulator_serves_per_type_scripts_on_the_switch(emulator: Emulator
             assert resp.status == 200 and await resp.json() == [C]
     settings = settings_for(emulator, Path("unused.db"))
     async with ChannelClient(settings.upstream) as client:
-        deals = await client.list_page(DEALS, 1, scope_params={"filter[visibility]": "Public"})
-        articles = await client.list_page(ARTICLES, 1)
+        deals = await client.list_page(Scope(DEALS, None, {"filter[visibility]": "Public"}), 1)
+        articles = await client.list_page(Scope(ARTICLES), 1)
     assert deals.meta["scripts"] == [C]
     assert articles.meta["scripts"] == emulator.scripts("articles") != [C]

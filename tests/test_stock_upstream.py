@@ -175,8 +175,8 @@ async def test_an_include_path_answering_500_is_refused_fast_and_the_backfill_co
         emu.hard.include_path_500 = False
         mirror = Mirror.open(settings.mirror.path)
         try:
-            async with ChannelClient(settings.upstream) as client:
-                Fetcher(client, mirror)  # the stored profile, refusal included
+            # The stored profile, refusal included.
+            async with ChannelClient(settings.upstream, store=mirror) as client:
                 assert client.profile is not None
                 assert "tags.tags" in client.profile.refused_includes(catalogue.TYPES["deals"])
                 again = await Profiler(client).probe([catalogue.TYPES[t] for t in types], [])

@@ -16,9 +16,11 @@ import pytest
 from aioresponses import aioresponses
 from structlog.testing import capture_logs
 
+from sync.channel.listing import Listing
 from sync.channel.transport import UNREACHABLE_GRACE
 from sync.core.errors import RetriesExhaustedError, UnreachableError
 from sync.model import catalogue
+from sync.model.scopes import Scope
 from tests.support.channel_fakes import BASE, LOGIN, PASSWORD, FakeSleep, page_doc, token_doc
 from tests.support.channel_fakes import DEALS_URL as DEALS
 from tests.support.channel_fakes import channel_client as client
@@ -38,11 +40,11 @@ async def test_refused_from_the_start_gives_up_within_the_grace_naming_url_and_f
         m.post(LOGIN, exception=refused(), repeat=True)
         async with client(sleep) as c:
             with pytest.raises(UnreachableError) as info:
-                await c.list_page(catalogue.TYPES["deals"], 1)
+                await c.list_page(Scope(catalogue.TYPES["deals"]), 1)
             # Every later request of the same client gives up at its first refusal.
             waited = len(sleep.calls)
             with pytest.raises(UnreachableError):
-                await c.list_page(catalogue.TYPES["deals"], 2)
+                await c.list_page(Scope(catalogue.TYPES["deals"]), 2)
             assert len(sleep.calls) == waited
     text = str(info.value)
     assert f"{BASE}/accounts/login" in text and "[upstream] base_url" in text
@@ -58,14 +60,14 @@ async def test_once_the_upstream_answered_a_refusal_is_transient_under_the_budge
         m.get(DEALS, exception=refused())
         m.get(DEALS, payload=page_doc(3))  # the upstream restarted
         async with client(sleep) as c:
-            page = await c.list_page(catalogue.TYPES["deals"], 1)
+            page = await c.list_page(Scope(catalogue.TYPES["deals"]), 1)
         assert len(page.resources) == 3
     with aioresponses() as m:
         m.post(LOGIN, payload=token_doc(), status=201)
         m.get(DEALS, exception=refused(), repeat=True)
         async with client(FakeSleep(), retry_budget=30, max_backoff=5) as c:
             with pytest.raises(RetriesExhaustedError, match="retry_budget"):
-                await c.list_page(catalogue.TYPES["deals"], 1)
+                await c.list_page(Scope(catalogue.TYPES["deals"]), 1)
 
 
 async def test_transient_faults_from_the_start_keep_the_retry_budget() -> None:
@@ -82,7 +84,7 @@ async def test_transient_faults_from_the_start_keep_the_retry_budget() -> None:
         async with client(sleep, retry_budget=600, max_backoff=30) as c:
             # No include: a 5xx of a listing with one is first searched for a failing path
             # (`sync.channel.includes`); this measures the retry budget alone.
-            page = await c.list_page(catalogue.TYPES["deals"], 1, include=False)
+            page = await c.list_page(Listing(Scope(catalogue.TYPES["deals"]), include=False), 1)
             assert c.stats.retries == 14
     assert len(page.resources) == 2
     with aioresponses() as m:
@@ -91,7 +93,7 @@ async def test_transient_faults_from_the_start_keep_the_retry_budget() -> None:
         sleep = FakeSleep()
         async with client(sleep, retry_budget=60, max_backoff=5) as c:
             with pytest.raises(RetriesExhaustedError, match="HTTP 503"):
-                await c.list_page(catalogue.TYPES["deals"], 1)
+                await c.list_page(Scope(catalogue.TYPES["deals"]), 1)
     assert sum(sleep.calls) > UNREACHABLE_GRACE  # the budget, not the grace
 
 
@@ -103,7 +105,7 @@ async def test_the_daemon_logs_unreachable_once_and_keeps_retrying_until_it_answ
         m.post(LOGIN, payload=token_doc(), status=201)
         m.get(DEALS, payload=page_doc(2))
         async with client(sleep, fail_fast=False, retry_budget=20, max_backoff=2) as c:
-            page = await c.list_page(catalogue.TYPES["deals"], 1)
+            page = await c.list_page(Scope(catalogue.TYPES["deals"]), 1)
     assert len(page.resources) == 2 and sum(sleep.calls) > 20
     events = [e for e in logs if e["event"] == "upstream.unreachable"]
     assert len(events) == 1

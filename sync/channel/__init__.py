@@ -2,8 +2,10 @@
 parameters), `transport` (the aiohttp session's retries, backoff and concurrency), `budget` (the
 request budget), `session` (login, re-login, skew correction and status mapping, each one
 method, and the paged GET), `pages` (a page validated on arrival), `paging` (the one stop rule
-and the one paging loop), then the endpoints: `client` (the listings), `includes` (the include=
-fallback), `webhooks` (the subscriptions); `profile` (what the upstream was seen to honour) and
+and the one paging loop), `listing` (a listing request as a value), `protocols` (what the
+client's parts see of it), then the endpoints:
+`client` (the listings, holding the two below), `includes` (the include= fallback), `webhooks`
+(the subscriptions); `profile` (what the upstream was seen to honour) and
 `clock` (now on the scale of the stamps served, learned from them).
 
 Nothing is imported here, so that `sync.channel.pages` stays light: a backfill's staging worker

@@ -2,9 +2,13 @@
 
 Layers, each one job: `Transport` (retries, backoff, concurrency) -> `Credentials` (token,
 signature, clock offset) -> `ChannelSession` (login, re-login on 401, skew, status -> exception,
-the paged GET and its one loop) -> the endpoints: this module's listings (JSON:API validation
-into `Page`), the include fallback (`sync.channel.includes`) and the subscriptions
-(`sync.channel.webhooks`) -> callers (backfill, polls, reconcile, worker, subscriptions).
+the paged GET and its one loop) -> `ChannelClient`: this module's listings (JSON:API validation
+into `Page`), holding the include fallback (`client.includes`, `sync.channel.includes`) and the
+subscriptions (`client.webhooks`, `sync.channel.webhooks`) as parts, not base classes -> callers
+(backfill, polls, reconcile, worker, subscriptions).
+
+A listing request is a value (`sync.channel.listing.Listing`: a `Scope` and what is asked of
+it), built once and handed down, as httpx hands a `Request`.
 
 Listing requests give every parameter explicitly, as the spec advises ("so that changes of
 defaults do not change results"): `page[size]`, `page[number]`, `sort`, `include`, `fields[...]`.
@@ -16,63 +20,83 @@ want another order (the incremental poll: `sort=updated_at`) pass `sort` in `par
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
+import aiohttp
+
 from sync.channel.includes import IncludeFallback
+from sync.channel.listing import Listing
 from sync.channel.pages import Page, decode_listing, to_page
+from sync.channel.protocols import MetaStore
+from sync.channel.session import ChannelSession
 from sync.channel.transport import Response
 from sync.channel.webhooks import WebhookEndpoints
+from sync.core.config import UpstreamSettings
 from sync.core.errors import BadResponseError, UpstreamError
 from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope
 
 MAX_IDS = 100
 #: Conditional listings whose ETag the client remembers (a poll cycle has one per scope).
 ETAG_ENTRIES = 20_000
 
 
-class ChannelClient(IncludeFallback, WebhookEndpoints):
-    """Signed, retried access to the Channel Content API."""
+class ChannelClient(ChannelSession):
+    """Signed, retried access to the Channel Content API: the listing endpoints over the
+    session, holding the include fallback (`includes`) and the subscriptions (`webhooks`).
 
-    def listing_params(
+    `store`: where what the client learns outlives the process (`ChannelSession.keep`)."""
+
+    def __init__(
         self,
-        rtype: ResourceType,
-        number: int,
+        settings: UpstreamSettings,
         *,
-        scope_params: Mapping[str, str],
-        params: Mapping[str, str],
-        fields: Sequence[str] | None,
-        include: bool,
-        size: int | None,
-    ) -> dict[str, str]:
-        """Every parameter of one listing request, explicit."""
-        out = {**self.page_query(number, size), "sort": "id"}
-        if include and (paths := self.include_for(rtype)):
+        session: aiohttp.ClientSession | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+        fail_fast: bool = True,
+        store: MetaStore | None = None,
+    ) -> None:
+        super().__init__(settings, session=session, sleep=sleep, clock=clock, fail_fast=fail_fast)
+        self.includes = IncludeFallback(self)
+        self.webhooks = WebhookEndpoints(self)
+        if store is not None:
+            self.keep(store)
+
+    def query(self, listing: Listing, number: int) -> dict[str, str]:
+        """Every parameter of page `number` of `listing`, explicit (the auth parameters are
+        added per attempt); include paths the upstream refused on the route left out."""
+        rtype = listing.rtype
+        out = {**self.page_query(number, listing.size), "sort": "id"}
+        if listing.include and (paths := self.includes.paths(rtype)):
             out["include"] = paths
-        if fields is not None:
-            out[f"fields[{rtype.name}]"] = ",".join(fields)
-        out.update(scope_params)
-        out.update(params)
+        if listing.fields is not None:
+            out[f"fields[{rtype.name}]"] = ",".join(listing.fields)
+        out.update(listing.scope.params)
+        out.update(listing.params)
+        if "include" in out and self.profile is not None:
+            kept = self.includes.paths(rtype, out["include"])
+            if kept:
+                out["include"] = kept
+            else:
+                del out["include"]
         return out
 
     async def list_page(
         self,
-        rtype: ResourceType,
+        request: Scope | Listing,
         number: int,
         *,
-        mall_id: int | str | None = None,
-        scope_params: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-        fields: Sequence[str] | None = None,
-        include: bool = True,
-        size: int | None = None,
         conditional: bool = False,
         refusals: bool = True,
         attempts: int | None = None,
         as_asked: bool = False,
     ) -> Page:
-        """One page of a type's collection (per mall for mall-scoped types).
+        """Page `number` of a listing (a bare `Scope`: its listing with the defaults).
 
         `conditional`: send `If-None-Match` with the ETag this exact listing (path and query,
         auth parameters aside) last answered with, when that answer held the whole result (a
@@ -82,14 +106,13 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         use it: an unchanged listing costs a request but no body.
 
         `attempts`: 5xx answers allowed before `RetriesExhaustedError` (None: the retry budget;
-        a listing with `include=` is asked with `INCLUDE_ATTEMPTS` first, see `_include_refused`);
-        `as_asked`: `params`' include paths sent even where the profile holds them refused (a
-        probe asks each path again)."""
-        path, query = self._listing(
-            rtype, number, mall_id, scope_params, params, fields, include, size
-        )
-        if as_asked and params and "include" in params:
-            query["include"] = params["include"]
+        a listing with `include=` is asked with `INCLUDE_ATTEMPTS` first, see `sync.channel.includes`);
+        `as_asked`: the listing's own include paths sent even where the profile holds them
+        refused (a probe asks each path again)."""
+        listing = Listing.of(request)
+        path, query = listing.path, self.query(listing, number)
+        if as_asked and "include" in listing.params:
+            query["include"] = listing.params["include"]
         key = etag = None
         if conditional:
             key = path + "?" + "&".join(f"{k}={v}" for k, v in sorted(query.items()))
@@ -97,30 +120,20 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
         headers = {"If-None-Match": etag} if etag else None
         try:
             resp = await self.get_listing(
-                path, query, headers, attempts or self.include_attempts(query, refusals)
+                path, query, headers, attempts or self.includes.attempts(query, refusals)
             )
         except UpstreamError as exc:
             # `refusals=False`: a probe's own request (no fallback inside the fallback), and
             # the one retry after it (a path refused again is not asked about twice).
             if not refusals or attempts is not None:
                 raise
-            if not await self._include_refused(exc, rtype, mall_id, query):
-                if not self.include_5xx(exc, query):
+            if not await self.includes.refused(exc, listing.scope, query):
+                if not self.includes.failing(exc, query):
                     raise
                 # A 5xx no include path causes: asked again with the whole retry budget.
                 resp = await self.get_listing(path, query, headers)
                 return self._page(resp, number, query, key, etag)
-            return await self.list_page(
-                rtype,
-                number,
-                mall_id=mall_id,
-                scope_params=scope_params,
-                params=params,
-                fields=fields,
-                include=include,
-                size=size,
-                refusals=False,
-            )
+            return await self.list_page(listing, number, refusals=False)
         return self._page(resp, number, query, key, etag)
 
     def _page(
@@ -180,120 +193,54 @@ class ChannelClient(IncludeFallback, WebhookEndpoints):
             "ETag"
         )
 
-    def _listing(
-        self,
-        rtype: ResourceType,
-        number: int,
-        mall_id: int | str | None,
-        scope_params: Mapping[str, str] | None,
-        params: Mapping[str, str] | None,
-        fields: Sequence[str] | None,
-        include: bool,
-        size: int | None,
-    ) -> tuple[str, dict[str, str]]:
-        """(path, query) of one listing request (the auth parameters are added per attempt)."""
-        query = self.listing_params(
-            rtype,
-            number,
-            scope_params=scope_params or {},
-            params=params or {},
-            fields=fields,
-            include=include,
-            size=size,
-        )
-        if "include" in query and self.profile is not None:
-            kept = self.include_for(rtype, query["include"])
-            if kept:
-                query["include"] = kept
-            else:
-                del query["include"]
-        return rtype.list_path(mall_id), query
-
     async def list_response(
         self,
-        rtype: ResourceType,
+        request: Scope | Listing,
         number: int,
         *,
-        mall_id: int | str | None = None,
-        scope_params: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-        fields: Sequence[str] | None = None,
-        include: bool = True,
-        size: int | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
-        """One page of a type's collection as the raw answer, not parsed (the backfill parses
+        """Page `number` of a listing as the raw answer, not parsed (the backfill parses
         pages in a worker process; see `sync.pipeline.staging.stage_listing`)."""
-        path, query = self._listing(
-            rtype, number, mall_id, scope_params, params, fields, include, size
-        )
+        listing = Listing.of(request)
+        query = self.query(listing, number)
         try:
-            return await self.get_listing(path, query, headers, self.include_attempts(query))
+            return await self.get_listing(
+                listing.path, query, headers, self.includes.attempts(query)
+            )
         except UpstreamError as exc:
-            if not await self._include_refused(exc, rtype, mall_id, query):
-                if not self.include_5xx(exc, query):
+            if not await self.includes.refused(exc, listing.scope, query):
+                if not self.includes.failing(exc, query):
                     raise
                 # A 5xx no include path causes: asked again with the whole retry budget.
-                return await self.get_listing(path, query, headers)
-            path, query = self._listing(
-                rtype, number, mall_id, scope_params, params, fields, include, size
+                return await self.get_listing(listing.path, query, headers)
+            return await self.get_listing(
+                listing.path, self.query(listing, number), headers=headers
             )
-            return await self.get_listing(path, query, headers=headers)
 
-    async def iter_pages(
-        self,
-        rtype: ResourceType,
-        *,
-        mall_id: int | str | None = None,
-        scope_params: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-        fields: Sequence[str] | None = None,
-        include: bool = True,
-        start: int = 1,
-    ) -> AsyncIterator[Page]:
-        """Pages in order from `start` until the stop rule (`walk`)."""
+    async def iter_pages(self, request: Scope | Listing, start: int = 1) -> AsyncIterator[Page]:
+        """Pages of a listing in order from `start` until the stop rule (`walk`)."""
+        listing = Listing.of(request)
 
         def fetch(number: int) -> Awaitable[Page]:
-            return self.list_page(
-                rtype,
-                number,
-                mall_id=mall_id,
-                scope_params=scope_params,
-                params=params,
-                fields=fields,
-                include=include,
-            )
+            return self.list_page(listing, number)
 
         async for page in self.walk(fetch, start):
             yield page
 
-    async def fetch_ids(
-        self,
-        rtype: ResourceType,
-        ids: Sequence[str | int],
-        *,
-        mall_id: int | str | None = None,
-        scope_params: Mapping[str, str] | None = None,
-    ) -> Page:
-        """Up to 100 resources by `filter[id]`, every page of the answer read (an upstream
-        that serves fewer rows a page than asked answers in several): what is not in the
-        result is not served in this scope, which a short first page alone never proves."""
+    async def fetch_ids(self, scope: Scope, ids: Sequence[str | int]) -> Page:
+        """Up to 100 resources of `scope` by `filter[id]`, every page of the answer read (an
+        upstream that serves fewer rows a page than asked answers in several): what is not in
+        the result is not served in this scope, which a short first page alone never proves."""
         if len(ids) > MAX_IDS:
             raise ValueError(f"fetch_ids takes at most {MAX_IDS} ids, got {len(ids)}")
         if not ids:
             # `filter[id]=` might be read as "no filter", i.e. the whole collection.
             return Page([], [], {}, 1, 1, self.api_version)
-        query = {"filter[id]": ",".join(str(i) for i in ids)}
+        listing = Listing(scope, {"filter[id]": ",".join(str(i) for i in ids)}, size=MAX_IDS)
 
         def fetch(number: int) -> Awaitable[Page]:
-            return self.list_page(
-                rtype,
-                number,
-                mall_id=mall_id,
-                scope_params=scope_params,
-                params=query,
-                size=MAX_IDS,
-            )
+            return self.list_page(listing, number)
 
         pages = [page async for page in self.walk(fetch)]
         if len(pages) == 1:

@@ -23,36 +23,67 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Protocol
 
-from sync.channel.profile import INCLUDE_ATTEMPTS, UpstreamProfile, route_key
-from sync.channel.session import ChannelSession
+from sync.channel.profile import (
+    INCLUDE_ATTEMPTS,
+    Profiler,
+    RouteProfile,
+    UpstreamProfile,
+    note_refusals,
+    route_key,
+)
+from sync.channel.protocols import Probed
 from sync.core.errors import RetriesExhaustedError, UpstreamError
+from sync.core.logs import get_logger
 from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope
 
 
-class IncludeFallback(ChannelSession):
-    """The include paths a listing may ask on a route, and what a 400 refusing them does."""
+class Profiled(Probed, Protocol):
+    """The client the fallback serves: it probes through it and changes its profile."""
 
-    def include_for(self, rtype: ResourceType, paths: str | None = None) -> str:
+    @property
+    def profile(self) -> UpstreamProfile | None: ...
+
+    def learn_profile(
+        self, profile: UpstreamProfile | None = None, *, save: bool = True
+    ) -> UpstreamProfile: ...
+
+
+class IncludeFallback:
+    """The include paths a listing may ask on a route, and what a 400 refusing them does;
+    held by the client (`ChannelClient.includes`)."""
+
+    def __init__(self, client: Profiled) -> None:
+        self.client = client
+        self.log = get_logger("sync.channel")
+        #: One fallback at a time per route: the scopes that met the same refusal side by side
+        #: wait for the first one's verdict.
+        self.locks: dict[str, asyncio.Lock] = {}
+
+    def paths(self, rtype: ResourceType, paths: str | None = None) -> str:
         """`paths` (default: `rtype`'s include paths) less those the upstream refused on
         `rtype`'s route (`UpstreamProfile`)."""
         paths = rtype.include if paths is None else paths
-        if self.profile is None:
+        profile = self.client.profile
+        if profile is None:
             return paths
-        refused = self.profile.refused_includes(rtype)
+        refused = profile.refused_includes(rtype)
         if not refused:
             return paths
         return ",".join(
             p for p in paths.split(",") if p and p not in refused and p.split(".")[0] not in refused
         )
 
-    def include_attempts(self, query: Mapping[str, str], refusals: bool = True) -> int | None:
+    @staticmethod
+    def attempts(query: Mapping[str, str], refusals: bool = True) -> int | None:
         """The 5xx allowance of a listing request: `INCLUDE_ATTEMPTS` when it carries
         `include=` and the fallback may run, else None (the whole retry budget)."""
         return INCLUDE_ATTEMPTS if refusals and "include" in query else None
 
     @staticmethod
-    def include_5xx(exc: UpstreamError, query: Mapping[str, str]) -> bool:
+    def failing(exc: UpstreamError, query: Mapping[str, str]) -> bool:
         """Whether `exc` is a listing with `include=` that ran out of its small 5xx allowance."""
         return (
             "include" in query
@@ -61,49 +92,36 @@ class IncludeFallback(ChannelSession):
             and exc.status >= 500
         )
 
-    async def _include_refused(
-        self,
-        exc: UpstreamError,
-        rtype: ResourceType,
-        mall_id: int | str | None,
-        query: Mapping[str, str],
-    ) -> bool:
+    async def refused(self, exc: UpstreamError, scope: Scope, query: Mapping[str, str]) -> bool:
         """Whether `exc` was a 400 refusing the request's include paths, or a 5xx one of them
-        causes, now marked refused (`refused_include`), so the request can go again without
+        causes, now marked refused (`find_refused`), so the request can go again without
         them."""
-        if self.include_5xx(exc, query):
-            return await self.refused_include(rtype, mall_id, query["include"], failing=True)
+        if self.failing(exc, query):
+            return await self.find_refused(scope, query["include"], failing=True)
         if exc.status != 400 or "include" not in query or "includ" not in str(exc).lower():
             return False
-        return await self.refused_include(rtype, mall_id, query["include"])
+        return await self.find_refused(scope, query["include"])
 
-    async def refused_include(
-        self, rtype: ResourceType, mall_id: int | str | None, paths: str, *, failing: bool = False
-    ) -> bool:
-        """A listing with `include=<paths>` was refused with a 400 (`failing`: answered 5xx
-        past its small allowance): ask each path alone (one row) and mark the refused ones in
-        the profile, so the request can go again without them. False when no path was refused
-        (the answer was about something else; with `failing`, also when the request without
-        `include=` fails as well: the 5xx is not the include's)."""
-        key = route_key(rtype)
-        async with self.include_locks.setdefault(key, asyncio.Lock()):
-            if self.profile is not None and self.profile.refused_includes(rtype) & set(
-                paths.split(",")
-            ):
+    async def find_refused(self, scope: Scope, paths: str, *, failing: bool = False) -> bool:
+        """A listing of `scope` with `include=<paths>` was refused with a 400 (`failing`:
+        answered 5xx past its small allowance): ask each path alone (one row) and mark the
+        refused ones in the profile, so the request can go again without them. False when no
+        path was refused (the answer was about something else; with `failing`, also when the
+        request without `include=` fails as well: the 5xx is not the include's)."""
+        rtype = scope.rtype
+        async with self.locks.setdefault(route_key(rtype), asyncio.Lock()):
+            profile = self.client.profile
+            if profile is not None and profile.refused_includes(rtype) & set(paths.split(",")):
                 return True  # found out by a listing beside this one meanwhile
-            return await self._find_refused(rtype, mall_id, paths, failing)
+            return await self._ask_each(rtype, scope.mall_id, paths, failing)
 
-    async def _find_refused(
-        self, rtype: ResourceType, mall_id: int | str | None, paths: str, failing: bool
+    async def _ask_each(
+        self, rtype: ResourceType, mall: int | None, paths: str, failing: bool
     ) -> bool:
-        from sync.channel.profile import Profiler, RouteProfile, note_refusals
-
-        if self.profile is None:
-            self.profile = UpstreamProfile()
+        profile = self.client.learn_profile(save=False)
         key = route_key(rtype)
-        route = self.profile.routes.setdefault(key, RouteProfile(key))
-        prober = Profiler(self)
-        mall = int(mall_id) if mall_id is not None else None
+        route = profile.routes.setdefault(key, RouteProfile(key))
+        prober = Profiler(self.client)
         if failing and not await prober.bare(rtype, mall):
             return False
         found = False
@@ -130,6 +148,5 @@ class IncludeFallback(ChannelSession):
                 "the listing goes on without them and their linkage is not mirrored through "
                 "include=",
             )
-            if self.save_profile is not None:
-                self.save_profile()
+            self.client.learn_profile()
         return found

@@ -26,16 +26,19 @@ seen at run time (rows out of order, a 400 on an include) updates it and is logg
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import orjson
 
+from sync.channel.listing import Listing
+from sync.channel.protocols import Probed
 from sync.core.errors import NotFoundError, RetriesExhaustedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope
 from sync.model.stamps import iso_ms, normalize_or_none
 
 Verdict = Literal["honoured", "ignored", "refused", "unknown"]
@@ -148,9 +151,9 @@ DELETIONS_ROUTE = "/deletions"
 
 
 class Profiler:
-    """Runs the probes through a `ChannelClient` (imported late: the client imports this)."""
+    """Runs the probes through a client (`Probed`)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Probed) -> None:
         self.client = client
         #: Include paths asked (`include`), why each refused one was, and the nested paths
         #: (`images.tags`) whose linkage the rows of their parent path came with.
@@ -186,7 +189,9 @@ class Profiler:
         # (a short page before `links.last` teaches the bound, `Paging.more`).
         # The first type with more than a page tells (a small one proves nothing).
         for rtype in [t for t in types if t.listable and t.level == "top"]:
-            first = await c.list_page(rtype, 1, fields=["updated_at"], include=False)
+            first = await c.list_page(
+                Listing(Scope(rtype), fields=["updated_at"], include=False), 1
+            )
             c.paging.more(first)
             if c.paging.served is not None or len(first.resources) >= c.paging.asked:
                 break
@@ -214,14 +219,14 @@ class Profiler:
         for skew in SKEWS:
             ok = True
             for sign in (1, -1):
+
+                def signed(s: float = skew * sign) -> dict[str, str]:
+                    return {"page[size]": "1", "page[number]": "1", **c.credentials.params(s)}
+
                 resp = await c.transport.send(
                     "GET",
                     f"{c.base}/malls",
-                    params=lambda s=skew * sign: {
-                        "page[size]": "1",
-                        "page[number]": "1",
-                        **c.credentials.params(s),
-                    },
+                    params=signed,
                     headers={"Accept": "application/vnd.api+json"},
                 )
                 ok = ok and resp.status < 400
@@ -233,8 +238,9 @@ class Profiler:
     async def _mall_with_rows(self, rtype: ResourceType, malls: Sequence[int]) -> int | None:
         for mall in list(malls)[:5]:
             try:
+                scope = Scope(rtype, mall)
                 page = await self.client.list_page(
-                    rtype, 1, mall_id=mall, fields=["updated_at"], include=False, size=1
+                    Listing(scope, fields=["updated_at"], include=False, size=1), 1
                 )
             except NotFoundError:
                 continue
@@ -243,16 +249,18 @@ class Profiler:
         return malls[0] if malls else None
 
     async def _page(
-        self, rtype: ResourceType, mall: int | None, params: dict[str, str], **kw: Any
+        self,
+        rtype: ResourceType,
+        mall: int | None,
+        params: dict[str, str],
+        *,
+        fields: Sequence[str] | None = None,
+        include: bool = True,
+        **kw: Any,
     ) -> Any:
+        scope = Scope(rtype, mall, rtype.scope_params[0])
         return await self.client.list_page(
-            rtype,
-            1,
-            mall_id=mall,
-            scope_params=rtype.scope_params[0],
-            params=params,
-            size=PROBE_ROWS,
-            **kw,
+            Listing(scope, params, fields, include, PROBE_ROWS), 1, **kw
         )
 
     async def _stamps(
@@ -429,16 +437,13 @@ def _sorted(stamps: list[str] | None, *, ascending: bool) -> Verdict:
     return "honoured" if stamps == ordered else "ignored"
 
 
-def contradicted(
-    profile: UpstreamProfile | None, key: str, what: str, save: Callable[[], None] | None
-) -> None:
+def contradicted(profile: UpstreamProfile, key: str, what: str) -> bool:
     """A run saw route `key` answer against its profile (`what`: rows out of `updated_at` order):
-    the route is marked so strategies fall back, and it is logged once."""
-    if profile is None:
-        return
+    the route is marked so strategies fall back, and it is logged once. Whether it changed
+    (the caller keeps the profile then, `ChannelClient.learn_profile`)."""
     route = profile.routes.setdefault(key, RouteProfile(key))
     if route.sort == "ignored" and route.note:
-        return
+        return False
     route.sort = "ignored"
     route.note = f"{what} (seen {iso_ms(time.time())})"
     _log.warning(
@@ -447,8 +452,7 @@ def contradicted(
         seen=what,
         hint="the route answered against its probe; it is now walked without assuming order",
     )
-    if save is not None:
-        save()
+    return True
 
 
 #: How old a stored profile may be before the daemon probes again (at start, before a reconcile).

@@ -10,7 +10,8 @@ method with one job:
     _send_handling_auth   log in first; re-login once on 401
     _send_handling_skew   sign again when a 401's `Date` taught another clock offset
     _send_signed          sign the attempt (`sync.channel.signing`) and hand it to the transport
-    Transport.send        retries, backoff, concurrency, the request budget (`sync.channel.transport`)
+    Transport.send        one attempt (`_attempt`) repeated under the `RetryPolicy`; concurrency,
+                          the request budget (`sync.channel.transport`)
 
 401 means the session ended (someone logged the account out elsewhere, which ends every session
 sharing the token): the client logs in again, once per request. A 401 right after that fresh
@@ -19,7 +20,8 @@ login cannot be cured by another one and is an `AuthError`. Concurrent 401s shar
 The paged GET sits on the session too, because the page size it asks is session state: the one
 page-number loop (`walk`) with the one stop rule (`Paging.more`), and `get_listing`, which asks a
 page again smaller when the upstream refuses `page[size]`. The endpoints are built on it:
-`sync.channel.client` (listings), `sync.channel.includes`, `sync.channel.webhooks`.
+`sync.channel.client` (listings), holding `includes` and `webhooks`. What it learns outlives
+the run in one store (`keep`); the upstream profile changes only through `learn_profile`.
 """
 
 from __future__ import annotations
@@ -39,9 +41,18 @@ from sync.channel.accounts import Account, Accounts, route_of
 from sync.channel.clock import UpstreamClock
 from sync.channel.pages import Page, decode, to_page
 from sync.channel.paging import Paging, next_number
+from sync.channel.profile import META_KEY as PROFILE_KEY
 from sync.channel.profile import UpstreamProfile
+from sync.channel.protocols import MetaStore
 from sync.channel.signing import Credentials
-from sync.channel.transport import Response, Stats, Transport, scrub
+from sync.channel.transport import (
+    Response,
+    RetryPolicy,
+    Stats,
+    Transport,
+    TransportSettings,
+    scrub,
+)
 from sync.core import tally
 from sync.core.config import UpstreamSettings
 from sync.core.errors import (
@@ -131,12 +142,10 @@ class ChannelSession:
         #: the `Date` header's offset (`clock_offset`) is for signing only.
         self.clock = UpstreamClock(local=clock, date_offset=lambda: self.credentials.offset)
         #: What the upstream answered where the spec is silent (`sync.channel.profile`): None
-        #: until probed or loaded; `save_profile` keeps a change (set by whoever owns a mirror).
-        self.profile: UpstreamProfile | None = None
-        self.save_profile: Callable[[], None] | None = None
-        #: One include fallback at a time per route (`sync.channel.includes`): the scopes that
-        #: met the same refusal side by side wait for the first one's verdict.
-        self.include_locks: dict[str, asyncio.Lock] = {}
+        #: until probed or loaded (`keep`); changed only through `learn_profile`.
+        self._profile: UpstreamProfile | None = None
+        #: Where what this client learns outlives the process (`keep`): None keeps nothing.
+        self._store: MetaStore | None = None
         #: The request budget every request of this client takes a slot from (None: off); with
         #: `budget = "per_account"`, the first account's (each account takes from its own).
         self.budget = self.accounts.first.budget
@@ -146,17 +155,19 @@ class ChannelSession:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=max(self.settings.concurrency * 2, 10))
             )
+        settings = self.settings
         self._transport = Transport(
             self._session,
-            concurrency=self.settings.concurrency,
-            timeout=self.settings.timeout,
-            retry_budget=self.settings.retry_budget,
-            max_backoff=self.settings.max_backoff,
+            TransportSettings(
+                concurrency=settings.concurrency,
+                timeout=settings.timeout,
+                retry=RetryPolicy(settings.retry_budget, settings.max_backoff),
+                fail_fast=self.fail_fast,
+            ),
             sleep=self._sleep,
             upstream_now=lambda: self._clock() + self.credentials.offset,
             on_response=self._observe,
             stats=self.stats,
-            fail_fast=self.fail_fast,
             budget=self.budget,
         )
         return self
@@ -172,6 +183,40 @@ class ChannelSession:
         if self._own_session and self._session is not None:
             await self._session.close()
             self._session = None
+
+    def keep(self, store: MetaStore) -> None:
+        """Keep what this client learns in `store` (the mirror's `_sync_meta`) and restore
+        what an earlier run learned there: the page size served (`Paging`), which account
+        reads which route (`Accounts`), "now" on the stamps' scale (`UpstreamClock`) and the
+        upstream profile. Called once where the client meets its mirror; again with the same
+        store, nothing."""
+        if store is self._store:
+            return
+        self._store = store
+        self.paging.keep(store.get_meta, store.set_meta)
+        self.accounts.keep(store.get_meta, store.set_meta)
+        self.clock.keep(store.get_meta, store.set_meta)
+        if self._profile is None:
+            self._profile = UpstreamProfile.from_json(store.get_meta(PROFILE_KEY))
+
+    @property
+    def profile(self) -> UpstreamProfile | None:
+        """What the upstream answered where the spec is silent; None until probed or kept."""
+        return self._profile
+
+    def learn_profile(
+        self, profile: UpstreamProfile | None = None, *, save: bool = True
+    ) -> UpstreamProfile:
+        """Adopt `profile` (a probe's), or with None the current one as changed in place (an
+        empty one if none yet), and keep it in the store (`keep`) unless `save` is False.
+        The one way the profile changes; returns it."""
+        if profile is not None:
+            self._profile = profile
+        elif self._profile is None:
+            self._profile = UpstreamProfile()
+        if save and self._store is not None:
+            self._store.set_meta(PROFILE_KEY, self._profile.to_json())
+        return self._profile
 
     @property
     def transport(self) -> Transport:

@@ -125,52 +125,84 @@ def retry_after(value: str | None, now: float) -> float | None:
         return None
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How one logical request is repeated: within `budget` seconds (attempts and waits
+    together), waiting full-jitter backoff capped at `max_backoff` between attempts."""
+
+    budget: float
+    max_backoff: float
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def backoff(self, attempt: int) -> float:
+        """Full jitter: a uniform draw below the capped exponential."""
+        return self.rng.uniform(0.0, min(self.max_backoff, BASE_BACKOFF * 2**attempt))
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """The wait before the next attempt: a Retry-After is a floor (the upstream asked for
+        at least that long)."""
+        backoff = self.backoff(attempt)
+        return max(retry_after, backoff) if retry_after is not None else backoff
+
+
+@dataclass(frozen=True)
+class TransportSettings:
+    """What a transport is configured with: requests in flight, the timeout of one attempt,
+    the retry policy, and what an upstream never reached does (`fail_fast`, the config key
+    `base_url_key` its error names)."""
+
+    concurrency: int
+    timeout: float
+    retry: RetryPolicy
+    fail_fast: bool = True
+    base_url_key: str = "[upstream] base_url"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt came to: an answer, or the transport error that replaced it (`cause`),
+    the `Retry-After` wait a 429 asked for, and the seconds it took."""
+
+    response: Response | None
+    cause: str
+    retry_after: float | None
+    elapsed: float
+    never_reached: bool = False
+
+
 class Transport:
     """Sends requests through `session` with retries; see the module docstring."""
 
     def __init__(
         self,
         session: aiohttp.ClientSession,
+        settings: TransportSettings,
         *,
-        concurrency: int,
-        timeout: float,
-        retry_budget: float,
-        max_backoff: float,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         upstream_now: Callable[[], float] = time.time,
         on_response: Callable[[Response], None] | None = None,
         stats: Stats | None = None,
-        rng: random.Random | None = None,
-        fail_fast: bool = True,
-        base_url_key: str = "[upstream] base_url",
         budget: RequestBudget | None = None,
     ) -> None:
+        """`sleep` and `clock` are injected so tests run instantly; `upstream_now` is the
+        upstream's clock (Retry-After dates are on it); `on_response` sees every answer."""
         self.session = session
+        self.settings = settings
+        self.retry = settings.retry
         self.budget = budget
-        self.limit = asyncio.Semaphore(concurrency)
-        self.timeout = timeout
-        self.retry_budget = retry_budget
-        self.max_backoff = max_backoff
+        self.limit = asyncio.Semaphore(settings.concurrency)
         self.sleep = sleep
         self.clock = clock
-        # Retry-After dates are the upstream's clock: compare them with the corrected time.
         self.upstream_now = upstream_now
         self.on_response = on_response
         self.stats = stats if stats is not None else Stats()
-        self.rng = rng or random.Random()
         self.log = get_logger("sync.channel")
-        self.fail_fast = fail_fast
-        self.base_url_key = base_url_key  # named in the hint of `UnreachableError`
         self.reached = False  # set by the first answer (any status)
         self.unreachable = False  # set once a fail-fast transport gave up on the upstream
         self._unreachable_logged_at: float | None = None
         #: A daemon's transport while the upstream was never reached: the error, for health.
         self.unreachable_reason: str | None = None
-
-    def backoff(self, attempt: int) -> float:
-        """Full jitter: a uniform draw below the capped exponential."""
-        return self.rng.uniform(0.0, min(self.max_backoff, BASE_BACKOFF * 2**attempt))
 
     async def send(
         self,
@@ -184,9 +216,9 @@ class Transport:
         budget: RequestBudget | None = None,
         attempts: int | None = None,
     ) -> Response:
-        """One logical request; `params` is called per attempt because signatures expire.
-        `budget`: the request budget to take slots from instead of the transport's (an
-        account's own, with `budget = "per_account"`).
+        """One logical request: `_attempt` repeated under the retry policy. `params` is called
+        per attempt because signatures expire. `budget`: the request budget to take slots from
+        instead of the transport's (an account's own, with `budget = "per_account"`).
 
         `attempts`: a small allowance instead of the retry budget for 5xx answers: after that
         many, `RetriesExhaustedError` carrying the last status (a listing with `include=`
@@ -202,77 +234,36 @@ class Transport:
         errors = 0  # 5xx answers, counted against `attempts`
         while True:
             attempt += 1
-            wait: float | None = None
-            cause: str
-            remaining = self.retry_budget - spent
-            # Every attempt is a request the upstream sees: with a budget, its grant is also
-            # the place in flight (`RequestBudget.slot`), so it is sent as it is granted.
-            slot = budget.slot() if budget is not None else self.limit
-            started: float | None = None
-            try:
-                async with slot:
-                    started = self.clock()
-                    # The last attempt may not outlive the budget either.
-                    timeout = aiohttp.ClientTimeout(total=max(0.001, min(self.timeout, remaining)))
-                    async with self.session.request(
-                        method,
-                        url,
-                        params=dict(params()) if params else None,
-                        json=json,
-                        headers=headers,
-                        timeout=timeout,
-                    ) as resp:
-                        body = await resp.read()
-                        cut_short(resp, body)
-                        response = Response(resp.status, resp.headers, body, str(resp.url))
-                self.stats.statuses[response.status] += 1
-                self._answered()
-                if self.on_response:
-                    self.on_response(response)
-                if response.status == 429:
-                    wait = retry_after(response.headers.get("Retry-After"), self.upstream_now())
-                    if budget is not None:
-                        budget.on_throttled(wait)
-                elif budget is not None:
-                    budget.on_answer()
-                if not is_retryable(response.status):
-                    return response
-                cause = f"HTTP {response.status}"
-                if response.status >= 500:
+            remaining = self.retry.budget - spent
+            got = await self._attempt(method, url, params, json, headers, budget, remaining)
+            spent += got.elapsed
+            if got.response is not None:
+                if not is_retryable(got.response.status):
+                    return got.response
+                if got.response.status >= 500:
                     errors += 1
                     if attempts is not None and errors >= attempts:
                         raise RetriesExhaustedError(
-                            f"answered {cause} {errors} times in a row",
+                            f"answered {got.cause} {errors} times in a row",
                             url=url,
-                            status=response.status,
+                            status=got.response.status,
                             hint="asked with a small allowance; the caller decides what next",
                         )
-            except TRANSIENT_ERRORS as exc:
-                name = type(exc).__name__
-                cause = scrub(f"{name}: {exc}" if str(exc) else name)
-                self.stats.errors[name] += 1
-                never_reached = isinstance(exc, UNREACHABLE_ERRORS) and not self.reached
-            else:
-                never_reached = False
-            if started is not None:
-                spent += max(0.0, self.clock() - started)
-            backoff = self.backoff(attempt)
-            # A Retry-After is a floor: the upstream asked for at least that long.
-            delay = max(wait, backoff) if wait is not None else backoff
-            if once and cause != "HTTP 429" and not never_reached:
+            delay = self.retry.delay(attempt, got.retry_after)
+            if once and got.cause != "HTTP 429" and not got.never_reached:
                 raise MaybeAppliedError(
-                    f"{method} answered {cause}; it may have taken effect",
+                    f"{method} answered {got.cause}; it may have taken effect",
                     url=url,
                     hint="look the result up before sending it again",
                 )
-            if never_reached and self._will_not_heal(method, url, cause, spent + delay):
+            if got.never_reached and self._will_not_heal(method, url, got.cause, spent + delay):
                 self.stats.retries += 1
                 await self.sleep(delay)  # a daemon: retry outside the budget until it answers
                 spent += delay
                 continue
-            if spent + delay > self.retry_budget:
+            if spent + delay > self.retry.budget:
                 raise RetriesExhaustedError(
-                    f"gave up after {attempt} attempts in {spent:.1f}s; last: {cause}",
+                    f"gave up after {attempt} attempts in {spent:.1f}s; last: {got.cause}",
                     url=url,
                     hint="the upstream keeps failing; raise [upstream] retry_budget or try later",
                 )
@@ -280,12 +271,72 @@ class Transport:
             self.log.debug(
                 "upstream.retry",
                 url=redact_url(url),
-                cause=cause,
+                cause=got.cause,
                 attempt=attempt,
                 wait=round(delay, 3),
             )
             await self.sleep(delay)
             spent += delay
+
+    async def _attempt(
+        self,
+        method: str,
+        url: str,
+        params: Callable[[], Mapping[str, str]] | None,
+        json: Any,
+        headers: Mapping[str, str] | None,
+        budget: RequestBudget | None,
+        remaining: float,
+    ) -> Attempt:
+        """One attempt, no retry: an answer (any status), or the transient error in its place.
+        Every attempt is a request the upstream sees: with a budget, its grant is also the
+        place in flight (`RequestBudget.slot`), so it is sent as it is granted."""
+        slot = budget.slot() if budget is not None else self.limit
+        started: float | None = None
+        try:
+            async with slot:
+                started = self.clock()
+                # The last attempt may not outlive the budget either.
+                timeout = aiohttp.ClientTimeout(
+                    total=max(0.001, min(self.settings.timeout, remaining))
+                )
+                async with self.session.request(
+                    method,
+                    url,
+                    params=dict(params()) if params else None,
+                    json=json,
+                    headers=headers,
+                    timeout=timeout,
+                ) as resp:
+                    body = await resp.read()
+                    cut_short(resp, body)
+                    response = Response(resp.status, resp.headers, body, str(resp.url))
+        except TRANSIENT_ERRORS as exc:
+            name = type(exc).__name__
+            self.stats.errors[name] += 1
+            return Attempt(
+                None,
+                scrub(f"{name}: {exc}" if str(exc) else name),
+                None,
+                self._since(started),
+                never_reached=isinstance(exc, UNREACHABLE_ERRORS) and not self.reached,
+            )
+        elapsed = self._since(started)
+        self.stats.statuses[response.status] += 1
+        self._answered()
+        if self.on_response:
+            self.on_response(response)
+        wait = None
+        if response.status == 429:
+            wait = retry_after(response.headers.get("Retry-After"), self.upstream_now())
+            if budget is not None:
+                budget.on_throttled(wait)
+        elif budget is not None:
+            budget.on_answer()
+        return Attempt(response, f"HTTP {response.status}", wait, elapsed)
+
+    def _since(self, started: float | None) -> float:
+        return max(0.0, self.clock() - started) if started is not None else 0.0
 
     def _answered(self) -> None:
         """The upstream answered: from now on a refused connection is a transient fault."""
@@ -303,15 +354,15 @@ class Transport:
         fail-fast mode once past it; in daemon mode logs the error (now and then) and returns
         True: the caller waits and retries without counting the budget.
         """
-        if not self.unreachable and spent <= min(UNREACHABLE_GRACE, self.retry_budget):
+        if not self.unreachable and spent <= min(UNREACHABLE_GRACE, self.retry.budget):
             return False
         error = UnreachableError(
             f"cannot reach the upstream at {redact_url(url)} ({method}): {cause}",
             url=url,
-            hint=f"check {self.base_url_key}: the host, port and scheme, DNS, firewall and "
+            hint=f"check {self.settings.base_url_key}: the host, port and scheme, DNS, firewall and "
             "TLS certificate",
         )
-        if self.fail_fast:
+        if self.settings.fail_fast:
             self.unreachable = True  # later requests give up at their first refusal
             raise error
         self.unreachable_reason = str(error)

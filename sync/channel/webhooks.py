@@ -15,16 +15,20 @@ from sync.channel.pages import Page, decode
 from sync.channel.session import ChannelSession
 
 
-class WebhookEndpoints(ChannelSession):
-    """GET, POST and DELETE /webhooks."""
+class WebhookEndpoints:
+    """GET, POST and DELETE /webhooks, through the session the client holds them over
+    (`ChannelClient.webhooks`)."""
 
-    async def list_webhooks(self) -> list[dict[str, Any]]:
+    def __init__(self, session: ChannelSession) -> None:
+        self.session = session
+
+    async def list_all(self) -> list[dict[str, Any]]:
         """Every subscription of this account, all pages."""
 
         def fetch(number: int) -> Awaitable[Page]:
-            return self.get_page("/webhooks", number, {"sort": "id"})
+            return self.session.get_page("/webhooks", number, {"sort": "id"})
 
-        return [r async for page in self.walk(fetch) for r in page.resources]
+        return [r async for page in self.session.walk(fetch) for r in page.resources]
 
     async def subscribe(self, callback_url: str, topic: str) -> dict[str, Any]:
         """POST /webhooks; returns the subscription resource ({} if the body has none)."""
@@ -36,11 +40,11 @@ class WebhookEndpoints(ChannelSession):
         }
         # Not idempotent: a timeout or a 5xx may follow a subscription that was made, and a
         # blind retry would make a second one (`Subscriptions.ensure` looks first).
-        resp = await self.request("POST", "/webhooks", json=body, once=True)
+        resp = await self.session.request("POST", "/webhooks", json=body, once=True)
         doc = decode(resp.body, resp.url, resp.status)
         data = doc.get("data") if isinstance(doc, dict) else None
         return data if isinstance(data, dict) else {}
 
     async def unsubscribe(self, webhook_id: str) -> None:
         """DELETE /webhooks/{id} (the spec does not show the path; this is the JSON:API one)."""
-        await self.request("DELETE", f"/webhooks/{webhook_id}")
+        await self.session.request("DELETE", f"/webhooks/{webhook_id}")

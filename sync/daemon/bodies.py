@@ -286,13 +286,12 @@ class Bodies:
         if not stale(self.client.profile, time.time()):
             return
         try:
-            self.client.profile = await Profiler(self.client).probe(self.types, self.malls())
+            profile = await Profiler(self.client).probe(self.types, self.malls())
         except UpstreamError as exc:
             self.log.warning("upstream.probe_failed", error=str(exc))
             return
-        if self.client.save_profile is not None:
-            self.client.save_profile()
-        self.log.info("upstream.probed", routes=len(self.client.profile.routes))
+        self.client.learn_profile(profile)
+        self.log.info("upstream.probed", routes=len(profile.routes))
 
     # -- upkeep --------------------------------------------------------------------------------
 

@@ -216,7 +216,7 @@ async def open_running(
     mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
     try:
         # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
-        async with ChannelClient(settings.upstream, fail_fast=False) as client:
+        async with ChannelClient(settings.upstream, fail_fast=False, store=mirror) as client:
             yield build(
                 settings,
                 mirror,

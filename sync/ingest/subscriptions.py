@@ -77,7 +77,7 @@ class Subscriptions:
         accounts = self.client.accounts
         for account in accounts.all:
             with accounts.pinned(account):
-                hooks = await self.client.list_webhooks()
+                hooks = await self.client.webhooks.list_all()
             for hook in hooks:
                 attrs = hook.get("attributes") or {}
                 if attrs.get("callback_url") == self.url:
@@ -121,7 +121,7 @@ class Subscriptions:
         for attempt in range(1, tries + 1):
             try:
                 with accounts.pinned(self._subscriber(topic)):
-                    await self.client.subscribe(self.url, topic)
+                    await self.client.webhooks.subscribe(self.url, topic)
                 return
             except MaybeAppliedError as exc:
                 if topic in await self.current():
@@ -140,7 +140,7 @@ class Subscriptions:
     async def _unsubscribe(self, held: Held) -> None:
         """DELETE a subscription as the account that holds it (no other may)."""
         with self.client.accounts.pinned(held.account):
-            await self.client.unsubscribe(held.id)
+            await self.client.webhooks.unsubscribe(held.id)
 
 
 async def manage(

@@ -35,6 +35,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.channel.paging import PAST_END, next_number
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
@@ -410,13 +411,9 @@ class Backfill:
 
     async def _unchanged(self, scope: Scope, number: int, tag: str) -> bool:
         """Whether page `number` of `scope` still answers 304 to its ETag (`MissedRows.moved`)."""
+        trimmed = catalogue.trim_params(self.trim.get(scope.rtype.name, ()))
         resp = await self.client.list_response(
-            scope.rtype,
-            number,
-            mall_id=scope.mall_id,
-            scope_params=scope.params,
-            params=catalogue.trim_params(self.trim.get(scope.rtype.name, ())),
-            headers={"If-None-Match": tag},
+            Listing(scope, trimmed), number, headers={"If-None-Match": tag}
         )
         return resp.status == 304
 
@@ -426,13 +423,7 @@ class Backfill:
     async def _fetch(self, scope: Scope, number: int) -> StagedPage:
         """Download one page here; parse and stage it in the page pool (another core)."""
         trim = self.trim.get(scope.rtype.name, ())
-        resp = await self.client.list_response(
-            scope.rtype,
-            number,
-            mall_id=scope.mall_id,
-            scope_params=scope.params,
-            params=catalogue.trim_params(trim),
-        )
+        resp = await self.client.list_response(Listing(scope, catalogue.trim_params(trim)), number)
         if scope.mall_id is not None:
             self.missed.saw_etag(scope.rtype.name, scope.key, number, resp.headers.get("ETag"))
         received = self.client.clock.local()

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import normalize_or_none
@@ -51,14 +52,8 @@ async def changed_since(
     for scope in scopes_of(rtype, []):
         number = 1
         while True:
-            page = await client.list_page(
-                rtype,
-                number,
-                scope_params=scope.params,
-                params={"filter[updated_at][gte]": started_at},
-                fields=fields,
-                include=False,
-            )
+            since = {"filter[updated_at][gte]": started_at}
+            page = await client.list_page(Listing(scope, since, fields, include=False), number)
             if _evidence(mirror, rtype, page.resources, several=several):
                 return True
             if not client.paging.more(page):

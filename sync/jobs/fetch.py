@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sync.channel.client import ChannelClient
-from sync.channel.profile import META_KEY as PROFILE_KEY
-from sync.channel.profile import UpstreamProfile
 from sync.core.errors import ListingMissingError, NotFoundError
 from sync.model import catalogue
 from sync.model.scopes import Scope
@@ -44,21 +42,9 @@ class Fetcher:
     def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
-        # The page size the upstream proved it serves outlives the process (`Paging`), and so
-        # does what it answered where the spec is silent (`UpstreamProfile`).
-        client.paging.keep(mirror.get_meta, mirror.set_meta)
-        # So does which account reads which route, with several (`sync.channel.accounts`).
-        client.accounts.keep(mirror.get_meta, mirror.set_meta)
-        # So does "now" on the stamps' scale, learned from the stamps (`sync.channel.clock`).
-        client.clock.keep(mirror.get_meta, mirror.set_meta)
-        if client.profile is None:
-            client.profile = UpstreamProfile.from_json(mirror.get_meta(PROFILE_KEY))
-
-        def save() -> None:
-            if client.profile is not None:
-                mirror.set_meta(PROFILE_KEY, client.profile.to_json())
-
-        client.save_profile = save
+        # What the client learns outlives the process in this mirror (`ChannelSession.keep`;
+        # nothing when the client was built with it, `ChannelClient(store=)`).
+        client.keep(mirror)
 
     async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""
@@ -68,9 +54,7 @@ class Fetcher:
         """`fetch_and_write`, returning the ids the upstream served."""
         found: set[int] = set()
         for scope in scopes:
-            page = await self.client.fetch_ids(
-                scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
-            )
+            page = await self.client.fetch_ids(scope, ids)
             if page.resources:
                 self.mirror.write_staged(
                     stage_resources(scope.rtype, page.resources, page.included, scope.mall_id),
@@ -95,9 +79,7 @@ class Fetcher:
         still_there: set[int] = set()
         for scope in scopes:
             try:
-                page = await self.client.fetch_ids(
-                    scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
-                )
+                page = await self.client.fetch_ids(scope, ids)
             except NotFoundError as exc:
                 if scope.mall_id is None:
                     raise

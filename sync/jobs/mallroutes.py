@@ -32,11 +32,13 @@ from typing import Literal
 import orjson
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.channel.pages import Page
 from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import confirm_mall_gone
 from sync.model import catalogue
+from sync.model.scopes import Scope
 from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 from sync.store.schema import VIEWS
@@ -193,11 +195,10 @@ class MallRoutes:
         on a large upstream), then any past it one by one (a 404 there is the end)."""
         # The type as its mall route lists it: `/malls/{id}/<type>`, its default filters.
         rtype = replace(catalogue.TYPES[name], level="mall", relationships=(), scope_params=({},))
+        listing = Listing(Scope(rtype, mall), fields=["updated_at"], include=False)
 
         async def page(number: int) -> Page:
-            return await self.client.list_page(
-                rtype, number, mall_id=mall, fields=["updated_at"], include=False
-            )
+            return await self.client.list_page(listing, number)
 
         try:
             first = await page(1)

@@ -26,12 +26,12 @@ from typing import Any
 
 from sync.channel.client import ChannelClient
 from sync.channel.clock import stamp_seconds
+from sync.channel.listing import Listing
 from sync.channel.pages import Page
 from sync.channel.profile import (
     DELETIONS_ROUTE,
     Profiler,
     RouteProfile,
-    UpstreamProfile,
     Verdict,
     contradicted,
     route_key,
@@ -141,12 +141,8 @@ class Poller:
             if until is not None:
                 params["filter[updated_at][lte]"] = until
             page = await self.client.list_page(
-                rtype,
+                Listing(scope, params, size=self.page_size),
                 number,
-                mall_id=scope.mall_id,
-                scope_params=scope.params,
-                params=params,
-                size=self.page_size,
                 # Nothing changed since the same query last answered: 304, no body to move
                 # (only where the ETag proved reliable, when a profile is known).
                 conditional=route is None or route.conditional,
@@ -271,9 +267,10 @@ class Poller:
                 verdict = await reprobe()
                 self.log.warning("poll.out_of_order", route=key, seen=str(exc), probe=verdict)
                 if verdict != "honoured":
-                    if self.client.profile is None:
-                        self.client.profile = UpstreamProfile()
-                    contradicted(self.client.profile, key, str(exc), self.client.save_profile)
+                    # The profile to mark (an empty one when none is known yet).
+                    profile = self.client.learn_profile(save=False)
+                    if contradicted(profile, key, str(exc)):
+                        self.client.learn_profile()
         return await walk_unsorted(
             lambda n: fetch(since, n, "id"), since, stamp_field, paging, self.page_size, on_page
         )

@@ -8,9 +8,11 @@ profile in the mirror (`sync.channel.profile`, probed in the malls it holds).
 from __future__ import annotations
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.channel.profile import Profiler, UpstreamProfile
 from sync.core.config import Settings
 from sync.model import catalogue
+from sync.model.scopes import Scope
 from sync.pipeline.encoding import parse_id
 
 #: Malls asked for the mall-scoped routes: a few, so a mall without rows of a type is not alone.
@@ -24,8 +26,9 @@ async def probe(settings: Settings) -> UpstreamProfile:
         types = settings.upstream.mirrored_types()
         malls: list[int] = []
         if any(t.level == "mall" for t in types):
+            malls_scope = Scope(catalogue.TYPES["malls"])
             page = await client.list_page(
-                catalogue.TYPES["malls"], 1, fields=["updated_at"], include=False, size=PROBED_MALLS
+                Listing(malls_scope, fields=["updated_at"], include=False, size=PROBED_MALLS), 1
             )
             malls = [parse_id(r["id"]) for r in page.resources]
         return await Profiler(client).probe(types, malls)

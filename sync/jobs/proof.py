@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.channel.paging import PAST_END
 from sync.core.config import Settings
 from sync.core.errors import NotFoundError, UpstreamError
@@ -269,13 +270,7 @@ class Proof:
             fields, extra = sideloads.params(rtype)
             try:
                 page = await self.client.list_page(
-                    rtype,
-                    pos["page"],
-                    mall_id=scope.mall_id,
-                    scope_params=scope.params,
-                    params=extra,
-                    fields=fields,
-                    include=False,
+                    Listing(scope, extra, fields, include=False), pos["page"]
                 )
             except UpstreamError as exc:
                 if exc.status in PAST_END and pos["page"] > 1 and not pos.get("promised", True):

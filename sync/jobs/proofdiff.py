@@ -231,9 +231,7 @@ class UnitDiff:
             canaries = [] if self.force else self.book.canaries(key, CANARIES, attempt * CANARIES)
             canaries = [c for c in canaries if c not in ids]
             out.requests += 1
-            page = await self.client.fetch_ids(
-                scope.rtype, [*ids, *canaries], mall_id=scope.mall_id, scope_params=scope.params
-            )
+            page = await self.client.fetch_ids(scope, [*ids, *canaries])
             answer = {parse_id(r["id"]) for r in page.resources}
             if page.resources:
                 self.mirror.write_staged(

@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
 from sync.channel.pages import Page
 from sync.core.config import Settings
 from sync.core.errors import NotFoundError
@@ -258,14 +259,7 @@ class Reconciler:
     async def _sparse_pages(self, scope: Scope) -> AsyncIterator[Page]:
         # Ids and stamps, plus the sideloads whole with each owner's linkage (`sync.jobs.sideloads`).
         fields, extra = sideloads.params(scope.rtype)
-        async for page in self.client.iter_pages(
-            scope.rtype,
-            mall_id=scope.mall_id,
-            scope_params=scope.params,
-            params=extra,
-            fields=fields,
-            include=False,
-        ):
+        async for page in self.client.iter_pages(Listing(scope, extra, fields, include=False)):
             yield page
 
 
@@ -285,7 +279,9 @@ async def upstream_malls(client: ChannelClient) -> list[int]:
     """Every mall id the upstream lists (ids and `updated_at` only)."""
     malls = catalogue.TYPES["malls"]
     out: list[int] = []
-    async for page in client.iter_pages(malls, fields=["updated_at"], include=False):
+    async for page in client.iter_pages(
+        Listing(Scope(malls), fields=["updated_at"], include=False)
+    ):
         out += [parse_id(r["id"]) for r in page.resources]
     return sorted(set(out))
 

@@ -93,8 +93,8 @@ class RelatedRoutes:
                     await self._one(rtype, rel, rid)
                 n += 1
             out[rtype.name] = n
-        if profile is not None and self.client.save_profile is not None:
-            self.client.save_profile()
+        if profile is not None:
+            self.client.learn_profile()
         return out
 
     async def _one(self, rtype: ResourceType, rel: Relationship, rid: int) -> None:

@@ -220,9 +220,7 @@ class Verifier:
         for scope in scopes:
             report.requests += 1
             try:
-                page = await self.client.fetch_ids(
-                    scope.rtype, ids, mall_id=scope.mall_id, scope_params=scope.params
-                )
+                page = await self.client.fetch_ids(scope, ids)
             except NotFoundError as exc:
                 if scope.mall_id is None:
                     raise
@@ -247,9 +245,7 @@ class Verifier:
         for mall in malls:
             for scope in scopes_of(rtype, [mall]):
                 try:
-                    async for page in self.client.iter_pages(
-                        rtype, mall_id=mall, scope_params=scope.params
-                    ):
+                    async for page in self.client.iter_pages(scope):
                         report.requests += 1
                         report.rows += len(page.resources)
                         listed.update((parse_id(r["id"]), mall) for r in page.resources)

@@ -22,7 +22,7 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 
-from sync.channel.transport import Response, Transport
+from sync.channel.transport import Response, RetryPolicy, Transport, TransportSettings
 from sync.core.config import ManagementSettings
 from sync.core.errors import BadResponseError, InvalidParametersError, NotFoundError, UpstreamError
 
@@ -56,14 +56,15 @@ class ManagementSession:
         self._session = aiohttp.ClientSession()
         self._transport = Transport(
             self._session,
-            concurrency=2,
-            timeout=self._opts["timeout"],
-            retry_budget=self._opts["retry_budget"],
-            max_backoff=self._opts["max_backoff"],
+            TransportSettings(
+                concurrency=2,
+                timeout=self._opts["timeout"],
+                retry=RetryPolicy(self._opts["retry_budget"], self._opts["max_backoff"]),
+                fail_fast=self._fail_fast,
+                base_url_key="[management] base_url",
+            ),
             sleep=self._sleep,
             clock=time.monotonic,
-            base_url_key="[management] base_url",
-            fail_fast=self._fail_fast,
         )
         return self
 

@@ -8,7 +8,7 @@ checkpoint and membership bookkeeping. Pure values: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
@@ -19,8 +19,8 @@ class Scope:
     """One listing of one type: top level or one mall, with its fixed filters."""
 
     rtype: ResourceType
-    mall_id: int | None
-    params: Mapping[str, str]
+    mall_id: int | None = None
+    params: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

@@ -18,6 +18,7 @@ from aioresponses import CallbackResult, aioresponses
 from yarl import URL
 
 from sync.channel.client import ChannelClient
+from sync.channel.protocols import MetaStore
 from sync.core.config import parse_config
 
 BASE = "http://upstream.test"
@@ -45,9 +46,11 @@ def channel_client(
     clock: Callable[[], float] | None = None,
     *,
     fail_fast: bool = True,
+    store: MetaStore | None = None,
     **upstream: Any,
 ) -> ChannelClient:
-    """A client of `BASE` with fake sleeps; `upstream` adds or overrides `[upstream]` keys."""
+    """A client of `BASE` with fake sleeps; `upstream` adds or overrides `[upstream]` keys;
+    `store` keeps what it learns (`ChannelSession.keep`)."""
     settings = parse_config(
         {
             "upstream": {
@@ -66,6 +69,7 @@ def channel_client(
         sleep=sleep or FakeSleep(),
         clock=clock or time.time,
         fail_fast=fail_fast,
+        store=store,
     )
 
 

@@ -5,7 +5,7 @@ path the mirror would use; an upstream that refuses one answers the whole reques
 Rather than lose the listing, the client asks each path alone (one row, `Profiler.include`),
 marks the refused ones in the upstream profile (`sync.channel.profile`, kept in the mirror), and
 sends the listing again without them; every later listing of that route leaves them out
-(`include_for`). Their linkage then comes from the relationship's own route
+(`includes.paths`). Their linkage then comes from the relationship's own route
 (`sync.jobs.relroutes`), from the included rows of the path's parent, or is not mirrored, which
 `ccsync status` says. A refused `a.b` is that path only: `a` is asked on its own.
 

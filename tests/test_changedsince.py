@@ -53,9 +53,9 @@ def _change_after_page_one(emulator: Emulator, type_name: str, rid: str, attrs: 
     def wrap(client: ChannelClient) -> None:
         original = client.list_response
 
-        async def list_response(rtype: Any, number: int, **kw: Any) -> Response:
-            resp = await original(rtype, number, **kw)
-            if rtype.name == type_name and number == 1 and not kw.get("fields") and pending:
+        async def list_response(listing: Any, number: int, **kw: Any) -> Response:
+            resp = await original(listing, number, **kw)
+            if listing.rtype.name == type_name and number == 1 and not listing.fields and pending:
                 emulator.update(type_name, pending.pop(), attrs)
             return resp
 

@@ -421,6 +421,7 @@ async def run_proof_cycle(
             mirror,
             page_size=settings.upstream.page_size,
             overlap=settings.schedule.poll_overlap,
+            lookback_max=settings.schedule.poll_lookback_max,
         )
         with contextlib.suppress(LookupError):  # never backfilled: no feed cursor yet
             feed = await poller.poll_deletions({t.name for t in types})

@@ -18,7 +18,7 @@ from sync.jobs.poll import Poller
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
-from sync.readers.status import status_data, status_lines
+from sync.readers.status import lateness_lines, status_data, status_lines
 from sync.store import Mirror
 from tests.support.compare import compare
 from tests.support.settings import settings_for
@@ -367,3 +367,17 @@ def test_the_hours_window_is_dated_by_the_one_upstream_clock() -> None:
 
     hours = MallHours(Client(), None, clock=lambda: local)  # type: ignore[arg-type]
     assert hours.window(3) == (date(2026, 3, 1), date(2026, 3, 5))
+
+
+def test_status_shows_late_commits_only_where_polls_met_them() -> None:
+    """`ccsync status` names the listings whose polls met late rows (or whose lookback grew),
+    one line in all when none did, with nouns that agree with their numbers."""
+    quiet = {"late": 0, "largest_s": 0.0, "lookback_s": 5.0}
+    assert lateness_lines({}) == []
+    assert lateness_lines({"articles": quiet, "deals": quiet}) == [
+        "late commits: none measured on 2 listings; lookback 5 s"
+    ]
+    late = {"late": 1, "largest_s": 50.0, "lookback_s": 75.0}
+    lines = lateness_lines({"articles": late, "deals": quiet, "deletions": quiet})
+    assert lines[0].endswith("(the others: none, lookback 5 s):")
+    assert lines[1:] == ["  articles        1 late arrival, largest 50 s; lookback 75 s"]

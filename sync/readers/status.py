@@ -338,17 +338,7 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"page size: asked {asked}, upstream serves "
             f"{served or 'what is asked (no smaller bound seen)'}"
         )
-    lateness = data.get("lateness") or {}
-    if lateness:
-        out.append("late commits (rows a poll met stamped behind its cursor) and lookbacks:")
-        for name, v in sorted(lateness.items()):
-            line = (
-                f"  {name:<15} {v['late']} late arrivals, largest {v['largest_s']:g} s; "
-                f"lookback {v['lookback_s']:g} s"
-            )
-            if v.get("last_late_at"):
-                line += f" (last late arrival {v['last_late_at']})"
-            out.append(line)
+    out += lateness_lines(data.get("lateness") or {})
     for problem in data["problems"]:
         out.append(f"degraded: {problem}")
     for name, v in sorted(data["values"].items()):
@@ -383,6 +373,33 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
             f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
         )
+    return out
+
+
+def lateness_lines(lateness: dict[str, dict[str, Any]]) -> list[str]:
+    """The late commits the polls measured and each type's lookback: one line per type that saw
+    any (or whose lookback is above the others'), one line in all when none did."""
+    if not lateness:
+        return []
+    floor = min(v["lookback_s"] for v in lateness.values())
+    shown = {n: v for n, v in lateness.items() if v["late"] or v["lookback_s"] > floor}
+    if not shown:
+        return [
+            f"late commits: none measured on {counted(len(lateness), 'listing')}; "
+            f"lookback {floor:g} s"
+        ]
+    out = [
+        "late commits (rows a poll met stamped behind its cursor) and lookbacks "
+        f"(the others: none, lookback {floor:g} s):"
+    ]
+    for name, v in sorted(shown.items()):
+        line = (
+            f"  {name:<15} {counted(v['late'], 'late arrival')}, largest "
+            f"{v['largest_s']:g} s; lookback {v['lookback_s']:g} s"
+        )
+        if v.get("last_late_at"):
+            line += f" (last late arrival {v['last_late_at']})"
+        out.append(line)
     return out
 
 
@@ -431,7 +448,7 @@ def proof_lines(proof: dict[str, Any]) -> list[str]:
             out.append(f"  {name:<15} " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     for name, paths in sorted((proof.get("change_lag") or {}).items()):
         parts = [
-            f"{path} p50 {p['p50_s']:.1f} s, p99 {p['p99_s']:.1f} s ({p['count']} changes)"
+            f"{path} p50 {p['p50_s']:.1f} s, p99 {p['p99_s']:.1f} s ({counted(p['count'], 'change')})"
             for path, p in sorted(paths.items())
             if p.get("p50_s") is not None
         ]

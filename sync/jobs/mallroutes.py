@@ -147,7 +147,7 @@ class MallRoutes:
                 return await self._deals_from_routes(malls, missing)
             if not check:
                 if self.decisions().get("deals") != "derived":
-                    self._decide("deals", "unchecked", "derived; checked by the daemon")
+                    self._decide("deals", "unchecked", "the daemon checks it at its next start")
                 return None
             verdict = await self._deals_check(malls)
             if verdict.agreed:

@@ -36,6 +36,7 @@ from sync.channel.profile import (
     contradicted,
     route_key,
 )
+from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
@@ -351,3 +352,22 @@ def _seconds_between(earlier: str, later: str) -> float:
 def poll_types(types: list[ResourceType]) -> list[ResourceType]:
     """The types an incremental poll covers: those with `updated_at` to filter on."""
     return [t for t in types if t.has_updated_at]
+
+
+async def apply_feed_first(
+    client: ChannelClient, mirror: Mirror, settings: Settings, types: Sequence[ResourceType]
+) -> int | None:
+    """Apply the deletions feed since its cursor before a whole pass (`ccsync reconcile`), so
+    the deletions it lists are not taken for a glitch by the mass-delete guard: the entries
+    applied, or None for a mirror never backfilled (no feed cursor yet)."""
+    poller = Poller(
+        client,
+        mirror,
+        page_size=settings.upstream.page_size,
+        overlap=settings.schedule.poll_overlap,
+        lookback_max=settings.schedule.poll_lookback_max,
+    )
+    try:
+        return (await poller.poll_deletions({t.name for t in types})).rows
+    except LookupError:
+        return None

@@ -22,7 +22,6 @@ unresolved otherwise. `ccsync status` and `/metrics` show its age beside the bou
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from sync.jobs.mallincludes import _linkage, _stamps
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.pacing import cycle_cost
-from sync.jobs.poll import Poller
+from sync.jobs.poll import apply_feed_first
 from sync.jobs.proofdiff import OnRepair, UnitDiff, scope_key
 from sync.jobs.reconcile import Reconciler, upstream_malls
 from sync.jobs.relroutes import RelatedRoutes
@@ -416,16 +415,9 @@ async def run_proof_cycle(
     out: dict[str, tuple[int, int]] = {}
     async with connected(settings) as (client, mirror):
         types = settings.upstream.mirrored_types()
-        poller = Poller(
-            client,
-            mirror,
-            page_size=settings.upstream.page_size,
-            overlap=settings.schedule.poll_overlap,
-            lookback_max=settings.schedule.poll_lookback_max,
-        )
-        with contextlib.suppress(LookupError):  # never backfilled: no feed cursor yet
-            feed = await poller.poll_deletions({t.name for t in types})
-            out["deletions feed"] = (0, feed.rows)
+        applied = await apply_feed_first(client, mirror, settings, types)
+        if applied is not None:
+            out["deletions feed"] = (0, applied)
         proof = Proof(
             client,
             mirror,

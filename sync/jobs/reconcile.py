@@ -28,7 +28,6 @@ glitch (an empty listing where there were rows) cannot empty the mirror.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -42,7 +41,7 @@ from sync.jobs import sideloads
 from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.oneshot import connected
-from sync.jobs.poll import Poller
+from sync.jobs.poll import apply_feed_first
 from sync.jobs.relroutes import RelatedRoutes
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
@@ -388,16 +387,9 @@ async def run_reconcile(
         share = None if force else settings.schedule.reconcile_max_delete_share
         reconciler = Reconciler(client, mirror, max_delete_share=share)
         types = settings.upstream.mirrored_types()
-        poller = Poller(
-            client,
-            mirror,
-            page_size=settings.upstream.page_size,
-            overlap=settings.schedule.poll_overlap,
-            lookback_max=settings.schedule.poll_lookback_max,
-        )
-        with contextlib.suppress(LookupError):  # never backfilled: no feed cursor yet
-            feed = await poller.poll_deletions({t.name for t in types})
-            out["deletions feed"] = (0, feed.rows)
+        applied = await apply_feed_first(client, mirror, settings, types)
+        if applied is not None:
+            out["deletions feed"] = (0, applied)
         result = await reconcile_every_type(reconciler, types)
     out.update(result.types)
     out.update({name: (0, n) for name, n in result.pruned.items()})

@@ -18,7 +18,7 @@ from aioresponses import aioresponses
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page, last_page_number
-from sync.channel.paging import Paging, next_number
+from sync.channel.paging import REASKS, Paging, next_number
 from sync.channel.profile import Profiler
 from sync.core.errors import ListingMissingError, NotFoundError
 from sync.emulator import Emulator
@@ -109,6 +109,24 @@ async def test_a_404_on_page_1_of_a_mall_route_fails_the_scope_when_the_mall_is_
         with sqlite3.connect(settings.mirror.path) as conn:
             tombs = conn.execute("select count(*) from _sync_tombstones where type = 'malls'")
             assert tombs.fetchone()[0] == 0
+
+
+async def test_a_promised_page_refused_once_during_the_backfill_is_asked_again(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Page 2 of `/deals`, promised by page 1's `links.last`, answers 404 once (rows left the
+    listing and came back between two requests): the backfill asks page 1 again, finds the page
+    still promised, asks it again and completes with every row (it used to fail the type)."""
+    async with make_emulator(resources=300, seed=5, malls=2, hard=Hard(past_end_404=True)) as emu:
+        settings = settings_for(emu, tmp_path / "m.db", types=["deals"], page_size=10)
+        page_2 = re.escape(emu.base_url + "/deals") + r"\?(.*&)?page(%5B|\[)number(%5D|\])=2(&.*)?$"
+        with aioresponses(passthrough_unmatched=True) as m:
+            m.get(re.compile(page_2), status=404, body="Invalid page.")
+            await run_backfill(settings)
+            asked = sum(len(v) for k, v in m.requests.items() if re.search(page_2, str(k[1])))
+        assert asked >= 2, asked  # refused once, then asked again and served
+        result = compare(settings.mirror.path, emu, types=["deals"])
+        assert result.rows_compared > 0 and result.differences == 0, result.summary()
 
 
 def _held(db: Path, mall: str) -> tuple[int, int]:
@@ -265,13 +283,13 @@ async def _walk(listing: _Walked) -> list[int]:
 async def test_a_404_past_the_promised_pages_ends_the_walk_and_one_before_them_fails_it() -> None:
     """Two full pages, `links.last` 2: page 3 answering 404 (or 400) is the end. `links.last` 3
     and page 3 answering 404: a failure, raised, after page 2 was asked again and still
-    promised it."""
+    promised it, and page 3 asked again, `REASKS` times."""
     for status in (404, 400):
         assert await _walk(_Walked(pages=2, last=2, served=2, status=status)) == [1, 2]
     promised = _Walked(pages=3, last=3, served=2)
     with pytest.raises(NotFoundError):
         await _walk(promised)
-    assert promised.asked == [1, 2, 3, 2]
+    assert promised.asked == [1, 2, 3] + [2, 3] * REASKS
     # The listing shrank while walked: page 2 asked again now ends it, so the 404 is the end.
     shrank = _Walked(pages=3, last=3, served=2)
 
@@ -284,6 +302,23 @@ async def test_a_404_past_the_promised_pages_ends_the_walk_and_one_before_them_f
     # Page 1 is always promised: its 404 is never the end of anything.
     with pytest.raises(NotFoundError):
         await _walk(_Walked(pages=0, last=1, served=0))
+
+
+async def test_a_promised_page_refused_once_then_served_is_read_not_lost() -> None:
+    """Paging by number is no snapshot: rows leave a listing and arrive (a late commit) between
+    two requests, so a promised page may answer 404 once and be served when asked again. The
+    walk reads it and goes on: the rows on it and past it are not lost (a walk that ended there
+    would leave page 3's rows out of the mirror)."""
+    flicker = _Walked(pages=3, last=3, served=2)
+
+    async def fetch(number: int) -> Page:
+        if number == 3 and flicker.asked.count(3) >= 1:
+            flicker.served = 3  # the page is back
+        return await flicker.fetch(number)
+
+    paging = Paging(2)
+    assert [p.number async for p in paging.walk(fetch, 1, next_number)] == [1, 2, 3]
+    assert flicker.asked == [1, 2, 3, 2, 3, 4]
 
 
 async def test_the_members_fast_path_reads_a_page_past_the_malls_left_as_the_end(

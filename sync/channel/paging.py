@@ -30,6 +30,7 @@ first) and those `links.last` reveals, not the next page until a stop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -43,6 +44,8 @@ SPEC_DEFAULT = 25
 #: What a page past the end of a listing may answer besides an empty page (Django's paginator:
 #: 404 "Invalid page."; others refuse the number with a 400).
 PAST_END = (400, 404)
+#: How often a promised page that answered 404 or 400 is asked again (`reask`).
+REASKS = 3
 #: Where the mirror keeps what was learned (`_sync_meta`), shown by `ccsync status`.
 META_KEY = "upstream_paging"
 
@@ -120,6 +123,7 @@ class Paging:
         *,
         asked: int | None = None,
         promised: bool = True,
+        promised_by: Position | None = None,
     ) -> AsyncIterator[PageT]:
         """The one paging loop: `fetch(start)`, then `fetch(step(position, page))` after every
         page the stop rule (`more`, pages asked with `page[size]=asked`) says is not the last.
@@ -130,32 +134,34 @@ class Paging:
         `links.last`, or whose `links.next` is null; `promised=False`: already the first one
         asked) that answers 404 or 400 is the end of the listing, as an empty page is (Django's
         paginator answers "Invalid page." there). A page the upstream promised that answers so
-        is a failure, raised, unless the page before it, asked again, now ends before it (the
-        listing shrank while walked)."""
+        is a failure, raised, unless the page before it (`promised_by` for `start`: the page
+        read before the walk whose `links.last` promised it), asked again, now ends before it
+        (the listing shrank while walked) or the page, asked again, is served (`reask`)."""
         position = start
-        before: tuple[Position, PageT] | None = None
-        rechecked = False
+        earlier = promised_by
         while True:
             try:
                 page = await fetch(position)
             except UpstreamError as exc:
                 if exc.status not in PAST_END:
                     raise
-                if promised:
-                    if before is None or rechecked:
-                        raise
-                    rechecked = True
-                    again = await fetch(before[0])
-                    if again.number < again.last:
-                        raise
-                    _log.info("upstream.listing_shrank", status=exc.status, url=exc.url)
+                if not promised:
+                    _log.debug("upstream.past_end", status=exc.status, url=exc.url)
                     return
-                _log.debug("upstream.past_end", status=exc.status, url=exc.url)
-                return
+                if earlier is None:
+                    raise
+                got = await reask(
+                    functools.partial(fetch, position),
+                    functools.partial(_promises_more, fetch, earlier),
+                    exc,
+                )
+                if got is None:
+                    return
+                page = got
             yield page
             if not self.more(page, asked):
                 return
-            before = (position, page)
+            earlier = position
             promised = page.number < page.last
             position = step(position, page)
 
@@ -210,3 +216,37 @@ class Paging:
             self.asked = int(asked)
         if served.isdigit() and int(served) > 0:
             self.served = int(served)
+
+
+async def _promises_more(fetch: Callable[[Position], Awaitable[PageT]], position: Position) -> bool:
+    """Whether the page at `position`, asked again, still names a later page."""
+    page = await fetch(position)
+    return page.number < page.last
+
+
+async def reask(
+    fetch: Callable[[], Awaitable[PageT]],
+    still_promised: Callable[[], Awaitable[bool]],
+    exc: UpstreamError,
+) -> PageT | None:
+    """A page the upstream promised answered 404 or 400 (`exc`): the page, or None when the
+    listing shrank while walked.
+
+    Paging by number is no snapshot: rows that leave the listing between two requests can take
+    a promised page away, and rows that arrive (a change committed late) bring it back before
+    the next request. So the promise is asked again (`still_promised`, e.g. page 1's
+    `links.last`): withdrawn, the listing shrank (None; the caller's missed-row pass or the
+    next walk reads it again); still made, the page is asked again. After `REASKS` rounds the
+    failure is the listing's and `exc` (or the latest refusal) is raised: a promised page is
+    never read as "gone"."""
+    for _ in range(REASKS):
+        if not await still_promised():
+            _log.info("upstream.listing_shrank", status=exc.status, url=exc.url)
+            return None
+        try:
+            return await fetch()
+        except UpstreamError as again:
+            if again.status not in PAST_END:
+                raise
+            exc = again
+    raise exc

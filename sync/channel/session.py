@@ -494,5 +494,7 @@ class ChannelSession:
     ) -> AsyncIterator[Page]:
         """The page-number loop every listing walks through: pages from `start` until the
         stop rule of `Paging.more` (see `Paging.walk`; `promised=False`: page `start` is past
-        the `links.last` already read, so a 404 there is the end)."""
-        return self.paging.walk(fetch, start, next_number, promised=promised)
+        the `links.last` already read, so a 404 there is the end; promised, page `start - 1`
+        is the one whose promise is asked again when it answers 404)."""
+        by = start - 1 if start > 1 else None
+        return self.paging.walk(fetch, start, next_number, promised=promised, promised_by=by)

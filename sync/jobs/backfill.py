@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 
 from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
-from sync.channel.paging import PAST_END, next_number
+from sync.channel.paging import PAST_END, next_number, reask
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
@@ -363,12 +363,19 @@ class Backfill:
                 try:
                     page = await self._fetch(scope, number)
                 except UpstreamError as exc:
-                    if exc.status not in PAST_END or (await self._fetch(scope, 1)).last >= number:
+                    if exc.status not in PAST_END:
                         raise
-                    # Promised by the first page's `links.last`, gone since: the listing
-                    # shrank while walked (the missed-rows repair reads it again).
-                    self.missed.shifted.add(name)
-                    return
+
+                    async def still_promised() -> bool:
+                        return (await self._fetch(scope, 1)).last >= number
+
+                    again = await reask(lambda: self._fetch(scope, number), still_promised, exc)
+                    if again is None:
+                        # Promised by the first page's `links.last`, gone since: the listing
+                        # shrank while walked (the missed-rows repair reads it again).
+                        self.missed.shifted.add(name)
+                        return
+                    page = again
                 if number > tail[0]:
                     tail = (number, page.resources, page.last)
                 self._write(scope, page, report, last)
@@ -383,17 +390,23 @@ class Backfill:
         if not tail[0] or not paging.more_after(*tail, self._asked()):
             return
 
+        written = {tail[0]}  # a page asked again (`Paging.walk`'s recheck) is not written twice
+
         async def past(number: int) -> StagedPage:
             async with self.in_flight:
                 page = await self._fetch(scope, number)
-                if page.resources:
+                if page.resources and number not in written:
+                    written.add(number)
                     self.progress.add_pages(name, 1)
                     self._write(scope, page, report, last)
             return page
 
         # The one paging loop (`Paging.walk`); its stop rule asks for the page size live, as
         # `_asked` does.
-        async for page in paging.walk(past, tail[0] + 1, next_number, promised=tail[0] < tail[2]):
+        walk = paging.walk(
+            past, tail[0] + 1, next_number, promised=tail[0] < tail[2], promised_by=tail[0]
+        )
+        async for page in walk:
             number = page.number
             if page.resources and number > last:
                 # Rows past `links.last`: it named fewer pages than the listing holds (an empty

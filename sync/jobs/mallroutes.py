@@ -25,7 +25,8 @@ shown by `ccsync status`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -34,6 +35,7 @@ import orjson
 from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
 from sync.channel.pages import Page
+from sync.channel.paging import PAST_END, reask
 from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import confirm_mall_gone
@@ -208,7 +210,20 @@ class MallRoutes:
 
                 async def bounded(number: int) -> Page:
                     async with limit:
-                        return await page(number)
+                        try:
+                            return await page(number)
+                        except UpstreamError as exc:
+                            if exc.status not in PAST_END:
+                                raise
+                            # Promised by page 1: asked again while page 1 still promises it.
+                            again = await reask(
+                                functools.partial(page, number),
+                                functools.partial(_page_1_promises, page, number),
+                                exc,
+                            )
+                            if again is None:
+                                raise  # the listing shrank under the walk: no whole list
+                            return again
 
                 pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))
             tail = pages[-1]
@@ -254,3 +269,8 @@ class MallRoutes:
                 continue  # the mall is gone: the reconcile drops it
             written += self.mirror.replace_mall_links(name, mall, ids)
         return written
+
+
+async def _page_1_promises(page: Callable[[int], Awaitable[Page]], number: int) -> bool:
+    """Whether page 1 of a listing, asked again, still names page `number` in `links.last`."""
+    return (await page(1)).last >= number

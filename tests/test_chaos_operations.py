@@ -3,7 +3,7 @@ the poll interval, and small churny tables that lose a quarter of their rows whi
 is down.
 
 The storm of `test_chaos.py` runs every job every few seconds; an operator runs the defaults
-(`poll_interval` 60 s, `reconcile_interval` a day). Here the daemon keeps those, is restarted
+(`poll_interval` 60 s, `staleness_bound` an hour). Here the daemon keeps those, is restarted
 (SIGTERM, now and then SIGKILL) every 4-8 s during a storm of changes with faults on, so no
 interval ever elapses inside one life: whatever it learns it learns from webhooks and from the
 catch-up every start does at once. Then, with the daemon stopped, a quarter of the contacts

@@ -150,3 +150,14 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     bad.write_text("[upstream\nbase_url = 1")
     with pytest.raises(ConfigError, match="is not valid TOML"):
         load_config(bad)
+
+
+def test_a_retired_key_loads_and_is_named_with_what_replaced_it() -> None:
+    """`[schedule] reconcile_interval` does nothing since the rolling proof: a file that sets it
+    loads (older configurations keep working) and `Settings.retired` names it for the daemon's
+    start-up warning; a file that does not set it gets no line."""
+    assert parse_config(_base()).retired() == []
+    lines = parse_config({**_base(), "schedule": {"reconcile_interval": 3600}}).retired()
+    assert len(lines) == 1
+    assert "reconcile_interval is no longer used" in lines[0]
+    assert "staleness_bound" in lines[0]

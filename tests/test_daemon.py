@@ -126,7 +126,6 @@ def _config_file(tmp_path: Path, emu: Emulator, db: Path, port: int) -> Path:
         schedule={
             "poll_interval": 3600.0,
             "deletions_interval": 3600.0,
-            "reconcile_interval": 3600.0,
             "queue_batch_delay": 0.01,
         },
         logging={"format": "json"},

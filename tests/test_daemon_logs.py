@@ -60,6 +60,7 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
         hours_interval=0.5,
         subscriptions_interval=0.5,
         verify_interval=10.0,
+        reconcile_interval=86400.0,  # retired: the daemon says so at start
     )
     with capture_logs() as captured:
         async with running(settings):
@@ -82,6 +83,8 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
     undocumented = events - named - {str(e["event"]) for e in sample}
     assert undocumented == set(), f"undocumented: {sorted(undocumented)}"
     assert {str(e["event"]) for e in sample} <= events, "a sample line the daemon never wrote"
+    retired = [e for e in captured if e["event"] == "config.retired_key"]
+    assert len(retired) == 1 and "staleness_bound" in str(retired[0]["hint"]), retired
     for e in info:
         if e["event"] == "job.done":
             assert isinstance(e["requests"], int) and isinstance(e["seconds"], float)

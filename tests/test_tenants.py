@@ -104,7 +104,7 @@ def lay_out(root: Path, logs: Path, name: str, emu: Emulator, secret: str) -> Te
         f'[mirror]\npath = "{state / MIRROR}"\n'
         f'[webhooks]\nlisten = "127.0.0.1:{port}"\nsecret_credential = "webhook-secret"\n'
         "[schedule]\npoll_interval = 3600.0\ndeletions_interval = 3600.0\n"
-        "reconcile_interval = 3600.0\nqueue_batch_delay = 0.01\n"
+        "queue_batch_delay = 0.01\n"
         '[logging]\nlevel = "warning"\nformat = "json"\n'
     )
     environment = dict(v.split("=", 1) for v in unit.get("Service.Environment", []))

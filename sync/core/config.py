@@ -473,6 +473,18 @@ class Settings(_Section):
     logging: LogSettings = Field(default_factory=LogSettings)
     management: ManagementSettings | None = None
 
+    def retired(self) -> list[str]:
+        """One line for each key the file sets that no longer does anything (kept so older
+        configurations load), naming what replaced it: the daemon logs them at start, so an
+        operator who tunes such a key learns it changes nothing."""
+        out = []
+        if "reconcile_interval" in self.schedule.model_fields_set:
+            out.append(
+                "[schedule] reconcile_interval is no longer used: the rolling proof replaced the "
+                "daily reconcile; set [schedule] staleness_bound instead and remove the key"
+            )
+        return out
+
 
 def _describe(err: dict[str, Any], path: Path) -> str:
     key = ".".join(str(p) for p in err["loc"]) or "(file)"

@@ -41,7 +41,6 @@ def demo_settings(emu: Emulator, directory: Path, secret: str) -> Settings:
         "schedule": {
             "poll_interval": 10.0,
             "deletions_interval": 10.0,
-            "reconcile_interval": 120.0,
             "hours_interval": 600.0,
             "subscriptions_interval": 15.0,
         },

@@ -153,6 +153,8 @@ class Daemon:
     async def _serve(self, running: Running) -> None:
         s = self.settings
         mirror, worker = running.mirror, running.worker
+        for line in s.retired():
+            self.log.warning("config.retired_key", hint=line)
         runner: web.AppRunner | None = None
         if s.webhooks.enabled:
             runner = await self._listen(running)

@@ -19,7 +19,6 @@ SECRET = "chaos-secret-0123456789abcdef"
 FAST_SCHEDULE: dict[str, float] = {
     "poll_interval": 2.0,
     "deletions_interval": 1.0,
-    "reconcile_interval": 4.0,
     "staleness_bound": 4.0,  # the rolling proof, the daily reconcile's successor (#39)
     "subscriptions_interval": 1.0,
     "queue_batch_delay": 0.02,

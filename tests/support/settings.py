@@ -71,7 +71,6 @@ def daemon_settings(
     sched = {
         "poll_interval": 3600.0,
         "deletions_interval": 3600.0,
-        "reconcile_interval": 3600.0,
         "hours_interval": 3600.0,
         "subscriptions_interval": 3600.0,
         "poll_overlap": 2.0,

@@ -85,6 +85,10 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
     assert {str(e["event"]) for e in sample} <= events, "a sample line the daemon never wrote"
     retired = [e for e in captured if e["event"] == "config.retired_key"]
     assert len(retired) == 1 and "staleness_bound" in str(retired[0]["hint"]), retired
+    # A webhook batch's and a backfill's cost, counted as a job run's is (`sync.core.tally`).
+    for event in ("worker.drained", "backfill.done"):
+        counts = [e["requests"] for e in info if e["event"] == event]
+        assert counts and all(isinstance(n, int) for n in counts) and max(counts) > 0, event
     for e in info:
         if e["event"] == "job.done":
             assert isinstance(e["requests"], int) and isinstance(e["seconds"], float)

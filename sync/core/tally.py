@@ -13,41 +13,58 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
 
 @dataclass
 class Tally:
-    """One run's requests and figures."""
+    """One run's requests and figures; a run inside another (the daemon's first backfill inside
+    its job, a queue worker batch) counts into both: `parent` is the run it is part of."""
 
     requests: int = 0
     did: Counter[str] = field(default_factory=Counter)
+    parent: Tally | None = field(default=None, repr=False)
 
 
 _current: ContextVar[Tally | None] = ContextVar("sync_job_tally", default=None)
 
 
+def start() -> tuple[Tally, Token[Tally | None]]:
+    """Open a tally for this task (and its child tasks), inside the current one if any; give
+    the token to `stop`. `counting` is the same as a `with` block."""
+    tally = Tally(parent=_current.get())
+    return tally, _current.set(tally)
+
+
+def stop(token: Token[Tally | None]) -> None:
+    """Close the tally `start` opened (its counts stay in it, and in its parents)."""
+    _current.reset(token)
+
+
 @contextlib.contextmanager
 def counting() -> Iterator[Tally]:
     """Count this task's requests and notes (and its child tasks') into a new tally."""
-    tally = Tally()
-    token = _current.set(tally)
+    tally, token = start()
     try:
         yield tally
     finally:
-        _current.reset(token)
+        stop(token)
 
 
 def request() -> None:
-    """An upstream answer was read (by the current run, if one is counting)."""
+    """An upstream answer was read (by the current run and the runs it is part of)."""
     tally = _current.get()
-    if tally is not None:
+    while tally is not None:
         tally.requests += 1
+        tally = tally.parent
 
 
 def note(**figures: int) -> None:
-    """Add `figures` (rows=3, deletions=1) to the current run's summary line."""
+    """Add `figures` (rows=3, deletions=1) to the current run's summary line (and its
+    parents')."""
     tally = _current.get()
-    if tally is not None:
-        tally.did.update({k: v for k, v in figures.items() if v})
+    did = {k: v for k, v in figures.items() if v}
+    while tally is not None:
+        tally.did.update(did)
+        tally = tally.parent

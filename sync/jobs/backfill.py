@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
 from sync.channel.paging import PAST_END, next_number, reask
+from sync.core import tally
 from sync.core.config import ManagementSettings, Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
@@ -174,6 +175,7 @@ class Backfill:
         self.only = None if only is None else frozenset(only)
         run_id = self.mirror.start_run("backfill")
         status, error = "failed", None
+        counted, token = tally.start()  # the requests on the `backfill.done` line
         try:
             started_at = await backfillrun.begin(
                 self.client, self.mirror, self.settings, restart=restart, clock=self.clock
@@ -204,6 +206,7 @@ class Backfill:
             error = str(exc) or type(exc).__name__
             raise
         finally:
+            tally.stop(token)
             self.report.seconds = time.monotonic() - t0
             errors = "; ".join(f"{n}: {t.error}" for n, t in self.report.types.items() if t.error)
             if status != "stopped":
@@ -215,6 +218,7 @@ class Backfill:
         self.log.info(
             "backfill.done",
             rows=self.report.rows,
+            requests=counted.requests,
             seconds=round(self.report.seconds, 2),
             status=status,
         )

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 import structlog
 
 from sync.channel.budget import Priority, current_priority
+from sync.core import tally
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import Fetcher
@@ -176,6 +177,23 @@ class QueueWorker:
         handled = 0
         rtype = self.types.get(type_name)
         structlog.contextvars.bind_contextvars(type=type_name)  # this lane's own context
+        counted, token = tally.start()  # the requests on this lane's `worker.drained` line
+        try:
+            handled = await self._drain(type_name, rtype)
+        finally:
+            tally.stop(token)
+        if handled:
+            self.log.info(
+                "worker.drained",
+                type=type_name,
+                notices=handled,
+                requests=counted.requests,
+                queue_depth=self.queue.depth(),
+            )
+        return handled
+
+    async def _drain(self, type_name: str, rtype: ResourceType | None) -> int:
+        handled = 0
         for kind in ("update", "deletion"):
             while items := self.queue.claim(kind, type_name, limit=100):
                 if rtype is None:
@@ -200,10 +218,6 @@ class QueueWorker:
                 self.queue.ack(items)
                 handled += len(items)
                 self.processed += len(items)
-        if handled:
-            self.log.info(
-                "worker.drained", type=type_name, notices=handled, queue_depth=self.queue.depth()
-            )
         return handled
 
     async def _process(self, kind: str, rtype: ResourceType, items: Sequence[QueueItem]) -> None:

@@ -1,0 +1,44 @@
+"""sync.readers.datasette: metadata describes the tables a mirror holds, hides bookkeeping, none absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sync.readers.datasette import BOOKKEEPING_TABLES, IMAGE_SIZE_SQL, datasette_metadata
+from sync.store import Mirror
+
+
+def _mirror(path: Path, *tables: str) -> Path:
+    m = Mirror.open(path)
+    for name in tables:
+        m.conn.execute(f'CREATE TABLE IF NOT EXISTS "{name}" (id INTEGER PRIMARY KEY)')
+    m.close()
+    return path
+
+
+def test_only_the_tables_present_are_described_under_the_files_stem(tmp_path: Path) -> None:
+    meta = datasette_metadata(_mirror(tmp_path / "shop.db", "stores", "images", "deals_images"))
+    tables = meta["databases"]["shop"]["tables"]
+    assert {"stores", "images", "deals_images", "current_hours", "meta_scripts"} <= tables.keys()
+    assert "deals" not in tables and "mgmt_press_releases" not in tables
+    assert tables["stores"]["description"] == (
+        "Channel Content API stores: one row per resource, one column per attribute (absolute "
+        "stamps in UTC, YYYY-MM-DDTHH:MM:SS.sssZ). mall_id: the mall whose route lists it. "
+        "Full-text search (?_search=) over name, description."
+    )
+    assert IMAGE_SIZE_SQL in tables["images"]["description"]
+    assert "unreferenced rows are pruned" in tables["images"]["description"]
+    assert tables["deals_images"] == {
+        "description": "The images of each of deals (deals_id -> images.id as images_id), "
+        "in the order served (position)."
+    }
+
+
+def test_every_bookkeeping_table_is_hidden(tmp_path: Path) -> None:
+    assert "_sync_meta" in BOOKKEEPING_TABLES and "_sync_changes" in BOOKKEEPING_TABLES
+    assert all(name.startswith("_sync_") for name in BOOKKEEPING_TABLES)
+    tables = datasette_metadata(_mirror(tmp_path / "m.db"))["databases"]["m"]["tables"]
+    hidden = {name for name, meta in tables.items() if meta.get("hidden")}
+    present = {name for name in BOOKKEEPING_TABLES if name in tables}
+    assert hidden == present and "_sync_runs" in hidden
+    assert all(tables[n]["description"] == "sync's bookkeeping." for n in hidden)

@@ -1,7 +1,8 @@
-"""sync.daemon.state: SyncState records each type's last sync by the monotonic clock, and forgets a skipped one."""
+"""sync.daemon.state: SyncState stamps each type's last sync by the monotonic clock, and forgets a skipped one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -10,20 +11,29 @@ from sync.daemon import state as state_module
 from sync.daemon.state import SyncState
 from sync.model import catalogue
 
+TYPES = [catalogue.TYPES["deals"], catalogue.TYPES["stores"]]
 
-def test_a_sync_is_stamped_by_the_monotonic_clock_and_a_skip_forgets_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = iter([100.0, 105.5, 110.0])
-    # The module's own `time` only: the test runner keeps the real clock.
+
+@pytest.fixture
+def ticks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """The module's monotonic clock (its own `time` only: the test runner keeps the real one)."""
+    readings = [100.0, 105.5, 110.0]
+    clock = iter(readings)
     monkeypatch.setattr(state_module, "time", SimpleNamespace(monotonic=lambda: next(clock)))
-    types = [catalogue.TYPES["deals"], catalogue.TYPES["stores"]]
-    state = SyncState(types)
-    assert state.started == 100.0 and state.types == types and state.types is not types
-    assert state.last_ok == {} and state.ready is False
+    yield readings
+
+
+def test_a_new_state_starts_now_not_ready_with_nothing_synced(ticks: list[float]) -> None:
+    state = SyncState(TYPES)
+    assert state.started == 100.0 and state.last_ok == {} and state.ready is False
+    assert state.types == TYPES and state.types is not TYPES  # its own list
+
+
+def test_a_sync_is_stamped_by_the_clock_and_a_skip_forgets_it(ticks: list[float]) -> None:
+    state = SyncState(TYPES)
     state.synced("deals")
     state.synced("stores")
     assert state.last_ok == {"deals": 105.5, "stores": 110.0}
-    state.skipped("stores")
+    state.skipped("stores")  # not readable by this account: health no longer ages it
     state.skipped("never-synced")  # nothing to forget: no error
     assert state.last_ok == {"deals": 105.5}

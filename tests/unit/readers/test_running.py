@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from sync.readers.running import backfill_lines, backfill_state, daemon_lines, daemon_state
 from sync.store import Mirror
 
@@ -87,3 +89,27 @@ def test_backfill_state_names_the_types_no_backfill_completed(mirror: Mirror) ->
         "  unfinished, started 2026-01-02T00:00:00.000Z: `ccsync backfill` resumes it; "
         "never completed: stores",
     ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="backfill_state looks for the last backfill among the last 50 runs of any kind "
+    "(mirror.runs(50)), and backfill_lines prints nothing without it: after 50 daemon starts "
+    "that backfilled nothing (every type completed earlier), an unfinished backfill vanishes "
+    "from `ccsync status`",
+)
+def test_an_unfinished_backfill_is_shown_however_many_runs_came_after(mirror: Mirror) -> None:
+    mirror.conn.execute(
+        "INSERT INTO _sync_runs (kind, started_at, status) "
+        "VALUES ('backfill', '2026-01-02T00:00:00.000Z', 'failed')"
+    )
+    mirror.conn.executemany(
+        "INSERT INTO _sync_runs (kind, started_at, status) VALUES ('daemon', ?, 'stopped')",
+        [(f"2026-01-03T00:00:{i:02d}.000Z",) for i in range(50)],
+    )
+    mirror.conn.execute(
+        "INSERT INTO _sync_meta (key, value) VALUES ('backfill_started_at', "
+        "'2026-01-02T00:00:00.000Z')"
+    )
+    lines = backfill_lines(backfill_state(mirror))
+    assert lines[0] == "backfill: last run failed (2026-01-02T00:00:00.000Z)"

@@ -1,4 +1,4 @@
-"""sync.daemon.bodies: each type isolated in a job (403 skipped, failures backed off and named), the poll cycle's cost, the verify's credit."""
+"""sync.daemon.bodies: types isolated in a job, the poll cycle's cost, the verify's credit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.daemon.demo: the demo's settings and left-behind sync.toml, its status lines, and the steady mutator."""
+"""sync.daemon.demo: its settings, the sync.toml it leaves, its status lines, the mutator."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.daemon.health: the /healthz verdict (starting, ok, stale, degraded) and the scrape's gauges, by an injected clock."""
+"""sync.daemon.health: the /healthz verdict and the scrape's gauges, by an injected clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.daemon.http: the routes (webhook, /healthz, /metrics, any other path) over a fake receiver."""
+"""sync.daemon.http: webhook, /healthz, /metrics and other paths, over a fake receiver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.daemon.running: one `Running` built and closed in one place, and the `Recorder` of lags and repairs."""
+"""sync.daemon.running: one `Running` built and closed in one place; the `Recorder`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.daemon.runs: a wrapped job's outcome in `_sync_jobs` and the metrics, pauses, cancellation, the budget record."""
+"""sync.daemon.runs: a wrapped job's recorded outcome, pauses, cancellation, the budget."""
 
 from __future__ import annotations
 

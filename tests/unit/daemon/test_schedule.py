@@ -1,4 +1,4 @@
-"""sync.daemon.schedule: the jitter window of an overdue job, stamp parsing and each job's budget priority."""
+"""sync.daemon.schedule: an overdue job's jitter window, stamps, job priorities."""
 
 from __future__ import annotations
 

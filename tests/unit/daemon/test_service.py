@@ -1,4 +1,4 @@
-"""sync.daemon.service: what the daemon backfills before serving, stopping a step midway, the jobs it schedules."""
+"""sync.daemon.service: what is backfilled first, stopping a step, the jobs scheduled."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.daemon.state: SyncState stamps each type's last sync by the monotonic clock, and forgets a skipped one."""
+"""sync.daemon.state: SyncState's start, last sync per type by the clock, skipped types."""
 
 from __future__ import annotations
 

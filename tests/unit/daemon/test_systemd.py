@@ -1,4 +1,4 @@
-"""sync.daemon.systemd: sd_notify messages over a real socket, the watchdog interval, pings only while healthy."""
+"""sync.daemon.systemd: sd_notify messages, the watchdog interval, pings only when healthy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.pipeline.staging: resources staged as rows (columns, mall ids, meta, samples), no database."""
+"""sync.pipeline.staging: resources staged as rows (columns, mall ids, meta, samples)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.readers.changes: the change feed read in batches, filtered, followed, with a `pruned` entry."""
+"""sync.readers.changes: the feed read in batches, filtered, followed, told of pruning."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sync.readers.datasette: metadata describes the tables a mirror holds, hides bookkeeping, none absent."""
+"""sync.readers.datasette: metadata of the tables a mirror holds, bookkeeping hidden."""
 
 from __future__ import annotations
 

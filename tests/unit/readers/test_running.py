@@ -1,4 +1,4 @@
-"""sync.readers.running: who runs on the mirror (lock holder, daemon run) and the last backfill, as data and lines."""
+"""sync.readers.running: who runs on the mirror and the last backfill, as data and lines."""
 
 from __future__ import annotations
 

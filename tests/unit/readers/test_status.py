@@ -1,4 +1,4 @@
-"""sync.readers.status: job problems and overdue jobs by a given clock, and the lines status prints."""
+"""sync.readers.status: job problems by a given clock, and the lines status prints."""
 
 from __future__ import annotations
 

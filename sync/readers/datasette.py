@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from sync.model import catalogue
-from sync.store import Mirror, press, queue
+from sync.store import Mirror, press, proof, queue
 from sync.store.schema import BOOKKEEPING, FTS_COLUMNS, VIEWS
 
 #: Every `_sync_*` table: hidden from readers.
 BOOKKEEPING_TABLES = tuple(
-    re.findall(r"CREATE TABLE IF NOT EXISTS (_sync_\w+)", BOOKKEEPING + queue.SCHEMA)
+    re.findall(
+        r"CREATE TABLE IF NOT EXISTS (_sync_\w+)",
+        BOOKKEEPING + queue.SCHEMA + proof.SCHEMA_LISTING + proof.SCHEMA_SCOPES,
+    )
 )
 
 #: How a client turns an image's `url` into one of a given size (spec: "the client replaces the

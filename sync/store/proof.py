@@ -31,7 +31,7 @@ LAG_KEY = "change_lag"
 #: Lags kept per (type, path) for the percentiles in `ccsync status` (the newest).
 LAG_SAMPLE = 200
 
-_TABLE = """
+SCHEMA_LISTING = """
 CREATE TABLE IF NOT EXISTS _sync_proof_listing (
     unit TEXT NOT NULL,
     id INTEGER NOT NULL,
@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS _sync_proof_listing (
 ) WITHOUT ROWID
 """
 #: Per (type, scope): when its last unit diff ended with nothing unresolved.
-_SCOPES = """
+SCHEMA_SCOPES = """
 CREATE TABLE IF NOT EXISTS _sync_proof_scopes (
     type TEXT NOT NULL,
     scope TEXT NOT NULL,
@@ -55,8 +55,8 @@ class ProofBook:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        conn.execute(_TABLE)
-        conn.execute(_SCOPES)
+        conn.execute(SCHEMA_LISTING)
+        conn.execute(SCHEMA_SCOPES)
 
     def scope_proven(self, type_name: str, scope: str, at: str) -> None:
         """One scope of `type_name` (`top`, or a mall id) was proven complete `at`."""

@@ -7,7 +7,7 @@ SIGKILL, or that lost power, records no end: the next writer to open the mirror 
 lock (`sync.store.lock`), so no run still `running` then has a live process behind it, and it is
 marked `interrupted`, `seen_at` saying when it was last seen (`close_orphans`).
 
-`ccsync status` reads the daemon's run (`daemon_run`) to say whether a daemon holds the mirror
+`ccsync status` reads the daemon's run (`last_run`) to say whether a daemon holds the mirror
 now, since when, and when it was last seen.
 """
 
@@ -101,11 +101,12 @@ def recent(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
     return [dict(zip(cols, row, strict=True)) for row in cur]
 
 
-def daemon_run(conn: sqlite3.Connection) -> dict[str, Any] | None:
-    """The last daemon run (running or not), or None when no daemon ever ran here."""
+def last_run(conn: sqlite3.Connection, kind: str) -> dict[str, Any] | None:
+    """The last run of `kind` ("daemon", "backfill", ...; running or not), however many runs
+    of other kinds came after it, or None when none ever ran here."""
     try:
         cur = conn.execute(
-            "SELECT * FROM _sync_runs WHERE kind = 'daemon' ORDER BY id DESC LIMIT 1"
+            "SELECT * FROM _sync_runs WHERE kind = ? ORDER BY id DESC LIMIT 1", (kind,)
         )
     except sqlite3.OperationalError:  # a read-only open of a mirror without the table
         return None

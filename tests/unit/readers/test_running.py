@@ -6,8 +6,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from sync.readers.running import backfill_lines, backfill_state, daemon_lines, daemon_state
 from sync.store import Mirror
 
@@ -91,13 +89,6 @@ def test_backfill_state_names_the_types_no_backfill_completed(mirror: Mirror) ->
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="backfill_state looks for the last backfill among the last 50 runs of any kind "
-    "(mirror.runs(50)), and backfill_lines prints nothing without it: after 50 daemon starts "
-    "that backfilled nothing (every type completed earlier), an unfinished backfill vanishes "
-    "from `ccsync status`",
-)
 def test_an_unfinished_backfill_is_shown_however_many_runs_came_after(mirror: Mirror) -> None:
     mirror.conn.execute(
         "INSERT INTO _sync_runs (kind, started_at, status) "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sync.store import Mirror
-from sync.store.file import BULK_CACHE_KIB, CACHE_KIB
+from sync.store.file import AUTOCHECKPOINT
 from sync.store.groupcommit import GroupCommit
 
 
@@ -58,19 +58,12 @@ def test_a_failing_page_rolls_back_its_whole_group(mirror: Mirror, tmp_path: Pat
     assert _seen(tmp_path / "m.db") == ["p3"]
 
 
-def test_a_bulk_load_checkpoints_less_and_caches_more_until_it_ends(mirror: Mirror) -> None:
+def test_litestream_mode_never_checkpoints_even_in_a_bulk_load(mirror: Mirror) -> None:
+    """With `checkpoints = "litestream"` (0, 0) the group keeps sync's own checkpoints off."""
     conn = mirror.conn
-    group = GroupCommit(conn, (1000, 16384))
+    group = GroupCommit(conn, AUTOCHECKPOINT["litestream"])
     group.start(5, seconds=2.0)
-    pragmas = (
-        conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0],
-        conn.execute("PRAGMA cache_size").fetchone()[0],
-    )
-    assert pragmas == (16384, -BULK_CACHE_KIB)
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
     group.end()
-    pragmas = (
-        conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0],
-        conn.execute("PRAGMA cache_size").fetchone()[0],
-    )
-    assert pragmas == (1000, -CACHE_KIB)
-    assert group.size == 0
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    assert (group.autocheckpoint, group.bulk_autocheckpoint) == (0, 0)

@@ -8,22 +8,23 @@ from sync.store import Mirror, hours
 from tests.support.store_units import rows
 
 
-def _day(d: str, text: str, **more: object) -> dict[str, object]:
-    return {"mall_id": 0, "date": d, "fetched_at": "x", "day": "Mon", "hours_text": text, **more}
+def _day(d: str, text: str, mall: int = 1, **more: object) -> dict[str, object]:
+    return {"mall_id": mall, "date": d, "fetched_at": "x", "day": "Mon", "hours_text": text, **more}
 
 
 def test_a_refresh_replaces_the_range_of_one_mall_only(mirror: Mirror) -> None:
-    d = lambda day, text, mall: {**_day(day, text), "mall_id": mall}  # noqa: E731
     hours.write(
         mirror.schema,
         1,
-        [d("2026-03-01", "9-5", 1), d("2026-03-02", "9-5", 1), d("2026-03-09", "9-9", 1)],
+        [_day("2026-03-01", "9-5", 1), _day("2026-03-02", "9-5", 1), _day("2026-03-09", "9-9", 1)],
         date(2026, 3, 1),
         date(2026, 3, 9),
     )
-    hours.write(mirror.schema, 2, [d("2026-03-02", "10-4", 2)], date(2026, 3, 1), date(2026, 3, 9))
+    hours.write(
+        mirror.schema, 2, [_day("2026-03-02", "10-4", 2)], date(2026, 3, 1), date(2026, 3, 9)
+    )
     n = hours.write(
-        mirror.schema, 1, [d("2026-03-02", "closed", 1)], date(2026, 3, 1), date(2026, 3, 5)
+        mirror.schema, 1, [_day("2026-03-02", "closed", 1)], date(2026, 3, 1), date(2026, 3, 5)
     )
     assert n == 1
     assert rows(
@@ -41,7 +42,7 @@ def test_a_new_attribute_adds_a_column_and_an_empty_refresh_makes_the_table(mirr
     hours.write(
         mirror.schema,
         1,
-        [{**_day("2026-03-01", "9-5"), "mall_id": 1, "is_closed": 1}],
+        [_day("2026-03-01", "9-5", is_closed=1)],
         date(2026, 3, 1),
         date(2026, 3, 1),
     )

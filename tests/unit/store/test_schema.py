@@ -63,21 +63,24 @@ def test_an_inferred_column_widens_and_keeps_rows_index_and_triggers(mirror: Mir
     assert rows(conn, "SELECT op FROM _sync_changes ORDER BY seq DESC LIMIT 1") == [("upsert",)]
 
 
+def _names(mirror: Mirror, kind: str) -> set[str]:
+    return {
+        r[0] for r in mirror.conn.execute("SELECT name FROM sqlite_master WHERE type = ?", (kind,))
+    }
+
+
 def test_a_view_appears_once_its_sources_exist_and_routes_can_replace_it(mirror: Mirror) -> None:
     schema = mirror.schema
     schema.ensure_link("deals_stores", "deals_id", "stores_id", "deals", "stores")
-    names = lambda kind: {
-        r[0] for r in mirror.conn.execute("SELECT name FROM sqlite_master WHERE type = ?", (kind,))
-    }  # noqa: E731
-    assert "stores_deals" in names("view") and "malls_deals" not in names("view")
+    assert "stores_deals" in _names(mirror, "view") and "malls_deals" not in _names(mirror, "view")
     schema.ensure_link("malls_stores", "malls_id", "stores_id", "malls", "stores")
     schema.ensure_content("deals", {"id": 1, "is_local": 1, "visibility": "Public"})
     schema.ensure_content("malls", {"id": 1, "exclude_national_deals": 0})
-    assert "malls_deals" in names("view")
+    assert "malls_deals" in _names(mirror, "view")
     assert not schema.mall_deals_is_table()
     schema.materialize_mall_deals()
     assert schema.mall_deals_is_table()
-    assert "malls_deals" in names("table") and "malls_deals" not in names("view")
+    assert "malls_deals" in _names(mirror, "table") and "malls_deals" not in _names(mirror, "view")
     schema.forget("deals")
     schema.ensure_views()  # the table stands: no view made over it
-    assert "malls_deals" not in names("view")
+    assert "malls_deals" not in _names(mirror, "view")

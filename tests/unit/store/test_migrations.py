@@ -14,16 +14,20 @@ def _opened(mirror: Mirror, tmp_path: Path) -> Opened:
     return Opened(mirror.conn, tmp_path / "m.db", Schema(mirror.conn))
 
 
+def _older(conn: sqlite3.Connection, table: str, columns: str) -> None:
+    """`table` as an older sync made it."""
+    conn.execute(f"DROP TABLE {table}")
+    conn.execute(f"CREATE TABLE {table} ({columns})")
+
+
 def _master(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
     return rows(conn, "SELECT type, name, sql FROM sqlite_master ORDER BY name")
 
 
 def test_tombstones_of_an_older_sync_are_dropped_once(mirror: Mirror, tmp_path: Path) -> None:
     conn = mirror.conn
-    conn.execute("DROP TABLE _sync_tombstones")
-    conn.execute(
-        "CREATE TABLE _sync_tombstones (type TEXT NOT NULL, id INTEGER NOT NULL, deleted_at TEXT,"
-        " PRIMARY KEY (type, id)) WITHOUT ROWID"
+    _older(
+        conn, "_sync_tombstones", "type TEXT, id INTEGER, deleted_at TEXT, PRIMARY KEY (type, id)"
     )
     conn.execute("INSERT INTO _sync_tombstones VALUES ('deals', 1, 'x'), ('stores', 2, NULL)")
     migrations.tombstone_source(_opened(mirror, tmp_path))
@@ -35,11 +39,7 @@ def test_tombstones_of_an_older_sync_are_dropped_once(mirror: Mirror, tmp_path: 
 
 def test_older_run_records_get_their_pid_and_sign_of_life(mirror: Mirror, tmp_path: Path) -> None:
     conn = mirror.conn
-    conn.execute("DROP TABLE _sync_runs")
-    conn.execute(
-        "CREATE TABLE _sync_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT, started_at "
-        "TEXT, finished_at TEXT, status TEXT, rows INTEGER, error TEXT)"
-    )
+    _older(conn, "_sync_runs", "id INTEGER PRIMARY KEY, kind TEXT, status TEXT, error TEXT")
     conn.execute("INSERT INTO _sync_runs (kind, status) VALUES ('backfill', 'ok')")
     migrations.run_records(_opened(mirror, tmp_path))
     migrations.run_records(_opened(mirror, tmp_path))
@@ -68,10 +68,10 @@ def test_scripts_merged_by_an_older_sync_go_to_every_type_it_listed(
     mirror: Mirror, tmp_path: Path
 ) -> None:
     conn = mirror.conn
-    conn.execute("DROP TABLE meta_scripts")
-    conn.execute(
-        "CREATE TABLE meta_scripts (id TEXT PRIMARY KEY, type TEXT, content TEXT,"
-        " first_seen_at TEXT, last_seen_at TEXT)"
+    _older(
+        conn,
+        "meta_scripts",
+        "id TEXT PRIMARY KEY, type TEXT, content TEXT, first_seen_at, last_seen_at",
     )
     conn.execute(
         "INSERT INTO meta_scripts VALUES ('a', 'js', 'x()', 'f1', 'l1'), ('b', 'css', 'y', 'f2', 'l2')"

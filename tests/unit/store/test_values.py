@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sync.pipeline.batches import Staged
 from sync.store.values import ValueNotes
@@ -13,9 +14,7 @@ class Book:
 
     def __init__(self, refused: dict[str, set[int]]) -> None:
         self.refused = refused
-        self.recorded: list[
-            tuple[str, list[tuple[int, str, str, str]], list[tuple[int, str, str]]]
-        ] = []
+        self.recorded: list[tuple[str, list[Any], list[Any]]] = []
         self.forgotten: list[tuple[str, list[int]]] = []
         self.lookups = 0
 
@@ -23,13 +22,8 @@ class Book:
         self.lookups += 1
         return {k: set(v) for k, v in self.refused.items()}
 
-    def record_values(
-        self,
-        type_name: str,
-        refused: Sequence[tuple[int, str, str, str]],
-        coerced: Sequence[tuple[int, str, str]],
-    ) -> None:
-        self.recorded.append((type_name, list(refused), list(coerced)))
+    def record_values(self, name: str, refused: Sequence[Any], coerced: Sequence[Any]) -> None:
+        self.recorded.append((name, list(refused), list(coerced)))
 
     def forget_refusals(self, type_name: str, ids: list[int]) -> None:
         self.forgotten.append((type_name, ids))

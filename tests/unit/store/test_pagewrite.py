@@ -56,6 +56,7 @@ def test_an_equal_stamp_overwrites_and_a_row_without_one_takes_any_copy(mirror: 
     conn, schema = mirror.conn, mirror.schema
     write(conn, schema, staged("deals", [_deal(1, T1, "a", [])]))
     write(conn, schema, staged("deals", [_deal(1, T1, "same stamp", [])]))
+    assert rows(conn, "SELECT title FROM deals") == [("same stamp",)]
     conn.execute("UPDATE deals SET updated_at = NULL WHERE id = 1")
     write(conn, schema, staged("deals", [_deal(1, T0, "over a null", [])]))
     assert rows(conn, "SELECT title, updated_at FROM deals") == [("over a null", T0)]

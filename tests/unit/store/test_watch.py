@@ -22,9 +22,10 @@ def test_only_storage_faults_degrade_and_each_reason_is_told_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     w = StorageWatch(tmp_path / "m.db")
-    assert w.report(RuntimeError("a bug")) is None and not w.degraded and w.writable.is_set()
+    assert w.report(RuntimeError("a bug")) is None
+    assert (w.degraded, w.writable.is_set()) == (False, True)
     fault = w.report(FULL)
-    assert fault is not None and w.degraded and not w.writable.is_set()
+    assert (fault is w.fault, w.degraded, w.writable.is_set()) == (True, True, False)
     since = w.since
     w.report(FULL)
     w.report(READONLY)

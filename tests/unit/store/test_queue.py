@@ -1,0 +1,67 @@
+"""`sync.store.queue`: notices committed before the answer, claimed by oldest id, kept until acked."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sync.model.notices import WebhookNotice
+from sync.store import Mirror
+from sync.store.queue import ChangeQueue
+
+
+def _notice(kind: str, type_name: str | None, rid: int) -> WebhookNotice:
+    return WebhookNotice(kind, type_name, type_name or "widgets", rid)  # type: ignore[arg-type]
+
+
+def test_an_enqueue_is_committed_when_it_returns_and_unknown_types_are_left_out(
+    mirror: Mirror, tmp_path: Path
+) -> None:
+    queue = ChangeQueue(mirror.conn)
+    n = queue.enqueue(
+        [
+            _notice("update", "deals", 1),
+            _notice("update", None, 2),
+            _notice("deletion", "stores", 3),
+        ]
+    )
+    assert n == 2
+    other = sqlite3.connect(f"file:{tmp_path / 'm.db'}?mode=ro", uri=True)
+    try:  # another connection (a crash right after the 202) sees them already
+        assert other.execute(
+            "SELECT kind, type_name, resource_id, attempts FROM _sync_queue ORDER BY id"
+        ).fetchall() == [("update", "deals", 1, 0), ("deletion", "stores", 3, 0)]
+    finally:
+        other.close()
+    assert queue.enqueue([_notice("update", None, 4)]) == 0
+    assert queue.depth() == 2
+
+
+def test_claims_take_the_oldest_ids_of_one_kind_and_type(mirror: Mirror) -> None:
+    queue = ChangeQueue(mirror.conn)
+    queue.enqueue([_notice("update", "deals", i) for i in (5, 3, 5, 9, 3, 7)])
+    queue.enqueue([_notice("deletion", "deals", 5), _notice("update", "events", 1)])
+    assert queue.types_pending("update") == ["deals", "events"]
+    assert queue.types_pending("deletion") == ["deals"]
+    items = queue.claim("update", "deals", limit=2)
+    assert [(i.resource_id, len(i.row_ids)) for i in items] == [(5, 2), (3, 2)]
+    queue.ack(items)
+    assert [i.resource_id for i in queue.claim("update", "deals")] == [9, 7]
+    assert [i.resource_id for i in queue.claim("deletion", "deals")] == [5]
+    assert queue.depth() == 4
+
+
+def test_a_failure_keeps_the_item_counts_the_attempt_and_clips_the_error(mirror: Mirror) -> None:
+    queue = ChangeQueue(mirror.conn)
+    queue.enqueue([_notice("update", "deals", 1)])
+    (item,) = queue.claim("update", "deals")
+    queue.fail([item], "x" * 900)
+    queue.fail([item], "timeout")
+    assert mirror.conn.execute("SELECT attempts, last_error FROM _sync_queue").fetchall() == [
+        (2, "timeout")
+    ]
+    queue.fail([item], "y" * 900)
+    assert mirror.conn.execute("SELECT length(last_error) FROM _sync_queue").fetchone() == (500,)
+    assert queue.claim("update", "deals") == [item]
+    ChangeQueue(mirror.conn)  # a restart: the table and its rows stay
+    assert queue.depth() == 1

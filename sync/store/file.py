@@ -99,6 +99,14 @@ def prepare(conn: sqlite3.Connection, p: Path, *, readonly: bool, autocheckpoint
                 f"mirror {p} failed its integrity check ({check}); nothing was changed",
                 hint=_DAMAGED_HINT,
             )
+    # Before any pragma: a newer sync's file is refused unchanged (a writer's WAL switch would
+    # already rewrite its header), and by a reader too (its tables may mean something else).
+    newer = None if fresh else _written_by_newer(conn)
+    if newer is not None:
+        raise MirrorError(
+            f"mirror {p} was written by a newer sync (schema {newer}); nothing was changed",
+            hint="upgrade sync, or point [mirror] path at another file",
+        )
     if readonly:
         return fresh
     conn.execute("PRAGMA journal_mode=WAL")
@@ -106,12 +114,6 @@ def prepare(conn: sqlite3.Connection, p: Path, *, readonly: bool, autocheckpoint
     conn.execute("PRAGMA busy_timeout=10000")
     conn.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
     conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-    newer = None if fresh else _written_by_newer(conn)
-    if newer is not None:
-        raise MirrorError(
-            f"mirror {p} was written by a newer sync (schema {newer})",
-            hint="upgrade sync, or point [mirror] path at another file",
-        )
     return fresh
 
 

@@ -41,7 +41,7 @@ def test_orphans_are_interrupted_keeping_when_they_were_last_seen(mirror: Mirror
         (done, "ok", runs.recent(conn)[0]["finished_at"]),
         (lost, "interrupted", "2026-01-01T00:00:00.000Z"),
     ]
-    daemon = runs.daemon_run(conn)
+    daemon = runs.last_run(conn, "daemon")
     assert daemon is not None and (daemon["id"], daemon["status"]) == (lost, "interrupted")
 
 
@@ -51,6 +51,6 @@ def test_recent_gives_the_last_runs_oldest_first_and_no_daemon_reads_as_none(
     conn = mirror.conn
     ids = [runs.start(conn, "backfill") for _ in range(5)]
     assert [r["id"] for r in runs.recent(conn, limit=3)] == ids[2:]
-    assert runs.daemon_run(conn) is None
+    assert runs.last_run(conn, "daemon") is None
     conn.execute("DROP TABLE _sync_runs")
-    assert runs.daemon_run(conn) is None  # a mirror without the table, read-only
+    assert runs.last_run(conn, "daemon") is None  # a mirror without the table, read-only

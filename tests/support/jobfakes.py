@@ -71,6 +71,7 @@ class FakeClient:
         self.malls: set[int] = set()
         self.lost_listings: set[int] = set()  # malls whose listings answer 404
         self.deletions: list[dict[str, Any]] = []
+        self.unlisted: set[int] = set()  # ids listings skip (paged by number); filter[id] serves
         self.asked: list[tuple[str, Any]] = []
 
     def serve(self, scope: Scope, rows: Sequence[dict[str, Any]]) -> None:
@@ -98,13 +99,16 @@ class FakeClient:
     async def list_page(self, request: Scope | Listing, number: int, **_: Any) -> Page:
         listing = Listing.of(request)
         self.asked.append(("list", (listing.rtype.name, listing.scope.key, number)))
-        rows = self._rows(listing.scope)
+        rows = [r for r in self._rows(listing.scope) if int(r["id"]) not in self.unlisted]
         since = listing.params.get("filter[updated_at][gte]")
         if since is not None:
             rows = [r for r in rows if (r["attributes"].get("updated_at") or "") >= since]
         size = listing.size or self.paging.size
         last = max(1, -(-len(rows) // size))
         return page(rows[(number - 1) * size : number * size], number, last)
+
+    def iter_pages(self, request: Scope | Listing, start: int = 1) -> AsyncIterator[Page]:
+        return self.walk(lambda n: self.list_page(request, n), start)
 
     async def list_deletions(self, number: int, *, since: str | None = None, **_: Any) -> Page:
         self.asked.append(("deletions", (number, since)))

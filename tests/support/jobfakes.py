@@ -99,7 +99,8 @@ class FakeClient:
     async def list_page(self, request: Scope | Listing, number: int, **_: Any) -> Page:
         listing = Listing.of(request)
         self.asked.append(("list", (listing.rtype.name, listing.scope.key, number)))
-        rows = [r for r in self._rows(listing.scope) if int(r["id"]) not in self.unlisted]
+        skipped = {str(i) for i in self.unlisted}
+        rows = [r for r in self._rows(listing.scope) if str(r["id"]) not in skipped]
         since = listing.params.get("filter[updated_at][gte]")
         if since is not None:
             rows = [r for r in rows if (r["attributes"].get("updated_at") or "") >= since]

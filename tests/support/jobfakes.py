@@ -73,6 +73,7 @@ class FakeClient:
         self.deletions: list[dict[str, Any]] = []
         self.unlisted: set[int] = set()  # ids listings skip (paged by number); filter[id] serves
         self.asked: list[tuple[str, Any]] = []
+        self.profile: Any = None  # no upstream profile learned
 
     def serve(self, scope: Scope, rows: Sequence[dict[str, Any]]) -> None:
         self.served[(scope.rtype.name, scope.key)] = sorted(rows, key=lambda r: int(r["id"]))

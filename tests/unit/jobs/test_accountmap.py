@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import orjson
-import pytest
 
 from sync.channel import accounts
 from sync.jobs.accountmap import account_of_types
 from sync.store import Mirror
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def _record(mirror: Mirror, text: str) -> None:

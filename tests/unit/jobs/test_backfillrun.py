@@ -3,8 +3,6 @@ when it finishes, and the cursors' start on the stamps' scale as known at the en
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -49,13 +47,6 @@ def _settings() -> Settings:
             }
         }
     )
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def _meta(mirror: Mirror) -> dict[str, str]:

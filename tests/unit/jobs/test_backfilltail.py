@@ -3,7 +3,6 @@ for contacts or deals (a 403 there a warning), and the press releases' counts.""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,13 +52,6 @@ class Calls:
                     raise ForbiddenError("403 on /malls/1/contacts", status=403, hint="grant it")
 
         self.related, self.malls = Related, Malls
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Any:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 async def test_the_mall_routes_run_only_for_contacts_or_deals(

@@ -3,11 +3,6 @@ walk may not have read, and the page limit past which a long result is evidence 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from sync.jobs.changedsince import PAGES, changed_since
 from sync.model import catalogue
 from sync.model.scopes import Scope, scopes_of
@@ -17,13 +12,6 @@ from tests.support.jobfakes import FakeClient, res, stamp, table
 CONTACTS = catalogue.TYPES["contacts"]
 DEALS = catalogue.TYPES["deals"]
 START = stamp(0)
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 async def test_a_row_held_as_served_is_no_evidence_and_a_new_or_other_copy_is(

@@ -3,9 +3,6 @@ types' spellings, and count unknown types once per entry."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import orjson
 import pytest
 
@@ -13,13 +10,6 @@ from sync.jobs import feed
 from sync.jobs.feed import META_KEY, FeedEntries, unknown_types
 from sync.store import Mirror
 from tests.support.jobfakes import deletion, ids, page, stamp, table
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def test_an_entry_deletes_a_row_not_newer_and_keeps_one_created_again(mirror: Mirror) -> None:

@@ -3,9 +3,6 @@ only what no scope serves, and a mall listing's 404 is decided by `GET /malls/{i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from sync.core.errors import ListingMissingError, NotFoundError
@@ -17,13 +14,6 @@ from tests.support.jobfakes import FakeClient, ids, res, stamp, table
 
 DEALS = catalogue.TYPES["deals"]
 STORES = catalogue.TYPES["stores"]
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 async def test_every_scope_of_the_group_is_asked_and_what_it_serves_is_written(

@@ -3,12 +3,9 @@ mall gone (404) leaves the mirror as it was, and the other malls go on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import Any
 
-import pytest
 from structlog.testing import capture_logs
 
 from sync.channel.clock import UpstreamClock
@@ -42,13 +39,6 @@ class HoursClient:
 
     async def current_hours(self, mall_id: int) -> Any:
         return {"data": {"open": True, "mall": mall_id}}
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 async def test_every_mall_gets_the_window_and_its_current_hours(mirror: Mirror) -> None:

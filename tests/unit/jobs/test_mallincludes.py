@@ -3,8 +3,7 @@ members in the mall that names them (a 304 fetching nothing), and the recently a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -62,13 +61,6 @@ class MembersClient(FakeClient):
                 included += [res(i, name, s) for i, s in members]
             malls.append(res(mid, "malls", stamp(1)) | {"relationships": relationships})
         return page(malls, number, 1, included=included), self.etag
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def _includes(

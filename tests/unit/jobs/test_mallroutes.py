@@ -4,8 +4,6 @@ and what it rests on kept in `_sync_meta`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -37,13 +35,6 @@ class MallsClient(FakeClient):
             raise UpstreamError("include refused", url="/malls", status=self.refuse)
         mall = res(1, "malls", stamp(1)) | {"relationships": {"contacts": self.linkage}}
         return page([mall]), None
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def _meta(mirror: Mirror, key: str) -> Any:

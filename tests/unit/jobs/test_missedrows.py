@@ -3,10 +3,8 @@ pages whose ETag still holds), when the pass is needed, and how often a mall's p
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
-import pytest
 from structlog.testing import capture_logs
 
 from sync.core.errors import RetriesExhaustedError
@@ -20,13 +18,6 @@ from tests.support.jobfakes import FakeClient, deletion, res, stamp, table
 STORES = catalogue.TYPES["stores"]
 ARTICLES = catalogue.TYPES["articles"]
 START = stamp(0)
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def test_a_short_page_before_the_last_and_a_moving_last_are_noted(mirror: Mirror) -> None:

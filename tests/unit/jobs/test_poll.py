@@ -4,9 +4,6 @@ back."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from sync.core.config import parse_config
@@ -18,17 +15,6 @@ from tests.support.jobfakes import NOW, FakeClient, deletion, ids, res, stamp, t
 
 CONTACTS = catalogue.TYPES["contacts"]
 STORES = catalogue.TYPES["stores"]
-
-
-class PollClient(FakeClient):
-    profile = None
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def _cursor(mirror: Mirror, name: str, scope: str, value: str | None = None) -> str | None:
@@ -56,14 +42,14 @@ def test_only_types_with_a_stamp_are_polled() -> None:
 
 async def test_a_scope_without_a_cursor_asks_for_a_backfill(mirror: Mirror) -> None:
     with pytest.raises(LookupError) as missing:
-        await _poller(PollClient(), mirror).poll_scope(Scope(CONTACTS))
+        await _poller(FakeClient(), mirror).poll_scope(Scope(CONTACTS))
     assert str(missing.value) == "contacts [top] has no cursor yet; run `ccsync backfill` first"
 
 
 async def test_a_poll_reads_from_the_cursor_less_the_overlap_and_moves_it(mirror: Mirror) -> None:
     table(mirror, "contacts", [(1, stamp(12))])
     _cursor(mirror, "contacts", "", stamp(20))
-    client = PollClient(now=NOW + 3600)
+    client = FakeClient(now=NOW + 3600)
     client.serve(
         Scope(CONTACTS),
         [
@@ -89,7 +75,7 @@ async def test_a_poll_reads_from_the_cursor_less_the_overlap_and_moves_it(mirror
 
 async def test_a_stamp_from_the_future_moves_the_cursor_only_to_now(mirror: Mirror) -> None:
     _cursor(mirror, "contacts", "", "2025-12-31T23:00:00.000Z")
-    client = PollClient()  # every clock at 2026-01-01T00:00:00Z
+    client = FakeClient()  # every clock at 2026-01-01T00:00:00Z
     client.serve(Scope(CONTACTS), [res(1, "contacts", "2030-01-01T00:00:00.000Z")])
     result = await _poller(client, mirror).poll_scope(Scope(CONTACTS))
     assert result.cursor == stamp(0)
@@ -97,7 +83,7 @@ async def test_a_stamp_from_the_future_moves_the_cursor_only_to_now(mirror: Mirr
 
 
 async def test_a_scope_never_polled_starts_a_day_before_now(mirror: Mirror) -> None:
-    client = PollClient()
+    client = FakeClient()
     client.serve(Scope(STORES, 4), [])
     assert await _poller(client, mirror).poll_type(STORES, [4], 2) == 0
     # Nothing served yet on the stamps' scale: "now" is its lower bound, a day behind.
@@ -110,7 +96,7 @@ async def test_the_feed_first_applies_entries_or_says_none_without_a_cursor(
     settings = parse_config(
         {"upstream": {"base_url": "http://u.test", "email": "a@b.c", "password": "x"}}
     )
-    client = PollClient(now=NOW + 3600)
+    client = FakeClient(now=NOW + 3600)
     assert await apply_feed_first(client, mirror, settings, [CONTACTS]) is None  # type: ignore[arg-type]
     table(mirror, "contacts", [(1, stamp(1)), (2, stamp(1))])
     _cursor(mirror, "deletions", "", stamp(10))

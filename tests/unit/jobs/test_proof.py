@@ -3,8 +3,6 @@ unit once listed, and a failing unit that leaves its type unproven while the cyc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,20 +20,9 @@ STORES = catalogue.TYPES["stores"]
 PROGRAMS = catalogue.TYPES["programs"]
 
 
-class ProofClient(FakeClient):
-    profile = None
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
-
-
 def test_a_cycle_lists_each_type_then_finishes(mirror: Mirror) -> None:
     proof = Proof(
-        ProofClient(),  # type: ignore[arg-type]
+        FakeClient(),  # type: ignore[arg-type]
         mirror,
         [CONTACTS, STORES, PROGRAMS],
         max_delete_share=0.5,
@@ -61,7 +48,7 @@ def test_the_cost_is_a_page_per_hundred_rows_of_each_scope(mirror: Mirror) -> No
     table(mirror, "contacts", [(i, None) for i in range(1, 151)])
     table(mirror, "deals", [(i, None) for i in range(1, 251)])
     proof = Proof(
-        ProofClient(),  # type: ignore[arg-type]
+        FakeClient(),  # type: ignore[arg-type]
         mirror,
         [CONTACTS, DEALS, STORES],
         max_delete_share=None,
@@ -75,7 +62,7 @@ def test_the_cost_is_a_page_per_hundred_rows_of_each_scope(mirror: Mirror) -> No
 
 async def test_a_rolling_step_keeps_its_page_and_a_listed_unit_is_diffed(mirror: Mirror) -> None:
     table(mirror, "contacts", [(1, stamp(1)), (2, stamp(1))])
-    client = ProofClient(size=2)
+    client = FakeClient(size=2)
     client.serve(Scope(CONTACTS), [res(1, "contacts", stamp(1)), res(3, "contacts", stamp(2))])
     told: list[tuple[str, str, int]] = []
     proof = Proof(
@@ -99,7 +86,7 @@ async def test_a_rolling_step_keeps_its_page_and_a_listed_unit_is_diffed(mirror:
 async def test_a_failing_unit_leaves_its_type_unproven_and_the_cycle_goes_on(
     mirror: Mirror,
 ) -> None:
-    class Failing(ProofClient):
+    class Failing(FakeClient):
         async def list_page(self, request: Any, number: int, **_: Any) -> Any:
             if request.rtype.name == "contacts":
                 raise RetriesExhaustedError("503 three times", status=503)

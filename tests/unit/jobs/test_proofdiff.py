@@ -3,11 +3,6 @@ changes fetched, deletions only when the canaries prove the answers, else left u
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from sync.jobs.fetch import Fetcher
 from sync.jobs.proofdiff import CANARIES, UnitDiff, scope_key
 from sync.model import catalogue
@@ -18,13 +13,6 @@ from tests.support.jobfakes import FakeClient, ids, res, stamp, table
 
 ARTICLES = catalogue.TYPES["articles"]
 SCOPE = Scope(ARTICLES)
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def _diff(

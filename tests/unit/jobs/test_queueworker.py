@@ -5,7 +5,7 @@ backed off in their own lane while other types drain, and creations of mall rows
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +67,6 @@ class Failing(FakeClient):
         if scope.rtype.name in self.errors:
             raise self.errors[scope.rtype.name]
         return await super().fetch_ids(scope, wanted)
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def _worker(client: FakeClient, mirror: Mirror, **kw: Any) -> QueueWorker:

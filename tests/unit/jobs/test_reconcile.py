@@ -3,9 +3,6 @@ only what `filter[id]` confirms, and the mass-delete guard refuses with a messag
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from sync.core.errors import NotFoundError
@@ -18,13 +15,6 @@ from tests.support.jobfakes import FakeClient, ids, res, stamp, table
 CONTACTS = catalogue.TYPES["contacts"]
 DEALS = catalogue.TYPES["deals"]
 STORES = catalogue.TYPES["stores"]
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def test_scopes_of_one_mall_go_together() -> None:

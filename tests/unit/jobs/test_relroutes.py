@@ -3,11 +3,8 @@ linkage written from them (a to-many route paged, a to-one route, an owner gone)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from structlog.testing import capture_logs
 
 from sync.channel.profile import RouteProfile, UpstreamProfile
@@ -69,13 +66,6 @@ class RoutesClient(FakeClient):
         last = max(1, -(-len(body) // 2))
         links = {"last": f"http://u.test{path}?page%5Bnumber%5D={last}&page%5Bsize%5D=2"}
         return {"data": rows, "links": links}, None
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 async def test_a_to_many_route_is_paged_into_the_owner_links(mirror: Mirror) -> None:

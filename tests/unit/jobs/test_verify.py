@@ -3,11 +3,7 @@ are left to the reconcile; the rolling step spends its budget and resumes where 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import orjson
-import pytest
 
 from sync.jobs.verify import POSITION_KEY, Verifier
 from sync.model import catalogue
@@ -19,13 +15,6 @@ from tests.support.jobfakes import FakeClient, res, stamp
 CONTACTS = catalogue.TYPES["contacts"]
 DEALS = catalogue.TYPES["deals"]
 STORES = catalogue.TYPES["stores"]
-
-
-@pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    m = Mirror.open(tmp_path / "m.db")
-    yield m
-    m.close()
 
 
 def _contacts(mirror: Mirror, n: int) -> None:

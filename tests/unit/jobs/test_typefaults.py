@@ -3,8 +3,6 @@ its outcome is recorded in the mirror (403 in `skipped_line`'s words)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sync.core.errors import ForbiddenError
 from sync.jobs.typefaults import TypeFaults, record_type, skipped_line
 from sync.store import Mirror
@@ -47,29 +45,23 @@ def test_due_next_due_and_problems_follow_the_clock() -> None:
     assert faults.next_due() == 0.0  # overdue: never negative
 
 
-def test_record_type_writes_success_error_and_403(tmp_path: Path) -> None:
-    mirror = Mirror.open(tmp_path / "m.db")
-    try:
-        forbidden = ForbiddenError("account may not read /stores", status=403)
-        assert skipped_line(forbidden) == (
-            "not readable by this account (403); skipped: account may not read /stores"
-        )
-        assert record_type(mirror, "stores", forbidden, at=0.0) == skipped_line(forbidden)
-        assert record_type(mirror, "deals", "retries spent", at=1.5) == "retries spent"
-        assert record_type(mirror, "events", None, at=2.0) is None
-        rows = mirror.conn.execute(
-            "select type, last_sync_at, last_error, error_at from _sync_types order by type"
-        ).fetchall()
-        assert [tuple(r) for r in rows] == [
-            ("deals", None, "retries spent", "1970-01-01T00:00:01.500Z"),
-            ("events", "1970-01-01T00:00:02.000Z", None, None),
-            ("stores", None, skipped_line(forbidden), "1970-01-01T00:00:00.000Z"),
-        ]
-        # A success ends the type's error.
-        record_type(mirror, "deals", None, at=3.0)
-        row = mirror.conn.execute(
-            "select last_error from _sync_types where type = 'deals'"
-        ).fetchone()
-        assert row[0] is None
-    finally:
-        mirror.close()
+def test_record_type_writes_success_error_and_403(mirror: Mirror) -> None:
+    forbidden = ForbiddenError("account may not read /stores", status=403)
+    assert skipped_line(forbidden) == (
+        "not readable by this account (403); skipped: account may not read /stores"
+    )
+    assert record_type(mirror, "stores", forbidden, at=0.0) == skipped_line(forbidden)
+    assert record_type(mirror, "deals", "retries spent", at=1.5) == "retries spent"
+    assert record_type(mirror, "events", None, at=2.0) is None
+    rows = mirror.conn.execute(
+        "select type, last_sync_at, last_error, error_at from _sync_types order by type"
+    ).fetchall()
+    assert [tuple(r) for r in rows] == [
+        ("deals", None, "retries spent", "1970-01-01T00:00:01.500Z"),
+        ("events", "1970-01-01T00:00:02.000Z", None, None),
+        ("stores", None, skipped_line(forbidden), "1970-01-01T00:00:00.000Z"),
+    ]
+    # A success ends the type's error.
+    record_type(mirror, "deals", None, at=3.0)
+    row = mirror.conn.execute("select last_error from _sync_types where type = 'deals'").fetchone()
+    assert row[0] is None

@@ -1,0 +1,106 @@
+"""`sync.jobs.poll`: a poll reads from its cursor less the lookback, writes what changed, moves
+the cursor (never past the clocks' now), measures late arrivals, and starts a new scope a day
+back."""
+
+from __future__ import annotations
+
+import pytest
+
+from sync.core.config import parse_config
+from sync.jobs.poll import Poller, apply_feed_first, poll_types
+from sync.model import catalogue
+from sync.model.scopes import Scope
+from sync.store import Mirror
+from tests.support.jobfakes import NOW, FakeClient, deletion, ids, res, stamp, table
+
+CONTACTS = catalogue.TYPES["contacts"]
+STORES = catalogue.TYPES["stores"]
+
+
+def _cursor(mirror: Mirror, name: str, scope: str, value: str | None = None) -> str | None:
+    if value is not None:
+        mirror.conn.execute(
+            "INSERT OR REPLACE INTO _sync_cursors (type, scope, cursor) VALUES (?, ?, ?)",
+            (name, scope, value),
+        )
+        mirror.conn.commit()
+    row = mirror.conn.execute(
+        "SELECT cursor FROM _sync_cursors WHERE type = ? AND scope = ?", (name, scope)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _poller(client: FakeClient, mirror: Mirror, **kw: object) -> Poller:
+    return Poller(client, mirror, page_size=100, overlap=5.0, **kw)  # type: ignore[arg-type]
+
+
+def test_only_types_with_a_stamp_are_polled() -> None:
+    names = [t.name for t in poll_types(list(catalogue.TYPES.values()))]
+    assert "tags" not in names and "groups" not in names
+    assert {"malls", "deals", "stores", "images"} <= set(names)
+
+
+async def test_a_scope_without_a_cursor_asks_for_a_backfill(mirror: Mirror) -> None:
+    with pytest.raises(LookupError) as missing:
+        await _poller(FakeClient(), mirror).poll_scope(Scope(CONTACTS))
+    assert str(missing.value) == "contacts [top] has no cursor yet; run `ccsync backfill` first"
+
+
+async def test_a_poll_reads_from_the_cursor_less_the_overlap_and_moves_it(mirror: Mirror) -> None:
+    table(mirror, "contacts", [(1, stamp(12))])
+    _cursor(mirror, "contacts", "", stamp(20))
+    client = FakeClient(now=NOW + 3600)
+    client.serve(
+        Scope(CONTACTS),
+        [
+            res(1, "contacts", stamp(12)),  # before the overlap: not asked for
+            res(2, "contacts", stamp(16)),  # in the overlap, not held: late by 4 s
+            res(3, "contacts", stamp(30)),
+        ],
+    )
+    seen: list[tuple[str, int, float]] = []
+    lags: list[str] = []
+    poller = _poller(
+        client, mirror, on_lateness=lambda *a: seen.append(a), on_lag=lambda t, p, s: lags.append(p)
+    )
+    result = await poller.poll_scope(Scope(CONTACTS))
+    assert (result.rows, result.cursor, result.late) == (2, stamp(30), 1)
+    assert ids(mirror, "contacts") == [1, 2, 3]
+    assert _cursor(mirror, "contacts", "") == stamp(30)
+    # The lookback grew to 1.5 x 4 s (decaying on the local clock since: rounded).
+    assert [(k, n, round(lb, 3)) for k, n, lb in seen] == [("contacts", 1, 6.0)]
+    assert lags == ["poll"]
+    assert client.asked[0] == ("list", ("contacts", "", 1))
+
+
+async def test_a_stamp_from_the_future_moves_the_cursor_only_to_now(mirror: Mirror) -> None:
+    _cursor(mirror, "contacts", "", "2025-12-31T23:00:00.000Z")
+    client = FakeClient()  # every clock at 2026-01-01T00:00:00Z
+    client.serve(Scope(CONTACTS), [res(1, "contacts", "2030-01-01T00:00:00.000Z")])
+    result = await _poller(client, mirror).poll_scope(Scope(CONTACTS))
+    assert result.cursor == stamp(0)
+    assert _cursor(mirror, "contacts", "") == stamp(0)
+
+
+async def test_a_scope_never_polled_starts_a_day_before_now(mirror: Mirror) -> None:
+    client = FakeClient()
+    client.serve(Scope(STORES, 4), [])
+    assert await _poller(client, mirror).poll_type(STORES, [4], 2) == 0
+    # Nothing served yet on the stamps' scale: "now" is its lower bound, a day behind.
+    assert _cursor(mirror, "stores", "mall=4") == "2025-12-30T00:00:00.000Z"
+
+
+async def test_the_feed_first_applies_entries_or_says_none_without_a_cursor(
+    mirror: Mirror,
+) -> None:
+    settings = parse_config(
+        {"upstream": {"base_url": "http://u.test", "email": "a@b.c", "password": "x"}}
+    )
+    client = FakeClient(now=NOW + 3600)
+    assert await apply_feed_first(client, mirror, settings, [CONTACTS]) is None  # type: ignore[arg-type]
+    table(mirror, "contacts", [(1, stamp(1)), (2, stamp(1))])
+    _cursor(mirror, "deletions", "", stamp(10))
+    client.deletions = [deletion(1, "contacts", 1, stamp(20))]
+    assert await apply_feed_first(client, mirror, settings, [CONTACTS]) == 1  # type: ignore[arg-type]
+    assert ids(mirror, "contacts") == [2]
+    assert _cursor(mirror, "deletions", "") == stamp(20)

@@ -56,8 +56,11 @@ def unusable(profile: UpstreamProfile) -> list[str]:
             out.append(f"{key}: no ETag; polls ask without If-None-Match")
         elif r.etag == "unstable":
             out.append(f"{key}: ETag changes between identical requests; polls unconditional")
-        if r.sort in ("ignored", "refused") or r.sort_desc in ("ignored", "refused"):
+        if r.sort in ("ignored", "refused"):
             out.append(f"{key}: sort=updated_at {r.sort}; polled unsorted")
+        elif r.sort_desc in ("ignored", "refused"):
+            # The polls walk ascending (`RouteProfile.sorted_walk` reads `sort` alone).
+            out.append(f"{key}: sort=-updated_at {r.sort_desc}; polls need only the ascending")
         if r.filter in ("ignored", "refused"):
             out.append(f"{key}: filter[updated_at][gte] {r.filter}; polls read whole listings")
     return out

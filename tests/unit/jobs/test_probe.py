@@ -3,8 +3,6 @@ thing the upstream does that sync cannot use."""
 
 from __future__ import annotations
 
-import pytest
-
 from sync.channel.profile import RouteProfile, UpstreamProfile
 from sync.jobs.probe import api_version, unusable
 
@@ -41,14 +39,10 @@ def test_each_unusable_answer_is_one_line_naming_the_route() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="probe.unusable says 'polled unsorted' when only sort=-updated_at is refused, but the "
-    "poll walks such a route by key (RouteProfile.sorted_walk reads `sort` alone)",
-)
 def test_a_refused_descending_sort_alone_is_not_reported_as_polled_unsorted() -> None:
     deals = RouteProfile("/deals", sort="honoured", sort_desc="refused", filter="honoured")
     deals.etag = "stable"
     assert deals.sorted_walk  # the poll walks it by key
     lines = unusable(UpstreamProfile(api_version="1", routes={"/deals": deals}))
     assert not [line for line in lines if "polled unsorted" in line], lines
+    assert "/deals: sort=-updated_at refused; polls need only the ascending" in lines

@@ -11,17 +11,7 @@ from sync.channel.budget import (
     current_priority,
     priority,
 )
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.clock import FakeClock
 
 
 def test_a_budget_needs_a_positive_rate() -> None:
@@ -35,23 +25,23 @@ def test_the_burst_is_a_tenth_of_the_rate_at_least_one(rate: float, burst: float
 
 
 def test_429s_halve_the_rate_down_to_the_floor_and_answers_bring_it_back() -> None:
-    clock = _Clock()
+    clock = FakeClock()
     budget = RequestBudget(1.0, clock=clock)
     budget.on_throttled(retry_after=7)
-    assert (budget.rate, budget.hold_until, budget.throttled) == (0.5, 107.0, 1)
+    assert (budget.rate, budget.hold_until, budget.throttled) == (0.5, 1007.0, 1)
     for _ in range(5):
         budget.on_throttled(None)
-    assert budget.rate == MIN_RATE and budget.hold_until == 107.0
+    assert budget.rate == MIN_RATE and budget.hold_until == 1007.0
     budget.on_answer()  # within a second of the last change: no growth yet
     assert budget.rate == MIN_RATE
-    clock.now += 1.0
+    clock.t += 1.0
     budget.on_answer()
     assert budget.rate == pytest.approx(MIN_RATE + 0.05)
     budget.on_answer()  # once a second at most
     assert budget.rate == pytest.approx(MIN_RATE + 0.05)
-    clock.now += 60
+    clock.t += 60
     for _ in range(40):
-        clock.now += 1
+        clock.t += 1
         budget.on_answer()
     assert budget.rate == 1.0  # never above the configured rate
 
@@ -74,7 +64,7 @@ def test_priority_is_set_for_the_block_and_restored() -> None:
 
 
 async def test_a_slot_holds_a_place_in_flight_at_the_tasks_priority() -> None:
-    clock = _Clock()
+    clock = FakeClock()
     grants: list[tuple[float, Priority]] = []
     budget = RequestBudget(
         20,
@@ -91,7 +81,7 @@ async def test_a_slot_holds_a_place_in_flight_at_the_tasks_priority() -> None:
         assert budget.in_flight == 0
     budget.release()  # a release too many never goes below zero
     assert budget.in_flight == 0
-    assert grants == [(100.0, Priority.HOURS), (100.0, Priority.WEBHOOK)]  # the burst of 2
+    assert grants == [(1000.0, Priority.HOURS), (1000.0, Priority.WEBHOOK)]  # the burst of 2
     assert budget.snapshot() == {
         "max_rate": 20,
         "rate": 20,
@@ -105,11 +95,11 @@ async def test_a_slot_holds_a_place_in_flight_at_the_tasks_priority() -> None:
 
 
 async def test_past_the_burst_a_request_waits_its_turn_on_the_clock() -> None:
-    clock = _Clock()
+    clock = FakeClock()
     budget = RequestBudget(20, clock=clock, sleep=clock.sleep)
     for _ in range(3):
         await budget.acquire()
         budget.release()
-    assert clock.now == pytest.approx(100.05)  # the third waited one refill: 1 / 20 s
+    assert clock.t == pytest.approx(1000.05)  # the third waited one refill: 1 / 20 s
     assert budget.waited == pytest.approx(0.05)
     await budget.close()

@@ -19,16 +19,8 @@ class _Recording(ManagementClient):
         self.reply = reply
         self.sent: list[tuple[str, str, dict[str, str] | None, Any]] = []
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str] | None = None,
-        body: Any = None,
-        locale: str | None = None,
-    ) -> Any:
-        self.sent.append((method, path, params, body))
+    async def _send(self, method: str, path: str, **request: Any) -> Any:
+        self.sent.append((method, path, request.get("params"), request.get("body")))
         return self.reply
 
 

@@ -36,18 +36,11 @@ class _Served(PressReleaseList):
         self.serve = serve
         self.asked: list[dict[str, str]] = []
 
-    async def _exchange(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str] | None = None,
-        body: Any = None,
-        locale: str | None = None,
-    ) -> tuple[Any, str]:
-        assert (method, path, locale) == ("GET", PRESS_PATH, "en")
-        self.asked.append(dict(params or {}))
-        return self.serve(dict(params or {})), self.settings.base_url + path
+    async def _exchange(self, method: str, path: str, **request: Any) -> tuple[Any, str]:
+        assert (method, path, request.get("locale")) == ("GET", PRESS_PATH, "en")
+        params = dict(request.get("params") or {})
+        self.asked.append(params)
+        return self.serve(params), self.settings.base_url + path
 
 
 def _page(ids: list[int], next_page: int | None, **info: Any) -> _Answer:

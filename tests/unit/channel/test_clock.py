@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sync.channel.clock import (
     FALLBACK_LAG,
     META_KEY,
@@ -82,3 +84,19 @@ def test_load_ignores_damage_and_keeps_a_larger_offset_learned_here() -> None:
     stale = _clock([T0 + 3 * 86400])
     stale.load(f"{T0:.3f}:-60.000:-70.000")  # two windows ago: forgotten
     assert stale.offset is None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OverflowError,
+    reason="stamps.normalize_or_none lets astimezone's OverflowError through for a stamp whose "
+    "UTC instant is before year 1: one such row fails every page that carries it",
+)
+def test_a_stamp_beyond_the_calendar_teaches_nothing_and_fails_nothing() -> None:
+    clock = _clock([T0])
+    resources: list[dict[str, object]] = [
+        {"attributes": {"updated_at": iso_ms(T0 - 40)}},
+        {"attributes": {"updated_at": "0001-01-01T00:00:00+01:00"}},
+    ]
+    clock.observe_resources(resources, "updated_at", received=T0)
+    assert clock.offset == -40

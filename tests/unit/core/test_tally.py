@@ -1,0 +1,50 @@
+"""sync.core.tally: a run's requests and figures, counted per task through a context variable."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sync.core import tally
+
+
+def test_outside_a_run_nothing_is_counted_and_nothing_fails() -> None:
+    tally.request()
+    tally.note(rows=3)
+    with tally.counting() as t:
+        pass
+    assert t.requests == 0 and not t.did
+
+
+def test_notes_add_up_and_zero_figures_are_left_out() -> None:
+    with tally.counting() as t:
+        tally.request()
+        tally.request()
+        tally.note(rows=3, deletions=0)
+        tally.note(rows=2, verified=1)
+    assert t.requests == 2
+    assert dict(t.did) == {"rows": 5, "verified": 1}
+
+
+def test_a_nested_run_counts_apart_and_the_outer_resumes() -> None:
+    with tally.counting() as outer:
+        tally.request()
+        with tally.counting() as inner:
+            tally.request()
+            tally.note(rows=1)
+        tally.request()
+    assert (outer.requests, dict(outer.did)) == (2, {})
+    assert (inner.requests, dict(inner.did)) == (1, {"rows": 1})
+
+
+def test_child_tasks_count_into_their_parents_run_other_tasks_do_not() -> None:
+    async def main() -> tuple[int, int]:
+        async def child() -> None:
+            tally.request()
+
+        with tally.counting() as mine:
+            await asyncio.gather(asyncio.create_task(child()), asyncio.create_task(child()))
+        other = asyncio.create_task(child())  # started after the run: not counted
+        await other
+        return mine.requests, tally._current.get() is None
+
+    assert asyncio.run(main()) == (2, True)

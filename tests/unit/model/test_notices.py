@@ -1,0 +1,62 @@
+"""sync.model.notices: `BatchReader` fed a body in chunks, its counts, kept problems and messages."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from sync.model.notices import KEPT_PROBLEMS, BatchReader, NoticeError, WebhookNotice, parse_batch
+
+
+def _update(rid: object, rtype: str = "deals") -> dict[str, object]:
+    return {"type": "updates", "attributes": {"resource_type": rtype, "resource_id": rid}}
+
+
+def test_notices_come_out_as_their_item_completes_chunk_by_chunk() -> None:
+    body = orjson.dumps(
+        {
+            "meta": {"data": [_update(99)], "x": [[1]]},  # another key's "data" is not the batch
+            "data": [_update(1), {"type": "deletions", "id": 4, **_deletion_attrs()}],
+        }
+    )
+    reader = BatchReader()
+    seen: list[list[WebhookNotice]] = [reader.feed(body[i : i + 1]) for i in range(len(body))]
+    last = reader.close()
+    notices = [n for batch in seen for n in batch] + last
+    assert notices == [
+        WebhookNotice("update", "deals", "deals", 1),
+        WebhookNotice("deletion", "stores", "Store", 7, "4"),
+    ]
+    # each came out with the byte that closed its item, not at the end
+    assert sum(1 for batch in seen if batch) == 2 and last == []
+    assert (reader.items, reader.valid, reader.invalid) == (2, 2, 0)
+
+
+def _deletion_attrs() -> dict[str, object]:
+    return {"attributes": {"resource_type": "Store", "resource_id": "007"}}
+
+
+def test_invalid_items_are_counted_and_the_first_problems_kept() -> None:
+    items = [_update(0) for _ in range(KEPT_PROBLEMS + 5)] + [_update(3), "x"]
+    notices, problems = parse_batch(orjson.dumps({"data": items}))
+    assert notices == [WebhookNotice("update", "deals", "deals", 3)]
+    assert len(problems) == KEPT_PROBLEMS
+    assert problems[0] == "data[0]: resource_id out of range"
+    assert problems[1] == "data[1]: resource_id out of range"
+
+
+def test_with_no_valid_item_close_names_the_first_problem() -> None:
+    with pytest.raises(NoticeError, match=r"^data\[0\] must be an object$"):
+        parse_batch(b'{"data": [7]}')
+    with pytest.raises(NoticeError, match=r"^no valid notice: data\[0\] must be an object$"):
+        parse_batch(b'{"data": [7, "x"]}')
+    too_long = orjson.dumps({"data": [_update(1, "d" * 101)]})
+    with pytest.raises(NoticeError, match=r"resource_type must be a non-empty string"):
+        parse_batch(too_long)
+
+
+def test_a_body_without_data_is_refused_at_close_not_before() -> None:
+    reader = BatchReader()
+    assert reader.feed(b'{"other": 1}') == []
+    with pytest.raises(NoticeError, match=r"^`data` must be a list of notices$"):
+        reader.close()

@@ -473,6 +473,16 @@ class Settings(_Section):
     logging: LogSettings = Field(default_factory=LogSettings)
     management: ManagementSettings | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_validated(cls, data: Any) -> Any:
+        """An absent `[webhooks]` is validated as an empty one, with the secrets context (a
+        default built by `default_factory` never sees it): `ccsync run` without the section
+        needs the webhook secret as it does with it (webhooks are on by default)."""
+        if isinstance(data, dict) and "webhooks" not in data:
+            return {**data, "webhooks": {}}
+        return data
+
     def retired(self) -> list[str]:
         """One line for each key the file sets that no longer does anything (kept so older
         configurations load), naming what replaced it: the daemon logs them at start, so an

@@ -27,8 +27,11 @@ _SECRETS: set[str] = set()
 #: A callback path's secret segment (an upstream webhook id is numeric, and is kept).
 _WEBHOOK_PATH = re.compile(r"/webhooks/(?!\d+(?:[/?#\s'\"\\]|$))[^/?#\s'\"\\]+")
 #: Auth parameters in a query string, and credential members of a JSON text.
+#: A value masked already (`***` then a delimiter, `]` among them) is left as it is: masking
+#: it again would eat the `]` that closes an error's `[404 <url>]`.
 _PARAMS = re.compile(
-    r"\b(auth_token|auth_id|auth_timestamp|authentication_token|password|token)=[^&\s'\"\\]*"
+    r"\b(auth_token|auth_id|auth_timestamp|authentication_token|password|token)="
+    r"(?:\*\*\*(?![^&\s'\"\\\]])|[^&\s'\"\\]*)"
 )
 _MEMBERS = re.compile(
     r"(\"(?:auth_token|authentication_token|password|token|secret|bearer_token|client_token)\""

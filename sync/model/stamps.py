@@ -72,9 +72,10 @@ def normalize(stamp: str) -> str:
         raise StampError(f"{stamp[:60]!r} is not an ISO 8601 timestamp") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    dt = dt.astimezone(UTC)
-    if not 1 <= dt.year <= 9999:
-        raise StampError(f"{stamp[:60]!r} is out of range")
+    try:
+        dt = dt.astimezone(UTC)  # 0001-01-01T00:00+01:00 has no UTC date in the calendar
+    except OverflowError:
+        raise StampError(f"{stamp[:60]!r} is out of range") from None
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from sync.channel.clock import (
     FALLBACK_LAG,
     META_KEY,
@@ -86,12 +84,6 @@ def test_load_ignores_damage_and_keeps_a_larger_offset_learned_here() -> None:
     assert stale.offset is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="stamps.normalize_or_none lets astimezone's OverflowError through for a stamp whose "
-    "UTC instant is before year 1: one such row fails every page that carries it",
-)
 def test_a_stamp_beyond_the_calendar_teaches_nothing_and_fails_nothing() -> None:
     clock = _clock([T0])
     resources: list[dict[str, object]] = [

@@ -89,12 +89,6 @@ def test_the_receiver_needs_its_secret_other_commands_do_not() -> None:
     assert held is not None and held.get_secret_value() == "s" * 16
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="[webhooks] absent: Settings builds WebhookSettings by default_factory, without the "
-    "validation context, so secrets='receiver' does not require the secret (enabled defaults "
-    "to true); the missing secret is found only later, by ingest.subscriptions.callback_url",
-)
 def test_the_receiver_needs_its_secret_when_the_webhooks_section_is_absent() -> None:
     base = {"upstream": {"base_url": URL, "email": "a@x", "password": "p"}}
     with pytest.raises(ConfigError, match="secret is required when webhooks are enabled"):

@@ -25,15 +25,18 @@ def test_notes_add_up_and_zero_figures_are_left_out() -> None:
     assert dict(t.did) == {"rows": 5, "verified": 1}
 
 
-def test_a_nested_run_counts_apart_and_the_outer_resumes() -> None:
+def test_a_nested_run_counts_into_itself_and_the_run_it_is_part_of() -> None:
+    """The daemon's first backfill runs inside a job, a worker batch inside the worker: the
+    inner line shows its own requests, the outer line all of them (`Tally.parent`)."""
     with tally.counting() as outer:
         tally.request()
         with tally.counting() as inner:
             tally.request()
             tally.note(rows=1)
         tally.request()
-    assert (outer.requests, dict(outer.did)) == (2, {})
+    assert (outer.requests, dict(outer.did)) == (3, {"rows": 1})
     assert (inner.requests, dict(inner.did)) == (1, {"rows": 1})
+    assert tally._current.get() is None  # closed: nothing counts after the runs
 
 
 def test_child_tasks_count_into_their_parents_run_other_tasks_do_not() -> None:

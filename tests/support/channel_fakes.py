@@ -50,7 +50,7 @@ def channel_client(
     **upstream: Any,
 ) -> ChannelClient:
     """A client of `BASE` with fake sleeps; `upstream` adds or overrides `[upstream]` keys;
-    `store` keeps what it learns (`ChannelSession.keep`)."""
+    `store` keeps what it learns (`ChannelClient.keep`)."""
     settings = parse_config(
         {
             "upstream": {

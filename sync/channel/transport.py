@@ -23,6 +23,11 @@ connection is an ordinary transient fault (the upstream restarting) under the bu
 `sleep` and `clock` are injected so tests run instantly: the budget counts the time each attempt
 took on `clock` plus the waits handed to `sleep`, so a fake sleep advances the budget too.
 Every wait goes through `sleep`, so cancelling the task (SIGTERM) ends a retry loop at once.
+
+The session holds a transport by what it needs of one (`sync.channel.protocols.Sender`: `send`,
+`stats`, `unreachable_reason`, `aclose`), so another can be given in its place, as httpx's
+`Client(transport=...)`. The session sees each answer through `send(observe=...)`, per call
+rather than a callback set on the transport from outside.
 """
 
 from __future__ import annotations

@@ -132,10 +132,8 @@ class Health:
             # The proof's unresolved differences (the mass-delete guard's case) and a proof
             # overdue past twice the bound.
             problems.extend(proof_problems(self.mirror, datetime.now(UTC), self.staleness_bound))
-        if self.client.session.unreachable:
-            problems.insert(
-                0, self.client.session.unreachable
-            )  # logged as upstream.unreachable too
+        if unreachable := self.client.session.unreachable:
+            problems.insert(0, unreachable)  # logged as upstream.unreachable too
         problems.extend(self.faults.problems())
         storage = self.storage.problem()
         if storage is not None:

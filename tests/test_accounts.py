@@ -156,12 +156,12 @@ async def test_a_restart_reads_each_route_with_the_account_learned_before(
         try:
             async with ChannelClient(settings.upstream) as client:
                 await Backfill(client, mirror, settings).run()
-                assert client.stats.statuses[403] > 0  # learned the hard way
+                assert client.session.stats.statuses[403] > 0  # learned the hard way
             async with ChannelClient(settings.upstream) as client:
                 Fetcher(client, mirror)  # what a job does first: restore what was learned
                 for name in ("deals", "events", "malls"):
                     await client.list_page(Scope(catalogue.TYPES[name]), 1)
-                assert client.stats.statuses[403] == 0
+                assert client.session.stats.statuses[403] == 0
             stored = mirror.get_meta("upstream_accounts") or ""
         finally:
             mirror.close()
@@ -202,7 +202,7 @@ async def test_per_account_budgets_are_recorded_and_shown_each(tmp_path: Path) -
         }
     )
     async with ChannelClient(settings.upstream) as client:
-        budgets = client.accounts.budgets()
+        budgets = client.session.accounts.budgets()
         assert len(budgets) == 2
         mirror = Mirror.open(settings.mirror.path)
         record_budget(mirror, budgets)

@@ -150,8 +150,8 @@ async def test_a_429_storm_upstream_slows_a_backfill_which_still_mirrors_exactly
         mirror = Mirror.open(db)
         async with ChannelClient(settings.upstream) as client:
             await Backfill(client, mirror, settings).run()
-            assert client.budget is not None
-            snap = client.budget.snapshot()
+            assert client.session.budget is not None
+            snap = client.session.budget.snapshot()
         mirror.close()
         emu.faults.off()
         assert snap["throttled"] > 0 and snap["rate"] < 40  # it slowed down
@@ -175,7 +175,7 @@ async def test_a_burst_of_10000_notices_keeps_the_daemon_within_its_budget(
     db = tmp_path / "m.db"
     settings = settings_for(emulator, db, webhooks=True)
     async with running(settings) as daemon:
-        budget = daemon.running.client.budget
+        budget = daemon.running.client.session.budget
         assert budget is not None and budget.max_rate == 20.0  # the shipped default
         grants: list[float] = []
         budget.on_grant = lambda t, _: grants.append(t)

@@ -99,11 +99,11 @@ async def test_clock_skew_is_learned_from_the_date_header(
     fake, _ = upstream
     fake.server_time = NOW + 120  # our clock is two minutes slow
     async with make_client(clock=lambda: NOW) as c:
-        assert c.clock_offset == 0
+        assert c.session.clock_offset == 0
         page = await c.list_page(
             Scope(DEALS), 1
         )  # the login's Date already corrects the first call
-        assert c.clock_offset == pytest.approx(120)
+        assert c.session.clock_offset == pytest.approx(120)
     assert len(page.resources) == 2 and fake.logins == 1
     assert fake.requests[0].query["auth_timestamp"] == "1700000120"
 
@@ -113,7 +113,7 @@ async def test_small_skews_below_the_date_resolution_are_ignored(
 ) -> None:
     async with make_client(clock=lambda: NOW + 0.9) as c:
         await c.list_page(Scope(DEALS), 1)
-        assert c.clock_offset == 0.0
+        assert c.session.clock_offset == 0.0
 
 
 # -- sessions ----------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ async def test_login_posts_the_json_api_body_without_auth_params() -> None:
     with aioresponses() as m:
         m.post(LOGIN, status=201, payload={"data": {"attributes": {"authentication_token": "t"}}})
         async with make_client() as c:
-            await c.login()
+            await c.session.login()
         ((key, calls),) = m.requests.items()
     assert key[0] == "POST" and "auth_" not in str(key[1])
     assert calls[0].kwargs["json"] == {
@@ -142,7 +142,7 @@ async def test_logout_elsewhere_is_cured_by_one_relogin(
         await c.list_page(Scope(DEALS), 1)
         fake.logout()
         page = await c.list_page(Scope(DEALS), 2)
-        assert c.stats.relogins == 1 and c.stats.statuses[401] == 1
+        assert c.session.stats.relogins == 1 and c.session.stats.statuses[401] == 1
     assert fake.logins == 2 and page.number == 2
 
 
@@ -152,10 +152,10 @@ async def test_concurrent_401s_share_one_relogin(
     fake, _ = upstream
     fake.delay = 0.01
     async with make_client(clock=lambda: NOW, concurrency=8) as c:
-        await c.login()
+        await c.session.login()
         fake.logout()
         pages = await asyncio.gather(*(c.list_page(Scope(DEALS), n) for n in range(1, 7)))
-        assert c.stats.relogins == 1
+        assert c.session.stats.relogins == 1
     assert fake.logins == 2 and [p.number for p in pages] == [1, 2, 3, 4, 5, 6]
 
 
@@ -184,7 +184,7 @@ async def test_a_401_after_the_relogin_showing_another_skew_is_signed_again(
         fake.logout()
         fake.clock_jump_at_login = 120.0
         page = await c.list_page(Scope(DEALS), 2)
-        assert c.clock_offset == pytest.approx(120) and c.stats.relogins == 1
+        assert c.session.clock_offset == pytest.approx(120) and c.session.stats.relogins == 1
     assert page.number == 2 and fake.logins == 2
     assert fake.requests[-1].query["auth_timestamp"] == str(int(NOW + 120))
 
@@ -194,7 +194,7 @@ async def test_login_refused_and_status_errors() -> None:
         m.post(LOGIN, status=401, payload={"errors": [{"detail": "bad"}]})
         async with make_client() as c:
             with pytest.raises(AuthError, match="login refused"):
-                await c.login()
+                await c.session.login()
     for status, exc in ((403, ForbiddenError), (404, NotFoundError)):
         with aioresponses() as m:
             m.post(LOGIN, payload=token_doc(), status=201)
@@ -216,7 +216,7 @@ async def test_retries_5xx_then_succeeds() -> None:
         m.get(DEALS_URL, payload=page_doc(3))
         async with make_client(sleep) as c:
             page = await c.list_page(Scope(catalogue.TYPES["deals"]), 1)
-            assert c.stats.retries == 2
+            assert c.session.stats.retries == 2
     assert len(page.resources) == 3 and len(sleep.calls) == 2
 
 
@@ -273,7 +273,9 @@ async def test_a_body_shorter_than_its_content_length_is_retried_not_parsed() ->
         async with make_client() as c:
             page = await c.list_page(Scope(DEALS), 1)
             assert [r["id"] for r in page.resources] == ["1"]
-            assert c.stats.errors == {"ClientPayloadError": 1} and c.stats.retries == 1
+            assert (
+                c.session.stats.errors == {"ClientPayloadError": 1} and c.session.stats.retries == 1
+            )
 
 
 async def test_payload_errors_are_retried_and_counted() -> None:
@@ -284,8 +286,8 @@ async def test_payload_errors_are_retried_and_counted() -> None:
         m.get(DEALS_URL, payload=collection([1]))
         async with make_client() as c:
             await c.list_page(Scope(DEALS), 1)
-            assert c.stats.errors == {"ClientPayloadError": 1, "ClientConnectionError": 1}
-            assert c.stats.retries == 2
+            assert c.session.stats.errors == {"ClientPayloadError": 1, "ClientConnectionError": 1}
+            assert c.session.stats.retries == 2
 
 
 async def test_budget_exhausted_names_the_cause() -> None:
@@ -387,13 +389,13 @@ async def test_api_major_change_warns_once() -> None:
         async with make_client() as c:
             for _ in range(3):
                 await c.list_page(Scope(catalogue.TYPES["deals"]), 1)
-            assert c.api_version == "v13.0.0"
+            assert c.session.api_version == "v13.0.0"
     assert [e["event"] for e in logs].count("upstream.api_major_changed") == 1
 
 
 async def test_stats_exist_before_the_session_opens() -> None:
     c = make_client()
-    assert c.stats.requests == 0 and c.stats.retries == 0
+    assert c.session.stats.requests == 0 and c.session.stats.retries == 0
     with pytest.raises(RuntimeError, match="async with"):
         await c.list_page(Scope(DEALS), 1)
 
@@ -477,7 +479,9 @@ def test_the_store_given_to_the_client_restores_and_keeps_its_profile() -> None:
 def test_the_client_holds_its_include_fallback_and_webhooks_instead_of_inheriting() -> None:
     client = make_client()
     assert isinstance(client.includes, IncludeFallback) and client.includes.client is client
-    assert isinstance(client.webhooks, WebhookEndpoints) and client.webhooks.session is client
+    assert (
+        isinstance(client.webhooks, WebhookEndpoints) and client.webhooks.session is client.session
+    )
     methods = inspect.getmembers(type(client), inspect.isfunction)
     public = [name for name, _ in methods if not name.startswith("_")]
     assert len(public) <= 25, public

@@ -43,7 +43,7 @@ def client_for(emu: Emulator, **upstream: Any) -> ChannelClient:
 async def test_first_page_of_every_listable_type(emulator: Emulator) -> None:
     mall_id = emulator.ids("malls")[0]
     async with client_for(emulator, page_size=5) as c:
-        await c.login()
+        await c.session.login()
         for name in catalogue.LISTABLE:
             rtype = catalogue.TYPES[name]
             mall = mall_id if rtype.level == "mall" else None
@@ -55,7 +55,7 @@ async def test_first_page_of_every_listable_type(emulator: Emulator) -> None:
             assert [r["id"] for r in page.resources] == sorted(expected, key=int)[:5], name
             assert all(r["type"] == name for r in page.resources), name
             assert isinstance(page.meta.get("scripts"), list), name
-        assert c.api_version is not None and c.api_version.startswith("v")
+        assert c.session.api_version is not None and c.session.api_version.startswith("v")
 
 
 async def test_iter_pages_collects_exactly_the_public_deals(emulator: Emulator) -> None:
@@ -85,7 +85,7 @@ async def test_fetch_ids(emulator: Emulator) -> None:
     async with client_for(emulator) as c:
         page = await c.fetch_ids(Scope(DEALS, None, PUBLIC), wanted)
         with pytest.raises(NotFoundError):
-            await c.get_document("/deals/999999999", {})
+            await c.session.get_document("/deals/999999999", {})
     assert sorted(r["id"] for r in page.resources) == sorted(wanted)
 
 
@@ -94,7 +94,7 @@ async def test_relogin_after_a_forced_logout(emulator: Emulator) -> None:
         first = await c.list_page(Scope(DEALS, None, PUBLIC), 1)
         emulator.force_logout()
         again = await c.list_page(Scope(DEALS, None, PUBLIC), 1)
-        assert c.stats.relogins == 1 and c.stats.statuses[401] == 1
+        assert c.session.stats.relogins == 1 and c.session.stats.statuses[401] == 1
     assert [r["id"] for r in first.resources] == [r["id"] for r in again.resources]
 
 
@@ -104,7 +104,7 @@ async def test_retries_through_injected_faults(emulator: Emulator) -> None:
     emulator.faults.rate_429 = 0.05
     async with client_for(emulator, page_size=10) as c:
         ids = [r["id"] async for p in c.iter_pages(Scope(DEALS, None, PUBLIC)) for r in p.resources]
-        assert c.stats.retries > 0
+        assert c.session.stats.retries > 0
     assert ids == sorted(emulator.ids("deals", visibility="Public"), key=int)
     assert emulator.faults.injected.get("http_5xx", 0) > 0
 
@@ -113,8 +113,8 @@ async def test_clock_skew_is_corrected_from_the_date_header(emulator: Emulator) 
     emulator.faults.clock_offset = 600.0  # the upstream runs ten minutes ahead
     async with client_for(emulator) as c:
         page = await c.list_page(Scope(DEALS, None, PUBLIC), 1)
-        assert c.clock_offset == pytest.approx(600, abs=2)
-        assert c.stats.statuses[401] == 0
+        assert c.session.clock_offset == pytest.approx(600, abs=2)
+        assert c.session.stats.statuses[401] == 0
     assert page.resources
 
 

@@ -168,8 +168,8 @@ async def test_the_client_sends_jsonapi_bodies_as_jsonapi(
     )
     assert emulator.app.strict_content_type
     async with ChannelClient(settings.upstream) as client:
-        await client.login()  # 415 before: aiohttp's json= says application/json
-        resp = await client.request(
+        await client.session.login()  # 415 before: aiohttp's json= says application/json
+        resp = await client.session.request(
             "POST",
             "/webhooks",
             json={

@@ -313,7 +313,7 @@ async def test_pages_capped_below_the_ask_are_read_whole(
             poller = Poller(client, mirror, page_size=100, overlap=0.0)
             (scope,) = scopes_of(catalogue.TYPES["articles"], [])
             result = await poller.poll_scope(scope)
-            assert client.paging.served == bound
+            assert client.session.paging.served == bound
         mirror.close()
         assert result.rows >= 95 and created
         c = compare(db, emu, ["articles"])

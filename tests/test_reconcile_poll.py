@@ -151,11 +151,11 @@ async def test_an_unchanged_listing_answers_304_and_leaves_the_mirror_as_it_was(
             for _ in range(2):  # the first moves the cursor to the newest stamp served
                 for scope in scopes:
                     await poller.poll_scope(scope)  # learns each scope's ETag
-            before, seen_304 = snapshot(), client.stats.statuses[304]
+            before, seen_304 = snapshot(), client.session.stats.statuses[304]
             for scope in scopes:
                 result = await poller.poll_scope(scope)
                 assert result.rows == 0
-            assert client.stats.statuses[304] - seen_304 == len(scopes)
+            assert client.session.stats.statuses[304] - seen_304 == len(scopes)
             assert snapshot() == before
             deal = emu.ids(
                 "deals",

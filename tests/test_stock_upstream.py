@@ -175,7 +175,7 @@ async def test_an_include_path_answering_500_is_refused_fast_and_the_backfill_co
         settings = settings_for(emu, tmp_path / "m.db", types=types, retry_budget=600.0)
         async with ChannelClient(settings.upstream) as client:
             profile = await Profiler(client).probe([catalogue.TYPES[t] for t in types], [])
-            served_500 = client.stats.statuses[500]
+            served_500 = client.session.stats.statuses[500]
         deals = profile.routes["/deals"]
         assert deals.includes["tags.tags"] == "refused" and deals.includes["tags"] == "linkage"
         assert "HTTP 500" in deals.include_errors["tags.tags"]
@@ -184,7 +184,7 @@ async def test_an_include_path_answering_500_is_refused_fast_and_the_backfill_co
         report = await run_backfill(settings, wrap=lambda c: seen.setdefault("client", c))
         assert not report.types["deals"].error
         # Three deal scopes (visibilities) side by side meet it; one finds the culprit.
-        assert seen["client"].stats.statuses[500] <= 3 * 4
+        assert seen["client"].session.stats.statuses[500] <= 3 * 4
         result = compare(settings.mirror.path, emu, types)
         assert result.differences == 0, result.summary()
         lines = status_lines(status_data(settings.mirror.path))

@@ -85,7 +85,7 @@ async def test_transient_faults_from_the_start_keep_the_retry_budget() -> None:
             # No include: a 5xx of a listing with one is first searched for a failing path
             # (`sync.channel.includes`); this measures the retry budget alone.
             page = await c.list_page(Listing(Scope(catalogue.TYPES["deals"]), include=False), 1)
-            assert c.stats.retries == 14
+            assert c.session.stats.retries == 14
     assert len(page.resources) == 2
     with aioresponses() as m:
         m.post(LOGIN, payload=token_doc(), status=201)

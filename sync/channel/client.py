@@ -1,11 +1,18 @@
 """`ChannelClient`: the Channel Content API as the rest of `sync` sees it: its listing endpoints.
 
-Layers, each one job: `Transport` (retries, backoff, concurrency) -> `Credentials` (token,
-signature, clock offset) -> `ChannelSession` (login, re-login on 401, skew, status -> exception,
-the paged GET and its one loop) -> `ChannelClient`: this module's listings (JSON:API validation
-into `Page`), holding the include fallback (`client.includes`, `sync.channel.includes`) and the
-subscriptions (`client.webhooks`, `sync.channel.webhooks`) as parts, not base classes -> callers
-(backfill, polls, reconcile, worker, subscriptions).
+Layers, each one job, each held by the one above (composition, no base class): a transport
+(`sync.channel.protocols.Sender`; the retrying `Transport`: retries, backoff, concurrency)
+-> `Credentials` (token, signature, clock offset) -> `ChannelSession` (login, re-login on 401,
+skew, status -> exception, the paged GET and its one loop) -> `ChannelClient`: this module's
+listings (JSON:API validation into `Page`), holding the session (`client.session`), the include
+fallback (`client.includes`, `sync.channel.includes`) and the subscriptions (`client.webhooks`,
+`sync.channel.webhooks`) as parts -> callers (backfill, polls, reconcile, worker,
+subscriptions). As httpx's `Client(transport=...)`, the transport can be given
+(`ChannelClient(settings, transport=...)`): tests answer requests with a function
+(`tests/support/transport.py`). What the listings teach is the client's: "now" on the stamps'
+scale (`clock`) and the upstream profile (`profile`, changed only through `learn_profile`);
+what the session asks with (page size, accounts) is the session's. Callers reach the session
+for what is the session's (`client.session.paging`, `.stats`, `.walk`, `.request`).
 
 A listing request is a value (`sync.channel.listing.Listing`: a `Scope` and what is asked of
 it), built once and handed down, as httpx hands a `Request`.
@@ -22,16 +29,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import date
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
-import aiohttp
-
+from sync.channel.clock import UpstreamClock
 from sync.channel.includes import IncludeFallback
 from sync.channel.listing import Listing
 from sync.channel.pages import Page, decode_listing, to_page
-from sync.channel.protocols import MetaStore
+from sync.channel.profile import META_KEY as PROFILE_KEY
+from sync.channel.profile import UpstreamProfile
+from sync.channel.protocols import MetaStore, Sender
 from sync.channel.session import ChannelSession
 from sync.channel.transport import Response
 from sync.channel.webhooks import WebhookEndpoints
@@ -45,33 +55,95 @@ MAX_IDS = 100
 ETAG_ENTRIES = 20_000
 
 
-class ChannelClient(ChannelSession):
-    """Signed, retried access to the Channel Content API: the listing endpoints over the
-    session, holding the include fallback (`includes`) and the subscriptions (`webhooks`).
+class ChannelClient:
+    """Signed, retried access to the Channel Content API: the listing endpoints, holding the
+    session (`session`: login, signing, status -> exception, the paged GET, over a transport),
+    the include fallback (`includes`) and the subscriptions (`webhooks`); "now" on the stamps'
+    scale (`clock`) and the upstream profile (`profile`) are what its listings teach.
 
-    `store`: where what the client learns outlives the process (`ChannelSession.keep`)."""
+    `transport`: what sends each request (`sync.channel.protocols.Sender`; None: the retrying
+    `Transport` over aiohttp), as httpx's `Client(transport=...)`; `store`: where what the
+    client learns outlives the process (`keep`)."""
 
     def __init__(
         self,
         settings: UpstreamSettings,
         *,
-        session: aiohttp.ClientSession | None = None,
+        transport: Sender | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
         fail_fast: bool = True,
         store: MetaStore | None = None,
     ) -> None:
-        super().__init__(settings, session=session, sleep=sleep, clock=clock, fail_fast=fail_fast)
+        self.session = ChannelSession(
+            settings, transport=transport, sleep=sleep, clock=clock, fail_fast=fail_fast
+        )
+        self._clock = clock
+        #: "Now" on the scale of the stamps served, learned from them (`sync.channel.clock`);
+        #: the `Date` header's offset (`session.clock_offset`) is for signing only.
+        self.clock = UpstreamClock(local=clock, date_offset=lambda: self.session.clock_offset)
+        #: What the upstream answered where the spec is silent (`sync.channel.profile`): None
+        #: until probed or kept; changed only through `learn_profile`.
+        self._profile: UpstreamProfile | None = None
+        #: Where what this client learns outlives the process (`keep`): None keeps nothing.
+        self._store: MetaStore | None = None
+        #: The ETag each conditional listing last answered with (`ETAG_ENTRIES`, oldest dropped).
+        self._etags: OrderedDict[str, str] = OrderedDict()
         self.includes = IncludeFallback(self)
-        self.webhooks = WebhookEndpoints(self)
+        self.webhooks = WebhookEndpoints(self.session)
         if store is not None:
             self.keep(store)
+
+    async def __aenter__(self) -> Self:
+        await self.session.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.session.__aexit__(exc_type, exc, tb)
+
+    def keep(self, store: MetaStore) -> None:
+        """Keep what this client learns in `store` (the mirror's `_sync_meta`) and restore
+        what an earlier run learned there: the session's page size and accounts' routes
+        (`ChannelSession.keep`), "now" on the stamps' scale (`UpstreamClock`) and the upstream
+        profile. Called once where the client meets its mirror; again with the same store,
+        nothing."""
+        if store is self._store:
+            return
+        self._store = store
+        self.session.keep(store)
+        self.clock.keep(store.get_meta, store.set_meta)
+        if self._profile is None:
+            self._profile = UpstreamProfile.from_json(store.get_meta(PROFILE_KEY))
+
+    @property
+    def profile(self) -> UpstreamProfile | None:
+        """What the upstream answered where the spec is silent; None until probed or kept."""
+        return self._profile
+
+    def learn_profile(
+        self, profile: UpstreamProfile | None = None, *, save: bool = True
+    ) -> UpstreamProfile:
+        """Adopt `profile` (a probe's), or with None the current one as changed in place (an
+        empty one if none yet), and keep it in the store (`keep`) unless `save` is False.
+        The one way the profile changes; returns it."""
+        if profile is not None:
+            self._profile = profile
+        elif self._profile is None:
+            self._profile = UpstreamProfile()
+        if save and self._store is not None:
+            self._store.set_meta(PROFILE_KEY, self._profile.to_json())
+        return self._profile
 
     def query(self, listing: Listing, number: int) -> dict[str, str]:
         """Every parameter of page `number` of `listing`, explicit (the auth parameters are
         added per attempt); include paths the upstream refused on the route left out."""
         rtype = listing.rtype
-        out = {**self.page_query(number, listing.size), "sort": "id"}
+        out = {**self.session.page_query(number, listing.size), "sort": "id"}
         if listing.include and (paths := self.includes.paths(rtype)):
             out["include"] = paths
         if listing.fields is not None:
@@ -119,7 +191,7 @@ class ChannelClient(ChannelSession):
             etag = self._etags.get(key)
         headers = {"If-None-Match": etag} if etag else None
         try:
-            resp = await self.get_listing(
+            resp = await self.session.get_listing(
                 path, query, headers, attempts or self.includes.attempts(query, refusals)
             )
         except UpstreamError as exc:
@@ -131,7 +203,7 @@ class ChannelClient(ChannelSession):
                 if not self.includes.failing(exc, query):
                     raise
                 # A 5xx no include path causes: asked again with the whole retry budget.
-                resp = await self.get_listing(path, query, headers)
+                resp = await self.session.get_listing(path, query, headers)
                 return self._page(resp, number, query, key, etag)
             return await self.list_page(listing, number, refusals=False)
         return self._page(resp, number, query, key, etag)
@@ -147,13 +219,13 @@ class ChannelClient(ChannelSession):
         """The `Page` of a listing's answer (a 304 to `If-None-Match: etag` an empty one whose
         `not_modified` is set); the ETag kept under `key` when the answer held the whole result."""
         if resp.status == 304 and etag is not None:
-            return Page([], [], {}, number, number, self.api_version, not_modified=True)
+            return Page([], [], {}, number, number, self.session.api_version, not_modified=True)
         doc = decode_listing(resp.body, resp.url, resp.status)
-        page = to_page(doc, number, resp.url, resp.status, self.api_version)
+        page = to_page(doc, number, resp.url, resp.status, self.session.api_version)
         self.clock.observe_resources(page.resources, "updated_at", self._clock())
         if key is not None:
             tag = resp.headers.get("ETag")
-            if tag and not self.paging.more(page, int(query["page[size]"])):
+            if tag and not self.session.paging.more(page, int(query["page[size]"])):
                 self._etags[key] = tag
                 self._etags.move_to_end(key)
                 while len(self._etags) > ETAG_ENTRIES:
@@ -177,21 +249,23 @@ class ChannelClient(ChannelSession):
         `not_modified` is set. Returns the page and its ETag, which the caller keeps only once
         it has acted on the page (`sync.jobs.mallincludes`): a 304 must never hide an unapplied change."""
         query = {
-            **self.page_query(number, size),
+            **self.session.page_query(number, size),
             "sort": "id",
             "include": ",".join(rels),
             "fields[malls]": ",".join(rels),
             **{f"fields[{r}]": "updated_at" for r in rels},
         }
-        resp = await self.get_listing(
+        resp = await self.session.get_listing(
             "/malls", query, headers={"If-None-Match": etag} if etag else None
         )
         if resp.status == 304 and etag is not None:
-            return Page([], [], {}, number, number, self.api_version, not_modified=True), etag
+            return Page(
+                [], [], {}, number, number, self.session.api_version, not_modified=True
+            ), etag
         doc = decode_listing(resp.body, resp.url, resp.status)
-        return to_page(doc, number, resp.url, resp.status, self.api_version), resp.headers.get(
-            "ETag"
-        )
+        return to_page(
+            doc, number, resp.url, resp.status, self.session.api_version
+        ), resp.headers.get("ETag")
 
     async def list_response(
         self,
@@ -205,7 +279,7 @@ class ChannelClient(ChannelSession):
         listing = Listing.of(request)
         query = self.query(listing, number)
         try:
-            return await self.get_listing(
+            return await self.session.get_listing(
                 listing.path, query, headers, self.includes.attempts(query)
             )
         except UpstreamError as exc:
@@ -213,8 +287,8 @@ class ChannelClient(ChannelSession):
                 if not self.includes.failing(exc, query):
                     raise
                 # A 5xx no include path causes: asked again with the whole retry budget.
-                return await self.get_listing(listing.path, query, headers)
-            return await self.get_listing(
+                return await self.session.get_listing(listing.path, query, headers)
+            return await self.session.get_listing(
                 listing.path, self.query(listing, number), headers=headers
             )
 
@@ -225,7 +299,7 @@ class ChannelClient(ChannelSession):
         def fetch(number: int) -> Awaitable[Page]:
             return self.list_page(listing, number)
 
-        async for page in self.walk(fetch, start):
+        async for page in self.session.walk(fetch, start):
             yield page
 
     async def fetch_ids(self, scope: Scope, ids: Sequence[str | int]) -> Page:
@@ -236,13 +310,13 @@ class ChannelClient(ChannelSession):
             raise ValueError(f"fetch_ids takes at most {MAX_IDS} ids, got {len(ids)}")
         if not ids:
             # `filter[id]=` might be read as "no filter", i.e. the whole collection.
-            return Page([], [], {}, 1, 1, self.api_version)
+            return Page([], [], {}, 1, 1, self.session.api_version)
         listing = Listing(scope, {"filter[id]": ",".join(str(i) for i in ids)}, size=MAX_IDS)
 
         def fetch(number: int) -> Awaitable[Page]:
             return self.list_page(listing, number)
 
-        pages = [page async for page in self.walk(fetch)]
+        pages = [page async for page in self.session.walk(fetch)]
         if len(pages) == 1:
             return pages[0]
         return Page(
@@ -251,7 +325,7 @@ class ChannelClient(ChannelSession):
             pages[0].meta,
             1,
             1,
-            self.api_version,
+            self.session.api_version,
         )
 
     async def list_deletions(
@@ -274,7 +348,7 @@ class ChannelClient(ChannelSession):
             query[f"filter[created_at][{op}]"] = since
         if until:
             query["filter[created_at][lte]"] = until
-        page = await self.get_page("/deletions", number, query, size)
+        page = await self.session.get_page("/deletions", number, query, size)
         self.clock.observe_resources(page.resources, "created_at", self._clock())
         return page
 
@@ -282,11 +356,12 @@ class ChannelClient(ChannelSession):
         """`GET /<type>/{id}`: one resource (`NotFoundError` when the upstream has none): the
         only evidence, besides the deletions feed, that a mall is gone (a 404 from one of its
         listings says nothing of the mall, `sync.jobs.fetch.confirm_mall_gone`)."""
-        doc, _ = await self.get_document(f"/{rtype.path}/{rid}", {})
+        doc, _ = await self.session.get_document(f"/{rtype.path}/{rid}", {})
         data = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(data, dict):
             raise BadResponseError(
-                "a single resource without a `data` object", url=f"{self.base}/{rtype.path}/{rid}"
+                "a single resource without a `data` object",
+                url=f"{self.session.base}/{rtype.path}/{rid}",
             )
         return data
 
@@ -295,17 +370,17 @@ class ChannelClient(ChannelSession):
     async def hours(self, mall_id: int | str, start: date, end: date) -> list[dict[str, Any]]:
         """The `hours` resources of a mall from `start` to `end` (inclusive bounds, no paging;
         the answer is application/json, still a `data` list)."""
-        doc, _ = await self.get_document(
+        doc, _ = await self.session.get_document(
             f"/malls/{mall_id}/hours", {"from": start.isoformat(), "to": end.isoformat()}
         )
         data = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(data, list):
             raise BadResponseError(
-                "hours without a `data` list", url=f"{self.base}/malls/{mall_id}/hours"
+                "hours without a `data` list", url=f"{self.session.base}/malls/{mall_id}/hours"
             )
         return [d for d in data if isinstance(d, dict)]
 
     async def current_hours(self, mall_id: int | str) -> Any:
         """The /current-hours body as sent: the spec does not describe its shape."""
-        doc, _ = await self.get_document(f"/malls/{mall_id}/current-hours", {})
+        doc, _ = await self.session.get_document(f"/malls/{mall_id}/current-hours", {})
         return doc

@@ -27,13 +27,13 @@ from typing import Protocol
 
 from sync.channel.profile import (
     INCLUDE_ATTEMPTS,
+    Probed,
     Profiler,
     RouteProfile,
     UpstreamProfile,
     note_refusals,
     route_key,
 )
-from sync.channel.protocols import Probed
 from sync.core.errors import RetriesExhaustedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.model.catalogue import ResourceType

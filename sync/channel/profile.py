@@ -28,12 +28,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
 from sync.channel.listing import Listing
-from sync.channel.protocols import Probed
+from sync.channel.pages import Page
+from sync.channel.session import ChannelSession
 from sync.core.errors import NotFoundError, RetriesExhaustedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.model import catalogue
@@ -150,6 +151,28 @@ def route_key(rtype: ResourceType) -> str:
 DELETIONS_ROUTE = "/deletions"
 
 
+class Probed(Protocol):
+    """What the probes ask through: the `ChannelClient`'s listings and its session, as a
+    protocol (the client holds the include fallback, which probes: this module cannot name
+    the client's class without a cycle)."""
+
+    session: ChannelSession
+
+    async def list_page(
+        self,
+        request: Scope | Listing,
+        number: int,
+        *,
+        refusals: bool = True,
+        attempts: int | None = None,
+        as_asked: bool = False,
+    ) -> Page: ...
+
+    async def list_deletions(
+        self, number: int, *, size: int | None = None, sort: str | None = "created_at"
+    ) -> Page: ...
+
+
 class Profiler:
     """Runs the probes through a client (`Probed`)."""
 
@@ -183,7 +206,7 @@ class Profiler:
     ) -> UpstreamProfile:
         """Probe every route of `types` (mall-scoped ones in the first of `malls` that lists
         rows), and the deletions feed."""
-        c = self.client
+        c, session = self.client, self.client.session
         profile = UpstreamProfile(probed_at=iso_ms(time.time()))
         # The page size served: one page as large as is asked, of the first top-level type
         # (a short page before `links.last` teaches the bound, `Paging.more`).
@@ -192,8 +215,8 @@ class Profiler:
             first = await c.list_page(
                 Listing(Scope(rtype), fields=["updated_at"], include=False), 1
             )
-            c.paging.more(first)
-            if c.paging.served is not None or len(first.resources) >= c.paging.asked:
+            session.paging.more(first)
+            if session.paging.served is not None or len(first.resources) >= session.paging.asked:
                 break
         for rtype in types:
             if not rtype.listable:
@@ -205,29 +228,30 @@ class Profiler:
         if deletions:
             profile.routes[DELETIONS_ROUTE] = await self._deletions()
         profile.signing_window = await self._signing_window()
-        profile.api_version = c.api_version
-        profile.page_size_asked = c.paging.asked
-        profile.page_size_served = c.paging.served
-        profile.clock_offset = round(c.clock_offset, 3)
+        profile.api_version = session.api_version
+        profile.page_size_asked = session.paging.asked
+        profile.page_size_served = session.paging.served
+        profile.clock_offset = round(session.clock_offset, 3)
         return profile
 
     async def _signing_window(self) -> float | None:
         """Sign `GET /malls` (one row) with the timestamp off by each of `SKEWS`, ahead and
         behind, widest accepted first refused: the window the spec calls "several seconds"."""
-        c = self.client
+        session = self.client.session
         widest: float | None = None
         for skew in SKEWS:
             ok = True
             for sign in (1, -1):
 
                 def signed(s: float = skew * sign) -> dict[str, str]:
-                    return {"page[size]": "1", "page[number]": "1", **c.credentials.params(s)}
+                    return {"page[size]": "1", "page[number]": "1", **session.credentials.params(s)}
 
-                resp = await c.transport.send(
+                resp = await session.transport.send(
                     "GET",
-                    f"{c.base}/malls",
+                    f"{session.base}/malls",
                     params=signed,
                     headers={"Accept": "application/vnd.api+json"},
+                    observe=session.observe,
                 )
                 ok = ok and resp.status < 400
             if not ok:
@@ -380,14 +404,14 @@ class Profiler:
             "sort": "id",
             **rtype.scope_params[0],
         }
-        first = await self.client.request("GET", path, query)
-        again = await self.client.request("GET", path, query)
+        first = await self.client.session.request("GET", path, query)
+        again = await self.client.session.request("GET", path, query)
         tag = first.headers.get("ETag")
         if not tag:
             return "none"
         if again.headers.get("ETag") != tag:
             return "unstable"
-        cond = await self.client.request("GET", path, query, headers={"If-None-Match": tag})
+        cond = await self.client.session.request("GET", path, query, headers={"If-None-Match": tag})
         return "304" if cond.status == 304 else "stable"
 
     async def _deletions(self) -> RouteProfile:

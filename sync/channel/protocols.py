@@ -1,21 +1,25 @@
-"""What the client's parts see of it, as protocols: the parts are held by the client and
-cannot name its class without an import cycle (`sync.channel.client` imports them).
+"""The client's seams, as protocols: what the session needs of a transport and of a store.
+
+`Sender`: what `ChannelSession` needs of a transport: send one logical request (retries inside)
+and return the `Response`, count what it saw (`stats`), say why the upstream was never reached
+(`unreachable_reason`), close. `sync.channel.transport.Transport` is the real one; a client is
+given another as httpx's `Client(transport=...)` is (`ChannelClient(settings, transport=...)`),
+so tests answer requests with a function and no HTTP server (`tests/support/transport.py`).
 
 `MetaStore`: where a client keeps what it learns across runs (the mirror's `_sync_meta`,
-`ChannelSession.keep`). `Probed`: what the probes (`sync.channel.profile.Profiler`) ask through.
+`ChannelClient.keep`).
+
+What the probes ask through (`Probed`) is `sync.channel.profile`'s: it names the session's class,
+which imports this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from sync.channel.listing import Listing
-from sync.channel.pages import Page
-from sync.channel.paging import Paging
-from sync.channel.signing import Credentials
-from sync.channel.transport import Response, Transport
-from sync.model.scopes import Scope
+from sync.channel.budget import RequestBudget
+from sync.channel.transport import Response, Stats
 
 
 class MetaStore(Protocol):
@@ -26,42 +30,27 @@ class MetaStore(Protocol):
     def set_meta(self, key: str, value: str) -> None: ...
 
 
-class Probed(Protocol):
-    """What the probes ask through: the `ChannelClient`, as a protocol (the client holds the
-    include fallback, which probes: this module cannot name it without a cycle)."""
+class Sender(Protocol):
+    """A transport as the session sees it (`sync.channel.transport.Transport.send` says what
+    each argument means): one logical request in, its final `Response` out."""
 
-    base: str
-    api_version: str | None
-    paging: Paging
+    #: Answers by status, retries, transport errors; the session adds its re-logins.
+    stats: Stats
+    #: Why the upstream was never reached, while a daemon's transport keeps trying; else None.
+    unreachable_reason: str | None
 
-    @property
-    def transport(self) -> Transport: ...
-
-    @property
-    def credentials(self) -> Credentials: ...
-
-    @property
-    def clock_offset(self) -> float: ...
-
-    async def list_page(
-        self,
-        request: Scope | Listing,
-        number: int,
-        *,
-        refusals: bool = True,
-        attempts: int | None = None,
-        as_asked: bool = False,
-    ) -> Page: ...
-
-    async def list_deletions(
-        self, number: int, *, size: int | None = None, sort: str | None = "created_at"
-    ) -> Page: ...
-
-    async def request(
+    async def send(
         self,
         method: str,
-        path: str,
-        params: Mapping[str, str] | None = None,
+        url: str,
         *,
+        params: Callable[[], Mapping[str, str]] | None = None,
+        json: Any = None,
         headers: Mapping[str, str] | None = None,
+        once: bool = False,
+        budget: RequestBudget | None = None,
+        attempts: int | None = None,
+        observe: Callable[[Response], None] | None = None,
     ) -> Response: ...
+
+    async def aclose(self) -> None: ...

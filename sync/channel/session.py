@@ -1,7 +1,9 @@
 """`ChannelSession`: the signed, authenticated request to the Channel Content API, in layers.
 
-This module owns the session (the aiohttp session, the login token, the clock offset) and the
-path one request takes through it, apart from any endpoint. As httpx's `send` ->
+This module owns the session (the accounts and their login tokens, the clock offset, the page
+size) and the path one request takes through it, apart from any endpoint. It holds its transport
+(`Sender`, `sync.channel.protocols`): the retrying `Transport` over an aiohttp session unless
+one is given, as httpx's `Client(transport=...)`, so a test answers requests with a function. As httpx's `send` ->
 `_send_handling_auth` -> `_send_handling_redirects` -> `_send_single_request`, each layer is one
 method with one job:
 
@@ -10,8 +12,9 @@ method with one job:
     _send_handling_auth   log in first; re-login once on 401
     _send_handling_skew   sign again when a 401's `Date` taught another clock offset
     _send_signed          sign the attempt (`sync.channel.signing`) and hand it to the transport
-    Transport.send        one attempt (`_attempt`) repeated under the `RetryPolicy`; concurrency,
-                          the request budget (`sync.channel.transport`)
+    Sender.send           one attempt (`_attempt`) repeated under the `RetryPolicy`; concurrency,
+                          the request budget (`sync.channel.transport`); `observe` sees
+                          every answer (the `Date` offset, the API version)
 
 401 means the session ended (someone logged the account out elsewhere, which ends every session
 sharing the token): the client logs in again, once per request. A 401 right after that fresh
@@ -19,16 +22,16 @@ login cannot be cured by another one and is an `AuthError`. Concurrent 401s shar
 
 The paged GET sits on the session too, because the page size it asks is session state: the one
 page-number loop (`walk`) with the one stop rule (`Paging.more`), and `get_listing`, which asks a
-page again smaller when the upstream refuses `page[size]`. The endpoints are built on it:
-`sync.channel.client` (listings), holding `includes` and `webhooks`. What it learns outlives
-the run in one store (`keep`); the upstream profile changes only through `learn_profile`.
+page again smaller when the upstream refuses `page[size]`. The client holds it
+(`ChannelClient.session`, `sync.channel.client`: the listings, the include fallback, the
+subscriptions); what it learns (page size, accounts' routes) outlives the run in the store the
+client hands it (`keep`). No base class: the client composes it, it does not inherit it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -38,12 +41,9 @@ import aiohttp
 import orjson
 
 from sync.channel.accounts import Account, Accounts, route_of
-from sync.channel.clock import UpstreamClock
 from sync.channel.pages import Page, decode, to_page
 from sync.channel.paging import Paging, next_number
-from sync.channel.profile import META_KEY as PROFILE_KEY
-from sync.channel.profile import UpstreamProfile
-from sync.channel.protocols import MetaStore
+from sync.channel.protocols import MetaStore, Sender
 from sync.channel.signing import Credentials
 from sync.channel.transport import (
     Response,
@@ -104,24 +104,26 @@ class Outgoing:
 
 
 class ChannelSession:
-    """Signed, retried requests to the Channel Content API, and the paged GET."""
+    """Signed, retried requests to the Channel Content API, and the paged GET, through a
+    transport (`Sender`; the retrying `Transport` unless one is given)."""
 
     def __init__(
         self,
         settings: UpstreamSettings,
         *,
-        session: aiohttp.ClientSession | None = None,
+        transport: Sender | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
         fail_fast: bool = True,
     ) -> None:
-        """`fail_fast=False` is for the daemon: an upstream unreachable from the start is
-        logged and retried until it answers instead of raised (see `sync.channel.transport`)."""
+        """`transport`: what sends each request (None: a `Transport` over an aiohttp session
+        opened on entry and closed on exit; a given one is closed on exit too, as httpx's
+        client closes its transport). `fail_fast=False` is for the daemon: an upstream
+        unreachable from the start is logged and retried until it answers instead of raised
+        (see `sync.channel.transport`)."""
         self.settings = settings
         self.fail_fast = fail_fast
         self.base = settings.base_url
-        self._session = session
-        self._own_session = session is None
         self._sleep = sleep
         self._clock = clock
         #: The configured accounts (one unless `[[upstream.accounts]]`), each with its own
@@ -131,33 +133,27 @@ class ChannelSession:
         self._first_major: str | None = None
         self._warned_major = False
         self.log = get_logger("sync.channel")
-        self.stats = Stats()  # outlives the transport, so metrics can read it at any time
-        self._transport: Transport | None = None
-        #: The ETag each conditional listing last answered with (bounded by the client's
-        #: `ETAG_ENTRIES`, oldest dropped): `If-None-Match` is a header of the session's GET.
-        self._etags: OrderedDict[str, str] = OrderedDict()
+        self._given = transport
+        self._transport: Sender | None = transport
+        #: Outlives the transport (the one built on entry counts into it), so metrics can read
+        #: it at any time; a given transport's own.
+        self.stats = transport.stats if transport is not None else Stats()
         #: The page size asked and the size the upstream proved it serves (`sync.channel.paging`).
         self.paging = Paging(settings.page_size)
-        #: "Now" on the scale of the stamps served, learned from them (`sync.channel.clock`);
-        #: the `Date` header's offset (`clock_offset`) is for signing only.
-        self.clock = UpstreamClock(local=clock, date_offset=lambda: self.credentials.offset)
-        #: What the upstream answered where the spec is silent (`sync.channel.profile`): None
-        #: until probed or loaded (`keep`); changed only through `learn_profile`.
-        self._profile: UpstreamProfile | None = None
-        #: Where what this client learns outlives the process (`keep`): None keeps nothing.
+        #: Where what the session learns outlives the process (`keep`): None keeps nothing.
         self._store: MetaStore | None = None
         #: The request budget every request of this client takes a slot from (None: off); with
         #: `budget = "per_account"`, the first account's (each account takes from its own).
         self.budget = self.accounts.first.budget
 
     async def __aenter__(self) -> Self:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=max(self.settings.concurrency * 2, 10))
-            )
+        if self._given is not None:
+            return self
         settings = self.settings
         self._transport = Transport(
-            self._session,
+            aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=max(settings.concurrency * 2, 10))
+            ),
             TransportSettings(
                 concurrency=settings.concurrency,
                 timeout=settings.timeout,
@@ -166,7 +162,6 @@ class ChannelSession:
             ),
             sleep=self._sleep,
             upstream_now=lambda: self._clock() + self.credentials.offset,
-            on_response=self._observe,
             stats=self.stats,
             budget=self.budget,
         )
@@ -180,46 +175,22 @@ class ChannelSession:
     ) -> None:
         for budget in self.accounts.budgets():
             await budget.close()
-        if self._own_session and self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._transport is not None:
+            await self._transport.aclose()
 
     def keep(self, store: MetaStore) -> None:
-        """Keep what this client learns in `store` (the mirror's `_sync_meta`) and restore
-        what an earlier run learned there: the page size served (`Paging`), which account
-        reads which route (`Accounts`), "now" on the stamps' scale (`UpstreamClock`) and the
-        upstream profile. Called once where the client meets its mirror; again with the same
-        store, nothing."""
+        """Keep what this session learns in `store` (the mirror's `_sync_meta`) and restore
+        what an earlier run learned there: the page size served (`Paging`) and which account
+        reads which route (`Accounts`). Again with the same store, nothing."""
         if store is self._store:
             return
         self._store = store
         self.paging.keep(store.get_meta, store.set_meta)
         self.accounts.keep(store.get_meta, store.set_meta)
-        self.clock.keep(store.get_meta, store.set_meta)
-        if self._profile is None:
-            self._profile = UpstreamProfile.from_json(store.get_meta(PROFILE_KEY))
 
     @property
-    def profile(self) -> UpstreamProfile | None:
-        """What the upstream answered where the spec is silent; None until probed or kept."""
-        return self._profile
-
-    def learn_profile(
-        self, profile: UpstreamProfile | None = None, *, save: bool = True
-    ) -> UpstreamProfile:
-        """Adopt `profile` (a probe's), or with None the current one as changed in place (an
-        empty one if none yet), and keep it in the store (`keep`) unless `save` is False.
-        The one way the profile changes; returns it."""
-        if profile is not None:
-            self._profile = profile
-        elif self._profile is None:
-            self._profile = UpstreamProfile()
-        if save and self._store is not None:
-            self._store.set_meta(PROFILE_KEY, self._profile.to_json())
-        return self._profile
-
-    @property
-    def transport(self) -> Transport:
+    def transport(self) -> Sender:
+        """What sends each request: the one given, else the `Transport` built on entry."""
         if self._transport is None:
             raise RuntimeError("use `async with ChannelClient(...)`")
         return self._transport
@@ -237,10 +208,13 @@ class ChannelSession:
     @property
     def clock_offset(self) -> float:
         """Seconds to add to local time to get the upstream's `Date` clock: for signing only
-        (the stamps' own scale is `self.clock`)."""
+        (the stamps' own scale is the client's `clock`, `sync.channel.clock`)."""
         return self.credentials.offset
 
-    def _observe(self, response: Response) -> None:
+    def observe(self, response: Response) -> None:
+        """Every answer, retried ones too (the transport calls it per attempt): counted for the
+        running job's summary, its `Date` teaching every account the upstream's clock, its
+        `X-API-Version` kept (a new major logged once)."""
         tally.request()  # the running job's summary line counts it (`sync.core.tally`)
         for account in self.accounts.all:  # one upstream clock, whichever account asked
             account.credentials.learn_offset(response.headers.get("Date"))
@@ -276,7 +250,12 @@ class ChannelSession:
             }
         }
         resp = await self.transport.send(
-            "POST", url, json=body, headers=JSONAPI_BODY, budget=account.budget
+            "POST",
+            url,
+            json=body,
+            headers=JSONAPI_BODY,
+            budget=account.budget,
+            observe=self.observe,
         )
         if resp.status in (401, 403, 422):
             raise AuthError(
@@ -439,6 +418,7 @@ class ChannelSession:
             once=outgoing.once,
             budget=account.budget,
             attempts=outgoing.attempts,
+            observe=self.observe,
         )
         return resp, signed_with[0]
 

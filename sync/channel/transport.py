@@ -23,6 +23,11 @@ connection is an ordinary transient fault (the upstream restarting) under the bu
 `sleep` and `clock` are injected so tests run instantly: the budget counts the time each attempt
 took on `clock` plus the waits handed to `sleep`, so a fake sleep advances the budget too.
 Every wait goes through `sleep`, so cancelling the task (SIGTERM) ends a retry loop at once.
+
+The session holds a transport by what it needs of one (`sync.channel.protocols.Sender`: `send`,
+`stats`, `unreachable_reason`, `aclose`), so another can be given in its place, as httpx's
+`Client(transport=...)`. The session sees each answer through `send(observe=...)`, per call
+rather than a callback set on the transport from outside.
 """
 
 from __future__ import annotations
@@ -181,12 +186,12 @@ class Transport:
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         upstream_now: Callable[[], float] = time.time,
-        on_response: Callable[[Response], None] | None = None,
         stats: Stats | None = None,
         budget: RequestBudget | None = None,
     ) -> None:
         """`sleep` and `clock` are injected so tests run instantly; `upstream_now` is the
-        upstream's clock (Retry-After dates are on it); `on_response` sees every answer."""
+        upstream's clock (Retry-After dates are on it). The transport closes `session`
+        (`aclose`): it holds the connections, as httpx's transport holds its pool."""
         self.session = session
         self.settings = settings
         self.retry = settings.retry
@@ -195,7 +200,6 @@ class Transport:
         self.sleep = sleep
         self.clock = clock
         self.upstream_now = upstream_now
-        self.on_response = on_response
         self.stats = stats if stats is not None else Stats()
         self.log = get_logger("sync.channel")
         self.reached = False  # set by the first answer (any status)
@@ -215,10 +219,13 @@ class Transport:
         once: bool = False,
         budget: RequestBudget | None = None,
         attempts: int | None = None,
+        observe: Callable[[Response], None] | None = None,
     ) -> Response:
         """One logical request: `_attempt` repeated under the retry policy. `params` is called
         per attempt because signatures expire. `budget`: the request budget to take slots from
         instead of the transport's (an account's own, with `budget = "per_account"`).
+        `observe` sees every answer, retried ones too (the session learns the upstream's
+        `Date` and API version from each, `ChannelSession.observe`).
 
         `attempts`: a small allowance instead of the retry budget for 5xx answers: after that
         many, `RetriesExhaustedError` carrying the last status (a listing with `include=`
@@ -235,7 +242,9 @@ class Transport:
         while True:
             attempt += 1
             remaining = self.retry.budget - spent
-            got = await self._attempt(method, url, params, json, headers, budget, remaining)
+            got = await self._attempt(
+                method, url, params, json, headers, budget, remaining, observe
+            )
             spent += got.elapsed
             if got.response is not None:
                 if not is_retryable(got.response.status):
@@ -287,6 +296,7 @@ class Transport:
         headers: Mapping[str, str] | None,
         budget: RequestBudget | None,
         remaining: float,
+        observe: Callable[[Response], None] | None = None,
     ) -> Attempt:
         """One attempt, no retry: an answer (any status), or the transient error in its place.
         Every attempt is a request the upstream sees: with a budget, its grant is also the
@@ -324,8 +334,9 @@ class Transport:
         elapsed = self._since(started)
         self.stats.statuses[response.status] += 1
         self._answered()
-        if self.on_response:
-            self.on_response(response)
+        if observe is not None:
+            # Before a Retry-After date is read: the `Date` beside it sets the upstream's clock.
+            observe(response)
         wait = None
         if response.status == 429:
             wait = retry_after(response.headers.get("Retry-After"), self.upstream_now())
@@ -334,6 +345,10 @@ class Transport:
         elif budget is not None:
             budget.on_answer()
         return Attempt(response, f"HTTP {response.status}", wait, elapsed)
+
+    async def aclose(self) -> None:
+        """Close the connections (the aiohttp session handed in)."""
+        await self.session.close()
 
     def _since(self, started: float | None) -> float:
         return max(0.0, self.clock() - started) if started is not None else 0.0

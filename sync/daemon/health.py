@@ -64,7 +64,7 @@ class Gauges:
         return self.queue.depth()
 
     def budget(self) -> dict[str, float | int]:
-        budget = self.client.budget
+        budget = self.client.session.budget
         return budget.snapshot() if budget else {}
 
     def proof(self) -> tuple[dict[str, float], dict[str, int]]:
@@ -88,7 +88,7 @@ class Gauges:
         return ages, unresolved
 
     def upstream_statuses(self) -> dict[int, int]:
-        return dict(self.client.stats.statuses)
+        return dict(self.client.session.stats.statuses)
 
 
 class Health:
@@ -132,8 +132,8 @@ class Health:
             # The proof's unresolved differences (the mass-delete guard's case) and a proof
             # overdue past twice the bound.
             problems.extend(proof_problems(self.mirror, datetime.now(UTC), self.staleness_bound))
-        if self.client.unreachable:
-            problems.insert(0, self.client.unreachable)  # logged as upstream.unreachable too
+        if unreachable := self.client.session.unreachable:
+            problems.insert(0, unreachable)  # logged as upstream.unreachable too
         problems.extend(self.faults.problems())
         storage = self.storage.problem()
         if storage is not None:

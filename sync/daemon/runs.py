@@ -122,7 +122,7 @@ class JobRuns:
         finally:
             if task is not None:
                 self.running.discard(task)
-            record_budget(self.mirror, self.client.accounts.budgets())
+            record_budget(self.mirror, self.client.session.accounts.budgets())
             self.mirror.job_finished(
                 name,
                 at=iso_ms(time.time()),

@@ -263,7 +263,10 @@ class Backfill:
         await bounded(jobs, max(1, len(jobs)), lambda job: job())
         if self.settings.management is not None:
             await mirror_management_press(
-                self.mirror, self.settings.management, self.report, fail_fast=self.client.fail_fast
+                self.mirror,
+                self.settings.management,
+                self.report,
+                fail_fast=self.client.session.fail_fast,
             )
         if self.mirror.get_cursor(DELETIONS, "") is None:
             self.mirror.set_cursor(DELETIONS, "", self.cursor_start(started_at))
@@ -390,7 +393,7 @@ class Backfill:
             return  # resumed: the tail was read by an earlier attempt
         # Past `links.last`: an upstream whose `links.last` is short (or a listing that grew
         # while walked) has more behind a full last page. Asked one at a time.
-        paging = self.client.paging
+        paging = self.client.session.paging
         if not tail[0] or not paging.more_after(*tail, self._asked()):
             return
 
@@ -435,7 +438,7 @@ class Backfill:
         return resp.status == 304
 
     def _asked(self) -> int:
-        return self.client.page_size()
+        return self.client.session.page_size()
 
     async def _fetch(self, scope: Scope, number: int) -> StagedPage:
         """Download one page here; parse and stage it in the page pool (another core)."""

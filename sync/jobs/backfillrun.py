@@ -72,8 +72,8 @@ async def begin(
     started_at = mirror.get_meta(STARTED_AT)
     if not restart and started_at is not None:
         return started_at
-    if not client.credentials.has_token:
-        await client.login()
+    if not client.session.credentials.has_token:
+        await client.session.login()
     mirror.set_meta(STARTED_LOCAL, f"{clock():.3f}")
     started_at = client.clock.now()
     prefilled = [t.name for t in settings.upstream.mirrored_types() if mirror.count(t.name)]

@@ -42,7 +42,7 @@ class Fetcher:
     def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
-        # What the client learns outlives the process in this mirror (`ChannelSession.keep`;
+        # What the client learns outlives the process in this mirror (`ChannelClient.keep`;
         # nothing when the client was built with it, `ChannelClient(store=)`).
         client.keep(mirror)
 

@@ -248,7 +248,7 @@ class Poller:
         key that meets a page out of order re-probes the route and goes on unsorted; a tie run
         whose read by id fails its check goes on unsorted from the run's stamp."""
 
-        paging = self.client.paging
+        paging = self.client.session.paging
         if sorted_ok is None or sorted_ok.sorted_walk:
             try:
                 return await walk_by_stamp(

@@ -101,7 +101,7 @@ class RelatedRoutes:
         path = f"/{rtype.path}/{rid}/{rel.name.replace('_', '-')}"
         try:
             if rel.to_one:
-                doc, _ = await self.client.get_document(path, {})
+                doc, _ = await self.client.session.get_document(path, {})
                 data = doc.get("data") if isinstance(doc, dict) else None
                 one = parse_id(data["id"]) if isinstance(data, dict) else None
                 self.mirror.set_to_one(rtype, rel.column, rid, one)
@@ -110,13 +110,13 @@ class RelatedRoutes:
 
             async def fetch(number: int) -> Page:
                 query = {
-                    "page[size]": str(self.client.page_size()),
+                    "page[size]": str(self.client.session.page_size()),
                     "page[number]": str(number),
                 }
-                doc, _ = await self.client.get_document(path, query)
-                return to_page(doc, number, path, 200, self.client.api_version)
+                doc, _ = await self.client.session.get_document(path, query)
+                return to_page(doc, number, path, 200, self.client.session.api_version)
 
-            async for page in self.client.walk(fetch):
+            async for page in self.client.session.walk(fetch):
                 related += page.resources
         except NotFoundError:
             return  # the owner is gone: the deletions feed or the reconcile removes it

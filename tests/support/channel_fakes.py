@@ -18,7 +18,7 @@ from aioresponses import CallbackResult, aioresponses
 from yarl import URL
 
 from sync.channel.client import ChannelClient
-from sync.channel.protocols import MetaStore
+from sync.channel.protocols import MetaStore, Sender
 from sync.core.config import parse_config
 
 BASE = "http://upstream.test"
@@ -47,10 +47,12 @@ def channel_client(
     *,
     fail_fast: bool = True,
     store: MetaStore | None = None,
+    transport: Sender | None = None,
     **upstream: Any,
 ) -> ChannelClient:
     """A client of `BASE` with fake sleeps; `upstream` adds or overrides `[upstream]` keys;
-    `store` keeps what it learns (`ChannelSession.keep`)."""
+    `store` keeps what it learns (`ChannelClient.keep`); `transport` sends its requests
+    (`tests/support/transport.py`; None: the real one, over aiohttp)."""
     settings = parse_config(
         {
             "upstream": {
@@ -70,6 +72,7 @@ def channel_client(
         clock=clock or time.time,
         fail_fast=fail_fast,
         store=store,
+        transport=transport,
     )
 
 

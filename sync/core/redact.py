@@ -24,6 +24,7 @@ import re
 MIN_CHARS = 6
 
 _SECRETS: set[str] = set()
+_ORDERED: list[str] = []  # `_SECRETS`, longest first
 #: A callback path's secret segment (an upstream webhook id is numeric, and is kept).
 _WEBHOOK_PATH = re.compile(r"/webhooks/(?!\d+(?:[/?#\s'\"\\]|$))[^/?#\s'\"\\]+")
 #: Auth parameters in a query string, and credential members of a JSON text.
@@ -41,13 +42,16 @@ _MEMBERS = re.compile(
 
 def register(value: str | None) -> None:
     """Mask `value` wherever it appears from now on (in this process)."""
-    if value and len(value) >= MIN_CHARS:
+    if value and len(value) >= MIN_CHARS and value not in _SECRETS:
         _SECRETS.add(value)
+        # Longest first: a secret that holds a shorter one (a token `u1-session-token-2` and a
+        # `token-2`) is masked whole, not left with the rest of it showing around a `***`.
+        _ORDERED[:] = sorted(_SECRETS, key=len, reverse=True)
 
 
 def redact_text(text: str) -> str:
     """`text` with every registered secret, callback path secret and auth parameter masked."""
-    for secret in _SECRETS:
+    for secret in _ORDERED:
         if secret in text:
             text = text.replace(secret, "***")
     if "/webhooks/" in text:

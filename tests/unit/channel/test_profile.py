@@ -8,6 +8,7 @@ import pytest
 
 from sync.channel.profile import (
     SKEWS,
+    Probed,
     Profiler,
     RouteProfile,
     UpstreamProfile,
@@ -17,7 +18,6 @@ from sync.channel.profile import (
     route_key,
     stale,
 )
-from sync.channel.protocols import Probed
 from sync.model.catalogue import TYPES
 from sync.model.stamps import iso_ms
 

@@ -1,5 +1,6 @@
-"""sync.channel.protocols: the client offers every member its parts ask for through `Probed`, and a
-store with only `MetaStore`'s two methods is all a client needs to keep what it learns."""
+"""sync.channel.protocols: the transport seam (`Sender`) names what the session uses of a
+transport, which the real one and the test fake both offer alike; and a store with only
+`MetaStore`'s two methods is all a client needs to keep what it learns."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from sync.channel.client import ChannelClient
 from sync.channel.clock import META_KEY as CLOCK_KEY
 from sync.channel.paging import META_KEY as PAGING_KEY
 from sync.channel.profile import META_KEY as PROFILE_KEY
-from sync.channel.protocols import MetaStore, Probed
+from sync.channel.protocols import MetaStore, Sender
+from sync.channel.transport import Transport
 from sync.core.config import UpstreamSettings
+from tests.support.transport import FakeTransport, answer
 
 
 def _members(protocol: type) -> dict[str, Any]:
@@ -24,37 +27,22 @@ def _members(protocol: type) -> dict[str, Any]:
     return out
 
 
-def _client(**settings: Any) -> ChannelClient:
-    return ChannelClient(
-        UpstreamSettings(base_url="http://u", email="a@x", password="pw", **settings)
-    )
-
-
-def test_probed_names_what_the_probes_use_and_the_client_offers_it_alike() -> None:
-    members = _members(Probed)
-    assert set(members) == {
-        "base",
-        "api_version",
-        "paging",
-        "transport",
-        "credentials",
-        "clock_offset",
-        "list_page",
-        "list_deletions",
-        "request",
-    }
-    client = _client()
-    for name, declared in members.items():
-        if inspect.isfunction(declared):
-            offered = inspect.signature(getattr(ChannelClient, name))
-            wanted = inspect.signature(declared)
-            for param in wanted.parameters.values():  # the client may take more, not fewer
-                assert param.name in offered.parameters, (name, param.name)
-                assert offered.parameters[param.name].kind == param.kind, (name, param.name)
-        elif isinstance(declared, property):  # (read only inside `async with`)
-            assert isinstance(inspect.getattr_static(client, name), property), name
-        else:
-            assert name in vars(client), name
+def test_sender_names_what_the_session_uses_and_both_transports_offer_it_alike() -> None:
+    """The real `Transport` and the fake take every parameter `Sender.send` names, of the
+    same kind (they may take more, not fewer), and hold its attributes."""
+    members = _members(Sender)
+    assert set(members) == {"stats", "unreachable_reason", "send", "aclose"}
+    fake = FakeTransport(lambda sent: answer(200, {"data": []}))
+    for cls in (Transport, FakeTransport):
+        for name, declared in members.items():
+            if not inspect.isfunction(declared):
+                continue
+            offered = inspect.signature(getattr(cls, name))
+            assert inspect.iscoroutinefunction(getattr(cls, name)), (cls, name)
+            for param in inspect.signature(declared).parameters.values():
+                assert param.name in offered.parameters, (cls, name, param.name)
+                assert offered.parameters[param.name].kind == param.kind, (cls, param.name)
+    assert hasattr(fake, "stats") and hasattr(fake, "unreachable_reason")
 
 
 class _MetaOnly:
@@ -78,6 +66,6 @@ def test_a_store_with_only_get_and_set_meta_restores_what_a_client_learned() -> 
     client = ChannelClient(
         UpstreamSettings(base_url="http://u", email="a@x", password="pw"), store=store
     )
-    assert client.paging.asked == 40
+    assert client.session.paging.asked == 40
     assert set(store.asked) == {PAGING_KEY, CLOCK_KEY, PROFILE_KEY}  # one account: none kept
     assert ACCOUNTS_KEY not in store.meta

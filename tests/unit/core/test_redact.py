@@ -35,3 +35,11 @@ def test_auth_parameters_are_masked_ordinary_ones_kept() -> None:
     )
     # a word ending in "token" is not the parameter
     assert redact_text("mytoken=keep") == "mytoken=keep"
+
+
+def test_a_secret_holding_a_shorter_one_is_masked_whole() -> None:
+    """Registered in either order, `token-9x` inside `u9-session-token-9x` does not leave
+    `u9-session-` showing: the longer secret is masked first."""
+    register("token-9x")
+    register("u9-session-token-9x")
+    assert redact_text("t=u9-session-token-9x and token-9x") == "t=*** and ***"

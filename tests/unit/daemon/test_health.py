@@ -38,11 +38,12 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _client(unreachable: str | None = None, statuses: dict[int, int] | None = None) -> Any:
     budget = SimpleNamespace(snapshot=lambda: {"max_rate": 2.0})
-    return SimpleNamespace(
+    session = SimpleNamespace(
         unreachable=unreachable,
         budget=budget,
         stats=SimpleNamespace(statuses=statuses or {}),
     )
+    return SimpleNamespace(session=session)
 
 
 def _state(started: float, **last_ok: float) -> SyncState:
@@ -171,5 +172,5 @@ def test_gauges_age_the_proof_and_count_what_it_left_unresolved(mirror: Mirror) 
     )
     gauges = Gauges(_state(MONO - 70.0), mirror, _client(), ChangeQueue(mirror.conn))
     assert gauges.proof() == ({"deals": 60.0, "stores": 70.0}, {"deals": 3, "stores": 0})
-    gauges.client = SimpleNamespace(budget=None)
+    gauges.client = SimpleNamespace(session=SimpleNamespace(budget=None))
     assert gauges.budget() == {}

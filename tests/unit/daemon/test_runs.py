@@ -28,7 +28,8 @@ class FakeBudget:
 
 
 def _runs(mirror: Mirror, tmp_path: Path, *budgets: FakeBudget) -> JobRuns:
-    client: Any = SimpleNamespace(accounts=SimpleNamespace(budgets=lambda: list(budgets)))
+    accounts = SimpleNamespace(budgets=lambda: list(budgets))
+    client: Any = SimpleNamespace(session=SimpleNamespace(accounts=accounts))
     metrics = Metrics()
     storage = StorageWatch(tmp_path / "m.db", metrics=metrics)
     return JobRuns(mirror, client, metrics=metrics, storage=storage, stop=asyncio.Event())

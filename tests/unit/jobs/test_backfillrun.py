@@ -30,6 +30,7 @@ class StartClient:
         self.credentials = SimpleNamespace(has_token=False)
         self.logins = 0
         self.clock = UpstreamClock(local=lambda: local)
+        self.session = self  # the session's `credentials` and `login`, offered by the fake
 
     async def login(self) -> None:
         self.logins += 1

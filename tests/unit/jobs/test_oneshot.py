@@ -26,7 +26,7 @@ async def test_the_mirror_is_open_inside_and_closed_after_a_failure(tmp_path: Pa
     db = tmp_path / "m.db"
     with pytest.raises(RuntimeError, match="the job failed"):
         async with connected(_settings(db)) as (client, mirror):
-            assert client.settings.base_url == "http://127.0.0.1:9"
+            assert client.session.settings.base_url == "http://127.0.0.1:9"
             assert mirror.conn.execute("SELECT count(*) FROM _sync_meta").fetchone()[0] >= 0
             kept = mirror
             raise RuntimeError("the job failed")

@@ -8,7 +8,8 @@ triggers and the views. It is cheap when everything exists, so an open runs it t
 interrupted before its end phase). `END_PHASE` in `_sync_meta` marks it unfinished until it
 returns: a process killed in between leaves it, and the next open then checks every full-text
 index against its table (`sync.store.migrations`), too slow to do on every open. The mirror
-holds an `EndPhase` (`Mirror.indexes`): a bulk load defers and ends through it.
+holds an `EndPhase` (`Mirror.indexes`): a bulk load defers and ends through it (an open
+builds what is missing through the migrations, `create`).
 """
 
 from __future__ import annotations
@@ -81,10 +82,6 @@ class EndPhase:
 
     def __init__(self, mirror: OpenMirror) -> None:
         self.mirror = mirror
-
-    def create(self) -> None:
-        """Build whatever index, full-text index, feed trigger or view is missing (`create`)."""
-        create(self.mirror)
 
     def defer(self, deferred: bool) -> None:
         """During a bulk load into empty tables, build secondary indexes, full-text indexes and

@@ -44,7 +44,7 @@ async def main(resources: int) -> None:
             mirror = Mirror.open(settings.mirror.path)
             async with ChannelClient(settings.upstream) as client:
                 await Backfill(client, mirror, settings).run()
-                total = sum(mirror.count(t) for t in catalogue.LISTABLE)
+                total = sum(mirror.table(t).count() for t in catalogue.LISTABLE)
                 calls = [0]
                 original = client.list_page
 

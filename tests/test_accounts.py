@@ -162,7 +162,7 @@ async def test_a_restart_reads_each_route_with_the_account_learned_before(
                 for name in ("deals", "events", "malls"):
                     await client.list_page(Scope(catalogue.TYPES[name]), 1)
                 assert client.session.stats.statuses[403] == 0
-            stored = mirror.get_meta("upstream_accounts") or ""
+            stored = mirror.meta.get("upstream_accounts") or ""
         finally:
             mirror.close()
         assert DEALS[0] in stored and DEALS[1] not in stored and emu.password not in stored
@@ -175,7 +175,7 @@ async def test_one_account_records_nothing(make_emulator: Any, tmp_path: Path) -
         await backfill(emu, db, types=["malls", "deals"])
         mirror = Mirror.open(db, readonly=True)
         try:
-            assert mirror.get_meta("upstream_accounts") is None
+            assert mirror.meta.get("upstream_accounts") is None
         finally:
             mirror.close()
         r = CliRunner().invoke(main, ["status", "--json", "--mirror", str(db)])

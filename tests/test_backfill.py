@@ -324,7 +324,7 @@ async def test_forbidden_type_is_reported_and_skipped(make_emulator: Any, tmp_pa
         assert report.types["articles"].error and "403" in report.types["articles"].error
         assert compare(db, emu, ["malls", "deals"]).differences == 0
         mirror = Mirror.open(db)
-        errors = {s.type_name: s.last_error for s in mirror.status()}
+        errors = {s.type_name: s.last_error for s in mirror.types.lines()}
         mirror.close()
         assert "403" in (errors.get("articles") or "")
 

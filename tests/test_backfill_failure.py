@@ -62,7 +62,7 @@ async def test_a_backfill_refused_at_login_changes_nothing(
     assert _bookkeeping(db) == before
     mirror = Mirror.open(db)
     try:
-        (run,) = mirror.runs()[-1:]
+        (run,) = mirror.runs.recent()[-1:]
         assert run["status"] == "failed" and "login refused" in (run["error"] or "")
     finally:
         mirror.close()
@@ -108,8 +108,8 @@ async def test_a_backfill_failing_midway_keeps_every_completed_type_complete(
         await run_backfill(settings_for(emulator, db, **TYPES), wrap=wrap, restart=True)
     mirror = Mirror.open(db)
     try:
-        assert set(DAEMON_TYPES) <= set(mirror.completed_types())
-        assert mirror.get_meta("backfill_started_at")  # the interrupted run, for `ccsync backfill`
+        assert set(DAEMON_TYPES) <= set(mirror.backfills.completed_types())
+        assert mirror.meta.get("backfill_started_at")  # the interrupted run, for `ccsync backfill`
     finally:
         mirror.close()
     lines = status_lines(status_data(db))
@@ -124,7 +124,7 @@ async def test_the_daemon_backfills_only_the_types_never_completed(
     db = tmp_path / "m.db"
     await run_backfill(settings_for(emulator, db, types=["malls", "deals"]))
     mirror = Mirror.open(db)
-    mirror.set_meta("backfill_started_at", "2026-01-01T00:00:00.000Z")  # left unfinished
+    mirror.meta.set("backfill_started_at", "2026-01-01T00:00:00.000Z")  # left unfinished
     mirror.close()
     settings = daemon_settings(emulator, db, webhooks=False)
     with capture_logs() as logs:
@@ -134,8 +134,8 @@ async def test_the_daemon_backfills_only_the_types_never_completed(
     assert first["types"] == ["articles", "stores"]
     mirror = Mirror.open(db, readonly=True)
     try:
-        assert set(DAEMON_TYPES) <= set(mirror.completed_types())
-        assert mirror.count("articles") > 0
+        assert set(DAEMON_TYPES) <= set(mirror.backfills.completed_types())
+        assert mirror.table("articles").count() > 0
     finally:
         mirror.close()
 

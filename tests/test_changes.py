@@ -36,7 +36,7 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
         # routes fill it after the end phase, one `links` entry per deal, as they should).
         await backfill(emu, db, types=["malls", "stores", "deals"])
         mirror = Mirror.open(db)
-        entries = mirror.changes()
+        entries = mirror.changes.since()
         assert {(t, op) for _, t, _, op, _, _ in entries} >= {
             ("malls", "backfill"),
             ("deals", "backfill"),
@@ -50,18 +50,18 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
 
         write_page(mirror, DEALS, [_deal(rid, stored, title)])  # the same copy again: no change
         write_page(mirror, DEALS, [_deal(rid, "2020-01-01T00:00:00.000Z")])  # older: refused
-        assert mirror.changes(last) == []
+        assert mirror.changes.since(last) == []
         write_page(mirror, DEALS, [_deal(rid, "2099-01-01T00:00:00.000Z", "newer")])
         write_page(mirror, DEALS, [_deal(999_999, "2099-01-01T00:00:00.000Z")])  # a new row
-        mirror.delete("deals", [rid])
-        got = [(t, i, op, u) for _, t, i, op, u, _ in mirror.changes(last)]
+        mirror.table("deals").delete([rid])
+        got = [(t, i, op, u) for _, t, i, op, u, _ in mirror.changes.since(last)]
         assert got == [
             ("deals", rid, "upsert", "2099-01-01T00:00:00.000Z"),
             ("deals", 999_999, "upsert", "2099-01-01T00:00:00.000Z"),
             ("deals", rid, "delete", "2099-01-01T00:00:00.000Z"),
         ]
         # A write that rolls back leaves no entry: the feed is in the writing transaction.
-        before = mirror.changes(last)
+        before = mirror.changes.since(last)
         try:
             with mirror._page_transaction():
                 mirror.conn.execute(
@@ -70,7 +70,7 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
                 raise RuntimeError("page failed")
         except RuntimeError:
             pass
-        assert mirror.changes(last) == before
+        assert mirror.changes.since(last) == before
         mirror.close()
 
         cfg = tmp_path / "sync.toml"
@@ -94,8 +94,8 @@ async def test_a_backfill_is_one_entry_per_type_then_each_change_is_one(
         mirror.conn.execute(
             "UPDATE _sync_changes SET at = '2000-01-01T00:00:00.000Z' WHERE seq <= ?", (last,)
         )
-        assert mirror.prune_changes(7) == last
-        assert mirror.changes()[0][0] > last  # sequence numbers go on
+        assert mirror.changes.prune(7) == last
+        assert mirror.changes.since()[0][0] > last  # sequence numbers go on
         mirror.close()
 
 
@@ -190,7 +190,7 @@ def test_the_feed_is_filtered_by_type_and_tells_a_reader_what_was_pruned(tmp_pat
         mall_id=1,
     )
     mirror.conn.execute("UPDATE _sync_changes SET at = '2000-01-01T00:00:00.000Z' WHERE seq <= 3")
-    assert mirror.prune_changes(7) == 3
+    assert mirror.changes.prune(7) == 3
     mirror.close()
 
     entries = _feed(["--mirror", str(db)])
@@ -261,7 +261,7 @@ def test_the_store_and_the_reader_hand_out_one_change_type(tmp_path: Path) -> No
     named `Change` that `ccsync changes` prints (a tuple still: `seq, type, ... = entry`)."""
     mirror = Mirror.open(tmp_path / "m.db")
     write_page(mirror, DEALS, [_deal(1, "2026-01-01T00:00:00.000Z")])
-    [entry] = mirror.changes()
+    [entry] = mirror.changes.since()
     assert isinstance(entry, Change) and (entry.type, entry.id, entry.op) == ("deals", 1, "upsert")
     assert list(changes(mirror, 0)) == [entry]
     assert entry.line().split("\t")[:4] == [str(entry.seq), "deals", "1", "upsert"]

@@ -107,5 +107,5 @@ def test_unknown_attributes_are_inferred_and_widened_never_mixed(tmp_path: Path)
     assert state() == ("REAL", {"real"})
     write(4, "x")
     assert state() == ("TEXT", {"text"})
-    assert m.count("deals") == 4
+    assert m.table("deals").count() == 4
     m.close()

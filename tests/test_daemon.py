@@ -218,8 +218,8 @@ async def test_backfill_then_status_through_the_library(emulator: Emulator, tmp_
     mirror = Mirror.open(db)
     async with ChannelClient(settings.upstream) as client:
         await Backfill(client, mirror, settings).run()
-    assert mirror.get_cursor("deletions", "") is not None
-    assert mirror.get_cursor("deals", "filter[visibility]=Unlisted") is not None
+    assert mirror.cursors.get("deletions", "") is not None
+    assert mirror.cursors.get("deals", "filter[visibility]=Unlisted") is not None
     mirror.close()
 
 
@@ -339,5 +339,5 @@ async def test_the_daemon_drops_change_feed_entries_past_their_retention(
     )
     m.close()
     async with running(settings_for(emulator, db, webhooks=False)) as daemon:
-        await eventually(lambda: all(e[5] > "2001" for e in daemon.running.mirror.changes()))
-        assert daemon.running.mirror.changes()  # the backfill's entries stay
+        await eventually(lambda: all(e[5] > "2001" for e in daemon.running.mirror.changes.since()))
+        assert daemon.running.mirror.changes.since()  # the backfill's entries stay

@@ -24,8 +24,8 @@ async def test_the_status_line_counts_every_resource_while_backfilling(
     mirror = Mirror.open(settings.mirror.path, readonly=True)
     try:
         line = status_line(mirror, emulator, 0, 3.0)
-        every = sum(mirror.count(t) for t in catalogue.TYPES if mirror.has_table(t))
-        listed = sum(mirror.count(t.name) for t in settings.upstream.mirrored_types())
+        every = sum(mirror.table(t).count() for t in catalogue.TYPES if mirror.schema.has_table(t))
+        listed = sum(mirror.table(t.name).count() for t in settings.upstream.mirrored_types())
     finally:
         mirror.close()
     assert "backfilling: rows" in line

@@ -53,15 +53,15 @@ def test_a_copy_stamped_after_the_deletion_wins_and_lifts_the_tombstone(tmp_path
     m = Mirror.open(tmp_path / "m.db")
     articles = catalogue.TYPES["articles"]
     write_page(m, articles, [_article(1, STAMP)])
-    m.apply_feed("articles", {1: "2026-01-02T00:00:00.000Z"})
+    m.table("articles").apply_feed({1: "2026-01-02T00:00:00.000Z"})
     write_page(m, articles, [_article(1, STAMP, "stale copy")])
-    assert m.get("articles", 1) is None
+    assert m.table("articles").get(1) is None
     write_page(m, articles, [_article(1, "2026-01-02T00:00:00.000Z", "same moment")])
-    assert m.get("articles", 1) is None
+    assert m.table("articles").get(1) is None
     write_page(m, articles, [_article(1, "2026-01-03T00:00:00.000Z", "created again")])
-    row = m.get("articles", 1)
+    row = m.table("articles").get(1)
     assert row is not None and row["title"] == "created again"
-    assert m.tombstones("articles", [1]) == {}
+    assert m.table("articles").tombstones([1]) == {}
     m.close()
 
 
@@ -102,7 +102,7 @@ async def test_a_row_created_again_right_after_its_confirmed_deletion_is_not_ref
     assert await fetcher.confirm_and_delete(scopes_of(articles, []), [1]) == 1
     created_again = shift(client.answered_at, 0.05)  # after the answer, before the write
     write_page(m, articles, [_article(1, created_again, "created again")])
-    row = m.get("articles", 1)
+    row = m.table("articles").get(1)
     assert row is not None and row["title"] == "created again"
     m.close()
 
@@ -115,12 +115,12 @@ def test_a_stampless_tombstone_holds_only_for_a_while(tmp_path: Path) -> None:
     article = _article(1, STAMP)
     article["relationships"] = {"tags": {"data": [{"type": "tags", "id": "5"}]}}
     write_page(m, catalogue.TYPES["articles"], [article], [tag])
-    m.apply_feed("tags", {5: now_iso()})
+    m.table("tags").apply_feed({5: now_iso()})
     write_page(m, catalogue.TYPES["articles"], [article], [tag])
-    assert m.get("tags", 5) is None
+    assert m.table("tags").get(5) is None
     m.conn.execute("UPDATE _sync_tombstones SET deleted_at = '2020-01-01T00:00:00.000Z'")
     write_page(m, catalogue.TYPES["articles"], [article], [tag])
-    assert m.get("tags", 5) is not None
+    assert m.table("tags").get(5) is not None
     m.close()
 
 
@@ -138,7 +138,7 @@ async def test_a_reused_id_reaches_the_mirror_through_the_poll(
         async with ChannelClient(settings.upstream) as client:
             poller = Poller(client, mirror, page_size=100, overlap=0.0)
             await poller.poll_deletions({"articles"})
-            assert mirror.get("articles", int(rid)) is None
+            assert mirror.table("articles").get(int(rid)) is None
             # The same id, created again (MySQL re-uses ids after a restart).
             rec = emu.data.by_type["articles"].get(int(rid))
             assert rec is None
@@ -147,7 +147,7 @@ async def test_a_reused_id_reaches_the_mirror_through_the_poll(
             emu.data.next_id["articles"] = saved
             (scope,) = scopes_of(catalogue.TYPES["articles"], [])
             await poller.poll_scope(scope)
-            row = mirror.get("articles", int(rid))
+            row = mirror.table("articles").get(int(rid))
         mirror.close()
         assert row is not None and row["title"] == "born again"
         assert compare(db, emu, ["articles"]).differences == 0
@@ -195,7 +195,7 @@ async def test_the_deletions_poll_applies_image_and_tag_entries_with_their_links
         emu.delete("images", linked)
         async with ChannelClient(settings.upstream) as client:
             await Poller(client, mirror, page_size=100, overlap=0.0).poll_deletions({"articles"})
-        assert mirror.get("images", int(linked)) is None
+        assert mirror.table("images").get(int(linked)) is None
         left = mirror.conn.execute(
             "SELECT count(*) FROM articles_images WHERE images_id = ?", (linked,)
         ).fetchone()[0]
@@ -333,9 +333,9 @@ async def test_the_deal_derivation_is_checked_against_the_routes_and_dropped_whe
         settings = await backfill(emu, db, types=["stores", "deals"])
         mirror = Mirror.open(db)
         assert MallRoutesMeta(mirror).get("deals") == "unchecked"  # the backfill does not list
-        assert mirror.has_view("malls_deals")
+        assert mirror.schema.has_view("malls_deals")
         async with ChannelClient(settings.upstream) as client:
-            await MallRoutes(client, mirror).refresh(["deals"], list(mirror.ids("malls")))
+            await MallRoutes(client, mirror).refresh(["deals"], list(mirror.table("malls").ids()))
         assert MallRoutesMeta(mirror).get("deals") == "derived"
         mirror.close()
         assert compare(db, emu, ["stores", "deals"]).differences == 0
@@ -349,7 +349,7 @@ async def test_the_deal_derivation_is_checked_against_the_routes_and_dropped_whe
             reconciler = Reconciler(client, mirror, max_delete_share=None)
             await reconcile_every_type(reconciler, settings.upstream.mirrored_types())
         assert MallRoutesMeta(mirror).get("deals") == "route"
-        assert not mirror.has_view("malls_deals")
+        assert not mirror.schema.has_view("malls_deals")
         mirror.close()
         c = compare(db, emu, ["stores", "deals"])
         assert c.differences == 0, c.summary()
@@ -387,7 +387,7 @@ async def test_deals_without_store_linkage_take_their_malls_from_the_routes(
         settings = await backfill(emu, db, types=["stores", "deals"])
         mirror = Mirror.open(db)
         async with ChannelClient(settings.upstream) as client:
-            await MallRoutes(client, mirror).refresh(["deals"], list(mirror.ids("malls")))
+            await MallRoutes(client, mirror).refresh(["deals"], list(mirror.table("malls").ids()))
         mirror.close()
         (line,) = [x for x in status_lines(status_data(db)) if x.startswith("malls_deals")]
         assert line.startswith("malls_deals: derived by a rule: checked against 3 malls' routes")
@@ -400,9 +400,9 @@ def test_a_derivation_agreed_with_nothing_is_checked_again(tmp_path: Path) -> No
     mirror = Mirror.open(tmp_path / "m.db")
     try:
         routes = MallRoutes(None, mirror)  # type: ignore[arg-type]
-        mirror.set_meta("mall_routes", '{"deals": "derived"}')
+        mirror.meta.set("mall_routes", '{"deals": "derived"}')
         assert routes.deals_unproven()
-        mirror.set_meta("mall_routes", '{"deals": "route"}')
+        mirror.meta.set("mall_routes", '{"deals": "route"}')
         assert not routes.deals_unproven()
     finally:
         mirror.close()
@@ -413,7 +413,7 @@ def MallRoutesMeta(mirror: Mirror) -> dict[str, str]:
 
     from sync.jobs.mallroutes import META_KEY
 
-    return dict(orjson.loads(mirror.get_meta(META_KEY) or "{}"))
+    return dict(orjson.loads(mirror.meta.get(META_KEY) or "{}"))
 
 
 # -- the emulator's hard readings, one at a time ----------------------------------------------------

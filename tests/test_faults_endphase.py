@@ -1,5 +1,5 @@
 """The end phase of a bulk load is crash-safe (#31): a process killed with SIGKILL anywhere in
-`Mirror.defer_indexes(False)` (B-tree indexes, the FTS5 side build and its copy-in, the
+`Mirror.indexes.defer(False)` (B-tree indexes, the FTS5 side build and its copy-in, the
 full-text and change-feed triggers, the views) leaves a mirror that the next `Mirror.open`
 completes: the same schema as an uninterrupted run, every FTS5 index passing its
 integrity-check, and search finding a row changed afterwards.
@@ -76,7 +76,7 @@ def w(i, n=3):
     return " ".join(WORDS[(i * 7 + j) % 10] for j in range(n))
 
 m = Mirror.open(path)
-m.defer_indexes(True)
+m.indexes.defer(True)
 T = catalogue.TYPES
 write_page(m, T["malls"], [res("malls", i, name=w(i), city=w(i, 1), description=w(i, 8))
                           for i in range(1, 21)])
@@ -94,7 +94,7 @@ for start in range(1, 1201, 100):
     write_page(m, T["articles"], [res("articles", i, link(i), title=w(i), content=w(i, 20))
                                  for i in ids], images + tags)
 armed = True
-m.defer_indexes(False)
+m.indexes.defer(False)
 armed = False
 m.close()
 print(counts["stmt"], counts["tick"], flush=True)
@@ -180,7 +180,7 @@ def _check_reopened(db: Path, reference: list[tuple[str, str, str]]) -> list[str
             ]
             if found != [7 if table == "stores" else 9]:
                 problems.append(f"{table}_fts MATCH {token!r} found {found}")
-        if m.get_meta(END_PHASE):
+        if m.meta.get(END_PHASE):
             problems.append("the end phase is still marked unfinished")
     finally:
         m.close()
@@ -243,7 +243,7 @@ def test_many_kills_in_the_end_phase(tmp_path: Path) -> None:
 def _loaded(db: Path) -> None:
     """A small mirror, its end phase done (stores, with a full-text index)."""
     m = Mirror.open(db)
-    m.defer_indexes(True)
+    m.indexes.defer(True)
     write_page(
         m,
         catalogue.TYPES["stores"],
@@ -257,7 +257,7 @@ def _loaded(db: Path) -> None:
         ],
         mall_id=1,
     )
-    m.defer_indexes(False)
+    m.indexes.defer(False)
     m.close()
 
 

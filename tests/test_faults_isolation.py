@@ -157,11 +157,11 @@ def test_a_types_outcome_is_recorded_in_one_place_with_one_wording(tmp_path: Pat
     line = record_type(mirror, "deals", forbidden, at=1_767_225_600.0)
     assert line == "not readable by this account (403); skipped: channel closed"
     assert record_type(mirror, "events", "mass delete refused", at=1_767_225_600.0)
-    status = {s.type_name: s.as_dict() for s in mirror.status()}
+    status = {s.type_name: s.as_dict() for s in mirror.types.lines()}
     assert status["deals"]["last_error"] == line
     assert status["events"]["last_error"] == "mass delete refused"
     assert record_type(mirror, "deals", None, at=1_767_225_601.0) is None
-    deals = {s.type_name: s.as_dict() for s in mirror.status()}["deals"]
+    deals = {s.type_name: s.as_dict() for s in mirror.types.lines()}["deals"]
     assert deals["last_error"] is None and deals["last_sync_at"] == "2026-01-01T00:00:01.000Z"
     mirror.close()
 

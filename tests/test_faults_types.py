@@ -43,7 +43,7 @@ def _article(rid: int, stamp: str = OLD, **attributes: Any) -> dict[str, Any]:
 
 
 def _row(m: Mirror, table: str, rid: int) -> dict[str, Any] | None:
-    return m.get(table, rid)
+    return m.table(table).get(rid)
 
 
 def _typeof(m: Mirror, table: str, column: str, rid: int) -> str:
@@ -62,7 +62,7 @@ def test_a_misfit_value_is_refused_logged_counted_and_shown(tmp_path: Path) -> N
     db = tmp_path / "m.db"
     m = Mirror.open(db)
     metrics = Metrics()
-    m.on_values = lambda t, outcome, n: metrics.values.labels(type=t, outcome=outcome).inc(n)
+    m.values.on_values = lambda t, outcome, n: metrics.values.labels(type=t, outcome=outcome).inc(n)
     try:
         write_page(m, ARTICLES, [_article(1), _article(2)])
         long_text = "yes " * 50
@@ -105,7 +105,7 @@ def test_a_misfit_value_is_refused_logged_counted_and_shown(tmp_path: Path) -> N
         sample = metrics.registry.get_sample_value
         assert sample("sync_values_total", {"type": "articles", "outcome": "refused"}) == 3
         assert sample("sync_values_total", {"type": "malls", "outcome": "refused"}) == 1
-        faults = m.value_faults()
+        faults = m.values.faults()
         assert faults["articles"]["refused"] == 3 and faults["malls"]["refused"] == 1
     finally:
         m.close()
@@ -129,7 +129,7 @@ def test_a_misfit_value_is_refused_logged_counted_and_shown(tmp_path: Path) -> N
     try:
         write_page(m, ARTICLES, [_article(1, "2026-03-01T00:00:00.000Z", display_order=8)])
         assert (_row(m, "articles", 1) or {})["display_order"] == 8
-        assert m.value_faults()["articles"]["refused"] == 2  # row 1 is whole again
+        assert m.values.faults()["articles"]["refused"] == 2  # row 1 is whole again
     finally:
         m.close()
 
@@ -139,7 +139,7 @@ def test_a_lossless_coercion_is_applied_and_counted(tmp_path: Path) -> None:
     written as the declared type, counted per type, logged once at info."""
     m = Mirror.open(tmp_path / "m.db")
     metrics = Metrics()
-    m.on_values = lambda t, outcome, n: metrics.values.labels(type=t, outcome=outcome).inc(n)
+    m.values.on_values = lambda t, outcome, n: metrics.values.labels(type=t, outcome=outcome).inc(n)
     try:
         with capture_logs() as logs:
             write_page(
@@ -160,7 +160,7 @@ def test_a_lossless_coercion_is_applied_and_counted(tmp_path: Path) -> None:
         assert _typeof(m, "articles", "is_active", 1) == "integer"
         assert (_row(m, "malls", 5) or {})["latitude"] == 40.5
         assert _typeof(m, "malls", "latitude", 5) == "real"
-        faults = m.value_faults()
+        faults = m.values.faults()
         assert faults["articles"] == {"refused": 0, "coerced": 6}
         assert faults["malls"] == {"refused": 0, "coerced": 1}
         sample = metrics.registry.get_sample_value

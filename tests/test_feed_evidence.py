@@ -63,7 +63,7 @@ def _entries(*rows: tuple[str, str, Any, str | None]) -> Page:
 def _held(db: Path, type_name: str, ids: list[int]) -> list[int]:
     mirror = Mirror.open(db, readonly=True)
     try:
-        return [i for i in ids if mirror.get(type_name, i) is not None]
+        return [i for i in ids if mirror.table(type_name).get(i) is not None]
     finally:
         mirror.close()
 
@@ -76,22 +76,22 @@ def test_an_entry_removes_a_row_not_newer_and_keeps_a_row_created_again(tmp_path
     again, kept. An entry without `created_at` is no evidence against a stamped row."""
     m = Mirror.open(tmp_path / "m.db")
     write_page(m, ARTICLES, [_article(1, T0), _article(2, T1), _article(3, T2), _article(5, T0)])
-    done = m.apply_feed("articles", {1: T1, 2: T1, 3: T1, 4: T1, 5: None})
+    done = m.table("articles").apply_feed({1: T1, 2: T1, 3: T1, 4: T1, 5: None})
     assert (done.removed, done.kept, done.unstamped) == (2, [3], 1)
-    assert [i for i in (1, 2, 3, 4, 5) if m.get("articles", i)] == [3, 5]
-    assert set(m.tombstones("articles", [1, 2, 3, 4, 5])) == {1, 2, 3, 4}
+    assert [i for i in (1, 2, 3, 4, 5) if m.table("articles").get(i)] == [3, 5]
+    assert set(m.table("articles").tombstones([1, 2, 3, 4, 5])) == {1, 2, 3, 4}
     write_page(m, ARTICLES, [_article(1, T0, "a copy from before the deletion")])
-    assert m.get("articles", 1) is None  # the feed's tombstone refuses older copies
+    assert m.table("articles").get(1) is None  # the feed's tombstone refuses older copies
     m.close()
 
 
 def test_an_inferred_deletion_leaves_no_tombstone(tmp_path: Path) -> None:
     m = Mirror.open(tmp_path / "m.db")
     write_page(m, ARTICLES, [_article(1, T1)])
-    assert m.delete("articles", [1]) == 1
-    assert m.tombstones("articles", [1]) == {}
+    assert m.table("articles").delete([1]) == 1
+    assert m.table("articles").tombstones([1]) == {}
     write_page(m, ARTICLES, [_article(1, T0, "listed again with an old stamp")])
-    assert m.get("articles", 1) is not None
+    assert m.table("articles").get(1) is not None
     m.close()
 
 
@@ -116,7 +116,7 @@ async def test_ids_created_again_before_the_deletions_poll_stay(
             (scope,) = scopes_of(ARTICLES, [])
             await poller.poll_scope(scope)
             await poller.poll_deletions({"articles"})
-        present = [rid for rid in ids if mirror.get("articles", rid) is not None]
+        present = [rid for rid in ids if mirror.table("articles").get(rid) is not None]
         mirror.close()
         assert present == ids
         assert compare(db, emu, ["articles"]).differences == 0
@@ -175,7 +175,7 @@ async def test_a_mirror_of_the_previous_version_drops_its_tombstones(
     conn.commit()
     conn.close()
     mirror = Mirror.open(db)
-    assert mirror.tombstones("deals", [rid]) == {}
+    assert mirror.table("deals").tombstones([rid]) == {}
     cols = [r[1] for r in mirror.conn.execute("PRAGMA table_info(_sync_tombstones)")]
     mirror.close()
     assert cols[-1] == "source"
@@ -228,7 +228,7 @@ def test_an_unknown_resource_type_is_logged_once_counted_and_shown(tmp_path: Pat
     warned = [e for e in logs if e["event"] == "deletions.unknown_resource_type"]
     assert [e["resource_type"] for e in warned] == ["coupon-37"]
     assert counted == [("coupon-37", 3), ("coupon-37", 1)]
-    assert m.get("articles", 1) is not None and m.get("articles", 2) is None
+    assert m.table("articles").get(1) is not None and m.table("articles").get(2) is None
     assert unknown_types(m) == {"coupon-37": 4}
     m.close()
     lines = status_lines(status_data(db))

@@ -49,11 +49,11 @@ def _deal(i: int) -> dict[str, Any]:
 
 def _load(path: Path, *, bulk: bool, n: int = 600) -> Mirror:
     m = Mirror.open(path)
-    m.defer_indexes(bulk)
+    m.indexes.defer(bulk)
     for start in range(1, n, 100):
         write_page(m, ARTICLES, [_article(i) for i in range(start, start + 100)])
         write_page(m, DEALS, [_deal(i) for i in range(start, start + 100)])
-    m.defer_indexes(False)
+    m.indexes.defer(False)
     return m
 
 
@@ -155,7 +155,7 @@ def test_the_scratch_file_of_a_killed_build_is_replaced(tmp_path: Path) -> None:
 def test_the_side_build_itself_makes_the_indexes(tmp_path: Path) -> None:
     """Not the fallback: `SideBuild` alone builds and copies both tables' indexes."""
     m = Mirror.open(tmp_path / "m.db")
-    m.defer_indexes(True)
+    m.indexes.defer(True)
     write_page(m, ARTICLES, [_article(i) for i in range(1, 201)])
     write_page(m, DEALS, [_deal(i) for i in range(1, 201)])
     plan = m.schema.fts_missing(["articles", "deals"])
@@ -175,13 +175,13 @@ def test_with_litestream_checkpoints_the_copy_runs_no_checkpoint(tmp_path: Path)
     """`checkpoints = "litestream"`: the connection that copies the indexes in runs no WAL
     checkpoint either (the database file stays as created; every page is still in the WAL)."""
     m = Mirror.open(tmp_path / "m.db", checkpoints="litestream")
-    m.defer_indexes(True)
+    m.indexes.defer(True)
     for start in range(1, 3001, 100):
         pages = [_article(i) for i in range(start, start + 100)]
         for p in pages:
             p["attributes"]["content"] = " ".join(WORDS) * 30  # ~2 KB a row: WAL > 1,000 frames
         write_page(m, ARTICLES, pages)
-    m.defer_indexes(False)
+    m.indexes.defer(False)
     assert m.schema.fts_missing(["articles"]) == {}
     assert (tmp_path / "m.db-wal").stat().st_size > 1000 * 4096
     assert (tmp_path / "m.db").stat().st_size < 200 * 4096
@@ -194,7 +194,7 @@ def test_tables_the_caller_takes_back_are_built_in_the_mirror_and_not_copied(
     """`steal`: what the thread has not started is built by the caller in place; the copy
     brings in only what the thread built, and both kinds search the same."""
     m = Mirror.open(tmp_path / "m.db")
-    m.defer_indexes(True)
+    m.indexes.defer(True)
     write_page(m, ARTICLES, [_article(i) for i in range(1, 201)])
     write_page(m, DEALS, [_deal(i) for i in range(1, 201)])
     plan = m.schema.fts_missing(["articles", "deals"])

@@ -38,7 +38,7 @@ def _links(mirror: Mirror, rtype: catalogue.ResourceType) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rel in rtype.relationships:
         if rel.to_one:
-            out[rel.name] = mirror.get(rtype.name, 7)[rel.column]  # type: ignore[index]
+            out[rel.name] = mirror.table(rtype.name).get(7)[rel.column]  # type: ignore[index]
         else:
             owner, other = rel.link_columns(rtype.name)
             out[rel.name] = [
@@ -61,7 +61,7 @@ def test_older_copy_leaves_every_relationship_untouched(mirror: Mirror, name: st
     assert all(v in (2, [2]) for v in before.values()), before
     write_page(mirror, rtype, [_resource(rtype, OLD, 1)], mall_id=mall)
     assert _links(mirror, rtype) == before
-    assert mirror.get(name, 7)["title"] == f"at {NEW}"  # type: ignore[index]
+    assert mirror.table(name).get(7)["title"] == f"at {NEW}"  # type: ignore[index]
     # An equal or newer copy still replaces them.
     write_page(mirror, rtype, [_resource(rtype, NEW, 3)], mall_id=mall)
     assert all(v in (3, [3]) for v in _links(mirror, rtype).values())
@@ -97,7 +97,7 @@ def test_absolute_stamps_are_stored_in_one_fixed_width_form(
     r["attributes"]["created_at"] = served
     r["attributes"]["display_at"] = "2026-01-01 10:00:00"  # relative: kept as served
     write_page(mirror, deals, [r])
-    row = mirror.get("deals", 7)
+    row = mirror.table("deals").get(7)
     assert row is not None
     assert (row["updated_at"], row["created_at"]) == (stored, stored)
     assert row["display_at"] == "2026-01-01 10:00:00"
@@ -108,7 +108,7 @@ def test_mixed_form_stamps_keep_the_newest_copy(mirror: Mirror) -> None:
     # 01:30Z is newer than 02:00+01:00 (= 01:00Z), though it sorts lower as text.
     write_page(mirror, deals, [_resource(deals, "2026-01-01T01:30:00Z", 2)])
     write_page(mirror, deals, [_resource(deals, "2026-01-01T02:00:00+01:00", 1)])
-    row = mirror.get("deals", 7)
+    row = mirror.table("deals").get(7)
     assert row is not None
     assert row["updated_at"] == "2026-01-01T01:30:00.000Z"
     assert _links(mirror, deals)["images"] == [2]
@@ -121,8 +121,8 @@ def test_an_unreadable_stamp_refuses_that_row_only_and_says_so(mirror: Mirror) -
     with capture_logs() as logs:
         result = write_page(mirror, deals, [good, bad])
     assert result.rows == 1
-    assert mirror.get("deals", 8) is None
-    assert mirror.get("deals", 7) is not None
+    assert mirror.table("deals").get(8) is None
+    assert mirror.table("deals").get(7) is not None
     errors = [e for e in logs if e["log_level"] == "error"]
     assert errors and errors[0]["id"] == 8 and "yesterday-ish" in errors[0]["problem"]
 

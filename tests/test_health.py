@@ -38,7 +38,7 @@ async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(
                 assert resp.status == 503
                 assert (await resp.json())["status"] == "degraded"
         # A job that should have run long ago and is not running: overdue.
-        daemon.running.mirror.job_scheduled("hours", "2000-01-01T00:00:00.000Z")
+        daemon.running.mirror.jobs.scheduled("hours", "2000-01-01T00:00:00.000Z")
         assert any(p.startswith("hours overdue") for p in daemon.health()["problems"])
 
 
@@ -50,7 +50,7 @@ async def test_metrics_are_live_from_the_first_request(emulator: Emulator, tmp_p
     async with running(settings) as daemon:
         url = f"http://127.0.0.1:{daemon.bound_port}/metrics"
         for _ in range(100):  # the catch-up poll (0.5 s after start) resets the lag: after it
-            if daemon.running.mirror.jobs().get("poll", {}).get("outcome") == "ok":
+            if daemon.running.mirror.jobs.all().get("poll", {}).get("outcome") == "ok":
                 break
             await asyncio.sleep(0.1)
         async with aiohttp.ClientSession() as http:

@@ -84,9 +84,9 @@ def test_autocheckpoint_pragma_per_mode(
     try:
         pragma = "PRAGMA wal_autocheckpoint"
         assert mirror.conn.execute(pragma).fetchone()[0] == normal
-        mirror.start_group_commit(256)
+        mirror.group.start(256)
         assert mirror.conn.execute(pragma).fetchone()[0] == bulk
-        mirror.end_group_commit()
+        mirror.group.end()
         assert mirror.conn.execute(pragma).fetchone()[0] == normal
     finally:
         mirror.close()
@@ -126,8 +126,8 @@ def test_writes_wait_for_a_write_lock_another_process_holds(tmp_path: Path) -> N
             }
         ]
         write_page(mirror, deals, page)
-        mirror.apply_feed(
-            "deals", {99: now_iso()}
+        mirror.table("deals").apply_feed(
+            {99: now_iso()}
         )  # a tombstone: each page write now reads it first
         # The control: a deferred transaction that has read cannot wait for the lock.
         holder = _hold_write_lock(db, 0.3)
@@ -142,13 +142,13 @@ def test_writes_wait_for_a_write_lock_another_process_holds(tmp_path: Path) -> N
             if attempt == 0:
                 write_page(mirror, deals, [{**page[0], "id": "2"}])
             elif attempt == 1:
-                mirror.start_group_commit(256)
+                mirror.group.start(256)
                 write_page(mirror, deals, [{**page[0], "id": "3"}])
-                mirror.end_group_commit()
+                mirror.group.end()
             else:
                 ChangeQueue(mirror.conn).enqueue([WebhookNotice("update", "deals", "deals", 4)])
             holder.join()
-        assert mirror.count("deals") == 3
+        assert mirror.table("deals").count() == 3
     finally:
         mirror.close()
 

@@ -60,7 +60,7 @@ async def rig(make_emulator: Any, tmp_path: Path, *, served: bool) -> AsyncItera
                     mirror,
                     Fetcher(client, mirror),
                     types,
-                    lambda: list(mirror.ids("malls")),
+                    lambda: list(mirror.table("malls").ids()),
                     page_size=PAGE,
                 )
                 yield Rig(emu, db, mirror, client, members)
@@ -124,7 +124,7 @@ async def test_a_fast_path_poll_fetches_only_what_changed_and_mirrors_exactly(
         fetches = sum(n for route, n in traffic.items() if route.startswith("/malls/{id}/"))
         assert fetches <= 3 * 3 + 2
         assert sum(written.values()) >= 9 + 2
-        assert r.mirror.get("stores", int(created)) is not None
+        assert r.mirror.table("stores").get(int(created)) is not None
         assert compare(r.db, emu, TYPES).differences == 0
 
         # Nothing changed since: every page answers 304 and nothing is fetched.
@@ -158,7 +158,7 @@ async def test_creations_are_located_in_recently_active_malls_first(
         found = await r.members.locate(catalogue.TYPES["stores"], [new])
         assert found == {new}
         assert r.traffic() == {"/malls": 1, "/malls/{id}/stores": 1}
-        assert r.mirror.get("stores", new) is not None
+        assert r.mirror.table("stores").get(new) is not None
 
         # A mall nobody touched: pages in order, stopping at the one that names it.
         cold = malls[2 * PAGE]  # on page 3
@@ -213,7 +213,7 @@ async def test_the_daemon_locates_webhook_creations_and_falls_back_when_refused(
             emu.requests.reset()
             new = int(emu.create("stores", {"name": "Announced by a webhook"}, mall_id=mall))
             await eventually(
-                lambda: daemon.running.mirror.get("stores", new) is not None, timeout=10
+                lambda: daemon.running.mirror.table("stores").get(new) is not None, timeout=10
             )
             routes = dict(emu.requests.routes)
             assert routes.get("/malls", 0) <= math.ceil(MALLS / PAGE)

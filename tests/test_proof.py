@@ -49,7 +49,7 @@ def silent_changes(emu: Emulator, db: Path) -> dict[str, list[int]]:
         emu.delete("articles", rid)
     mirror = Mirror.open(db, readonly=True)
     try:
-        stamps = mirror.stamps("articles", changed)
+        stamps = mirror.table("articles").stamps(changed)
     finally:
         mirror.close()
     for rid in changed:
@@ -78,13 +78,14 @@ async def test_daemon_repairs_what_notices_polls_and_feed_miss_within_the_bound(
                 lambda: (
                     compare(db, emu, ["articles"]).differences == 0
                     and all(
-                        daemon.running.mirror.get("articles", i) is None for i in rows["deleted"]
+                        daemon.running.mirror.table("articles").get(i) is None
+                        for i in rows["deleted"]
                     )
                 ),
                 timeout=60,
             )
             for rid in rows["changed"]:
-                assert daemon.running.mirror.get("articles", rid)["title"] == f"silent {rid}"  # type: ignore[index]
+                assert daemon.running.mirror.table("articles").get(rid)["title"] == f"silent {rid}"  # type: ignore[index]
             await eventually(
                 lambda: (
                     proof_book.proven(daemon.running.mirror.conn)
@@ -167,13 +168,13 @@ async def test_a_faulty_upstream_deletes_nothing_and_raises_the_alarm(
         settings = await backfill(emu, db, types=types, max_backoff=0.05)
         mirror = Mirror.open(db)
         try:
-            counts = {name: mirror.count(name) for name in types}
+            counts = {name: mirror.table(name).count() for name in types}
             before = counts["articles"]
             async with ChannelClient(settings.upstream) as client:
                 Faulty(client)
                 proof = Proof(client, mirror, catalogue.resolve(types), max_delete_share=0.2)
                 report = await proof.run_all()
-            assert {name: mirror.count(name) for name in types} == counts
+            assert {name: mirror.table(name).count() for name in types} == counts
             assert {"malls", "articles", "stores"} <= set(report.unresolved)
             entry = proof_book.proven(mirror.conn)["articles"]
             assert entry["proven_at"] is None and entry["unresolved"] == before // 2
@@ -326,15 +327,15 @@ async def test_mall_scoped_types_are_proven_through_one_walk_of_the_malls(
             # After the first poll (the members poll compares stamps with the mirror's, not a
             # cursor: it would see these), and the next an hour away.
             await eventually(
-                lambda: daemon.running.mirror.jobs().get("poll", {}).get("outcome") == "ok"
+                lambda: daemon.running.mirror.jobs.all().get("poll", {}).get("outcome") == "ok"
             )
             # And after a first cycle (whose start probes the upstream's routes, once a day).
             await eventually(
-                lambda: daemon.running.mirror.get_meta("proof_cycle_finished_at") is not None
+                lambda: daemon.running.mirror.meta.get("proof_cycle_finished_at") is not None
             )
             emu.requests.reset()
             stores = [int(i) for i in emu.ids("stores")]
-            stamp = daemon.running.mirror.stamps("stores", [stores[0]])[stores[0]]
+            stamp = daemon.running.mirror.table("stores").stamps([stores[0]])[stores[0]]
             restamp(emu, "stores", stores[0], shift(str(stamp), 0.001), name="silent store")
             mall = int(emu.mall_of("stores", stores[1]) or 0)
             rid = int(emu.create("stores", mall_id=mall))
@@ -388,8 +389,8 @@ async def test_a_canary_that_left_meanwhile_is_replaced_by_the_next(
                 report = await proof.run_all()
             assert report.unresolved == {}
             assert report.repairs["articles"] == {"missed_deletion": 3}
-            assert all(mirror.get("articles", rid) is None for rid in ids[:3])
-            assert mirror.get("articles", newest) is not None
+            assert all(mirror.table("articles").get(rid) is None for rid in ids[:3])
+            assert mirror.table("articles").get(newest) is not None
         finally:
             mirror.close()
 

@@ -56,15 +56,18 @@ async def test_a_refusal_in_one_type_leaves_the_others_reconciled(
         for rid in emu.ids("deals")[:5]:
             emu.update("deals", rid, {"title": "changed while down"})
         before = Mirror.open(db, readonly=True)
-        local_contacts, local_articles = before.count("contacts"), before.count("articles")
+        local_contacts, local_articles = (
+            before.table("contacts").count(),
+            before.table("articles").count(),
+        )
         before.close()
         result, refusals = await run_reconcile(settings)
         assert len(refusals) == 2
         assert any(r.startswith("contacts: refusing to delete") for r in refusals)
         assert any("articles" in r and "listed none" in r for r in refusals)
         after = Mirror.open(db, readonly=True)
-        assert after.count("contacts") == local_contacts  # nothing deleted where refused
-        assert after.count("articles") == local_articles
+        assert after.table("contacts").count() == local_contacts  # nothing deleted where refused
+        assert after.table("articles").count() == local_articles
         after.close()
         comparison = compare(db, emu, ["deals", "malls"])
         assert comparison.differences == 0  # the types after the refusals were reconciled

@@ -84,7 +84,7 @@ async def test_poll_with_equal_stamps_longer_than_a_page(
             await poller.poll_scope(scope)
             # Those stamps lie in the future: the cursor must not jump past now, or this
             # change (stamped now) would be skipped by every later poll.
-            assert (mirror.get_cursor("articles", "") or "") < stamp
+            assert (mirror.cursors.get("articles", "") or "") < stamp
             late = emu.ids("articles")[-1]
             emu.update("articles", late, {"title": "after the future stamps"})
             await poller.poll_scope(scope)
@@ -111,13 +111,13 @@ async def test_reconcile_repairs_and_the_guard_refuses_a_mass_delete(
             assert result.fetched == 2 and result.removed == 1
             assert compare(db, emu, ["deals"]).differences == 0
             # An upstream glitch: most articles vanish from the listing.
-            before = mirror.count("articles")
+            before = mirror.table("articles").count()
             for rid in emu.ids("articles")[: int(before * 0.6)]:
                 emu.delete("articles", rid)
             with pytest.raises(MassDeleteRefused, match="nothing was deleted"):
                 for group in group_by_mall(scopes_of(catalogue.TYPES["articles"], [])):
                     await reconciler.reconcile(group)
-            assert mirror.count("articles") == before
+            assert mirror.table("articles").count() == before
             forced = Reconciler(client, mirror, max_delete_share=None)
             for group in group_by_mall(scopes_of(catalogue.TYPES["articles"], [])):
                 await forced.reconcile(group)

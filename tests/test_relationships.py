@@ -106,7 +106,7 @@ async def test_linkage_changed_without_the_owner_is_repaired_by_one_reconcile(
         assert emu.snapshot("malls")[mall]["updated_at"] == mall_stamp
         # The mirror drops links to a deleted row with the row (the deletions feed, here).
         m = Mirror.open(db)
-        m.delete("products", [product])
+        m.table("products").delete([product])
         m.close()
         assert (article, product) not in _rows(
             db, "SELECT articles_id, products_id FROM articles_products"

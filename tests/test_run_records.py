@@ -26,7 +26,7 @@ from tests.support.waiting import eventually
 def _runs(db: Path) -> list[dict[str, object]]:
     mirror = Mirror.open(db, readonly=True)
     try:
-        return mirror.runs()
+        return mirror.runs.recent()
     finally:
         mirror.close()
 
@@ -34,7 +34,7 @@ def _runs(db: Path) -> list[dict[str, object]]:
 def test_a_run_left_running_is_interrupted_on_the_next_open(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     mirror = Mirror.open(db)
-    mirror.start_run("backfill")
+    mirror.runs.start("backfill")
     mirror.conn.execute("UPDATE _sync_runs SET seen_at = '2026-01-01T00:00:05.000Z'")
     mirror.close()  # the lock is released with no end recorded: as after SIGKILL
     assert _runs(db)[-1]["status"] == "running"  # a reader changes nothing

@@ -233,7 +233,7 @@ def test_an_older_mirror_is_migrated_on_open(tmp_path: Path) -> None:
         write_page(m, DEALS, [deal(1)], scripts=[A])
         assert held(m.conn, "deals") == [("text/javascript", "a()")]
         assert held(m.conn, "articles") == [("text/javascript", "c()"), ("text/javascript", "a()")]
-        assert m.get_meta("schema_version") == "2"
+        assert m.meta.get("schema_version") == "2"
     finally:
         m.close()
     Mirror.open(db).close()  # opening again is a no-op

@@ -23,7 +23,7 @@ async def test_status_names_the_running_daemon_then_says_it_stopped(
 ) -> None:
     db = tmp_path / "m.db"
     async with running(daemon_settings(emulator, db, webhooks=False)) as daemon:
-        daemon.running.mirror.heartbeat()
+        daemon.running.mirror.runs.heartbeat()
         data = status_data(db)
         assert data["daemon"]["running"] and data["daemon"]["pid"] == os.getpid()
         assert data["daemon"]["since"] and data["daemon"]["last_heartbeat"]
@@ -54,8 +54,8 @@ def test_status_shows_the_page_size_probed_and_the_verify_at_a_cycle_start(
     stands at the start of a cycle (its position null)."""
     db = tmp_path / "m.db"
     mirror = Mirror.open(db)
-    mirror.set_meta("upstream_profile", json.dumps({"page_size_asked": 100}))
-    mirror.job_started("verify", "2026-01-01T00:00:00.000Z")
+    mirror.meta.set("upstream_profile", json.dumps({"page_size_asked": 100}))
+    mirror.jobs.started("verify", "2026-01-01T00:00:00.000Z")
     mirror.close()
     data = status_data(db)
     assert data["page_size"] == "100:"
@@ -68,10 +68,10 @@ def test_status_shows_the_page_size_probed_and_the_verify_at_a_cycle_start(
 def test_a_heartbeat_moves_the_last_sign_of_life(tmp_path: Path) -> None:
     mirror = Mirror.open(tmp_path / "m.db")
     try:
-        run_id = mirror.start_run("daemon")
+        run_id = mirror.runs.start("daemon")
         mirror.conn.execute("UPDATE _sync_runs SET seen_at = 'then'")
-        mirror.heartbeat()
-        (row,) = [r for r in mirror.runs() if r["id"] == run_id]
+        mirror.runs.heartbeat()
+        (row,) = [r for r in mirror.runs.recent() if r["id"] == run_id]
         assert row["seen_at"] != "then" and row["seen_at"].startswith("20")
     finally:
         mirror.close()

@@ -194,7 +194,7 @@ async def test_an_include_path_answering_500_is_refused_fast_and_the_backfill_co
         mirror = Mirror.open(settings.mirror.path)
         try:
             # The stored profile, refusal included.
-            async with ChannelClient(settings.upstream, store=mirror) as client:
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
                 assert client.profile is not None
                 assert "tags.tags" in client.profile.refused_includes(catalogue.TYPES["deals"])
                 again = await Profiler(client).probe([catalogue.TYPES[t] for t in types], [])
@@ -339,7 +339,7 @@ async def test_the_members_fast_path_reads_a_page_past_the_malls_left_as_the_end
                     mirror,
                     Fetcher(client, mirror),
                     [catalogue.TYPES["stores"]],
-                    lambda: list(mirror.ids("malls")),
+                    lambda: list(mirror.table("malls").ids()),
                     page_size=1,
                 )
                 await members.detect()

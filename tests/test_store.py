@@ -22,7 +22,7 @@ def test_page_creates_table_columns_indexes_and_encodes_values(mirror: Mirror) -
         DEALS,
         [res(1, is_active=True, tags_list=["a"], obj={"k": 1}, price=1.5, seo_slug="x")],
     )
-    row = mirror.get("deals", 1)
+    row = mirror.table("deals").get(1)
     assert row == {
         "id": 1,
         "title": "t1",
@@ -46,11 +46,11 @@ def test_bulk_load_defers_content_and_link_indexes_until_the_end(tmp_path: Path)
     linked = res(1, seo_slug="s")
     linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
     m = Mirror.open(tmp_path / "m.db")
-    m.defer_indexes(True)
+    m.indexes.defer(True)
     write_page(m, DEALS, [linked])
     assert _index_names(m, "deals") <= {"sqlite_autoindex_deals_1"}
     assert "idx_deals_images_images_id" not in _index_names(m, "deals_images")
-    m.defer_indexes(False)
+    m.indexes.defer(False)
     assert {"idx_deals_updated_at", "idx_deals_seo_slug"} <= _index_names(m, "deals")
     assert "idx_deals_images_images_id" in _index_names(m, "deals_images")
     m.close()
@@ -60,7 +60,7 @@ def test_bulk_load_interrupted_gets_its_indexes_when_reopened(tmp_path: Path) ->
     linked = res(1)
     linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
     m = Mirror.open(tmp_path / "m.db")
-    m.defer_indexes(True)
+    m.indexes.defer(True)
     write_page(m, DEALS, [linked])
     m.close()  # killed before the end of the load: no indexes yet
     m = Mirror.open(tmp_path / "m.db")
@@ -72,16 +72,16 @@ def test_bulk_load_interrupted_gets_its_indexes_when_reopened(tmp_path: Path) ->
 def test_new_attribute_adds_a_column(mirror: Mirror) -> None:
     write_page(mirror, DEALS, [res(1)])
     write_page(mirror, DEALS, [res(2, brand_new="yes")])
-    assert mirror.get("deals", 2)["brand_new"] == "yes"  # type: ignore[index]
-    assert mirror.get("deals", 1)["brand_new"] is None  # type: ignore[index]
+    assert mirror.table("deals").get(2)["brand_new"] == "yes"  # type: ignore[index]
+    assert mirror.table("deals").get(1)["brand_new"] is None  # type: ignore[index]
 
 
 def test_older_copy_never_overwrites_newer(mirror: Mirror) -> None:
     write_page(mirror, DEALS, [res(1, "2026-02-01T00:00:00.000Z", title="new")])
     write_page(mirror, DEALS, [res(1, "2026-01-01T00:00:00.000Z", title="old")])
-    assert mirror.get("deals", 1)["title"] == "new"  # type: ignore[index]
+    assert mirror.table("deals").get(1)["title"] == "new"  # type: ignore[index]
     write_page(mirror, DEALS, [res(1, "2026-02-01T00:00:00.000Z", title="same stamp")])
-    assert mirror.get("deals", 1)["title"] == "same stamp"  # type: ignore[index]
+    assert mirror.table("deals").get(1)["title"] == "same stamp"  # type: ignore[index]
 
 
 def test_links_replaced_only_with_linkage_and_included_rows(mirror: Mirror) -> None:
@@ -108,7 +108,7 @@ def test_links_replaced_only_with_linkage_and_included_rows(mirror: Mirror) -> N
     with_links["attributes"]["updated_at"] = "2026-01-03T00:00:00.000Z"  # a newer copy
     write_page(mirror, DEALS, [with_links])
     assert links() == [(1, 6, 0)]
-    assert mirror.get("images", 5)["url"] == "u5"  # type: ignore[index]
+    assert mirror.table("images").get(5)["url"] == "u5"  # type: ignore[index]
     join = mirror.conn.execute(
         "select images.url from images join deals_images on images_id = images.id where deals_id = 1"
     ).fetchall()
@@ -123,19 +123,19 @@ def test_included_rows_do_not_null_columns_they_lack(mirror: Mirror) -> None:
         "attributes": {"name": "s2", "updated_at": "2026-01-01T00:00:00.000Z"},
     }
     write_page(mirror, DEALS, [res(1)], [store])
-    assert mirror.get("stores", 3)["mall_id"] == 7  # type: ignore[index]
-    assert mirror.get("stores", 3)["name"] == "s2"  # type: ignore[index]
+    assert mirror.table("stores").get(3)["mall_id"] == 7  # type: ignore[index]
+    assert mirror.table("stores").get(3)["name"] == "s2"  # type: ignore[index]
 
 
 def test_to_one_column_meta_columns_and_scripts(mirror: Mirror) -> None:
     event = res(4, type_="events")
     event["relationships"] = {"mall": {"data": {"type": "malls", "id": "9"}}}
     write_page(mirror, EVENTS, [event], scripts=[{"type": "text/javascript", "content": "x()"}])
-    assert mirror.get("events", 4)["mall_id"] == 9  # type: ignore[index]
+    assert mirror.table("events").get(4)["mall_id"] == 9  # type: ignore[index]
     job = res(8, type_="job_listings")
     job["meta"] = {"deprecated_fields": ["salary"]}
     write_page(mirror, JOBS, [job])
-    assert mirror.get("job_listings", 8)["meta_deprecated_fields"] == '["salary"]'  # type: ignore[index]
+    assert mirror.table("job_listings").get(8)["meta_deprecated_fields"] == '["salary"]'  # type: ignore[index]
     assert mirror.conn.execute(
         "select type, channel, position, script_type, content from meta_scripts"
     ).fetchall() == [("events", "mall", 0, "text/javascript", "x()")]
@@ -144,7 +144,7 @@ def test_to_one_column_meta_columns_and_scripts(mirror: Mirror) -> None:
 def test_checkpoint_commits_with_its_page_or_not_at_all(
     mirror: Mirror, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mirror.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
+    mirror.backfills.start("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
     write_page(mirror, DEALS, [res(1)], checkpoint=PageCheckpoint("deals", "", 1, 3))
 
     def disk_full(*args: object) -> None:
@@ -154,23 +154,23 @@ def test_checkpoint_commits_with_its_page_or_not_at_all(
     with pytest.raises(sqlite3.OperationalError):
         write_page(mirror, DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 2, 3))
     monkeypatch.undo()
-    state = mirror.backfill_state("deals", "")
+    state = mirror.backfills.state("deals", "")
     assert state is not None and state.pages_done == {1} and state.last == 3
-    assert mirror.get("deals", 3) is None  # nothing of the failed page committed
-    mirror.finish_backfill("deals", "", finished_at="x")
-    assert mirror.backfill_state("deals", "").finished_at == "x"  # type: ignore[union-attr]
-    mirror.reset_backfill()
-    assert mirror.backfill_state("deals", "") is None and mirror.count("deals") == 1
+    assert mirror.table("deals").get(3) is None  # nothing of the failed page committed
+    mirror.backfills.finish("deals", "", finished_at="x")
+    assert mirror.backfills.state("deals", "").finished_at == "x"  # type: ignore[union-attr]
+    mirror.backfills.reset()
+    assert mirror.backfills.state("deals", "") is None and mirror.table("deals").count() == 1
 
 
 def test_tombstones_prevent_resurrection(mirror: Mirror) -> None:
     linked = res(1)
     linked["relationships"] = {"images": {"data": [{"type": "images", "id": "5"}]}}
     write_page(mirror, DEALS, [linked, res(2)])
-    assert mirror.apply_feed("deals", {1: now_iso()}).removed == 1
+    assert mirror.table("deals").apply_feed({1: now_iso()}).removed == 1
     assert mirror.conn.execute("select count(*) from deals_images").fetchone()[0] == 0
     result = write_page(mirror, DEALS, [res(1, "2026-03-01T00:00:00.000Z"), res(2)])
-    assert mirror.get("deals", 1) is None and result.skipped_deleted == 1
+    assert mirror.table("deals").get(1) is None and result.skipped_deleted == 1
 
 
 def test_listing_diff(mirror: Mirror) -> None:
@@ -181,7 +181,7 @@ def test_listing_diff(mirror: Mirror) -> None:
         mall_id=1,
     )
     write_page(mirror, STORES, [res(9, type_="stores")], mall_id=2)
-    with mirror.listing("stores", 1) as listing:
+    with mirror.table("stores").listing(1) as listing:
         listing.add(
             [
                 (1, "2026-01-01T00:00:00.000Z"),
@@ -192,7 +192,7 @@ def test_listing_diff(mirror: Mirror) -> None:
         assert listing.counts() == (3, 3)
         assert [i for b in listing.missing_or_stale() for i in b] == [2, 4]
         assert [i for b in listing.absent() for i in b] == [3]  # 9 is another mall's
-    with mirror.listing("programs") as empty:  # no table yet
+    with mirror.table("programs").listing() as empty:  # no table yet
         empty.add([(5, None)])
         assert list(empty.missing_or_stale()) == [[5]] and list(empty.absent()) == []
 
@@ -206,12 +206,12 @@ def test_hours_window_replace_and_current_hours(mirror: Mirror) -> None:
         }
 
     both = stage_hours(1, [day("2026-11-01"), day("2026-11-02")])
-    mirror.write_hours(1, both, date(2026, 11, 1), date(2026, 11, 2))
+    mirror.hours.write(1, both, date(2026, 11, 1), date(2026, 11, 2))
     closed = stage_hours(1, [day("2026-11-02", "closed")])
-    mirror.write_hours(1, closed, date(2026, 11, 2), date(2026, 11, 2))
+    mirror.hours.write(1, closed, date(2026, 11, 2), date(2026, 11, 2))
     rows = mirror.conn.execute("select date, hours_text from hours order by date").fetchall()
     assert rows == [("2026-11-01", "10-9"), ("2026-11-02", "closed")]
-    mirror.write_current_hours(1, {"data": {"is_open": True}})
+    mirror.hours.write_current(1, {"data": {"is_open": True}})
     assert (
         mirror.conn.execute("select body from current_hours").fetchone()[0]
         == '{"data":{"is_open":true}}'
@@ -220,15 +220,15 @@ def test_hours_window_replace_and_current_hours(mirror: Mirror) -> None:
 
 def test_bookkeeping_cursors_status_and_runs(mirror: Mirror) -> None:
     write_page(mirror, DEALS, [res(1)])
-    mirror.set_cursor("deals", "filter[visibility]=Public", "2026-01-01T00:00:00.000Z")
-    mirror.record_type_status("deals", ok=False, error="boom", at="t1")
-    run = mirror.start_run("backfill")
-    mirror.finish_run(run, status="ok", rows=1, error=None)
-    st = {s.type_name: s for s in mirror.status()}
+    mirror.cursors.set("deals", "filter[visibility]=Public", "2026-01-01T00:00:00.000Z")
+    mirror.types.record("deals", ok=False, error="boom", at="t1")
+    run = mirror.runs.start("backfill")
+    mirror.runs.finish(run, status="ok", rows=1, error=None)
+    st = {s.type_name: s for s in mirror.types.lines()}
     assert st["deals"].rows == 1 and st["deals"].last_error == "boom"
     assert st["deals"].cursor == "2026-01-01T00:00:00.000Z"
-    mirror.record_type_status("deals", ok=True, at="t2")
-    assert {s.type_name: s for s in mirror.status()}["deals"].as_dict()["last_error"] is None
+    mirror.types.record("deals", ok=True, at="t2")
+    assert {s.type_name: s for s in mirror.types.lines()}["deals"].as_dict()["last_error"] is None
     tables = {
         r[0] for r in mirror.conn.execute("select name from sqlite_master where type='table'")
     }
@@ -242,8 +242,8 @@ def test_bookkeeping_cursors_status_and_runs(mirror: Mirror) -> None:
 def test_write_path_at_volume(mirror: Mirror) -> None:
     for page in range(200):
         write_page(mirror, DEALS, [res(page * 100 + i) for i in range(1, 101)])
-    assert mirror.count("deals") == 20_000
-    assert sum(1 for _ in mirror.ids("deals")) == 20_000
+    assert mirror.table("deals").count() == 20_000
+    assert sum(1 for _ in mirror.table("deals").ids()) == 20_000
 
 
 def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
@@ -271,18 +271,18 @@ def test_a_mall_listing_claims_its_rows_mall(tmp_path: Path) -> None:
     write_page(m, catalogue.TYPES["deals"], [deal], included)
     malls = dict(m.conn.execute("SELECT id, mall_id FROM stores"))
     assert malls == {1: 3, 2: None}
-    with m.listing("stores", 5) as listing:
+    with m.table("stores").listing(5) as listing:
         listing.add([(1, stamp), (2, stamp)])
         assert listing.claim_mall() == 2
     assert dict(m.conn.execute("SELECT id, mall_id FROM stores")) == {1: 3, 2: 5}
     pairs = set(m.conn.execute("SELECT malls_id, stores_id FROM malls_stores"))
     assert pairs == {(3, 1), (5, 1), (5, 2)}
     # Left mall 3: a change of membership; `mall_id` follows the table, the row stays.
-    assert m.remove_memberships("stores", 3, [1]) == 1
+    assert m.table("stores").remove_memberships(3, [1]) == 1
     assert dict(m.conn.execute("SELECT id, mall_id FROM stores")) == {1: 5, 2: 5}
-    assert m.remove_memberships("stores", 5, [1]) == 1
-    assert m.get("stores", 1) is not None and m.get("stores", 1)["mall_id"] is None
-    assert list(m.orphans("stores")) == [[1]]
+    assert m.table("stores").remove_memberships(5, [1]) == 1
+    assert m.table("stores").get(1) is not None and m.table("stores").get(1)["mall_id"] is None
+    assert list(m.table("stores").orphans()) == [[1]]
     m.close()
 
 
@@ -313,12 +313,12 @@ def test_links_of_a_rewritten_owner_are_replaced_whether_or_not_the_mirror_made_
     an owner written before (this run, or an interrupted run's page written again on resume)
     still has its old links replaced, not merged, in link tables with and without a guard."""
     m = Mirror.open(tmp_path / "m.db")
-    m.defer_indexes(True)
+    m.indexes.defer(True)
     write_page(m, DEALS, [_linked(1, "2026-01-01T00:00:00.000Z", [5, 6], [7])], [_tag(7, [8, 9])])
     if reopen:
         m.close()
         m = Mirror.open(tmp_path / "m.db")
-        m.defer_indexes(True)
+        m.indexes.defer(True)
     write_page(
         m,
         DEALS,

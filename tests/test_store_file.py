@@ -69,8 +69,8 @@ def test_group_commit_holds_pages_until_the_group_is_full(tmp_path: Path) -> Non
     """Readers see a group's pages (and their checkpoints) only once it commits; a crash before
     that loses them all, so the next backfill fetches those pages again: no gap."""
     m = Mirror.open(tmp_path / "m.db")
-    m.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
-    m.start_group_commit(3)
+    m.backfills.start("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
+    m.group.start(3)
     reader = sqlite3.connect(tmp_path / "m.db")
 
     def visible() -> int:
@@ -99,8 +99,8 @@ def test_a_failed_page_rolls_back_its_whole_group(
     """In a group a failure undoes every uncommitted page with its checkpoint (no savepoint per
     page), and forgets the included rows it had remembered: the next pages write them again."""
     m = Mirror.open(tmp_path / "m.db")
-    m.start_backfill("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
-    m.start_group_commit(10)
+    m.backfills.start("deals", "", page_size=100, started_at="2026-01-01T00:00:00.000Z")
+    m.group.start(10)
     image = {
         "id": "70",
         "type": "images",
@@ -118,19 +118,19 @@ def test_a_failed_page_rolls_back_its_whole_group(
         write_page(m, DEALS, [res(3)], checkpoint=PageCheckpoint("deals", "", 3, 4))
     monkeypatch.undo()
     assert not m.conn.in_transaction and not m._included_seen
-    assert m.count("deals") == 0 and m.get("images", 70) is None
-    assert m.backfill_state("deals", "").pages_done == set()  # type: ignore[union-attr]
+    assert m.table("deals").count() == 0 and m.table("images").get(70) is None
+    assert m.backfills.state("deals", "").pages_done == set()  # type: ignore[union-attr]
     # the run goes on (or the next one does): the same pages land whole
     write_page(m, DEALS, [res(1)], [image], checkpoint=PageCheckpoint("deals", "", 1, 4))
-    m.end_group_commit()
-    assert m.count("deals") == 1 and m.get("images", 70) is not None
+    m.group.end()
+    assert m.table("deals").count() == 1 and m.table("images").get(70) is not None
     m.close()
 
 
 def test_group_commits_after_its_time_bound(tmp_path: Path) -> None:
     """A slow upstream must not hold pages uncommitted for long: the group also ends by time."""
     m = Mirror.open(tmp_path / "m.db")
-    m.start_group_commit(1000, seconds=0.0)
+    m.group.start(1000, seconds=0.0)
     reader = sqlite3.connect(tmp_path / "m.db")
     write_page(m, DEALS, [res(1)])
     assert reader.execute("select count(*) from deals").fetchone()[0] == 1
@@ -144,9 +144,9 @@ def test_group_commit_widens_the_page_cache_and_gives_it_back(tmp_path: Path) ->
 
     m = Mirror.open(tmp_path / "m.db")
     assert m.conn.execute("pragma cache_size").fetchone()[0] == -CACHE_KIB
-    m.start_group_commit(10)
+    m.group.start(10)
     assert m.conn.execute("pragma cache_size").fetchone()[0] == -BULK_CACHE_KIB
-    m.end_group_commit()
+    m.group.end()
     assert m.conn.execute("pragma cache_size").fetchone()[0] == -CACHE_KIB
     m.close()
 
@@ -196,10 +196,10 @@ def test_migrations_bring_an_older_mirror_up_to_date_and_run_again_as_no_ops(
     conn.close()
     m = Mirror.open(db)
     assert m.schema.types("deals")["is_local"] == "INTEGER"
-    assert m.get("deals", 1)["is_local"] == 1  # type: ignore[index]
+    assert m.table("deals").get(1)["is_local"] == 1  # type: ignore[index]
     assert m.conn.execute("PRAGMA foreign_key_list(deals_stores)").fetchall()
     assert m.conn.execute("SELECT * FROM deals_stores").fetchall() == [(1, 3, 0)]
-    assert m.malls_of("stores", 3) == [7]
+    assert m.table("stores").malls_of(3) == [7]
     before = m.conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
     m.close()
     m = Mirror.open(db)

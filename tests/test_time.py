@@ -62,7 +62,7 @@ def test_the_clock_is_a_lower_bound_of_the_stamps_now_kept_and_has_a_fallback() 
 
 
 async def _poll_all(poller: Poller, mirror: Mirror, names: list[str]) -> None:
-    malls = list(mirror.ids("malls")) if mirror.has_table("malls") else []
+    malls = list(mirror.table("malls").ids()) if mirror.schema.has_table("malls") else []
     for name in names:
         await poller.poll_type(catalogue.TYPES[name], malls, 4)
     await poller.poll_deletions(set(names))
@@ -88,7 +88,7 @@ async def test_stamps_ninety_seconds_behind_the_date_clock_lose_nothing(tmp_path
                 emu.delete("articles", rid)
             await _poll_all(poller, mirror, ["articles"])
             assert compare(db, emu, ["articles"]).differences == 0
-            assert all(mirror.get("articles", int(c)) is not None for c in created)
+            assert all(mirror.table("articles").get(int(c)) is not None for c in created)
             # Deleted with no feed entry, confirmed gone by filter[id], then the id re-used.
             emu.app.data.feed_deletions = False
             gone = ids[20]
@@ -98,7 +98,7 @@ async def test_stamps_ninety_seconds_behind_the_date_clock_lose_nothing(tmp_path
             again = emu.create("articles")
             assert str(again) == str(gone)
             await _poll_all(poller, mirror, ["articles"])
-            assert mirror.get("articles", int(gone)) is not None
+            assert mirror.table("articles").get(int(gone)) is not None
             assert compare(db, emu, ["articles"]).differences == 0
         mirror.close()
 
@@ -125,14 +125,14 @@ async def _late_commit_reaches_the_mirror(tmp_path: Path, lag: float) -> int:
                 emu.update("articles", rid)
             await poller.poll_scope(scope)  # reads past the late row's stamp
             emu.faults.clock_offset += 10  # the late row becomes visible
-            row = mirror.get("articles", late)
+            row = mirror.table("articles").get(late)
             assert row is not None and row["title"] != "committed late"
             polls = 0
             while row is None or row["title"] != "committed late":
                 polls += 1
                 assert polls <= 3, f"a change {lag:g} s late not mirrored within 3 polls"
                 await poller.poll_scope(scope)
-                row = mirror.get("articles", late)
+                row = mirror.table("articles").get(late)
             # Measured: the late arrival counted, the lookback grown to cover it.
             assert poller.lookbacks.of("articles").late >= 1
             assert poller.lookbacks.lookback("articles") >= lag - 10
@@ -145,7 +145,7 @@ async def _late_commit_reaches_the_mirror(tmp_path: Path, lag: float) -> int:
             await poller.poll_scope(scope)
             emu.faults.clock_offset += 10
             await poller.poll_scope(scope)
-            again = mirror.get("articles", int(ids[5]))
+            again = mirror.table("articles").get(int(ids[5]))
             assert again is not None and again["title"] == "late again"
             assert compare(db, emu, ["articles"]).differences == 0
         mirror.close()
@@ -198,7 +198,7 @@ async def test_a_run_of_250_equal_stamps_in_unstable_order_is_mirrored_whole(
 
     def check(mirror: Mirror, ids: list[Any]) -> None:
         for rid in ids:
-            row = mirror.get("articles", int(rid))
+            row = mirror.table("articles").get(int(rid))
             assert row is not None and row["title"] == "bulk", rid
 
     await _with_unstable_ties(tmp_path, change, check)
@@ -220,7 +220,7 @@ async def test_a_run_of_250_feed_entries_sharing_created_at_is_applied_whole(
         data.version["deletions"] += 1
 
     def check(mirror: Mirror, ids: list[Any]) -> None:
-        assert [rid for rid in ids if mirror.get("articles", int(rid)) is not None] == []
+        assert [rid for rid in ids if mirror.table("articles").get(int(rid)) is not None] == []
 
     await _with_unstable_ties(tmp_path, change, check)
 

@@ -24,7 +24,6 @@ from sync.model.catalogue import LISTABLE, TYPES
 from sync.pipeline.staging import stage_resources
 from sync.readers.status import status_data
 from sync.store import Mirror
-from sync.store.repair import repair_page
 from tests.support.backfilled import run_backfill
 from tests.support.compare import compare
 from tests.support.mirror_rows import query
@@ -166,32 +165,28 @@ def test_the_repair_write_never_lets_an_older_copy_win(tmp_path: Path) -> None:
     try:
         write_page(mirror, deals, [deal("2026-01-02T00:00:00.000Z", "new")])
         assert (
-            repair_page(mirror, stage_resources(deals, [deal("2026-01-01T00:00:00.000Z", "old")]))
-            == []
+            mirror.repair(stage_resources(deals, [deal("2026-01-01T00:00:00.000Z", "old")])) == []
         )
-        assert mirror.get("deals", 1)["title"] == "new"  # type: ignore[index]
+        assert mirror.table("deals").get(1)["title"] == "new"  # type: ignore[index]
         assert (
-            repair_page(mirror, stage_resources(deals, [deal("2026-01-02T00:00:00.000Z", "new")]))
-            == []
+            mirror.repair(stage_resources(deals, [deal("2026-01-02T00:00:00.000Z", "new")])) == []
         )
-        [fixed] = repair_page(
-            mirror, stage_resources(deals, [deal("2026-01-02T00:00:00.000Z", "same stamp")])
+        [fixed] = mirror.repair(
+            stage_resources(deals, [deal("2026-01-02T00:00:00.000Z", "same stamp")])
         )
         assert (fixed.type, fixed.id, fixed.what) == ("deals", 1, ("title",))
-        assert mirror.get("deals", 1)["title"] == "same stamp"  # type: ignore[index]
+        assert mirror.table("deals").get(1)["title"] == "same stamp"  # type: ignore[index]
         # A newer copy is written, but it is lag, not a silent change: not a repair.
         assert (
-            repair_page(mirror, stage_resources(deals, [deal("2026-01-03T00:00:00.000Z", "newer")]))
-            == []
+            mirror.repair(stage_resources(deals, [deal("2026-01-03T00:00:00.000Z", "newer")])) == []
         )
-        assert mirror.get("deals", 1)["title"] == "newer"  # type: ignore[index]
+        assert mirror.table("deals").get(1)["title"] == "newer"  # type: ignore[index]
         # Types without a stamp (tags) take the served copy when it differs.
         write_page(mirror, tags, [{"id": "5", "type": "tags", "attributes": {"name": "a"}}])
-        [tag] = repair_page(
-            mirror,
+        [tag] = mirror.repair(
             stage_resources(tags, [{"id": "5", "type": "tags", "attributes": {"name": "b"}}]),
         )
-        assert tag.what == ("name",) and mirror.get("tags", 5)["name"] == "b"  # type: ignore[index]
+        assert tag.what == ("name",) and mirror.table("tags").get(5)["name"] == "b"  # type: ignore[index]
     finally:
         mirror.close()
 
@@ -212,10 +207,10 @@ async def test_the_rolling_verify_resumes_from_its_position_and_covers_the_mirro
             try:
                 async with ChannelClient(settings.upstream) as client:
                     verifier = Verifier(client, mirror)
-                    malls = list(mirror.ids("malls"))
+                    malls = list(mirror.table("malls").ids())
                     cost = verifier.cost(types, malls)
                     report = await verifier.step(types, malls, budget=3)
-                    position = mirror.get_meta(POSITION_KEY)
+                    position = mirror.meta.get(POSITION_KEY)
             finally:
                 mirror.close()
             steps += 1
@@ -264,13 +259,13 @@ async def test_the_daemon_counts_repairs_and_keeps_the_verify_job(
             while not daemon.is_ready:
                 assert not task.done()
                 await asyncio.sleep(0.05)
-            assert "verify" in daemon.running.mirror.jobs()  # scheduled with the others
+            assert "verify" in daemon.running.mirror.jobs.all()  # scheduled with the others
             daemon.bodies.verify_credit = 1e9  # the whole cycle in one step
             await daemon.running.runs.wrap("verify", daemon.bodies.verify_step, 60.0)()
             body = daemon.metrics.render()[0].decode()
             assert 'sync_verify_repairs_total{type="deals"} 1.0' in body
             assert 'sync_verify_repairs_total{type="articles"} 1.0' in body
-            job = daemon.running.mirror.jobs()["verify"]
+            job = daemon.running.mirror.jobs.all()["verify"]
             assert job["outcome"] == "ok" and job["next_run_at"]
             assert daemon.health()["status"] == "ok"
 
@@ -279,7 +274,7 @@ async def test_the_daemon_counts_repairs_and_keeps_the_verify_job(
 
             daemon.bodies.verifier.step = failing  # type: ignore[method-assign]
             await daemon.running.runs.wrap("verify", daemon.bodies.verify_step, 60.0)()
-            assert daemon.running.mirror.jobs()["verify"]["outcome"] == "error"
+            assert daemon.running.mirror.jobs.all()["verify"]["outcome"] == "error"
             health = daemon.health()
             assert health["status"] == "degraded"
             assert any(p.startswith("verify error") for p in health["problems"])

@@ -210,9 +210,9 @@ class Bodies:
         cost = self.proof.cost()
         # For `ccsync status`, which reads the mirror alone: the bound, what a cycle costs, and
         # the verify's bound shown beside it.
-        self.mirror.set_meta("proof_cycle_cost", str(cost))
-        self.mirror.set_meta("staleness_bound", str(bound))
-        self.mirror.set_meta("verify_interval", str(self.settings.schedule.verify_interval))
+        self.mirror.meta.set("proof_cycle_cost", str(cost))
+        self.mirror.meta.set("staleness_bound", str(bound))
+        self.mirror.meta.set("verify_interval", str(self.settings.schedule.verify_interval))
         if not self.proof_checked:
             self.proof_checked = True
             keep = keepable_bound(cost, self.settings.upstream.max_requests_per_second, bound)
@@ -297,7 +297,7 @@ class Bodies:
 
     async def prune_changes(self) -> None:
         """Drop change feed entries older than `[mirror] changes_retention_days`."""
-        n = self.mirror.prune_changes(self.settings.mirror.changes_retention_days)
+        n = self.mirror.changes.prune(self.settings.mirror.changes_retention_days)
         if n:
             tally.note(changes_pruned=n)
             self.log.debug("changes.pruned", entries=n)
@@ -321,8 +321,8 @@ class Bodies:
                 await self.poll_type(rtype)  # catch up on what the lost subscription missed
 
     def record_subscriptions(self) -> None:
-        self.mirror.set_meta("webhook_topics", ",".join(sorted(self.subscriptions.topics)))
-        self.mirror.set_meta("webhook_topics_checked_at", iso_ms(time.time()))
+        self.mirror.meta.set("webhook_topics", ",".join(sorted(self.subscriptions.topics)))
+        self.mirror.meta.set("webhook_topics_checked_at", iso_ms(time.time()))
 
     # -- per type ------------------------------------------------------------------------------
 

@@ -80,7 +80,9 @@ STATUS_EVERY = 3.0
 def mirrored_rows(mirror: Mirror) -> int:
     """Rows of every resource type in the mirror: the mirrored types and the resources they
     include (images, tags...), so the count compares with the emulator's `--resources`."""
-    return sum(mirror.count(name) for name in catalogue.TYPES if mirror.has_table(name))
+    return sum(
+        mirror.table(name).count() for name in catalogue.TYPES if mirror.schema.has_table(name)
+    )
 
 
 def status_line(

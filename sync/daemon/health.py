@@ -44,7 +44,7 @@ class Gauges:
         record of an earlier one, else this process's age (a type it never synced is as stale
         as the process is old)."""
         now_mono, now = time.monotonic(), time.time()
-        recorded = {s.type_name: s.last_sync_at for s in self.mirror.status()}
+        recorded = {s.type_name: s.last_sync_at for s in self.mirror.types.lines()}
         state = self.state
         out: dict[str, float] = {}
         for t in self.types:
@@ -58,7 +58,7 @@ class Gauges:
         return out
 
     def rows(self) -> dict[str, int]:
-        return {t.name: self.mirror.count(t.name) for t in self.types}
+        return {t.name: self.mirror.table(t.name).count() for t in self.types}
 
     def queue_depth(self) -> int:
         return self.queue.depth()
@@ -128,7 +128,7 @@ class Health:
         status = "ok" if (warming or not stale) else "stale"
         problems: list[str] = []
         if state.ready:
-            problems = job_problems(self.mirror.jobs(), datetime.now(UTC))
+            problems = job_problems(self.mirror.jobs.all(), datetime.now(UTC))
             # The proof's unresolved differences (the mass-delete guard's case) and a proof
             # overdue past twice the bound.
             problems.extend(proof_problems(self.mirror, datetime.now(UTC), self.staleness_bound))

@@ -94,7 +94,7 @@ class Running:
     health: Health
 
     def malls(self) -> list[int]:
-        return list(self.mirror.ids("malls"))
+        return list(self.mirror.table("malls").ids())
 
 
 def build(
@@ -112,12 +112,14 @@ def build(
     """Every part that needs the open mirror and the connected client, wired once."""
     s = settings
     types = list(state.types)
-    mirror.on_values = lambda t, outcome, n: metrics.values.labels(type=t, outcome=outcome).inc(n)
+    mirror.values.on_values = lambda t, outcome, n: metrics.values.labels(
+        type=t, outcome=outcome
+    ).inc(n)
     queue = ChangeQueue(mirror.conn)
     recorder = Recorder(metrics, mirror)
 
     def malls() -> list[int]:
-        return list(mirror.ids("malls"))
+        return list(mirror.table("malls").ids())
 
     poller = Poller(
         client,
@@ -216,7 +218,7 @@ async def open_running(
     mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
     try:
         # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
-        async with ChannelClient(settings.upstream, fail_fast=False, store=mirror) as client:
+        async with ChannelClient(settings.upstream, fail_fast=False, store=mirror.meta) as client:
             yield build(
                 settings,
                 mirror,

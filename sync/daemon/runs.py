@@ -86,9 +86,9 @@ class JobRuns:
         if task is not None:
             self.running.add(task)
         try:
-            self.mirror.job_started(name, iso_ms(started))
+            self.mirror.jobs.started(name, iso_ms(started))
             if every:
-                self.mirror.job_scheduled(name, iso_ms(started + every))
+                self.mirror.jobs.scheduled(name, iso_ms(started + every))
         except BaseException:
             if task is not None:
                 self.running.discard(task)
@@ -123,7 +123,7 @@ class JobRuns:
             if task is not None:
                 self.running.discard(task)
             record_budget(self.mirror, self.client.session.accounts.budgets())
-            self.mirror.job_finished(
+            self.mirror.jobs.finished(
                 name,
                 at=iso_ms(time.time()),
                 outcome=outcome,
@@ -156,4 +156,4 @@ def record_budget(mirror: Mirror, budgets: Sequence[RequestBudget]) -> None:
     snapshot: dict[str, Any] = dict(budgets[0].snapshot())
     if len(budgets) > 1:
         snapshot["per_account"] = [b.snapshot() for b in budgets]
-    mirror.set_meta("request_budget", json.dumps(snapshot))
+    mirror.meta.set("request_budget", json.dumps(snapshot))

@@ -131,7 +131,7 @@ class Daemon:
     async def _recorded(self, running: Running) -> None:
         """Serve, kept as a `daemon` run in the mirror (`ccsync status`)."""
         mirror = running.mirror
-        run_id, status, error = mirror.start_run("daemon"), "failed", None
+        run_id, status, error = mirror.runs.start("daemon"), "failed", None
         try:
             await self._serve(running)
             status = "stopped" if self.stop.is_set() else "failed"
@@ -143,7 +143,7 @@ class Daemon:
             raise
         finally:
             with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
-                mirror.finish_run(run_id, status=status, rows=None, error=error)
+                mirror.runs.finish(run_id, status=status, rows=None, error=error)
 
     def request_stop(self) -> None:
         self.log.info("daemon.stopping")
@@ -235,16 +235,16 @@ class Daemon:
 
     def _never_completed(self, mirror: Mirror) -> list[str] | None:
         """The types the daemon backfills before it serves: those no backfill ever completed
-        (`Mirror.completed_types`), when the mirror was never filled or a backfill was left
+        (`Mirror.backfills.completed_types`), when the mirror was never filled or a backfill was left
         unfinished; None when there is nothing to backfill. A type some backfill completed is
         never copied again here: an unfinished or failed `ccsync backfill` left it whole, and
         the polls from its cursors catch up (a re-copy costs hours of the upstream's budget
         at a million rows); `ccsync backfill` resumes the interrupted run if wanted."""
-        unfinished = mirror.get_meta("backfill_started_at") is not None
-        no_feed = mirror.get_cursor("deletions", "") is None
+        unfinished = mirror.meta.get("backfill_started_at") is not None
+        no_feed = mirror.cursors.get("deletions", "") is None
         if not unfinished and not no_feed:
             return None
-        done = mirror.completed_types()
+        done = mirror.backfills.completed_types()
         never = [t.name for t in self.types if t.name not in done]
         if never or no_feed:
             return never
@@ -279,7 +279,7 @@ class Daemon:
             await asyncio.sleep(HEARTBEAT_S)
             if not self.storage.degraded:
                 with contextlib.suppress(sqlite3.Error):
-                    mirror.heartbeat()
+                    mirror.runs.heartbeat()
 
     def _check_writes(self, mirror: Mirror, degraded: bool) -> None:
         """The storage watch's write check; while degraded it waits 0.2 s at most for another
@@ -365,12 +365,12 @@ class Daemon:
         else:
             self.log.info("poll.cycle", **cycle)
         mirror = running.mirror
-        stored = mirror.jobs()
+        stored = mirror.jobs.all()
         if "reconcile" in stored:
-            mirror.job_retired("reconcile")  # the rolling proof replaced it (#39)
+            mirror.jobs.retired("reconcile")  # the rolling proof replaced it (#39)
         for name, fn, every, first in planned:
             at = first_run(name, every, first, stored.get(name, {}).get("next_run_at"), now)
-            mirror.job_scheduled(name, iso_ms(at.timestamp()))
+            mirror.jobs.scheduled(name, iso_ms(at.timestamp()))
             scheduler.add_job(
                 running.runs.wrap(name, fn, every),
                 "interval",

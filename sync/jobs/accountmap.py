@@ -18,7 +18,7 @@ from sync.store import Mirror
 def account_of_types(mirror: Mirror, types: Iterable[str]) -> dict[str, str]:
     """Type -> the e-mail of the account that reads its listing route. Empty with one account
     (nothing to choose, nothing recorded); a type no account has read yet is left out."""
-    learned = accounts.loads(mirror.get_meta(accounts.META_KEY))["readers"]
+    learned = accounts.loads(mirror.meta.get(accounts.META_KEY))["readers"]
     out: dict[str, str] = {}
     for name in types:
         rtype = catalogue.TYPES.get(name)

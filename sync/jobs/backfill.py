@@ -173,7 +173,7 @@ class Backfill:
         t0 = time.monotonic()
         self.report = BackfillReport()  # a run reports only what it did itself
         self.only = None if only is None else frozenset(only)
-        run_id = self.mirror.start_run("backfill")
+        run_id = self.mirror.runs.start("backfill")
         status, error = "failed", None
         counted, token = tally.start()  # the requests on the `backfill.done` line
         try:
@@ -181,11 +181,11 @@ class Backfill:
                 self.client, self.mirror, self.settings, restart=restart, clock=self.clock
             )
             self.report.started_at = started_at
-            prefilled = (self.mirror.get_meta(backfillrun.PREFILLED) or "").strip(",")
-            self.mirror.defer_indexes(not prefilled)
+            prefilled = (self.mirror.meta.get(backfillrun.PREFILLED) or "").strip(",")
+            self.mirror.indexes.defer(not prefilled)
             with self.progress, _bulk_gc():
                 if self.group_commit:
-                    self.mirror.start_group_commit(self.group_commit)
+                    self.mirror.group.start(self.group_commit)
                 try:
                     async with PagePool(
                         self.settings.backfill.parse_workers, here_at=STAGE_HERE_AT
@@ -194,9 +194,9 @@ class Backfill:
                         with self.mirror.included_memo(memo) as self.pages.memo:
                             await self._run_types(started_at)
                 finally:
-                    self.mirror.end_group_commit()
+                    self.mirror.group.end()
                     self.pages = PagePool(0)
-            self.mirror.defer_indexes(False)
+            self.mirror.indexes.defer(False)
             await backfilltail.fill_linkage(self.client, self.mirror, self.settings)
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -212,7 +212,7 @@ class Backfill:
             if status != "stopped":
                 error = errors or error
             with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
-                self.mirror.finish_run(run_id, status=status, rows=self.report.rows, error=error)
+                self.mirror.runs.finish(run_id, status=status, rows=self.report.rows, error=error)
         if status in ("ok", "partial"):
             backfillrun.finish(self.mirror)
         self.log.info(
@@ -237,7 +237,7 @@ class Backfill:
             mall_scoped
             and not any(t.name == "malls" for t in types)
             # A daemon's backfill of the types never completed lists complete malls no more.
-            and (self.only is None or "malls" not in self.mirror.completed_types())
+            and (self.only is None or "malls" not in self.mirror.backfills.completed_types())
         ):
             types = [catalogue.TYPES["malls"], *types]  # mall-scoped types need the mall ids
         listed = {t.name for t in types}
@@ -248,7 +248,7 @@ class Backfill:
             await self._run_scopes(
                 catalogue.TYPES["malls"], scopes_of(catalogue.TYPES["malls"], []), started_at
             )
-        malls = list(self.mirror.ids("malls"))
+        malls = list(self.mirror.table("malls").ids())
         others = [t for t in types if t.name != "malls"]
         # All types at once, and the malls' hours beside them (their small requests fill the
         # gaps between pages instead of queueing after the last one); the first failure
@@ -268,8 +268,8 @@ class Backfill:
                 self.report,
                 fail_fast=self.client.session.fail_fast,
             )
-        if self.mirror.get_cursor(DELETIONS, "") is None:
-            self.mirror.set_cursor(DELETIONS, "", self.cursor_start(started_at))
+        if self.mirror.cursors.get(DELETIONS, "") is None:
+            self.mirror.cursors.set(DELETIONS, "", self.cursor_start(started_at))
         self.client.clock.flush()
 
     async def _run_scopes(self, rtype: ResourceType, scopes: list[Scope], started_at: str) -> None:
@@ -290,11 +290,11 @@ class Backfill:
                 )
                 await bounded(group_by_mall(moved), self.limit, lambda g: self._repair(g, report))
             for s in scopes:
-                self.mirror.finish_backfill(rtype.name, s.key, finished_at=iso_ms(self.clock()))
-                if self.mirror.get_cursor(rtype.name, s.key) is None:
-                    self.mirror.set_cursor(rtype.name, s.key, started_at)
+                self.mirror.backfills.finish(rtype.name, s.key, finished_at=iso_ms(self.clock()))
+                if self.mirror.cursors.get(rtype.name, s.key) is None:
+                    self.mirror.cursors.set(rtype.name, s.key, started_at)
             record_type(self.mirror, rtype.name, None, at=self.clock())
-            self.mirror.type_completed(rtype.name, iso_ms(self.clock()))
+            self.mirror.backfills.type_completed(rtype.name, iso_ms(self.clock()))
         except MassDeleteRefused as exc:
             report.error = record_type(
                 self.mirror,
@@ -326,20 +326,20 @@ class Backfill:
                 raise
             await confirm_mall_gone(self.client, scope.mall_id, exc)
             self.log.info("backfill.mall_gone", type=scope.rtype.name, mall_id=scope.mall_id)
-            self.mirror.mall_gone(int(scope.mall_id))
-            self.mirror.finish_backfill(
+            self.mirror.malls.gone(int(scope.mall_id))
+            self.mirror.backfills.finish(
                 scope.rtype.name, scope.key, finished_at=iso_ms(self.clock())
             )
 
     async def _scope_pages(self, scope: Scope, report: TypeReport, started_at: str) -> None:
         name, key = scope.rtype.name, scope.key
-        state = self.mirror.backfill_state(name, key)
+        state = self.mirror.backfills.state(name, key)
         if state is not None and state.finished_at is not None:
             return
-        self.mirror.start_backfill(
+        self.mirror.backfills.start(
             name, key, page_size=self.settings.upstream.page_size, started_at=started_at
         )
-        state = self.mirror.backfill_state(name, key)
+        state = self.mirror.backfills.state(name, key)
         done: set[int] = set(state.pages_done) if state else set()
         last = state.last if state and state.last else 0
         # The page with the highest number read, as (number, rows, links.last): the walk goes

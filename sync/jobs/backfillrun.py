@@ -67,26 +67,26 @@ async def begin(
 ) -> str:
     """The start of this backfill: an interrupted one's, kept across resumes, or a new one,
     which forgets the last one's checkpoints (never which types were completed,
-    `Mirror.completed_types`) only once the upstream answered a login: one refused at login,
+    `Mirror.backfills.completed_types`) only once the upstream answered a login: one refused at login,
     or unreachable, leaves the mirror as it was."""
-    started_at = mirror.get_meta(STARTED_AT)
+    started_at = mirror.meta.get(STARTED_AT)
     if not restart and started_at is not None:
         return started_at
     if not client.session.credentials.has_token:
         await client.session.login()
-    mirror.set_meta(STARTED_LOCAL, f"{clock():.3f}")
+    mirror.meta.set(STARTED_LOCAL, f"{clock():.3f}")
     started_at = client.clock.now()
-    prefilled = [t.name for t in settings.upstream.mirrored_types() if mirror.count(t.name)]
-    mirror.reset_backfill()
-    mirror.set_meta(PREFILLED, ",".join(prefilled))
-    mirror.set_meta(STARTED_AT, started_at)
+    prefilled = [t.name for t in settings.upstream.mirrored_types() if mirror.table(t.name).count()]
+    mirror.backfills.reset()
+    mirror.meta.set(PREFILLED, ",".join(prefilled))
+    mirror.meta.set(STARTED_AT, started_at)
     return started_at
 
 
 def finish(mirror: Mirror) -> None:
     """A finished backfill: the next one starts afresh (the cursors carry this one's start)."""
-    mirror.set_meta(STARTED_AT, None)
-    mirror.set_meta(STARTED_LOCAL, None)
+    mirror.meta.set(STARTED_AT, None)
+    mirror.meta.set(STARTED_LOCAL, None)
 
 
 def cursor_start(client: ChannelClient, mirror: Mirror, started_at: str) -> str:
@@ -95,7 +95,7 @@ def cursor_start(client: ChannelClient, mirror: Mirror, started_at: str) -> str:
     the end is the best one, and still a lower bound of the stamps' "now" at the start, so the
     daemon re-reads everything that changed meanwhile. `started_at` while no stamp was seen,
     or for a run started by a version that kept no local start."""
-    local = mirror.get_meta(STARTED_LOCAL)
+    local = mirror.meta.get(STARTED_LOCAL)
     if not local or client.clock.offset is None:
         return started_at
     try:

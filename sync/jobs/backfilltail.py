@@ -30,7 +30,7 @@ async def fill_linkage(client: ChannelClient, mirror: Mirror, settings: Settings
         return
     try:
         await MallRoutes(client, mirror).refresh(
-            names, list(mirror.ids("malls")), check_deals=False
+            names, list(mirror.table("malls").ids()), check_deals=False
         )
     except ForbiddenError as exc:
         get_logger("sync.backfill").warning("backfill.mall_routes_forbidden", hint=exc.hint)

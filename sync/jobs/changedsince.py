@@ -74,7 +74,7 @@ def _evidence(
         ids = [int(r["id"]) for r in rows]
     except (KeyError, TypeError, ValueError):
         return True  # a row this client cannot place: take it as a change
-    held = mirror.stamps(rtype.name, ids)
+    held = mirror.table(rtype.name).stamps(ids)
     for rid, row in zip(ids, rows, strict=True):
         attrs = row.get("attributes") or {}
         stamp = normalize_or_none(attrs.get("updated_at"))

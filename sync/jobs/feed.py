@@ -1,7 +1,7 @@
 """The deletions feed applied: each entry is dated evidence about the one row it names.
 
 An entry (`resource_type`, `resource_id`, `created_at`) deletes the mirrored row only if that
-row is not newer than the entry (`Mirror.apply_feed`, one transaction): a row stamped after the
+row is not newer than the entry (`TypeTable.apply_feed`, one transaction): a row stamped after the
 entry is the id created again, written by a poll that ran before the feed's, and stays. The
 entry's tombstone refuses older copies only (`sync.store.deletions`).
 
@@ -43,7 +43,7 @@ _warned: set[str] = set()
 
 def unknown_types(mirror: Mirror) -> dict[str, int]:
     """The stored counts of feed entries per unknown `resource_type` (`ccsync status`)."""
-    raw = mirror.get_meta(META_KEY)
+    raw = mirror.meta.get(META_KEY)
     try:
         data = orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError:
@@ -70,7 +70,7 @@ class FeedEntries:
         # Sideloaded types (images, tags, groups) have no route of their own, but the feed
         # lists their deletions too: applied wherever the mirror holds them.
         return name in self.mirrored or (
-            not catalogue.TYPES[name].listable and self.mirror.has_table(name)
+            not catalogue.TYPES[name].listable and self.mirror.schema.has_table(name)
         )
 
     def apply(self, page: Page) -> None:
@@ -92,7 +92,7 @@ class FeedEntries:
                     attrs.get("created_at")
                 )
         for name, entries in by_type.items():
-            done = self.mirror.apply_feed(name, entries)
+            done = self.mirror.table(name).apply_feed(entries)
             if done.kept:
                 _log.info(
                     "deletions.row_newer_than_entry",
@@ -139,4 +139,4 @@ class FeedEntries:
                     "entries are skipped (counted in ccsync status); the reconcile still "
                     "removes rows that filter[id] confirms gone",
                 )
-        self.mirror.set_meta(META_KEY, orjson.dumps(stored).decode())
+        self.mirror.meta.set(META_KEY, orjson.dumps(stored).decode())

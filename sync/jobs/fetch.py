@@ -44,7 +44,7 @@ class Fetcher:
         self.mirror = mirror
         # What the client learns outlives the process in this mirror (`ChannelClient.keep`;
         # nothing when the client was built with it, `ChannelClient(store=)`).
-        client.keep(mirror)
+        client.keep(mirror.meta)
 
     async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""
@@ -72,7 +72,7 @@ class Fetcher:
         gone = await self.confirm_gone(scopes, ids)
         if not gone:
             return 0
-        return self.mirror.delete(scopes[0].rtype.name, gone)
+        return self.mirror.table(scopes[0].rtype.name).delete(gone)
 
     async def confirm_gone(self, scopes: Sequence[Scope], ids: Sequence[int]) -> list[int]:
         """Those of `ids` that `filter[id]` does not find in any scope; the others rewritten."""

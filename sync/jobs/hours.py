@@ -2,7 +2,7 @@
 
 One job for the backfill (beside its pages, whose small requests fill the gaps between them)
 and for the daemon's `hours` schedule. Hours are not a JSON:API listing: they are asked per mall
-and replace what the mirror held for that mall in the window (`Mirror.write_hours`).
+and replace what the mirror held for that mall in the window (`Mirror.hours.write`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class MallHours:
         The spec gives a mall no time zone, so its "today" may be any date the Earth is on: a mall
         west of UTC is still on the UTC date - 1 from late afternoon (its time) on, and one east of
         UTC is on the UTC date at most (UTC+14 reaches date + 1 only near midnight UTC, inside the
-        window anyway). The store replaces exactly this window (`Mirror.write_hours`).
+        window anyway). The store replaces exactly this window (`Mirror.hours.write`).
         """
         today = datetime.fromtimestamp(self.client.clock.date_ts(self.clock()), tz=UTC).date()
         return today - timedelta(days=1), today + timedelta(days=days)
@@ -57,8 +57,8 @@ class MallHours:
         """
         try:
             items = await self.client.hours(mall_id, start, end)
-            self.mirror.write_hours(mall_id, stage_hours(mall_id, items), start, end)
-            self.mirror.write_current_hours(mall_id, await self.client.current_hours(mall_id))
+            self.mirror.hours.write(mall_id, stage_hours(mall_id, items), start, end)
+            self.mirror.hours.write_current(mall_id, await self.client.current_hours(mall_id))
         except ForbiddenError as exc:
             self.log.warning("backfill.hours_forbidden", mall_id=mall_id, hint=exc.hint)
         except NotFoundError:

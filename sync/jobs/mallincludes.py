@@ -196,7 +196,7 @@ class MallIncludes:
                 return Decision(
                     PER_MALL, f"GET /malls?include={name} leaves members out of `included`"
                 )
-            local = set(self.mirror.ids(name, mall_id=parse_id(mall.get("id"))))
+            local = set(self.mirror.table(name).ids(mall_id=parse_id(mall.get("id"))))
             held += len(local)
             missing += len(local - set(linked))
         if held and missing > MISSING_SHARE * held:
@@ -211,7 +211,7 @@ class MallIncludes:
         changed = {n: d for n, d in decisions.items() if self.decisions.get(n) != d}
         self.decisions.update(decisions)
         record = {n: {"mode": d.mode, "reason": d.reason} for n, d in self.decisions.items()}
-        self.mirror.set_meta(
+        self.mirror.meta.set(
             META_KEY, orjson.dumps({"types": record, "detected_at": iso_ms(time.time())}).decode()
         )
         for name, d in changed.items():
@@ -326,7 +326,7 @@ class MallIncludes:
             for mall in page.resources:
                 for rid in _linkage(mall, name) or ():
                     by_mall.setdefault(parse_id(mall.get("id")), []).append(rid)
-            held = self.mirror.stamps(name, [i for ids in by_mall.values() for i in ids])
+            held = self.mirror.table(name).stamps([i for ids in by_mall.values() for i in ids])
             for mall_id, ids in by_mall.items():
                 stale = []
                 for rid in ids:
@@ -368,7 +368,7 @@ class MallIncludes:
 
 def recorded(mirror: Mirror) -> dict[str, Any] | None:
     """The decisions the daemon last recorded (`ccsync status`), or None before any."""
-    raw = mirror.get_meta(META_KEY)
+    raw = mirror.meta.get(META_KEY)
     if raw is None:
         return None
     try:

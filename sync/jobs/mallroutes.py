@@ -73,7 +73,7 @@ class MallRoutes:
         self.mirror = mirror
 
     def decisions(self) -> dict[str, str]:
-        raw = self.mirror.get_meta(META_KEY)
+        raw = self.mirror.meta.get(META_KEY)
         try:
             out = orjson.loads(raw) if raw else {}
         except orjson.JSONDecodeError:
@@ -90,12 +90,12 @@ class MallRoutes:
         return (
             source == "derived"
             and not schema.mall_deals_is_table()
-            and not self.mirror.has_view("malls_deals")
+            and not self.mirror.schema.has_view("malls_deals")
         )
 
     def reasons(self) -> dict[str, str]:
         """What each decision rests on (`WHY_KEY`)."""
-        raw = self.mirror.get_meta(WHY_KEY)
+        raw = self.mirror.meta.get(WHY_KEY)
         try:
             out = orjson.loads(raw) if raw else {}
         except orjson.JSONDecodeError:
@@ -107,10 +107,10 @@ class MallRoutes:
         if now.get(name) != source:
             _log.info("mall_routes.decided", type=name, source=source, why=why)
         now[name] = source
-        self.mirror.set_meta(META_KEY, orjson.dumps(now).decode())
+        self.mirror.meta.set(META_KEY, orjson.dumps(now).decode())
         reasons = self.reasons()
         reasons[name] = why
-        self.mirror.set_meta(WHY_KEY, orjson.dumps(reasons).decode())
+        self.mirror.meta.set(WHY_KEY, orjson.dumps(reasons).decode())
 
     async def refresh(
         self, types: Sequence[str], malls: Sequence[int], *, check_deals: bool = True
@@ -141,7 +141,7 @@ class MallRoutes:
         schema = self.mirror.schema
         if not schema.mall_deals_is_table():
             schema.ensure_views()
-            if not self.mirror.has_view("malls_deals"):
+            if not self.mirror.schema.has_view("malls_deals"):
                 missing = self._underivable()
                 if missing is None:
                     self._decide("deals", "unchecked", "no deal mirrored yet")
@@ -168,7 +168,7 @@ class MallRoutes:
     def _underivable(self) -> str | None:
         """Why the derivation cannot be built while deals are mirrored; None: no deal is."""
         schema = self.mirror.schema
-        if "id" not in schema.columns("deals") or not self.mirror.count("deals"):
+        if "id" not in schema.columns("deals") or not self.mirror.table("deals").count():
             return None
         if not schema.columns("deals_stores"):
             return "no deal serves stores linkage"
@@ -247,7 +247,7 @@ class MallRoutes:
             listed = await self._route_ids("deals", mall)
             if listed is None:
                 continue
-            derived = self.mirror.mall_deals(mall)
+            derived = self.mirror.malls.deals(mall)
             if listed != derived:
                 return _Verdict(
                     False,
@@ -269,7 +269,7 @@ class MallRoutes:
             ids = await self._route_ids(name, mall)
             if ids is None:
                 continue  # the mall is gone: the reconcile drops it
-            written += self.mirror.replace_mall_links(name, mall, ids)
+            written += self.mirror.table(name).replace_mall_links(mall, ids)
         return written
 
 

@@ -123,7 +123,7 @@ class MissedRows:
         upstream), or when the walk saw a short page or a moving `links.last`, or when a row
         changed since the start. When the feed cannot be read, run the pass.
         """
-        prefilled = (self.mirror.get_meta("backfill_prefilled") or "").split(",")
+        prefilled = (self.mirror.meta.get("backfill_prefilled") or "").split(",")
         if rtype.name in prefilled:
             return True
         if rtype.name in self.short_pages:

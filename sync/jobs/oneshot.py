@@ -20,7 +20,7 @@ async def connected(settings: Settings) -> AsyncIterator[tuple[ChannelClient, Mi
     """The client and the mirror of `settings`, both closed on the way out."""
     mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
     try:
-        async with ChannelClient(settings.upstream, store=mirror) as client:
+        async with ChannelClient(settings.upstream, store=mirror.meta) as client:
             yield client, mirror
     finally:
         mirror.close()

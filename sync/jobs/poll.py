@@ -86,7 +86,7 @@ class Poller:
         self.on_unknown_type = on_unknown_type
         self.on_lag = on_lag  # the changes a poll commits, and how late (`sync.jobs.freshness`)
         self.lookbacks = Lookbacks(
-            mirror.get_meta, mirror.set_meta, overlap=overlap, ceiling=lookback_max
+            mirror.meta.get, mirror.meta.set, overlap=overlap, ceiling=lookback_max
         )
         self.on_lateness = on_lateness
         self.log = get_logger("sync.poll")
@@ -112,7 +112,7 @@ class Poller:
                 rows = (await self.poll_scope(scope)).rows
             except LookupError:
                 start = iso_ms(self.client.clock.now_ts() - 86400)
-                self.mirror.set_cursor(rtype.name, scope.key, start)
+                self.mirror.cursors.set(rtype.name, scope.key, start)
                 rows = (await self.poll_scope(scope)).rows
             changed += rows  # after the await: scopes run side by side
 
@@ -122,7 +122,7 @@ class Poller:
     async def poll_scope(self, scope: Scope) -> PollResult:
         """Fetch the rows of one scope changed since its cursor; advance the cursor."""
         rtype = scope.rtype
-        cursor = self.mirror.get_cursor(rtype.name, scope.key)
+        cursor = self.mirror.cursors.get(rtype.name, scope.key)
         if cursor is None:
             raise LookupError(
                 f"{rtype.name} [{scope.key or 'top'}] has no cursor yet; run `ccsync backfill` first"
@@ -156,14 +156,14 @@ class Poller:
 
         def write(page: Page) -> None:
             ids = [parse_id(r["id"]) for r in page.resources] if self.on_lag else []
-            before = self.mirror.stamps(rtype.name, ids) if ids else {}
+            before = self.mirror.table(rtype.name).stamps(ids) if ids else {}
             late.extend(self._late_rows(rtype.name, page, cursor))
             self.mirror.write_staged(
                 stage_resources(rtype, page.resources, page.included, scope.mall_id),
                 scripts=page.meta.get("scripts"),
             )
             if self.on_lag is not None and ids:
-                after = self.mirror.stamps(rtype.name, ids)
+                after = self.mirror.table(rtype.name).stamps(ids)
                 now = self.client.clock.now_ts()
                 self.on_lag(rtype.name, "poll", changed_lags(before, after, now))
 
@@ -186,12 +186,12 @@ class Poller:
             # other mall lists are left to the reconcile.
             await confirm_mall_gone(self.client, scope.mall_id, exc)
             self.log.info("poll.mall_gone", type=rtype.name, mall_id=scope.mall_id)
-            self.mirror.mall_gone(scope.mall_id)
+            self.mirror.malls.gone(scope.mall_id)
             return PollResult(requests=1)
         self._lateness(rtype.name, scope.key, late, result)
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
-            self.mirror.set_cursor(rtype.name, scope.key, result.cursor)
+            self.mirror.cursors.set(rtype.name, scope.key, result.cursor)
         return result
 
     def _late_rows(self, name: str, page: Page, cursor: str) -> list[float]:
@@ -206,7 +206,7 @@ class Poller:
                 older[int(rid)] = s
         if not older:
             return []
-        held = self.mirror.stamps(name, list(older))
+        held = self.mirror.table(name).stamps(list(older))
         return [
             _seconds_between(s, cursor)
             for rid, s in older.items()
@@ -278,7 +278,7 @@ class Poller:
 
     async def poll_deletions(self, mirrored: set[str]) -> PollResult:
         """Apply the deletions feed since its cursor to the mirrored types."""
-        cursor = self.mirror.get_cursor(DELETIONS, "")
+        cursor = self.mirror.cursors.get(DELETIONS, "")
         if cursor is None:
             raise LookupError("the deletions feed has no cursor yet; run `ccsync backfill` first")
         since = shift(cursor, -self.lookbacks.behind(DELETIONS, ""))
@@ -317,7 +317,7 @@ class Poller:
         self._lateness(DELETIONS, "", late, result)
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
-            self.mirror.set_cursor(DELETIONS, "", result.cursor)
+            self.mirror.cursors.set(DELETIONS, "", result.cursor)
         return result
 
     def _late_entries(self, page: Page, cursor: str, applies: Callable[[str], bool]) -> list[float]:
@@ -335,7 +335,7 @@ class Poller:
                 older.setdefault(str(name), {})[int(rid)] = at
         out: list[float] = []
         for name, entries in older.items():
-            held = self.mirror.stamps(name, list(entries))
+            held = self.mirror.table(name).stamps(list(entries))
             out += [
                 _seconds_between(at, cursor)
                 for rid, at in entries.items()

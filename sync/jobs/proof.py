@@ -133,7 +133,7 @@ class Proof:
         """The malls the mall-scoped types are listed in: the mirror's, and those it references."""
         if not any(t.level == "mall" for t in self.types):
             return []
-        return sorted(set(self.mirror.ids("malls")) | self.mirror.malls_referenced())
+        return sorted(set(self.mirror.table("malls").ids()) | self.mirror.malls.referenced())
 
     def units(self, malls: Sequence[int]) -> list[Unit]:
         out: list[Unit] = []
@@ -162,9 +162,9 @@ class Proof:
                 continue  # in the walk of `/malls` pages above
             scopes = len(t.scope_params)
             counts = (
-                [self.mirror.count(t.name, mall_id=m) for m in malls]
+                [self.mirror.table(t.name).count(mall_id=m) for m in malls]
                 if t.level == "mall"
-                else [self.mirror.count(t.name)]
+                else [self.mirror.table(t.name).count()]
             )
             for n in counts:
                 rows += [-(-n // scopes)] * scopes
@@ -204,7 +204,7 @@ class Proof:
             book_meta.set_position(self.mirror.conn, pos)
             if pos is None:
                 report.cycle_done = True
-                self.mirror.set_meta("proof_cycle_finished_at", iso_ms(time.time()))
+                self.mirror.meta.set("proof_cycle_finished_at", iso_ms(time.time()))
                 break
         return report
 
@@ -345,7 +345,7 @@ class Proof:
         """Rows of a mall-scoped type no mall listed (`UnitDiff.orphans`: confirmed with the
         malls' canaries); then the type's mall listings kept for those canaries go."""
         malls = (
-            list(self.mirror.ids("malls"))
+            list(self.mirror.table("malls").ids())
             if any(t.name == "malls" for t in self.types)
             else await upstream_malls(self.client)
         )
@@ -364,7 +364,7 @@ class Proof:
             routes = MallRoutes(self.client, self.mirror)
             names = [t.name for t in self.types if t.name in ("contacts", "deals")]
             if names:
-                await routes.refresh(names, list(self.mirror.ids("malls")))
+                await routes.refresh(names, list(self.mirror.table("malls").ids()))
         except UpstreamError as exc:
             self.log.warning("proof.routes_failed", error=str(exc))
         pruned = sideloads.prune(self.mirror)

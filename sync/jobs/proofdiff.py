@@ -99,7 +99,7 @@ class UnitDiff:
         rtype, mall_id = scopes[0].rtype, scopes[0].mall_id
         out = UnitOutcome()
         listed_stamps: dict[int, str | None] = {}
-        with self.mirror.listing(rtype.name, mall_id) as listing:
+        with self.mirror.table(rtype.name).listing(mall_id) as listing:
             for i in range(len(scopes)):
                 rows = list(self.book.listed(scope_key(unit, i)))
                 listing.add(rows)
@@ -111,7 +111,7 @@ class UnitDiff:
                 if self.on_repair is not None:
                     self.on_repair(rtype.name, "membership", joined)
             for ids in listing.missing_or_stale():
-                known = self.mirror.stamps(rtype.name, ids)
+                known = self.mirror.table(rtype.name).stamps(ids)
                 out.requests += len(scopes)
                 found = await self.fetcher.fetch_found(scopes, ids)
                 created = [i for i in ids if i in found and i not in known]
@@ -149,7 +149,7 @@ class UnitDiff:
             except NotFoundError:
                 out.mall_gone = True
                 return
-            removed = self.mirror.remove_memberships(rtype.name, mall_id, left)
+            removed = self.mirror.table(rtype.name).remove_memberships(mall_id, left)
             if removed:
                 self.repaired(out, rtype.name, "membership", left[:removed])
 
@@ -171,7 +171,7 @@ class UnitDiff:
             gone, doubtful = await self._confirm(unit, scopes, chunk, out)
             unconfirmed += doubtful
             if gone:
-                self.mirror.delete(rtype.name, gone)
+                self.mirror.table(rtype.name).delete(gone)
                 self.repaired(out, rtype.name, "missed_deletion", gone)
         if not unconfirmed:
             return
@@ -253,7 +253,9 @@ class UnitDiff:
         unconfirmed: list[int] = []
         step = MAX_IDS - (0 if self.force else CANARIES)
         batches = [
-            b[i : i + step] for b in self.mirror.orphans(rtype.name) for i in range(0, len(b), step)
+            b[i : i + step]
+            for b in self.mirror.table(rtype.name).orphans()
+            for i in range(0, len(b), step)
         ]
         for batch in batches:
             found: set[int] = set()
@@ -278,7 +280,7 @@ class UnitDiff:
             if not rest:
                 continue
             if self.force or ("doubt" not in verdicts and "trusted" in verdicts):
-                self.mirror.delete(rtype.name, rest)
+                self.mirror.table(rtype.name).delete(rest)
                 self.repaired(out, rtype.name, "missed_deletion", rest)
             else:
                 unconfirmed += rest

@@ -231,7 +231,7 @@ class QueueWorker:
         by_mall: dict[int, list[int]] = {}
         unknown: list[int] = []
         for rid in ids:
-            row = self.mirror.get(rtype.name, rid)
+            row = self.mirror.table(rtype.name).get(rid)
             if row is not None and row.get("mall_id") is not None:
                 by_mall.setdefault(int(row["mall_id"]), []).append(rid)
             else:
@@ -254,7 +254,9 @@ class QueueWorker:
             self.members.fall_back(f"GET /malls?include= answered {exc.status} (locate)")
             found = set()
         if len(found) < len(set(ids)) and self.members.mode(rtype) == PER_MALL:
-            await self.poller.poll_type(rtype, list(self.mirror.ids("malls")), self.concurrency)
+            await self.poller.poll_type(
+                rtype, list(self.mirror.table("malls").ids()), self.concurrency
+            )
 
     async def _left_malls(self, rtype: ResourceType, ids: Sequence[int]) -> None:
         """A deletion notice for a mall-scoped row: asked by `filter[id]` in each of its malls;
@@ -263,12 +265,12 @@ class QueueWorker:
         every mall (a store that moved malls must not be deleted by its old mall's notice)."""
         by_mall: dict[int, list[int]] = {}
         for rid in ids:
-            for mall in self.mirror.malls_of(rtype.name, rid):
+            for mall in self.mirror.table(rtype.name).malls_of(rid):
                 by_mall.setdefault(mall, []).append(rid)
         left = 0
         for mall, mall_ids in sorted(by_mall.items()):
             gone = await self.fetcher.confirm_gone(scopes_of(rtype, [mall]), mall_ids)
-            left += self.mirror.remove_memberships(rtype.name, mall, gone)
+            left += self.mirror.table(rtype.name).remove_memberships(mall, gone)
         if left:
             self.log.info("worker.left_malls", type=rtype.name, memberships=left)
 
@@ -277,14 +279,14 @@ class QueueWorker:
     ) -> None:
         scopes = scopes_of(rtype, [mall_id] if mall_id is not None else [])
         if kind == "update":
-            before = self.mirror.stamps(rtype.name, ids) if self.on_lag else {}
+            before = self.mirror.table(rtype.name).stamps(ids) if self.on_lag else {}
             await self.fetcher.fetch_and_write(scopes, ids)
             if self.on_lag is not None:
-                after = self.mirror.stamps(rtype.name, ids)
+                after = self.mirror.table(rtype.name).stamps(ids)
                 now = self.fetcher.client.clock.now_ts()
                 self.on_lag(rtype.name, "notice", changed_lags(before, after, now))
             return
-        held = [i for i in ids if self.mirror.get(rtype.name, i) is not None]
+        held = [i for i in ids if self.mirror.table(rtype.name).get(i) is not None]
         if held:
             removed = await self.fetcher.confirm_and_delete(scopes, held)
             if removed < len(held):

@@ -134,7 +134,7 @@ class Reconciler:
                     self.mall_gone(mall_id)
                     result.mall_gone = True
                     return result
-                result.left += self.mirror.remove_memberships(rtype.name, mall_id, left)
+                result.left += self.mirror.table(rtype.name).remove_memberships(mall_id, left)
             if result.left:
                 self.log.info(
                     "reconcile.left_mall", type=rtype.name, mall_id=mall_id, rows=result.left
@@ -153,7 +153,7 @@ class Reconciler:
             limit = self._delete_limit(result.local)
             if limit is not None and len(gone) > limit:
                 self._refuse(rtype, mall_id, result, len(gone), "confirmed gone by filter[id]")
-            result.removed += self.mirror.delete(rtype.name, gone)  # no tombstone: inferred
+            result.removed += self.mirror.table(rtype.name).delete(gone)  # no tombstone: inferred
         self._log_repaired(rtype, mall_id, result)
         return result
 
@@ -161,7 +161,7 @@ class Reconciler:
         """List `scopes`, fetch what is missing or stale, record memberships; the local ids in
         scope that the listing lacks."""
         rtype, mall_id = scopes[0].rtype, scopes[0].mall_id
-        with self.mirror.listing(rtype.name, mall_id) as listing:
+        with self.mirror.table(rtype.name).listing(mall_id) as listing:
             for scope in scopes:
                 async for page in self._sparse_pages(scope):
                     sideloads.apply_page(self.mirror, rtype, page.resources, page.included)
@@ -194,9 +194,9 @@ class Reconciler:
 
     def mall_gone(self, mall_id: int) -> None:
         """`GET /malls/{id}` answered 404 (`confirm_mall_gone`): the mall is gone
-        (`Mirror.mall_gone`)."""
+        (`Mirror.malls.gone`)."""
         self.log.info("reconcile.mall_gone", mall_id=mall_id)
-        self.mirror.mall_gone(mall_id)
+        self.mirror.malls.gone(mall_id)
 
     async def reconcile_orphans(self, rtype: ResourceType, malls: Sequence[int]) -> ReconcileResult:
         """Rows of a mall-scoped type that no mall lists: asked by `filter[id]` in every mall
@@ -204,7 +204,7 @@ class Reconciler:
         back), and only those no mall serves are deleted, within the guard."""
         result = ReconcileResult()
         gone: list[int] = []
-        for batch in list(self.mirror.orphans(rtype.name)):
+        for batch in list(self.mirror.table(rtype.name).orphans()):
             found: set[int] = set()
             for mall in malls:
                 rest = [i for i in batch if i not in found]
@@ -218,11 +218,11 @@ class Reconciler:
             result.fetched += len(found)
             gone += [i for i in batch if i not in found]
         if gone:
-            result.local = self.mirror.count(rtype.name)
+            result.local = self.mirror.table(rtype.name).count()
             limit = self._delete_limit(result.local)
             if limit is not None and len(gone) > limit:
                 self._refuse(rtype, None, result, len(gone), "listed by no mall, nor by filter[id]")
-            result.removed = self.mirror.delete(rtype.name, gone)  # no tombstone: inferred
+            result.removed = self.mirror.table(rtype.name).delete(gone)  # no tombstone: inferred
             self.log.info("reconcile.orphans_removed", type=rtype.name, rows=result.removed)
         return result
 
@@ -312,11 +312,11 @@ async def reconcile_every_type(
     upstream: list[int] = []
     if scoped:
         upstream = (
-            list(mirror.ids("malls"))
+            list(mirror.table("malls").ids())
             if malls_type is not None
             else await upstream_malls(reconciler.client)
         )
-    visit = sorted(set(upstream) | (mirror.malls_referenced() if scoped else set()))
+    visit = sorted(set(upstream) | (mirror.malls.referenced() if scoped else set()))
     for rtype in types:
         if rtype is malls_type:
             continue
@@ -331,7 +331,7 @@ async def reconcile_every_type(
     routes = MallRoutes(reconciler.client, mirror)
     for rtype in types:
         if rtype.name in ("contacts", "deals"):
-            malls_now = live or list(mirror.ids("malls"))
+            malls_now = live or list(mirror.table("malls").ids())
 
             async def routed(rtype: ResourceType = rtype, malls: list[int] = malls_now) -> None:
                 await routes.refresh([rtype.name], malls)

@@ -88,7 +88,7 @@ class RelatedRoutes:
             if not rels:
                 continue
             n = 0
-            for rid in list(self.mirror.ids(rtype.name)):
+            for rid in list(self.mirror.table(rtype.name).ids()):
                 for rel in rels:
                     await self._one(rtype, rel, rid)
                 n += 1
@@ -104,7 +104,7 @@ class RelatedRoutes:
                 doc, _ = await self.client.session.get_document(path, {})
                 data = doc.get("data") if isinstance(doc, dict) else None
                 one = parse_id(data["id"]) if isinstance(data, dict) else None
-                self.mirror.set_to_one(rtype, rel.column, rid, one)
+                self.mirror.table(rtype).set_to_one(rel.column, rid, one)
                 return
             related: list[dict[str, Any]] = []
 
@@ -123,4 +123,4 @@ class RelatedRoutes:
         target = catalogue.TYPES[rel.target]
         if not target.listable and related:
             self.mirror.write_staged(stage_resources(target, related))
-        self.mirror.replace_links(rtype, rel, rid, [parse_id(r["id"]) for r in related])
+        self.mirror.table(rtype).replace_links(rel, rid, [parse_id(r["id"]) for r in related])

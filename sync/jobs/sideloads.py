@@ -80,8 +80,8 @@ def apply_page(
     for rel in one:
         if rel.column in owner.columns:
             at = owner.columns.index(rel.column) + 1
-            mirror.write_to_one(
-                rtype, rel.column, [(row[0], row[at]) for row in owner.rows], stamps
+            mirror.table(rtype).write_to_one(
+                rel.column, [(row[0], row[at]) for row in owner.rows], stamps
             )
     links = {
         name: pairs for name, pairs in owner.links.items() if any(r.name == name for r in rels)

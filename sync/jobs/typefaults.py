@@ -43,10 +43,10 @@ def record_type(
     `outcome` is None, else its last error (an exception's text, a 403 as `skipped_line`, or
     the line given). Returns the error line recorded, None for a success."""
     if outcome is None:
-        mirror.record_type_status(type_name, ok=True, at=iso_ms(at))
+        mirror.types.record(type_name, ok=True, at=iso_ms(at))
         return None
     error = skipped_line(outcome) if isinstance(outcome, ForbiddenError) else str(outcome)
-    mirror.record_type_status(type_name, ok=False, error=error, at=iso_ms(at))
+    mirror.types.record(type_name, ok=False, error=error, at=iso_ms(at))
     return error
 
 

@@ -21,7 +21,7 @@ The whole mirror is one cycle of units in a fixed order (type, then mall, then i
 it rolling (`step`): each tick verifies the next units within a request budget from the position
 kept in the mirror's `_sync_meta` (`verify_position`), so a restart resumes the cycle where it
 stopped and the request rate stays flat. Both walk the cycle through one `_advance` per unit, so
-their order is one; the malls are given in ascending order (`Mirror.ids`).
+their order is one; the malls are given in ascending order (``TypeTable.ids``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from sync.model.stamps import iso_ms
 from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
-from sync.store.repair import Repair, repair_page
+from sync.store.repair import Repair
 
 #: Mall-scoped types whose mall routes list the "current" items only (spec, read operations).
 CURRENT_LISTS = frozenset({"press_releases", "programs"})
@@ -118,10 +118,12 @@ class Verifier:
             scopes = len(rtype.scope_params)
             if rtype.level == "mall":
                 for mall in malls:
-                    total += scopes * (-(-self.mirror.count(rtype.name, mall_id=mall) // BATCH))
+                    total += scopes * (
+                        -(-self.mirror.table(rtype.name).count(mall_id=mall) // BATCH)
+                    )
                 total += len(malls) if rtype.name in CURRENT_LISTS else 0
             else:
-                total += scopes * (-(-self.mirror.count(rtype.name) // BATCH))
+                total += scopes * (-(-self.mirror.table(rtype.name).count() // BATCH))
         return max(total, 1)
 
     async def step(
@@ -141,10 +143,10 @@ class Verifier:
             if pos is None:
                 self._prune(report)
                 report.cycle_done = True
-                self.mirror.set_meta(POSITION_KEY, None)
-                self.mirror.set_meta("verify_cycle_finished_at", iso_ms(time.time()))
+                self.mirror.meta.set(POSITION_KEY, None)
+                self.mirror.meta.set("verify_cycle_finished_at", iso_ms(time.time()))
                 return report
-            self.mirror.set_meta(POSITION_KEY, orjson.dumps(asdict(pos)).decode())
+            self.mirror.meta.set(POSITION_KEY, orjson.dumps(asdict(pos)).decode())
         return report
 
     # -- the cycle's walk, one unit at a time (`run_all` and `step` alike) ---------------------
@@ -173,7 +175,7 @@ class Verifier:
         return Position(pos.type, pos.mall, ids[-1], pos.started_at)
 
     def _position(self, types: Sequence[ResourceType]) -> Position | None:
-        raw = self.mirror.get_meta(POSITION_KEY)
+        raw = self.mirror.meta.get(POSITION_KEY)
         if not raw:
             return None
         try:
@@ -207,7 +209,7 @@ class Verifier:
     def _next_ids(self, rtype: ResourceType, mall: int | None, after: int | None) -> list[int]:
         if rtype.level == "mall" and mall is None:
             return []  # no malls mirrored: nothing of a mall-scoped type can be fetched
-        return list(islice(self.mirror.ids(rtype.name, mall_id=mall, after=after), BATCH))
+        return list(islice(self.mirror.table(rtype.name).ids(mall_id=mall, after=after), BATCH))
 
     async def verify_ids(
         self, scopes: Sequence[Scope], ids: Sequence[int], report: VerifyReport
@@ -229,9 +231,8 @@ class Verifier:
             if page.resources:
                 found.update(parse_id(r["id"]) for r in page.resources)
                 self._repaired(
-                    repair_page(
-                        self.mirror,
-                        stage_resources(scope.rtype, page.resources, page.included, scope.mall_id),
+                    self.mirror.repair(
+                        stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
                     ),
                     report,
                 )
@@ -251,9 +252,8 @@ class Verifier:
                         listed.update((parse_id(r["id"]), mall) for r in page.resources)
                         if page.resources:
                             self._repaired(
-                                repair_page(
-                                    self.mirror,
-                                    stage_resources(rtype, page.resources, page.included, mall),
+                                self.mirror.repair(
+                                    stage_resources(rtype, page.resources, page.included, mall)
                                 ),
                                 report,
                             )
@@ -262,7 +262,9 @@ class Verifier:
                     continue  # the mall is gone: the reconcile removes its rows
         for mall in malls:
             unlisted = [
-                i for i in self.mirror.ids(rtype.name, mall_id=mall) if (i, mall) not in listed
+                i
+                for i in self.mirror.table(rtype.name).ids(mall_id=mall)
+                if (i, mall) not in listed
             ]
             for start in range(0, len(unlisted), BATCH):
                 chunk = unlisted[start : start + BATCH]
@@ -272,7 +274,7 @@ class Verifier:
                 if left:
                     # Left this mall's "current" list: a change of membership. The row stays
                     # while another mall lists it (the reconcile removes it once none does).
-                    self.mirror.remove_memberships(rtype.name, mall, left)
+                    self.mirror.table(rtype.name).remove_memberships(mall, left)
                     for rid in left:
                         self._repaired([Repair(rtype.name, rid, ("membership",))], report)
 
@@ -302,7 +304,9 @@ async def run_verify(settings: Settings) -> VerifyReport:
     equal `updated_at` (library entry point of `ccsync reconcile --full`)."""
     async with connected(settings) as (client, mirror):
         verifier = Verifier(client, mirror)
-        return await verifier.run_all(settings.upstream.mirrored_types(), list(mirror.ids("malls")))
+        return await verifier.run_all(
+            settings.upstream.mirrored_types(), list(mirror.table("malls").ids())
+        )
 
 
 def _first(rtype: ResourceType, malls: Sequence[int]) -> int | None:

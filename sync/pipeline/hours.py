@@ -2,7 +2,7 @@
 
 Hours are not JSON:API resources of a listed type: each item is one day, keyed by its `date`
 (else its `id`), and its attributes become the columns as they come (values encoded as the
-mirror stores them, `staging.encode`). The store binds these rows (`Mirror.write_hours`); like
+mirror stores them, `staging.encode`). The store binds these rows (`Mirror.hours.write`); like
 every other page, they are staged here, never in the store.
 """
 

@@ -31,14 +31,14 @@ def changes(
     """Entries after `since` (of `types`, or all), in order; with `follow`, new ones as they
     come (looked for every `interval` seconds once caught up), until the caller stops."""
     while True:
-        pruned = mirror.pruned_through()
+        pruned = mirror.changes.pruned_through()
         if since < pruned:
             yield Change(pruned, "*", None, "pruned", None, None)
             since = pruned
         # Up to the newest entry now: a filtered reader moves past the other types' entries
         # without reading them again, and misses none written while it reads.
-        top = mirror.last_change()
-        batch = mirror.changes(since, BATCH, types=types, upto=top)
+        top = mirror.changes.last()
+        batch = mirror.changes.since(since, BATCH, types=types, upto=top)
         yield from batch
         if len(batch) == BATCH:
             since = batch[-1].seq

@@ -15,7 +15,6 @@ from typing import Any
 from sync.core.redact import redact_text
 from sync.store import Mirror
 from sync.store.lock import command_of, holder_pid
-from sync.store.runs import last_run
 
 
 def daemon_state(mirror: Mirror, path: Path) -> dict[str, Any]:
@@ -23,7 +22,7 @@ def daemon_state(mirror: Mirror, path: Path) -> dict[str, Any]:
     and the daemon's run record (`sync.store.runs`). `running` with its `pid`, `since` and
     `last_heartbeat`; else `stopped_at` (when the last daemon stopped or was last seen, None
     when none ever ran here) and, when another process holds the mirror, `writer`."""
-    run = last_run(mirror.conn, "daemon")
+    run = mirror.runs.last("daemon")
     pid = holder_pid(path)
     out: dict[str, Any] = {"running": False, "pid": None, "since": None, "last_heartbeat": None}
     if run is not None and pid is not None and run.get("pid") == pid and run["status"] == "running":
@@ -66,19 +65,19 @@ def backfill_state(mirror: Mirror) -> dict[str, Any]:
     """The last backfill run (status, when, its own error), an unfinished one's start, and
     the types it started that no backfill ever completed (the daemon copies those, and only
     those: with no configuration read, status knows no other types)."""
-    last = last_run(mirror.conn, "backfill")  # however many daemon starts came after it
+    last = mirror.runs.last("backfill")  # however many daemon starts came after it
     try:
         types = sorted(
             str(t) for (t,) in mirror.conn.execute("SELECT DISTINCT type FROM _sync_backfill")
         )
     except sqlite3.OperationalError:  # a read-only open of a mirror without the tables
         types = []
-    done = mirror.completed_types()
+    done = mirror.backfills.completed_types()
     return {
         "last_run": None
         if last is None
         else {k: last.get(k) for k in ("status", "started_at", "finished_at", "error")},
-        "unfinished_since": mirror.get_meta("backfill_started_at"),
+        "unfinished_since": mirror.meta.get("backfill_started_at"),
         "never_completed": [t for t in types if t not in done],
     }
 

@@ -29,7 +29,7 @@ from sync.readers.running import (
     daemon_lines,
     daemon_state,
 )
-from sync.store import Mirror
+from sync.store import Mirror, queue
 from sync.store import proof as proof_book
 from sync.store.watch import read_health
 
@@ -85,10 +85,10 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 def _page_size(mirror: Mirror) -> str | None:
     """The page size as "asked:served" (served empty: no smaller bound seen): what a walk
     learned (`sync.channel.paging`), else what the daemon's probe found, else None."""
-    learned = mirror.get_meta("upstream_paging")
+    learned = mirror.meta.get("upstream_paging")
     if learned:
         return learned
-    profile = json.loads(mirror.get_meta("upstream_profile") or "null") or {}
+    profile = json.loads(mirror.meta.get("upstream_profile") or "null") or {}
     asked = profile.get("page_size_asked")
     if not asked:
         return None
@@ -100,7 +100,7 @@ def proof_problems(mirror: Mirror, now: datetime, bound: float | None) -> list[s
     mass-delete guard holds rows absent from a listing whose deletion is not confirmed), and
     one not proven complete for over twice the staleness bound."""
     problems = []
-    recorded_bound = mirror.get_meta("staleness_bound")
+    recorded_bound = mirror.meta.get("staleness_bound")
     bound = bound or (float(recorded_bound) if recorded_bound else None)
     for name, entry in sorted(proof_book.proven(mirror.conn).items()):
         if entry.get("unresolved"):
@@ -118,10 +118,10 @@ def proof_data(mirror: Mirror, now: datetime, rate: float | None) -> dict[str, A
     """The rolling proof, as `ccsync status` shows it: per type when it was last proven
     complete and its age, the bound (and the verify's beside it), whether the request budget
     can keep the bound, the repairs by kind, and the change lag's p50/p99 by path."""
-    bound_text = mirror.get_meta("staleness_bound")
+    bound_text = mirror.meta.get("staleness_bound")
     bound = float(bound_text) if bound_text else None
-    cost_text = mirror.get_meta("proof_cycle_cost")
-    verify = mirror.get_meta("verify_interval")
+    cost_text = mirror.meta.get("proof_cycle_cost")
+    verify = mirror.meta.get("verify_interval")
     types = {}
     scopes = proof_book.scopes(mirror.conn)
     for name, entry in sorted(proof_book.proven(mirror.conn).items()):
@@ -170,13 +170,13 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
     now = datetime.now(UTC)
     try:
         types = []
-        for s in mirror.status():
+        for s in mirror.types.lines():
             row = s.as_dict()
             row["lag_s"] = _lag(s.last_sync_at, now)
             row["last_error"] = s.last_error and redact_text(s.last_error)
             types.append(row)
-        topics = mirror.get_meta("webhook_topics")
-        jobs = mirror.jobs()
+        topics = mirror.meta.get("webhook_topics")
+        jobs = mirror.jobs.all()
         for job in jobs.values():  # errors stored by an older sync may hold a secret
             job["error"] = job.get("error") and redact_text(job["error"])
         daemon = daemon_state(mirror, path)
@@ -195,13 +195,13 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             )
         return {
             "mirror": str(path),
-            "queue_depth": mirror.queue_depth(),
+            "queue_depth": queue.waiting(mirror.conn),
             # Whether a daemon holds the mirror now: pid, since, last heartbeat (`daemon_state`).
             "daemon": daemon,
             # The last backfill run, an unfinished one, the types never completed.
             "backfill": backfill_state(mirror),
             "subscriptions": topics.split(",") if topics else [],
-            "subscriptions_checked_at": mirror.get_meta("webhook_topics_checked_at"),
+            "subscriptions_checked_at": mirror.meta.get("webhook_topics_checked_at"),
             "types": types,
             "jobs": list(jobs.values()),
             "problems": problems,
@@ -209,14 +209,14 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             "storage": storage,
             # The rolling verify's place in its cycle (`sync.jobs.verify`; None at the start of
             # a cycle), and when its last whole cycle finished.
-            "verify_position": mirror.get_meta("verify_position"),
-            "verify_cycle_finished_at": mirror.get_meta("verify_cycle_finished_at"),
+            "verify_position": mirror.meta.get("verify_position"),
+            "verify_cycle_finished_at": mirror.meta.get("verify_cycle_finished_at"),
             # The rolling proof (`sync.jobs.proof`): proven ages, repairs, freshness.
             "proof": proof_data(
                 mirror,
                 now,
                 max_per_second
-                or json.loads(mirror.get_meta("request_budget") or "{}").get("max_rate"),
+                or json.loads(mirror.meta.get("request_budget") or "{}").get("max_rate"),
             ),
             # The request budget: as configured, and as the daemon last found it (a 429 lowers
             # it for a while).
@@ -224,31 +224,31 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
                 # Without a configuration read, the daemon's own record of it (`max_rate`).
                 "max_per_second": max_per_second or None,
                 "configured": max_per_second is not None,
-                **json.loads(mirror.get_meta("request_budget") or "{}"),
+                **json.loads(mirror.meta.get("request_budget") or "{}"),
             },
             # How the mall-scoped types are polled: through `GET /malls?include=` or per mall,
             # as the daemon last detected (`sync.jobs.mallincludes`), with why.
             "mall_members": recorded(mirror),
             # Where the malls' contacts and deals memberships come from (`sync.jobs.mallroutes`):
             # `include` linkage, a `derived` view checked against the routes, or the `route`s.
-            "mall_routes": json.loads(mirror.get_meta("mall_routes") or "{}") or None,
+            "mall_routes": json.loads(mirror.meta.get("mall_routes") or "{}") or None,
             # What each of those rests on: the malls' routes the rule was checked against, or
             # why the routes fill the table.
-            "mall_routes_why": json.loads(mirror.get_meta("mall_routes_why") or "{}") or None,
+            "mall_routes_why": json.loads(mirror.meta.get("mall_routes_why") or "{}") or None,
             # The page size the upstream was found to serve ("asked:served", `Paging`).
             "page_size": _page_size(mirror),
             # With several accounts: which one reads each type (`sync.channel.accounts`).
             "accounts": account_of_types(mirror, [t["type"] for t in types]),
             # What the upstream answered where the spec is silent (`sync.channel.profile`).
-            "upstream_profile": json.loads(mirror.get_meta("upstream_profile") or "null"),
+            "upstream_profile": json.loads(mirror.meta.get("upstream_profile") or "null"),
             # Values that did not fit their declared type, per type: refused (the row kept
             # its last good copy; the last one shown) and coerced losslessly.
-            "values": mirror.value_faults(),
+            "values": mirror.values.faults(),
             # Deletions feed entries skipped: their resource_type maps to no type (`sync.jobs.feed`).
             "feed_unknown_types": unknown_types(mirror),
             # Late commits the polls measured and the lookback each type learned
             # (`sync.jobs.lateness`).
-            "lateness": shown(mirror.get_meta(LATENESS_KEY), now.timestamp()),
+            "lateness": shown(mirror.meta.get(LATENESS_KEY), now.timestamp()),
         }
     finally:
         mirror.close()

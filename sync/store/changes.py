@@ -15,7 +15,8 @@ never disagree with the rows, and `op` says what changed:
 - `backfill`: a bulk load drops the triggers and logs one entry per type loaded instead of one
   per row (`note_backfill`).
 
-Readers follow the feed by sequence number (`read`); old entries are pruned by age, the
+Readers follow the feed by sequence number (`read`, or `ChangeFeed.since` on an open mirror:
+`Mirror.changes`); old entries are pruned by age, the
 sequence numbers go on (AUTOINCREMENT), and the last one pruned is kept (`pruned_through`) so
 that a reader asking from before it is told, instead of missing changes without a word.
 """
@@ -30,6 +31,7 @@ from typing import Any, NamedTuple
 
 from sync.model import catalogue
 from sync.model.stamps import iso_ms, now_iso
+from sync.store.transaction import write_transaction
 
 
 class Change(NamedTuple):
@@ -277,3 +279,42 @@ def prune(conn: sqlite3.Connection, keep_days: float) -> int:
         (PRUNED_KEY, str(int(top))),
     )
     return int(n)
+
+
+class ChangeFeed:
+    """The change feed of one open mirror (`Mirror.changes`). A mirror written before the feed
+    existed reads as an empty feed."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def since(
+        self,
+        since: int = 0,
+        limit: int = 1000,
+        *,
+        types: Sequence[str] = (),
+        upto: int | None = None,
+    ) -> list[Change]:
+        """Entries after sequence number `since` (at most `upto`), of `types` or all, oldest
+        first, at most `limit`."""
+        if not _exists(self.conn, "_sync_changes"):
+            return []
+        return read(self.conn, since, limit, types, upto)
+
+    def last(self) -> int:
+        """The newest entry's sequence number, or the last one pruned when the feed is empty."""
+        if not _exists(self.conn, "_sync_changes"):
+            return 0
+        return max(last_seq(self.conn), pruned_through(self.conn))
+
+    def pruned_through(self) -> int:
+        """The last sequence number retention dropped (0: none): a reader asking from before
+        it has missed entries and is told so (`sync.readers.changes`)."""
+        return pruned_through(self.conn)
+
+    def prune(self, keep_days: float) -> int:
+        """Drop entries older than `keep_days`, in one transaction; the sequence numbers go
+        on, and the last one dropped is remembered (`pruned_through`)."""
+        with write_transaction(self.conn):
+            return prune(self.conn, keep_days)

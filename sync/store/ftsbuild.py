@@ -1,6 +1,6 @@
 """Full-text indexes of a bulk load, built beside the mirror on the second core, then copied in.
 
-A backfill into empty tables defers every secondary index to its end (`Mirror.defer_indexes`).
+A backfill into empty tables defers every secondary index to its end (`Mirror.indexes.defer`).
 That end phase is serial: SQLite lets one connection write a database at a time, so the B-tree
 indexes (mall_id, updated_at, seo_slug, the link tables' reverse indexes) and then the FTS5
 indexes were built one after the other on one core while the other idled; at 1,000,000

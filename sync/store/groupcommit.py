@@ -3,7 +3,8 @@
 Each page stays atomic with its checkpoint (the group commits or rolls back as a whole); a crash
 loses at most the uncommitted group, whose pages the next run fetches again. Not for the daemon:
 the webhook receiver's 202 must follow a real commit. While a group is on, the writer also
-checkpoints the WAL less often and keeps a larger page cache (`sync.store.file`).
+checkpoints the WAL less often and keeps a larger page cache (`sync.store.file`). The mirror
+holds one `GroupCommit` (`Mirror.group`): a bulk load starts and ends it there.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class GroupCommit:
         self._seconds = 2.0
         self._began = 0.0
 
-    def start(self, pages: int, seconds: float) -> None:
+    def start(self, pages: int, seconds: float = 2.0) -> None:
         """Commit every `pages` pages, or once the group is `seconds` old."""
         self.size = pages
         self._seconds = seconds

@@ -4,7 +4,7 @@
 the upstream grows new ones (like a content table's, with sqlite-utils); a refresh replaces one
 mall's days in a date range as a whole, so a day the upstream no longer lists goes. The rows
 arrive staged (`sync.pipeline.hours`). `current_hours` keeps the `/current-hours` answer of each
-mall whole, as JSON. A mall's deletion takes both with it (`sync.store.memberships.drop_mall`).
+mall whole, as JSON. `Hours` is both on one mirror (`Mirror.hours`). A mall's deletion takes both with it (`sync.store.memberships.drop_mall`).
 """
 
 from __future__ import annotations
@@ -75,3 +75,19 @@ def write_current(conn: sqlite3.Connection, mall_id: int, body: Any) -> None:
         "ON CONFLICT(mall_id) DO UPDATE SET body = excluded.body, fetched_at = excluded.fetched_at",
         (mall_id, orjson.dumps(body).decode(), now_iso()),
     )
+
+
+class Hours:
+    """A mirror's hours and current hours (`Mirror.hours`)."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+
+    def write(self, mall_id: int, rows: Sequence[dict[str, Any]], start: date, end: date) -> int:
+        """Replace one mall's hours between `start` and `end` (inclusive) by `rows`, staged
+        (`sync.pipeline.hours.stage_hours`); how many rows were written."""
+        return write(self.schema, mall_id, rows, start, end)
+
+    def write_current(self, mall_id: int, body: Any) -> None:
+        """One mall's `/current-hours` answer, kept whole."""
+        write_current(self.schema.conn, mall_id, body)

@@ -46,7 +46,7 @@ def apply(mirror: OpenMirror) -> None:
 
 
 def _content_tables(mirror: OpenMirror) -> list[str]:
-    return [t for t in catalogue.TYPES if mirror.has_table(t)]
+    return [t for t in catalogue.TYPES if mirror.schema.has_table(t)]
 
 
 @migration("declared_column_types")
@@ -138,7 +138,7 @@ def unfinished_end_phase(mirror: OpenMirror) -> None:
     """An end phase killed part way (`indexes.END_PHASE` still set): its scratch file goes, and
     every full-text index is checked against its table. Whatever the marker, an index left
     without its triggers (or triggers without their index) is rebuilt."""
-    unfinished = mirror.get_meta(indexes.END_PHASE) is not None
+    unfinished = mirror.meta.get(indexes.END_PHASE) is not None
     if unfinished:
         remove_scratch(mirror.path)
     tables = _content_tables(mirror)

@@ -25,6 +25,17 @@ CREATE INDEX IF NOT EXISTS idx__sync_queue_kind_type ON _sync_queue (kind, type_
 """
 
 
+def waiting(conn: sqlite3.Connection) -> int:
+    """Webhook notices waiting in `_sync_queue` (0 before the daemon ever ran: no table; a
+    read-only open cannot make it, so `ChangeQueue` is not for readers)."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sync_queue'"
+    ).fetchone()
+    if not exists:
+        return 0
+    return int(conn.execute("SELECT count(*) FROM _sync_queue").fetchone()[0])
+
+
 @dataclass(frozen=True)
 class QueueItem:
     """One logical change: every queued row for the same (kind, type, id)."""

@@ -8,13 +8,10 @@ not exist yet reads as empty. Reads scoped to a mall go through its memberships
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sync.model import catalogue
 from sync.store import memberships
-from sync.store.bookkeeping import TypeStatus
 from sync.store.schema import Schema
 
 
@@ -73,27 +70,3 @@ def get(schema: Schema, type_name: str, rid: int) -> dict[str, Any] | None:
     if row is None:
         return None
     return dict(zip([d[0] for d in cur.description], row, strict=True))
-
-
-def status(schema: Schema, tracked: dict[str, dict[str, Any]]) -> list[TypeStatus]:
-    """`ccsync status`: each listable type with a table or bookkeeping (`tracked`: its
-    `_sync_types` and cursor), with its row count."""
-    names = [n for n in catalogue.LISTABLE if schema.columns(n) or n in tracked]
-    return [
-        TypeStatus(
-            name,
-            count(schema, name, None),
-            tracked.get(name, {}).get("last_sync_at"),
-            tracked.get(name, {}).get("cursor"),
-            tracked.get(name, {}).get("last_error"),
-        )
-        for name in names
-    ]
-
-
-def has_view(conn: sqlite3.Connection, name: str) -> bool:
-    return bool(
-        conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (name,)
-        ).fetchone()
-    )

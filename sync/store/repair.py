@@ -12,21 +12,19 @@ its malls are its memberships, which the reconcile's listings keep).
 
 Only differences under an equal stamp (or on rows without one: tags, groups) are repairs: a
 copy with a newer stamp is ordinary lag, written but not counted, and an older copy (a lagging
-replica) never wins, exactly as in the page write, which does the writing.
+replica) never wins, exactly as in the page write, which does the writing. `Mirror.repair`
+compares (`differences`), then writes the page.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sync.model.stamps import now_iso
 from sync.pipeline.batches import Staged
-from sync.store.deletions import tombstone_holds
+from sync.store.deletions import Deletions, tombstone_holds
 from sync.store.memberships import MEMBER_TYPES
-
-if TYPE_CHECKING:
-    from sync.store.mirror import Mirror
+from sync.store.schema import Schema
 
 
 @dataclass(frozen=True)
@@ -39,21 +37,10 @@ class Repair:
     what: tuple[str, ...]
 
 
-def repair_page(mirror: Mirror, batches: list[Staged]) -> list[Repair]:
-    """Compare a staged page of whole copies (`sync.pipeline.staging.stage_resources`) with
-    the mirror, write it, and return the repairs. Only the deletions feed's tombstones refuse
+def differences(schema: Schema, deletions: Deletions, b: Staged) -> list[Repair]:
+    """The rows of `b` whose stored copy differs under the same stamp, or is missing (its
+    tables made first: `PageWriter.ensure_schema`). Only the deletions feed's tombstones refuse
     copies (`sync.store.deletions`): a row a "current" list dropped and took back has none."""
-    mirror.ensure_schema(batches)
-    repairs: list[Repair] = []
-    for b in batches:
-        repairs += _differences(mirror, b)
-        mirror._included_seen.forget(b.type, b.ids)  # compared: write it whatever
-    mirror.write_staged(batches)
-    return repairs
-
-
-def _differences(mirror: Mirror, b: Staged) -> list[Repair]:
-    """The rows of `b` whose stored copy differs under the same stamp, or is missing."""
     if not b.ids:
         return []
     table = b.rtype.table
@@ -61,7 +48,7 @@ def _differences(mirror: Mirror, b: Staged) -> list[Repair]:
     stamp = "updated_at" in cols
     checks = ["updated_at" if stamp else "NULL", *(f"[{c}] IS NOT ?" for c in cols)]
     sql = f"SELECT {', '.join(checks)} FROM [{table}] WHERE id = ?"
-    dead = mirror.tombstones(b.type, b.ids)
+    dead = deletions.held(b.type, b.ids)
     now = now_iso()
     tombstoned = {
         row[0]
@@ -69,7 +56,7 @@ def _differences(mirror: Mirror, b: Staged) -> list[Repair]:
         if row[0] in dead
         and tombstone_holds(dead[row[0]], row[cols.index("updated_at") + 1] if stamp else None, now)
     }
-    links = _stored_links(mirror, b)
+    links = _stored_links(schema, b)
     served_links = {name: dict(pairs) for name, pairs in b.links.items() if name in links}
     pos = cols.index("updated_at") + 1 if stamp else 0
     out: list[Repair] = []
@@ -77,7 +64,7 @@ def _differences(mirror: Mirror, b: Staged) -> list[Repair]:
         rid = row[0]
         if rid in tombstoned:
             continue  # the write refuses it too: deleted upstream after this copy was made
-        found = mirror.conn.execute(sql, (*row[1:], rid)).fetchone()
+        found = schema.conn.execute(sql, (*row[1:], rid)).fetchone()
         if found is None:
             out.append(Repair(b.type, rid, ("missing",)))
             continue
@@ -98,7 +85,7 @@ def _differences(mirror: Mirror, b: Staged) -> list[Repair]:
     return out
 
 
-def _stored_links(mirror: Mirror, b: Staged) -> dict[str, dict[int, list[int]]]:
+def _stored_links(schema: Schema, b: Staged) -> dict[str, dict[int, list[int]]]:
     """The batch owners' stored links, per relationship, in position order."""
     out: dict[str, dict[int, list[int]]] = {}
     for rel in b.rtype.relationships:
@@ -107,11 +94,11 @@ def _stored_links(mirror: Mirror, b: Staged) -> dict[str, dict[int, list[int]]]:
             continue
         table = rel.link_table(b.type)
         per: dict[int, list[int]] = out.setdefault(rel.name, {})
-        if not mirror.has_table(table):
+        if not schema.has_table(table):
             continue
         owner, other = rel.link_columns(b.type)
         owners = [o for o, _ in pairs]
-        for o, t in mirror.conn.execute(
+        for o, t in schema.conn.execute(
             f"SELECT [{owner}], [{other}] FROM [{table}] WHERE [{owner}] IN "
             f"({','.join('?' * len(owners))}) ORDER BY [{owner}], position",
             owners,

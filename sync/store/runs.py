@@ -7,6 +7,8 @@ SIGKILL, or that lost power, records no end: the next writer to open the mirror 
 lock (`sync.store.lock`), so no run still `running` then has a live process behind it, and it is
 marked `interrupted`, `seen_at` saying when it was last seen (`close_orphans`).
 
+`Runs` is these functions on one mirror's connection (`Mirror.runs`).
+
 `ccsync status` reads the daemon's run (`last_run`) to say whether a daemon holds the mirror
 now, since when, and when it was last seen.
 """
@@ -114,3 +116,30 @@ def last_run(conn: sqlite3.Connection, kind: str) -> dict[str, Any] | None:
     if row is None:
         return None
     return dict(zip([d[0] for d in cur.description], row, strict=True))
+
+
+class Runs:
+    """The run records of one open mirror (`Mirror.runs`): each call one short statement."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def start(self, kind: str) -> int:
+        """A run of `kind` begins in this process; its id."""
+        return start(self.conn, kind)
+
+    def finish(self, run_id: int, *, status: str, rows: int | None, error: str | None) -> None:
+        """Run `run_id` ended with `status` (ok, partial, failed, stopped) and its own `error`."""
+        finish(self.conn, run_id, status=status, rows=rows, error=error)
+
+    def heartbeat(self) -> None:
+        """This process's running runs are alive now."""
+        heartbeat(self.conn)
+
+    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The last `limit` run records, oldest first."""
+        return recent(self.conn, limit)
+
+    def last(self, kind: str) -> dict[str, Any] | None:
+        """The last run of `kind` (running or not), or None when none ever ran here."""
+        return last_run(self.conn, kind)

@@ -220,6 +220,18 @@ class Schema:
                 self._columns[table] = cols
         return cols
 
+    def has_table(self, table: str) -> bool:
+        """Whether `table` exists (a view counts: it has columns too)."""
+        return bool(self.columns(table))
+
+    def has_view(self, name: str) -> bool:
+        """Whether a view `name` exists (`malls_deals` is a view until the mall routes list it)."""
+        return bool(
+            self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (name,)
+            ).fetchone()
+        )
+
     def types(self, table: str) -> dict[str, str]:
         """Affinity of each column of `table` ('' for untyped), cached like `columns`."""
         found = self._types.get(table)

@@ -3,17 +3,21 @@
 Staging (`sync.pipeline.staging`) leaves out a row whose value does not fit its declared type
 (the mirror keeps its last good copy) and converts a value that fits losslessly. Inside the
 page's transaction, the writer logs each, records them in `_sync_refusals` and `_sync_coercions`
-(`BookkeepingMixin.record_values`, shown by `ccsync status`), tells the daemon's metrics, and
-forgets the refusals of rows a later page writes cleanly.
+(shown by `ccsync status`: `ValueNotes.faults`), tells the daemon's metrics (`on_values`), and
+forgets the refusals of rows a later page writes cleanly. The mirror holds one `ValueNotes`
+(`Mirror.values`).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from sync.core.logs import get_logger
+from sync.core.redact import redact_text
+from sync.model.stamps import now_iso
 from sync.pipeline.batches import Staged
-from sync.store.bookkeeping import BookkeepingMixin
 
 _log = get_logger("sync.store")
 
@@ -24,8 +28,8 @@ OnValues = Callable[[str, str, int], None]
 class ValueNotes:
     """What this process knows of misfit values: refused ids per type, coercions logged."""
 
-    def __init__(self, book: BookkeepingMixin) -> None:
-        self._book = book
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
         #: Ids per type that `_sync_refusals` holds or held (None until looked up; never
         #: shrunk, so a rolled-back page cannot make it forget one).
         self._refused_ids: dict[str, set[int]] | None = None
@@ -49,9 +53,9 @@ class ValueNotes:
                 )
             self._log_coerced(b)
             if self._refused_ids is None:
-                self._refused_ids = self._book.refused_ids()
+                self._refused_ids = self._held()
             if b.refused or b.coerced:
-                self._book.record_values(b.type, b.refused, b.coerced)
+                self._record(b.type, b.refused, b.coerced)
                 self._refused_ids.setdefault(b.type, set()).update(r[0] for r in b.refused)
                 if self.on_values is not None:
                     for outcome, n in (("refused", len(b.refused)), ("coerced", len(b.coerced))):
@@ -61,7 +65,7 @@ class ValueNotes:
             if held and b.ids:  # a set intersection a page: nothing to do on a clean mirror
                 again = held.intersection(b.ids)
                 if again:
-                    self._book.forget_refusals(b.type, sorted(again))
+                    self._forget(b.type, sorted(again))
 
     def _log_coerced(self, b: Staged) -> None:
         """One line per attribute: at info the first time, then at debug (a systematic misfit
@@ -81,3 +85,77 @@ class ValueNotes:
                 value=items[0][2],
                 hint="converted losslessly to the declared type; counted in ccsync status",
             )
+
+    def _record(
+        self,
+        type_name: str,
+        refused: Sequence[tuple[int, str, str, str]],
+        coerced: Sequence[tuple[int, str, str]],
+    ) -> None:
+        """Keep each refused value (one row per type, id and attribute, until a copy of the
+        row is written: `_forget`) and count the coerced ones per attribute."""
+        now = now_iso()
+        self.conn.executemany(
+            "INSERT INTO _sync_refusals (type, id, attribute, value, problem, first_at, last_at, "
+            "times) VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT(type, id, attribute) DO UPDATE "
+            "SET value = excluded.value, problem = excluded.problem, last_at = excluded.last_at, "
+            "times = times + 1",
+            [(type_name, rid, a, redact_text(v), p, now, now) for rid, a, v, p in refused],
+        )
+        per: dict[str, list[tuple[int, str]]] = {}
+        for rid, attribute, value in coerced:
+            per.setdefault(attribute, []).append((rid, value))
+        self.conn.executemany(
+            "INSERT INTO _sync_coercions (type, attribute, count, last_id, last_value, last_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(type, attribute) DO UPDATE SET "
+            "count = count + excluded.count, last_id = excluded.last_id, "
+            "last_value = excluded.last_value, last_at = excluded.last_at",
+            [
+                (type_name, a, len(items), items[-1][0], redact_text(items[-1][1]), now)
+                for a, items in per.items()
+            ],
+        )
+
+    def _held(self) -> dict[str, set[int]]:
+        """The ids of rows `_sync_refusals` holds, per type (few: rows with a misfit value)."""
+        out: dict[str, set[int]] = {}
+        for t, rid in self.conn.execute("SELECT DISTINCT type, id FROM _sync_refusals"):
+            out.setdefault(t, set()).add(int(rid))
+        return out
+
+    def _forget(self, type_name: str, ids: Sequence[int]) -> None:
+        """Rows of `ids` are being written: their earlier refusals are history."""
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            self.conn.execute(
+                f"DELETE FROM _sync_refusals WHERE type = ? AND id IN ({','.join('?' * len(chunk))})",
+                (type_name, *chunk),
+            )
+
+    def faults(self) -> dict[str, dict[str, Any]]:
+        """Per type: values refused (rows held at their last good copy) and the last one, and
+        values coerced; for `ccsync status`. Empty for a mirror written before these existed."""
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            refused = self.conn.execute(
+                "SELECT type, count(*), max(last_at) FROM _sync_refusals GROUP BY type"
+            ).fetchall()
+            coerced = self.conn.execute(
+                "SELECT type, sum(count) FROM _sync_coercions GROUP BY type"
+            ).fetchall()
+        except sqlite3.OperationalError:  # read-only open of a mirror without the tables
+            return out
+        for t, n, last_at in refused:
+            last = self.conn.execute(
+                "SELECT id, attribute, value, problem FROM _sync_refusals WHERE type = ? "
+                "ORDER BY last_at DESC, id DESC LIMIT 1",
+                (t,),
+            ).fetchone()
+            out.setdefault(t, {"refused": 0, "coerced": 0})
+            out[t]["refused"] = int(n)
+            out[t]["last_refused"] = dict(
+                zip(("id", "attribute", "value", "problem"), last, strict=True), at=last_at
+            )
+        for t, n in coerced:
+            out.setdefault(t, {"refused": 0, "coerced": 0})["coerced"] = int(n)
+        return out

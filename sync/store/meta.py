@@ -1,0 +1,60 @@
+"""Small records kept by key: `_sync_meta` (key -> value) and the polls' cursors (`_sync_cursors`).
+
+Two parts the mirror holds (`Mirror.meta`, `Mirror.cursors`), each a short statement on its
+table; neither opens a transaction of its own, so a caller inside one (a page's write, a reset)
+keeps them in it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from sync.model.stamps import now_iso
+
+
+class Meta:
+    """`_sync_meta`: the schema version, markers of unfinished phases, small JSON records."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def get(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM _sync_meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set(self, key: str, value: str | None) -> None:
+        """Set `key` to `value`; None removes it."""
+        if value is None:
+            self.conn.execute("DELETE FROM _sync_meta WHERE key = ?", (key,))
+        else:
+            self.conn.execute(
+                "INSERT INTO _sync_meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # The names the channel's `MetaStore` protocol reads them by: the client keeps what it
+    # learns of the upstream here (`ChannelClient(store=mirror.meta)`).
+    get_meta = get
+    set_meta = set
+
+
+class Cursors:
+    """`_sync_cursors`: each (type, scope)'s poll cursor, with when it was last moved."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def get(self, type_name: str, scope: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT cursor FROM _sync_cursors WHERE type = ? AND scope = ?", (type_name, scope)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set(self, type_name: str, scope: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO _sync_cursors (type, scope, cursor, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(type, scope) DO UPDATE SET cursor = excluded.cursor, "
+            "updated_at = excluded.updated_at",
+            (type_name, scope, value, now_iso()),
+        )

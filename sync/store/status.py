@@ -1,0 +1,91 @@
+"""Per-type sync status in `_sync_types`: when each type last synced, and its last error.
+
+The jobs record each type's outcome (`TypeStatuses.record`, errors stored redacted); `ccsync
+status` and `/healthz` read one line per listable type (`TypeStatuses.lines`): its row count,
+last sync, newest cursor and last error.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from sync.core.redact import redact_text
+from sync.model import catalogue
+from sync.store import reads
+from sync.store.schema import Schema
+
+
+@dataclass(frozen=True)
+class TypeStatus:
+    """One line of `ccsync status`."""
+
+    type_name: str
+    rows: int
+    last_sync_at: str | None
+    cursor: str | None
+    last_error: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type_name,
+            "rows": self.rows,
+            "last_sync_at": self.last_sync_at,
+            "cursor": self.cursor,
+            "last_error": self.last_error,
+        }
+
+
+class TypeStatuses:
+    """`_sync_types` of one mirror (`Mirror.types`)."""
+
+    def __init__(self, conn: sqlite3.Connection, schema: Schema) -> None:
+        self.conn = conn
+        self.schema = schema
+
+    def record(self, type_name: str, *, ok: bool, error: str | None = None, at: str) -> None:
+        """`type_name` synced at `at` (its error cleared), or failed then with `error`."""
+        if ok:
+            self.conn.execute(
+                "INSERT INTO _sync_types (type, last_sync_at, last_error) VALUES (?, ?, NULL) "
+                "ON CONFLICT(type) DO UPDATE SET last_sync_at = excluded.last_sync_at, "
+                "last_error = NULL",
+                (type_name, at),
+            )
+        else:
+            self.conn.execute(
+                "INSERT INTO _sync_types (type, last_error, error_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(type) DO UPDATE SET last_error = excluded.last_error, "
+                "error_at = excluded.error_at",
+                (type_name, None if error is None else redact_text(error), at),
+            )
+
+    def lines(self) -> list[TypeStatus]:
+        """One line of `ccsync status` per listable type with a table or bookkeeping."""
+        tracked = self._tracked()
+        names = [n for n in catalogue.LISTABLE if self.schema.columns(n) or n in tracked]
+        return [
+            TypeStatus(
+                name,
+                reads.count(self.schema, name, None),
+                tracked.get(name, {}).get("last_sync_at"),
+                tracked.get(name, {}).get("cursor"),
+                tracked.get(name, {}).get("last_error"),
+            )
+            for name in names
+        ]
+
+    def _tracked(self) -> dict[str, dict[str, Any]]:
+        """Each type's `_sync_types` line and newest cursor."""
+        out: dict[str, dict[str, Any]] = {}
+        for t, last, err in self.conn.execute(
+            "SELECT type, last_sync_at, last_error FROM _sync_types"
+        ):
+            out.setdefault(t, {})["last_sync_at"] = last
+            out[t]["last_error"] = err
+        for t, cursor in self.conn.execute(
+            "SELECT type, max(cursor) FROM _sync_cursors GROUP BY type"
+        ):
+            out.setdefault(t, {})["cursor"] = cursor
+        return out

@@ -1,0 +1,159 @@
+"""One type's table of the mirror, as a handle: its reads, deletions, memberships and links.
+
+`Mirror.table(name_or_rtype)` hands one out, as sqlite-utils' `Database.table()` hands out a
+`Table`: the operations on one type's rows live here, each with the SQL (or the store module
+that holds it) it runs, instead of a facade method per operation taking the type's name first.
+A handle is a small value built per call (no state of its own beyond what the mirror gave it),
+so holding one across a page write is as safe as asking the mirror again.
+
+The page write is not here: a page writes several types at once, in one transaction with its
+checkpoint (`Mirror.write_staged`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from sync.model import catalogue
+from sync.model.catalogue import ResourceType
+from sync.store import links, memberships, reads, sideloads
+from sync.store.deletions import Deletions, FeedApplied
+from sync.store.listing import Listing
+from sync.store.schema import Schema
+from sync.store.transaction import write_transaction
+
+#: Told (type, ids) of rows deleted, so the writer's memo of included rows forgets them.
+Forget = Callable[[str, list[int]], None]
+
+#: Numbers the temporary tables of listings (`TypeTable.listing`): unique within the process.
+_LISTINGS = itertools.count(1)
+
+
+class TypeTable:
+    """The table of one JSON:API type (or a mall-scoped type's memberships), on one mirror."""
+
+    __slots__ = ("conn", "deletions", "forget", "name", "rtype", "schema")
+
+    def __init__(
+        self,
+        rtype: ResourceType | str,
+        schema: Schema,
+        deletions: Deletions,
+        forget: Forget,
+    ) -> None:
+        if isinstance(rtype, ResourceType):
+            self.name: str = rtype.name
+            self.rtype: ResourceType | None = rtype
+        else:
+            self.name = rtype
+            self.rtype = catalogue.TYPES.get(rtype)
+        self.schema = schema
+        self.conn: sqlite3.Connection = schema.conn
+        self.deletions = deletions
+        self.forget = forget
+
+    def __repr__(self) -> str:
+        return f"<TypeTable {self.name}>"
+
+    def _resource(self) -> ResourceType:
+        if self.rtype is None:
+            raise KeyError(f"{self.name!r} is no resource type of the spec (sync.model.catalogue)")
+        return self.rtype
+
+    # -- reads (`sync.store.reads`) -------------------------------------------------------------
+
+    @property
+    def exists(self) -> bool:
+        return self.schema.has_table(self.name)
+
+    def count(self, *, mall_id: int | None = None) -> int:
+        """Rows of the table, or of one mall (its memberships); 0 before the table exists."""
+        return reads.count(self.schema, self.name, mall_id)
+
+    def ids(self, *, mall_id: int | None = None, after: int | None = None) -> Iterator[int]:
+        """Ids of the table in order (those greater than `after`, when given), streamed in
+        chunks (never the whole table in memory)."""
+        return reads.ids(self.schema, self.name, mall_id, after)
+
+    def stamps(self, ids: Sequence[int]) -> dict[int, str | None]:
+        """`updated_at` of those of `ids` the table holds (normalised as written, so it
+        compares as text with `sync.model.stamps.normalize`d stamps; None without one)."""
+        return reads.stamps(self.schema, self.name, ids)
+
+    def get(self, id: int) -> dict[str, Any] | None:
+        """One row as a dict of its columns (None: no such row or table)."""
+        return reads.get(self.schema, self.name, id)
+
+    def listing(self, mall_id: int | None = None) -> Listing:
+        """A temporary id listing of this type (in one mall) to diff against the table."""
+        if mall_id is not None and self.exists:
+            memberships.ensure(self.schema, self.name)
+        name = f"_sync_listing_{os.getpid()}_{next(_LISTINGS)}"
+        return Listing(self.conn, self.name, mall_id, name)
+
+    # -- deletions (`sync.store.deletions`) -----------------------------------------------------
+
+    def tombstones(self, ids: Sequence[int]) -> dict[int, str | None]:
+        """The tombstones of those of `ids` that have one: id -> deleted_at."""
+        return self.deletions.held(self.name, ids)
+
+    def delete(self, ids: Iterable[int]) -> int:
+        """Delete rows inferred gone (confirmed by `filter[id]`, listed by no mall, a gone
+        mall's) and their links; nothing keeps them out once the upstream lists them again."""
+        id_list = list(dict.fromkeys(int(i) for i in ids))
+        self.forget(self.name, id_list)
+        return self.deletions.delete(self.name, id_list)
+
+    def apply_feed(self, entries: Mapping[int, str | None]) -> FeedApplied:
+        """Apply deletions feed entries (id -> normalised `created_at`, or None): each row not
+        newer than its entry is deleted and tombstoned at the entry's moment, in one
+        transaction."""
+        self.forget(self.name, list(entries))
+        return self.deletions.apply_feed(self.name, entries)
+
+    # -- memberships (`sync.store.memberships`) -------------------------------------------------
+
+    def malls_of(self, rid: int) -> list[int]:
+        """The malls whose routes list a mall-scoped row (its memberships), ascending."""
+        return memberships.malls_of(self.conn, self.name, rid)
+
+    def orphans(self) -> Iterator[list[int]]:
+        """Batches of a mall-scoped type's rows that no mall lists."""
+        return memberships.orphans(self.conn, self.name)
+
+    def remove_memberships(self, mall_id: int, ids: Sequence[int]) -> int:
+        """`mall_id` no longer lists `ids`: a change of membership, never a deletion."""
+        with write_transaction(self.conn):
+            return memberships.remove(self.conn, self.name, mall_id, ids)
+
+    def replace_mall_links(self, mall_id: int, ids: Sequence[int]) -> int:
+        """`malls_<type>` of one mall becomes `ids` (as its route lists them, in order):
+        contacts and deals known from the mall routes (`sync.jobs.mallroutes`)."""
+        return links.replace_mall_links(self.conn, self.schema, self.name, mall_id, ids)
+
+    # -- links and to-one columns (`sync.store.links`, `sync.store.sideloads`) ------------------
+
+    def replace_links(
+        self, rel: catalogue.Relationship, owner: int, targets: Sequence[int]
+    ) -> None:
+        """One owner's links of one to-many relationship become `targets`, in order (its own
+        route's answer, `sync.jobs.relroutes`)."""
+        links.replace(self.conn, self.schema, self._resource(), rel, owner, targets)
+
+    def set_to_one(self, column: str, rid: int, target: int | None) -> None:
+        """One owner's to-one column (its relationship's own route, `sync.jobs.relroutes`)."""
+        links.set_to_one(self.conn, self.schema, self._resource(), column, rid, target)
+
+    def write_to_one(
+        self, column: str, values: Sequence[tuple[int, Any]], stamps: dict[int, Any]
+    ) -> int:
+        """A reconcile page's to-one linkage (`sync.jobs.sideloads`): `column` of the listed
+        owners whose mirrored `updated_at` equals the listed one; others are left to the
+        reconcile's refetch. Returns the rows changed."""
+        return sideloads.write_to_one(
+            self.conn, self.schema, self._resource(), column, values, stamps
+        )

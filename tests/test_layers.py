@@ -207,3 +207,50 @@ def test_the_checker_sees_an_import_that_runs_up(tmp_path: Path) -> None:
     sample.write_text("from sync.cli import fail_cleanly\n")
     assert [layer_of(m) for _, m in imports_of(sample)] == ["cli"]
     assert "cli" not in declared("commands")
+
+
+def _modules() -> list[Path]:
+    """Every module under `sync/` a unit test must name: all but the emulator's (the spec's
+    stand-in upstream, tested as a whole by `tests/test_emulator*.py`) and package docstrings."""
+    return sorted(
+        p
+        for p in PKG.rglob("*.py")
+        if p.name != "__init__.py" and "emulator" not in p.relative_to(PKG).parts
+    )
+
+
+def _unit_file(module: Path) -> Path:
+    """`sync/<package>/<module>.py` -> `tests/unit/<package>/test_<module>.py`."""
+    rel = module.relative_to(PKG)
+    name = "main" if rel.stem == "__main__" else rel.stem
+    return ROOT / "tests" / "unit" / rel.parent / f"test_{name}.py"
+
+
+def test_every_module_has_a_unit_test_file_that_imports_it() -> None:
+    """The test tree mirrors the package (httpx's `tests/client/`, `tests/models/`): each module
+    under `sync/` has `tests/unit/<package>/test_<module>.py`, which imports the module and holds
+    at least one test. A module added without one, or a unit file left behind by a module
+    removed, fails here."""
+    missing, unused = [], []
+    for module in _modules():
+        unit = _unit_file(module)
+        if not unit.exists():
+            missing.append(str(unit.relative_to(ROOT)))
+            continue
+        text = unit.read_text()
+        dotted = ".".join(("sync", *module.relative_to(PKG).with_suffix("").parts))
+        parent, _, leaf = dotted.rpartition(".")
+        named = dotted in text or re.search(
+            rf"from {re.escape(parent)} import [^\n]*\b{leaf}\b", text
+        )
+        if not named or "def test_" not in text:
+            unused.append(str(unit.relative_to(ROOT)))
+    assert not missing, f"modules without a unit test file: {missing}"
+    assert not unused, f"unit test files that do not import their module or test nothing: {unused}"
+    expected = {_unit_file(m) for m in _modules()}
+    stray = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests" / "unit").rglob("test_*.py")
+        if p not in expected
+    ]
+    assert not stray, f"unit test files naming no module under sync/: {stray}"

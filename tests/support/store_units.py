@@ -18,6 +18,8 @@ from sync.model import catalogue
 from sync.pipeline.batches import Staged
 from sync.pipeline.staging import stage_resources
 from sync.store.deletions import Deletions
+from sync.store.groupcommit import GroupCommit
+from sync.store.meta import Meta
 from sync.store.pagewrite import PageWriter
 from sync.store.schema import Schema
 from sync.store.transaction import write_transaction
@@ -51,28 +53,12 @@ def rows(conn: sqlite3.Connection, sql: str, *params: object) -> list[tuple[Any,
 
 
 class Opened:
-    """An open mirror as `sync.store.opened.OpenMirror` describes it, over a connection."""
+    """An open mirror as `sync.store.opened.OpenMirror` describes it, over a connection: its
+    `meta` and `group` the store's own parts."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, schema: Schema) -> None:
         self.conn = conn
         self.path = path
         self.schema = schema
-
-    @property
-    def autocheckpoint(self) -> int:
-        return 1000
-
-    def has_table(self, table: str) -> bool:
-        return bool(self.schema.columns(table))
-
-    def get_meta(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM _sync_meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def set_meta(self, key: str, value: str | None) -> None:
-        if value is None:
-            self.conn.execute("DELETE FROM _sync_meta WHERE key = ?", (key,))
-        else:
-            self.conn.execute(
-                "INSERT OR REPLACE INTO _sync_meta (key, value) VALUES (?, ?)", (key, value)
-            )
+        self.meta = Meta(conn)
+        self.group = GroupCommit(conn, (1000, 0))

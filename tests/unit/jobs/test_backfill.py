@@ -33,7 +33,7 @@ async def test_only_the_named_types_are_copied_with_the_malls_they_need(
         settings = settings_for(emu, tmp_path / "m.db", types=["malls", "stores", "events"])
         mirror = Mirror.open(settings.mirror.path)
         try:
-            async with ChannelClient(settings.upstream, store=mirror) as client:
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
                 report = await Backfill(client, mirror, settings).run(only=["stores"])
             assert sorted(report.types) == ["malls", "stores"]
             assert _ids(mirror, "malls") == sorted(emu.ids("malls"), key=int)
@@ -58,7 +58,7 @@ async def test_a_type_the_account_may_not_read_is_skipped_and_the_run_partial(
         settings = settings_for(emu, tmp_path / "m.db", types=["malls", "events", "deals"])
         mirror = Mirror.open(settings.mirror.path)
         try:
-            async with ChannelClient(settings.upstream, store=mirror) as client:
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
                 report = await Backfill(client, mirror, settings).run()
             deals = report.types["deals"]
             assert deals.error is not None

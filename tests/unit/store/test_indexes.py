@@ -56,7 +56,7 @@ def test_a_deferred_load_gets_its_indexes_and_one_feed_entry_a_type_at_its_end(
         ("images", None, "backfill"),
     ]
     assert rows(mirror.conn, "SELECT rowid FROM deals_fts WHERE deals_fts MATCH 'amber'") == [(1,)]
-    assert opened.get_meta(indexes.END_PHASE) is None
+    assert opened.meta.get(indexes.END_PHASE) is None
     indexes.defer(opened, False)  # not deferred: nothing noted again
     assert len(rows(mirror.conn, "SELECT * FROM _sync_changes")) == 2
 
@@ -74,6 +74,6 @@ def test_an_end_phase_that_fails_stays_marked_and_leaves_no_scratch(
     monkeypatch.setattr(opened.schema, "create_indexes", full)
     with pytest.raises(OSError):
         indexes.defer(opened, False)
-    assert opened.get_meta(indexes.END_PHASE) is not None  # the next open checks every index
+    assert opened.meta.get(indexes.END_PHASE) is not None  # the next open checks every index
     assert not (tmp_path / "m.db-fts-build").exists()
     assert rows(mirror.conn, "SELECT name FROM sqlite_master WHERE name LIKE '%_fts'") == []

@@ -58,7 +58,7 @@ def test_an_unfinished_end_phase_loses_its_scratch_and_its_stale_index(
     conn.execute("UPDATE tags SET name = 'birch' WHERE id = 1")  # the index misses it
     (tmp_path / "m.db-fts-build").write_bytes(b"scratch")
     opened = _opened(mirror, tmp_path)
-    opened.set_meta(indexes.END_PHASE, "2026-01-01T00:00:00.000Z")
+    opened.meta.set(indexes.END_PHASE, "2026-01-01T00:00:00.000Z")
     migrations.unfinished_end_phase(opened)
     assert not (tmp_path / "m.db-fts-build").exists()
     assert rows(conn, "SELECT rowid FROM tags_fts WHERE tags_fts MATCH 'birch'") == [(1,)]

@@ -10,7 +10,7 @@ from sync.store.schema import Schema
 from tests.support.store_units import Opened, staged, write
 
 #: What the protocol declares: a stand-in with no more than these must do.
-DECLARED = {"conn", "path", "schema", "autocheckpoint", "has_table", "get_meta", "set_meta"}
+DECLARED = {"conn", "path", "schema", "meta", "group"}
 
 
 class Bare(Opened):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from sync.store import Mirror, reads
-from sync.store.bookkeeping import TypeStatus
 from tests.support.store_units import staged, write
 
 T0 = "2026-01-01T00:00:00.000Z"
@@ -22,7 +21,6 @@ def test_a_table_not_made_yet_reads_as_empty(mirror: Mirror) -> None:
     assert list(reads.ids(schema, "deals", None, None)) == []
     assert reads.stamps(schema, "deals", [1]) == {}
     assert reads.get(schema, "deals", 1) is None
-    assert reads.status(schema, {}) == []
 
 
 def test_ids_walk_past_a_thousand_and_after_a_given_id(mirror: Mirror) -> None:
@@ -42,15 +40,3 @@ def test_stamps_of_a_type_without_them_are_none_and_rows_come_as_dicts(mirror: M
     )
     assert reads.stamps(mirror.schema, "tags", [4, 5]) == {4: None}
     assert reads.get(mirror.schema, "tags", 4) == {"id": 4, "name": "x"}
-
-
-def test_status_lists_types_with_a_table_or_bookkeeping_in_listing_order(mirror: Mirror) -> None:
-    _deals(mirror, range(1, 4))
-    tracked = {"stores": {"last_sync_at": T0, "cursor": "c", "last_error": "boom"}}
-    assert reads.status(mirror.schema, tracked) == [
-        TypeStatus("deals", 3, None, None, None),
-        TypeStatus("stores", 0, T0, "c", "boom"),
-    ]
-    assert reads.has_view(mirror.conn, "stores_deals") is False
-    mirror.schema.ensure_link("deals_stores", "deals_id", "stores_id", "deals", "stores")
-    assert reads.has_view(mirror.conn, "stores_deals") is True

@@ -21,7 +21,6 @@ from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.ingest.subscriptions import Subscriptions
 from sync.jobs.backfill import Backfill
-from sync.jobs.fetch import Fetcher
 from sync.model import catalogue
 from sync.model.scopes import Scope
 from sync.store import Mirror
@@ -88,7 +87,7 @@ async def test_one_account_per_channel_fills_one_mirror(
         settings = _settings(emu, db, budget=budget)
         mirror = Mirror.open(db)
         try:
-            async with ChannelClient(settings.upstream) as client:
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
                 report = await Backfill(client, mirror, settings).run()
         finally:
             mirror.close()
@@ -154,11 +153,11 @@ async def test_a_restart_reads_each_route_with_the_account_learned_before(
         settings = _settings(emu, db, types=["malls", "deals", "events"])
         mirror = Mirror.open(db)
         try:
-            async with ChannelClient(settings.upstream) as client:
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
                 await Backfill(client, mirror, settings).run()
                 assert client.session.stats.statuses[403] > 0  # learned the hard way
-            async with ChannelClient(settings.upstream) as client:
-                Fetcher(client, mirror)  # what a job does first: restore what was learned
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
+                # built with the mirror as its store: what the first run learned is restored
                 for name in ("deals", "events", "malls"):
                     await client.list_page(Scope(catalogue.TYPES[name]), 1)
                 assert client.session.stats.statuses[403] == 0
@@ -230,7 +229,7 @@ async def test_an_upstream_that_answers_404_for_a_channel_not_permitted_fills_on
         settings = _settings(emu, db)
         mirror = Mirror.open(db)
         try:
-            async with ChannelClient(settings.upstream) as client:
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
                 report = await Backfill(client, mirror, settings).run()
         finally:
             mirror.close()

@@ -471,7 +471,6 @@ def test_the_store_given_to_the_client_restores_and_keeps_its_profile() -> None:
     assert again.profile is not None and again.profile.routes["/deals"].sort == "ignored"
     probed = UpstreamProfile(probed_at="2026-01-01T00:00:00.000Z")
     again.learn_profile(probed)  # a probe's profile replaces it
-    again.keep(store)  # the same store again: nothing restored over what was learned
     assert again.profile is probed
     assert UpstreamProfile.from_json(store.meta[PROFILE_KEY]) == probed
 

@@ -63,7 +63,7 @@ class ChannelClient:
 
     `transport`: what sends each request (`sync.channel.protocols.Sender`; None: the retrying
     `Transport` over aiohttp), as httpx's `Client(transport=...)`; `store`: where what the
-    client learns outlives the process (`keep`)."""
+    client learns outlives the process, given here and nowhere else."""
 
     def __init__(
         self,
@@ -85,14 +85,14 @@ class ChannelClient:
         #: What the upstream answered where the spec is silent (`sync.channel.profile`): None
         #: until probed or kept; changed only through `learn_profile`.
         self._profile: UpstreamProfile | None = None
-        #: Where what this client learns outlives the process (`keep`): None keeps nothing.
+        #: Where what this client learns outlives the process (`store=`): None keeps nothing.
         self._store: MetaStore | None = None
         #: The ETag each conditional listing last answered with (`ETAG_ENTRIES`, oldest dropped).
         self._etags: OrderedDict[str, str] = OrderedDict()
         self.includes = IncludeFallback(self)
         self.webhooks = WebhookEndpoints(self.session)
         if store is not None:
-            self.keep(store)
+            self._keep(store)
 
     async def __aenter__(self) -> Self:
         await self.session.__aenter__()
@@ -106,12 +106,12 @@ class ChannelClient:
     ) -> None:
         await self.session.__aexit__(exc_type, exc, tb)
 
-    def keep(self, store: MetaStore) -> None:
+    def _keep(self, store: MetaStore) -> None:
         """Keep what this client learns in `store` (the mirror's `_sync_meta`) and restore
         what an earlier run learned there: the session's page size and accounts' routes
         (`ChannelSession.keep`), "now" on the stamps' scale (`UpstreamClock`) and the upstream
-        profile. Called once where the client meets its mirror; again with the same store,
-        nothing."""
+        profile. Given once, to the constructor (`ChannelClient(settings, store=mirror.meta)`),
+        as httpx's client is given its transport: nothing outside configures a client later."""
         if store is self._store:
             return
         self._store = store
@@ -129,7 +129,7 @@ class ChannelClient:
         self, profile: UpstreamProfile | None = None, *, save: bool = True
     ) -> UpstreamProfile:
         """Adopt `profile` (a probe's), or with None the current one as changed in place (an
-        empty one if none yet), and keep it in the store (`keep`) unless `save` is False.
+        empty one if none yet), and keep it in the store (`store=`) unless `save` is False.
         The one way the profile changes; returns it."""
         if profile is not None:
             self._profile = profile

@@ -7,7 +7,7 @@ given another as httpx's `Client(transport=...)` is (`ChannelClient(settings, tr
 so tests answer requests with a function and no HTTP server (`tests/support/transport.py`).
 
 `MetaStore`: where a client keeps what it learns across runs (the mirror's `_sync_meta`,
-`ChannelClient.keep`).
+`ChannelClient(settings, store=mirror.meta)`).
 
 What the probes ask through (`Probed`) is `sync.channel.profile`'s: it names the session's class,
 which imports this module.

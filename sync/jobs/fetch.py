@@ -42,9 +42,6 @@ class Fetcher:
     def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
-        # What the client learns outlives the process in this mirror (`ChannelClient.keep`;
-        # nothing when the client was built with it, `ChannelClient(store=)`).
-        client.keep(mirror.meta)
 
     async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Fetch `ids` by `filter[id]` in every scope of the group; write what comes back."""

@@ -24,7 +24,8 @@ async def run_backfill(
     sees the client first (to count or break its requests)."""
     mirror = Mirror.open(settings.mirror.path)
     try:
-        async with ChannelClient(settings.upstream) as client:
+        # As `ccsync backfill` builds it: what the client learns kept in this mirror.
+        async with ChannelClient(settings.upstream, store=mirror.meta) as client:
             if wrap:
                 wrap(client)
             return await Backfill(client, mirror, settings).run(restart=restart)

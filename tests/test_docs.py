@@ -28,7 +28,7 @@ FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
-#: A path into the tree, cited in prose: `sync/store/`, `tests/test_chaos.py::test_x`.
+#: A path into the tree, cited in prose: `sync/store/`, `tests/e2e/test_chaos.py::test_x`.
 TREE_PATH = re.compile(r"(?<![\w/.~-])((?:sync|tests|bench|systemd)/[\w./@-]*)")
 
 

@@ -211,7 +211,7 @@ def test_the_checker_sees_an_import_that_runs_up(tmp_path: Path) -> None:
 
 def _modules() -> list[Path]:
     """Every module under `sync/` a unit test must name: all but the emulator's (the spec's
-    stand-in upstream, tested as a whole by `tests/test_emulator*.py`) and package docstrings."""
+    stand-in upstream, tested as a whole by `tests/e2e/test_emulator*.py`) and package docstrings."""
     return sorted(
         p
         for p in PKG.rglob("*.py")

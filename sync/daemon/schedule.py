@@ -1,8 +1,8 @@
 """The daemon's schedule arithmetic: when each job first runs, how often, and what a cycle costs.
 
 Pure maths, apart from I/O (like arq's `cron.py:next_cron`): nothing here reads the clock, the
-mirror or the network, so each rule is tested alone (`tests/test_schedule.py`) and the daemon
-(`sync.daemon.service`) and its job bodies (`sync.daemon.bodies`) only feed it numbers.
+mirror or the network, so each rule is tested alone (`tests/unit/daemon/test_schedule.py`) and
+the daemon (`sync.daemon.service`) and its job bodies (`sync.daemon.bodies`) only feed it numbers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The proof's pacing arithmetic: how often it ticks, what a tick may spend, what bound it can keep.
 
-Pure maths (like `sync.daemon.schedule`), tested alone in `tests/test_schedule.py`; the daemon
-(`sync.daemon.bodies`) feeds it the cycle's cost and the configured bound, and `ccsync status`
+Pure maths (like `sync.daemon.schedule`), tested alone in `tests/unit/daemon/test_schedule.py`;
+the daemon (`sync.daemon.bodies`) feeds it the cycle's cost and the configured bound, and `ccsync status`
 (`sync.readers.status`) the recorded cost and the request budget.
 """
 

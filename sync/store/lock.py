@@ -5,7 +5,7 @@ keys it on the open file, so on the inode: a symlink, a hard link, a `dir/../` s
 mount of the mirror all meet the same lock. (A lock file named after the path did not: `ccsync
 backfill` through a symlink to the daemon's mirror ran and wrote.) SQLite locks the same file
 with POSIX record locks (`fcntl`); on Linux those and `flock` locks are independent (flock(2)),
-so neither ever waits for the other (`tests/test_faults_lock.py` checks it).
+so neither ever waits for the other (`tests/e2e/test_faults_lock.py` checks it).
 
 A refusal names the holder: its pid as `/proc/locks` gives it for the inode (Linux), else as
 the holder wrote it, with its command line, into `<real path>.lock` beside the file (a file

@@ -60,7 +60,7 @@ def channel_client(
                 "email": EMAIL,
                 "password": PASSWORD,
                 # The request budget keeps real time, which a FakeSleep does not advance
-                # (tests/test_budget.py runs it on a fake clock; the e2e suites as shipped).
+                # (tests/e2e/test_budget.py runs it on a fake clock; the e2e suites as shipped).
                 "max_requests_per_second": 0,
                 **upstream,
             }

@@ -193,7 +193,9 @@ def test_the_command_is_ccsync_everywhere_a_user_reads_it() -> None:
     ]
     assert not bare, bare
     demo = (ROOT / "sync" / "daemon" / "demo.py").read_text()
-    assert "{program()} status --config" in demo  # `.venv/bin/ccsync` as run (tests/test_demo.py)
+    assert (
+        "{program()} status --config" in demo
+    )  # `.venv/bin/ccsync` as run (tests/e2e/test_demo.py)
 
 
 def test_help_texts_point_at_the_page_that_holds_what_they_cite() -> None:

@@ -47,7 +47,7 @@ def _no_webhook_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 #: The readers (`status`, `changes`, `datasette-metadata`) resolve no secret at all:
-#: tests/test_readers.py runs them under a configuration whose every secret is unreadable.
+#: tests/e2e/test_readers.py runs them under a configuration whose every secret is unreadable.
 #: `reconcile --full` is the verify, then the reconcile.
 UPSTREAM_COMMANDS = [["backfill", "--quiet"], ["reconcile", "--full"], ["probe"]]
 

@@ -32,7 +32,7 @@ from tests.support.compare import compare
 from tests.support.pages import write_page
 from tests.support.settings import settings_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTICLES = catalogue.TYPES["articles"]
 T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"
 

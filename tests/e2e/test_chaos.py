@@ -17,7 +17,7 @@ A variant also changes content silently (no new `updated_at`, no notice) and end
 Size (CI runs the default bounded size; a long run sets these):
     SYNC_CHAOS_MUTATIONS (600), SYNC_CHAOS_KILLS (3), SYNC_CHAOS_RESOURCES (1500),
     SYNC_CHAOS_RATE (mutations per second, 60), SYNC_CHAOS_SEED (random; printed, replays a run).
-    SYNC_CHAOS_MUTATIONS=20000 SYNC_CHAOS_KILLS=10 .venv/bin/pytest -m slow tests/test_chaos.py
+    SYNC_CHAOS_MUTATIONS=20000 SYNC_CHAOS_KILLS=10 .venv/bin/pytest -m slow tests/e2e/test_chaos.py
 A run depends on timing as well as on the seed (the daemon is a real process), so a replay
 repeats the same mutations, faults and kill schedule, not the same interleaving.
 """

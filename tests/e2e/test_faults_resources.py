@@ -13,7 +13,7 @@ connection makes every write that needs a new page fail with SQLITE_FULL, "datab
 full", the path a full disk takes; `PRAGMA query_only` makes every write fail with
 SQLITE_READONLY, "attempt to write a readonly database" (tests run as root, whom chmod does
 not stop); a write transaction held from another connection locks it. A one-shot command gets
-its fault through this module run as its entry point (`python -m tests.test_faults_resources
+its fault through this module run as its entry point (`python -m tests.e2e.test_faults_resources
 <command> ...` with `SYNC_TEST_FAULT` set), which applies it to the mirror's connection once
 opened.
 """
@@ -46,7 +46,7 @@ from tests.support.settings import cli_config as config
 from tests.support.settings import daemon_settings as settings_for
 from tests.support.waiting import eventually
 
-TYPES = ["malls", "deals", "articles"]  # what `tests.test_cli.config` mirrors
+TYPES = ["malls", "deals", "articles"]  # what `tests.e2e.test_cli.config` mirrors
 EXIT_STORAGE = 4
 
 
@@ -95,7 +95,7 @@ def _inject_on_open() -> None:
 async def ccsync(*args: str, emu: Emulator, fault: str | None = None) -> tuple[int, str, str]:
     """Run a `ccsync` command as a process (with `fault` on its mirror): rc, stdout, stderr."""
     env = {CLI_PASSWORD_ENV: emu.password, "SYNC_TEST_FAULT": fault or ""}
-    return await run(*args, env=env, module="tests.test_faults_resources" if fault else "sync")
+    return await run(*args, env=env, module="tests.e2e.test_faults_resources" if fault else "sync")
 
 
 def one_line(rc: int, err: str) -> str:

@@ -5,6 +5,7 @@ codes, and every process a test started stopped again (a stray daemon would outl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -153,9 +154,19 @@ class DaemonProcess:
         )
 
     async def kill(self) -> None:
+        """SIGKILL the daemon; one that already ended by itself fails the test with its log's
+        tail (what it died of), not the `ProcessLookupError` of signalling a process gone."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        await self.proc.wait()
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # it may end between check and signal
+                self.proc.send_signal(signal.SIGKILL)
+            await self.proc.wait()
+            if self.proc.returncode == -signal.SIGKILL:
+                return
+        raise AssertionError(
+            f"the daemon ended by itself (exit {self.proc.returncode}) before it was killed:\n"
+            f"{self.tail()}"
+        )
 
     async def stop(self) -> int:
         assert self.proc is not None

@@ -65,6 +65,9 @@ class FeedEntries:
         self.mirrored = mirrored
         self.on_unknown = on_unknown
         self._seen: OrderedDict[str, None] = OrderedDict()
+        #: Per listable type, rows stamped the very moment of their entry, for `filter[id]` to
+        #: decide (`Poller.poll_deletions` asks): the entry alone cannot say which came last.
+        self.tied: dict[str, list[int]] = {}
 
     def applies(self, name: str) -> bool:
         # Sideloaded types (images, tags, groups) have no route of their own, but the feed
@@ -92,7 +95,12 @@ class FeedEntries:
                     attrs.get("created_at")
                 )
         for name, entries in by_type.items():
-            done = self.mirror.table(name).apply_feed(entries)
+            table = self.mirror.table(name)
+            done = table.apply_feed(entries)
+            if done.tied and catalogue.TYPES[name].listable:
+                self.tied.setdefault(name, []).extend(done.tied)
+            elif done.tied:  # a sideload has no route to ask: the entry decides, as before
+                table.delete(done.tied)
             if done.kept:
                 _log.info(
                     "deletions.row_newer_than_entry",

@@ -41,7 +41,7 @@ from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
 from sync.jobs.feed import FeedEntries
-from sync.jobs.fetch import confirm_mall_gone
+from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.freshness import OnLag, changed_lags
 from sync.jobs.lateness import Lookbacks
 from sync.jobs.walks import OutOfOrder, PollResult, TieOrder, walk_by_stamp, walk_unsorted
@@ -315,10 +315,36 @@ class Poller:
             reprobe=lambda: Profiler(self.client).deletions_order(),
         )
         self._lateness(DELETIONS, "", late, result)
+        await self._settle_ties(entries.tied)  # before the cursor moves: asked again if it fails
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.cursors.set(DELETIONS, "", result.cursor)
         return result
+
+    async def _settle_ties(self, tied: dict[str, list[int]]) -> None:
+        """Rows stamped the very moment of their feed entry (`FeedApplied.tied`): deleted and
+        created again within one tick of the upstream's clock, or deleted only; `filter[id]`
+        decides, in every mall the mirror holds the row in. Served: rewritten, kept. Not
+        served: deleted, with no tombstone (the entry could not date the row)."""
+        fetcher = Fetcher(self.client, self.mirror)
+        for name, ids in tied.items():
+            rtype = catalogue.TYPES[name]
+            if rtype.level == "top":
+                removed = await fetcher.confirm_and_delete(scopes_of(rtype, []), ids)
+            else:
+                table = self.mirror.table(name)
+                malls = sorted({m for rid in ids for m in table.malls_of(rid)})
+                if not malls:
+                    continue  # no mall holds it here: the proof's listings decide
+                removed = await fetcher.confirm_and_delete(scopes_of(rtype, malls), ids)
+            self.log.info(
+                "deletions.entry_tied_with_row",
+                type=name,
+                ids=ids[:20],
+                asked=len(ids),
+                removed=removed,
+                hint="a row stamped the moment of its feed entry: filter[id] decided",
+            )
 
     def _late_entries(self, page: Page, cursor: str, applies: Callable[[str], bool]) -> list[float]:
         """The lateness of the page's entries dated before `cursor` whose row the mirror still

@@ -56,6 +56,10 @@ class FeedApplied:
     removed: int = 0
     kept: list[int] = field(default_factory=list)
     unstamped: int = 0
+    #: Rows stamped the very moment of their entry: no evidence either way (an upstream whose
+    #: stamps count whole seconds creates a row again in the second it was deleted), left
+    #: untouched and untombstoned for `filter[id]` to decide (`sync.jobs.feed`).
+    tied: list[int] = field(default_factory=list)
 
 
 def tombstone_holds(deleted_at: str | None, stamp: Any, now: str) -> bool:
@@ -149,15 +153,17 @@ class Deletions:
         with write_transaction(self.conn):
             dated = {i: at for i, at in entries.items() if at is not None}
             out.unstamped = len(entries) - len(dated)
-            kept = self._newer(type_name, dated) if stamped else set()
+            newer, tied = self._compared(type_name, dated) if stamped else (set(), set())
+            kept = newer | tied
             if stamped:
                 # An entry without a moment is no evidence against a stamped row.
                 kept |= {i for i, at in entries.items() if at is None}
-            out.kept = sorted(i for i in kept if i in dated or not stamped)
+            out.kept = sorted(newer)
+            out.tied = sorted(tied)
             tombs = [
                 (type_name, i, at or now, FEED)
                 for i, at in entries.items()
-                if at is not None or not stamped
+                if (at is not None or not stamped) and i not in tied
             ]
             if tombs:
                 self._any = True
@@ -171,22 +177,22 @@ class Deletions:
             out.removed = self._delete(type_name, [i for i in entries if i not in kept])
         return out
 
-    def _newer(self, type_name: str, dated: Mapping[int, str]) -> set[int]:
-        """The ids of `dated` whose mirrored row is stamped after the entry's moment."""
-        out: set[int] = set()
+    def _compared(self, type_name: str, dated: Mapping[int, str]) -> tuple[set[int], set[int]]:
+        """The ids of `dated` whose mirrored row is stamped after the entry's moment, and those
+        stamped at exactly that moment."""
+        newer: set[int] = set()
+        tied: set[int] = set()
         items = list(dated.items())
         for start in range(0, len(items), 400):
             chunk = items[start : start + 400]
             values = ",".join("(?, ?)" for _ in chunk)
-            out.update(
-                int(r[0])
-                for r in self.conn.execute(
-                    f"WITH e(id, at) AS (VALUES {values}) SELECT t.id FROM [{type_name}] t "
-                    "JOIN e ON t.id = e.id WHERE t.updated_at > e.at",
-                    [v for pair in chunk for v in pair],
-                )
-            )
-        return out
+            for rid, after in self.conn.execute(
+                f"WITH e(id, at) AS (VALUES {values}) SELECT t.id, t.updated_at > e.at "
+                f"FROM [{type_name}] t JOIN e ON t.id = e.id WHERE t.updated_at >= e.at",
+                [v for pair in chunk for v in pair],
+            ):
+                (newer if after else tied).add(int(rid))
+        return newer, tied
 
     def _delete(self, type_name: str, ids: list[int]) -> int:
         """Inside a write transaction: the rows, their links and memberships; a mall's too."""

@@ -72,14 +72,15 @@ def _held(db: Path, type_name: str, ids: list[int]) -> list[int]:
 
 
 def test_an_entry_removes_a_row_not_newer_and_keeps_a_row_created_again(tmp_path: Path) -> None:
-    """Older or equal: deleted and tombstoned at the entry's moment. Newer: the id created
-    again, kept. An entry without `created_at` is no evidence against a stamped row."""
+    """Older: deleted and tombstoned at the entry's moment. Newer: the id created again, kept.
+    Equal: no evidence either way, left untombstoned for `filter[id]` (`FeedApplied.tied`). An
+    entry without `created_at` is no evidence against a stamped row."""
     m = Mirror.open(tmp_path / "m.db")
     write_page(m, ARTICLES, [_article(1, T0), _article(2, T1), _article(3, T2), _article(5, T0)])
     done = m.table("articles").apply_feed({1: T1, 2: T1, 3: T1, 4: T1, 5: None})
-    assert (done.removed, done.kept, done.unstamped) == (2, [3], 1)
-    assert [i for i in (1, 2, 3, 4, 5) if m.table("articles").get(i)] == [3, 5]
-    assert set(m.table("articles").tombstones([1, 2, 3, 4, 5])) == {1, 2, 3, 4}
+    assert (done.removed, done.kept, done.tied, done.unstamped) == (1, [3], [2], 1)
+    assert [i for i in (1, 2, 3, 4, 5) if m.table("articles").get(i)] == [2, 3, 5]
+    assert set(m.table("articles").tombstones([1, 2, 3, 4, 5])) == {1, 3, 4}
     write_page(m, ARTICLES, [_article(1, T0, "a copy from before the deletion")])
     assert m.table("articles").get(1) is None  # the feed's tombstone refuses older copies
     m.close()

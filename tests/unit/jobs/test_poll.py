@@ -104,3 +104,27 @@ async def test_the_feed_first_applies_entries_or_says_none_without_a_cursor(
     assert await apply_feed_first(client, mirror, settings, [CONTACTS]) == 1  # type: ignore[arg-type]
     assert ids(mirror, "contacts") == [2]
     assert _cursor(mirror, "deletions", "") == stamp(20)
+
+
+async def test_a_row_stamped_the_moment_of_its_entry_is_decided_by_filter_id(
+    mirror: Mirror,
+) -> None:
+    """Stamps of whole seconds: row 1 deleted and created again in the second of its entry,
+    row 2 deleted in the second it was last changed. The entry cannot tell them apart; the
+    deletions poll asks `filter[id]`: 1 is served and stays (a live row kept), 2 is not and
+    goes, and neither is tombstoned."""
+    table(mirror, "contacts", [(1, stamp(20)), (2, stamp(20)), (3, stamp(1))])
+    _cursor(mirror, "deletions", "", stamp(10))
+    client = FakeClient(now=NOW + 3600)
+    client.serve(Scope(CONTACTS), [res(1, "contacts", stamp(20))])
+    client.deletions = [
+        deletion(1, "contacts", 1, stamp(20)),
+        deletion(2, "contacts", 2, stamp(20)),
+        deletion(3, "contacts", 3, stamp(20)),  # older: the entry decides, as before
+    ]
+    await _poller(client, mirror).poll_deletions({"contacts"})
+    assert ids(mirror, "contacts") == [1]
+    assert ("ids", ("", [1, 2])) in client.asked
+    tombs = mirror.conn.execute("SELECT id FROM _sync_tombstones ORDER BY id").fetchall()
+    assert [t[0] for t in tombs] == [3]
+    assert _cursor(mirror, "deletions", "") == stamp(20)

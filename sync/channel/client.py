@@ -116,9 +116,9 @@ class ChannelClient:
             return
         self._store = store
         self.session.keep(store)
-        self.clock.keep(store.get_meta, store.set_meta)
+        self.clock.keep(store.get, store.set)
         if self._profile is None:
-            self._profile = UpstreamProfile.from_json(store.get_meta(PROFILE_KEY))
+            self._profile = UpstreamProfile.from_json(store.get(PROFILE_KEY))
 
     @property
     def profile(self) -> UpstreamProfile | None:
@@ -136,7 +136,7 @@ class ChannelClient:
         elif self._profile is None:
             self._profile = UpstreamProfile()
         if save and self._store is not None:
-            self._store.set_meta(PROFILE_KEY, self._profile.to_json())
+            self._store.set(PROFILE_KEY, self._profile.to_json())
         return self._profile
 
     def query(self, listing: Listing, number: int) -> dict[str, str]:

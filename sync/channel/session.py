@@ -185,8 +185,8 @@ class ChannelSession:
         if store is self._store:
             return
         self._store = store
-        self.paging.keep(store.get_meta, store.set_meta)
-        self.accounts.keep(store.get_meta, store.set_meta)
+        self.paging.keep(store.get, store.set)
+        self.accounts.keep(store.get, store.set)
 
     @property
     def transport(self) -> Sender:

@@ -13,7 +13,9 @@ from sync.model.stamps import now_iso
 
 
 class Meta:
-    """`_sync_meta`: the schema version, markers of unfinished phases, small JSON records."""
+    """`_sync_meta`: the schema version, markers of unfinished phases, small JSON records; also
+    the channel's `MetaStore`, where the client keeps what it learns of the upstream
+    (`ChannelClient(store=mirror.meta)`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -32,11 +34,6 @@ class Meta:
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
-
-    # The names the channel's `MetaStore` protocol reads them by: the client keeps what it
-    # learns of the upstream here (`ChannelClient(store=mirror.meta)`).
-    get_meta = get
-    set_meta = set
 
 
 class Cursors:

@@ -452,10 +452,10 @@ class DictStore:
     def __init__(self) -> None:
         self.meta: dict[str, str] = {}
 
-    def get_meta(self, key: str) -> str | None:
+    def get(self, key: str) -> str | None:
         return self.meta.get(key)
 
-    def set_meta(self, key: str, value: str) -> None:
+    def set(self, key: str, value: str) -> None:
         self.meta[key] = value
 
 

@@ -52,16 +52,16 @@ class _MetaOnly:
         self.meta = meta
         self.asked: list[str] = []
 
-    def get_meta(self, key: str) -> str | None:
+    def get(self, key: str) -> str | None:
         self.asked.append(key)
         return self.meta.get(key)
 
-    def set_meta(self, key: str, value: str) -> None:
+    def set(self, key: str, value: str) -> None:
         self.meta[key] = value
 
 
-def test_a_store_with_only_get_and_set_meta_restores_what_a_client_learned() -> None:
-    assert set(_members(MetaStore)) == {"get_meta", "set_meta"}
+def test_a_store_with_only_get_and_set_restores_what_a_client_learned() -> None:
+    assert set(_members(MetaStore)) == {"get", "set"}
     store = _MetaOnly({PAGING_KEY: "40:"})
     client = ChannelClient(
         UpstreamSettings(base_url="http://u", email="a@x", password="pw"), store=store

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from sync.channel.client import ChannelClient
+from sync.channel.paging import META_KEY as PAGING_KEY
+from sync.core.config import UpstreamSettings
 from sync.store import Mirror
-from sync.store.meta import Meta
 
 
 def test_meta_set_get_and_remove(mirror: Mirror) -> None:
@@ -16,11 +18,15 @@ def test_meta_set_get_and_remove(mirror: Mirror) -> None:
     assert meta.get("k") is None
 
 
-def test_meta_answers_the_channels_store_protocol(mirror: Mirror) -> None:
-    """The client keeps what it learns through `get_meta`/`set_meta` (`MetaStore`)."""
-    mirror.meta.set_meta("upstream_profile", "{}")
-    assert mirror.meta.get_meta("upstream_profile") == "{}" == mirror.meta.get("upstream_profile")
-    assert Meta.get_meta is Meta.get and Meta.set_meta is Meta.set
+def test_meta_is_the_store_a_client_keeps_what_it_learns_in(mirror: Mirror) -> None:
+    """`ChannelClient(store=mirror.meta)`: the page bound a client learns lands in
+    `_sync_meta`, and a client built on it later starts from it (`MetaStore`)."""
+    settings = UpstreamSettings(base_url="http://u", email="a@x", password="pw")
+    first = ChannelClient(settings, store=mirror.meta)
+    first.session.paging.learn(30)
+    assert mirror.meta.get(PAGING_KEY) is not None
+    again = ChannelClient(settings, store=mirror.meta)
+    assert again.session.paging.size == 30
 
 
 def test_the_schema_version_is_in_meta(mirror: Mirror) -> None:

@@ -355,9 +355,15 @@ class Schema:
         self.create_link_index("malls_deals", "deals_id")
 
     def drop_views(self) -> None:
-        """Drop our views (a table rebuilt under them would break SQLite's rename checks)."""
+        """Drop our views (a table rebuilt under them would break SQLite's rename checks). A
+        name that is a table (`malls_deals` listed from the mall routes) is left: it is data,
+        and `DROP VIEW` on it fails (a widened column or a rebuild must not stop at it)."""
+        views = {
+            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")
+        }
         for name in VIEWS:
-            self.conn.execute(f"DROP VIEW IF EXISTS [{name}]")
+            if name in views:
+                self.conn.execute(f"DROP VIEW [{name}]")
         self._views_done = False
 
     def transform(self, table: str, change: dict[str, type], why: str) -> None:

@@ -84,3 +84,22 @@ def test_a_view_appears_once_its_sources_exist_and_routes_can_replace_it(mirror:
     schema.forget("deals")
     schema.ensure_views()  # the table stands: no view made over it
     assert "malls_deals" not in _names(mirror, "view")
+
+
+def test_a_column_widened_after_the_routes_list_mall_deals_keeps_the_table(mirror: Mirror) -> None:
+    # The strict chaos run's daemon died at start: a widened column dropped "our views", and
+    # `DROP VIEW malls_deals` on the table the mall routes fill failed ("mirror is damaged").
+    schema, conn = mirror.schema, mirror.conn
+    schema.ensure_link("malls_stores", "malls_id", "stores_id", "malls", "stores")
+    schema.ensure_link("deals_stores", "deals_id", "stores_id", "deals", "stores")
+    schema.ensure_content("deals", {"id": 1, "is_local": 1, "visibility": "Public", "views": 3})
+    schema.ensure_content("malls", {"id": 1, "exclude_national_deals": 0})
+    schema.materialize_mall_deals()
+    conn.execute("INSERT INTO malls (id) VALUES (1)")
+    conn.execute("INSERT INTO deals (id, views) VALUES (1, 3)")
+    conn.execute("INSERT INTO malls_deals (malls_id, deals_id) VALUES (1, 1)")
+    schema.widen("deals", ("views",), [(1, "many")])
+    assert _types(mirror, "deals")["views"] == "TEXT"
+    assert schema.mall_deals_is_table()
+    assert rows(conn, "SELECT malls_id, deals_id FROM malls_deals") == [(1, 1)]
+    assert "stores_deals" in _names(mirror, "view")  # the other views are made again

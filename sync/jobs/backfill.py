@@ -461,15 +461,7 @@ class Backfill:
         return page
 
     def _write(self, scope: Scope, page: StagedPage, report: TypeReport, last: int) -> None:
-        """Write one page; note what it shows of its listing (`MissedRows.saw_page`)."""
-        self.mirror.write_staged(
-            page.batches,
-            scripts=page.scripts,
-            checkpoint=PageCheckpoint(
-                scope.rtype.name, scope.key, page.number, max(page.number, page.last, last)
-            ),
-        )
-        self.pages.written(page)
+        """Note what one page shows of its listing (`MissedRows.saw_page`), then write it."""
         self.missed.saw_page(
             scope.rtype.name,
             number=page.number,
@@ -477,9 +469,17 @@ class Backfill:
             rows=page.resources,
             walked_last=last,
         )
+        self.mirror.write_staged(
+            page.batches,
+            scripts=page.scripts,
+            checkpoint=PageCheckpoint(
+                scope.rtype.name, scope.key, page.number, max(page.number, page.last, last)
+            ),
+        )
         report.rows += page.resources
         report.pages += 1
         self.progress.advance(scope.rtype.name, page.resources)
+        self.pages.written(page)  # its worker may now leave its included rows out
 
     async def _repair(self, scopes: Sequence[Scope], report: TypeReport) -> None:
         result = await self.missed.repair(self.reconciler, scopes)

@@ -105,7 +105,7 @@ class MissedRows:
         return out
 
     def saw_page(self, name: str, *, number: int, last: int, rows: int, walked_last: int) -> None:
-        """Note what one written page says about its listing (`walked_last`: the `links.last`
+        """Note what one page says about its listing (`walked_last`: the `links.last`
         the walk started from)."""
         if number < last and rows < self.client.session.paging.size:
             self.short_pages.add(name)

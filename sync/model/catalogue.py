@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 Level = Literal["top", "mall"]
@@ -51,6 +52,22 @@ class Relationship:
 
 
 @dataclass(frozen=True)
+class LinkTable:
+    """The link table of one to-many relationship of one owner type, as a value: its name and
+    columns are read, never worked out again by the code that writes it."""
+
+    table: str
+    owner_column: str
+    related_column: str
+    owner: str
+    relationship: Relationship
+
+    @property
+    def target(self) -> str:
+        return self.relationship.target
+
+
+@dataclass(frozen=True)
 class ResourceType:
     """One JSON:API resource type as the mirror lists, filters and stores it."""
 
@@ -68,6 +85,15 @@ class ResourceType:
     def table(self) -> str:
         """The mirror table: named as the type."""
         return self.name
+
+    @cached_property
+    def link_tables(self) -> tuple[LinkTable, ...]:
+        """The link tables of this type's to-many relationships, in relationship order."""
+        return tuple(
+            LinkTable(rel.link_table(self.name), *rel.link_columns(self.name), self.name, rel)
+            for rel in self.relationships
+            if not rel.to_one
+        )
 
     @property
     def has_updated_at(self) -> bool:

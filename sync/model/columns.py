@@ -222,21 +222,22 @@ NULLABLE: dict[str, tuple[str, ...]] = {
 }
 
 
-def declared(type_name: str, column: str) -> Affinity | None:
-    """The declared affinity of `column` in the table of `type_name`, or None (inferred).
+#: Columns INTEGER in every table, catalogued or not: the key, and the mall a row belongs to.
+KEY_COLUMNS: dict[str, Affinity] = {"id": "INTEGER", "mall_id": "INTEGER"}
 
-    Besides the spec's attributes: `id`, `mall_id` and to-one `<relationship>_id` columns are
-    INTEGER.
-    """
-    if column == "id" or column == "mall_id":
-        return "INTEGER"
-    found = DECLARED.get(type_name, {}).get(column)
-    if found is not None:
-        return found
-    rtype = catalogue.TYPES.get(type_name)
-    if rtype is not None and any(r.to_one and r.column == column for r in rtype.relationships):
-        return "INTEGER"
-    return None
+
+def _column_types(type_name: str) -> dict[str, Affinity]:
+    rels = catalogue.TYPES[type_name].relationships
+    to_one: dict[str, Affinity] = {r.column: "INTEGER" for r in rels if r.to_one}
+    return {**to_one, **DECLARED.get(type_name, {}), **KEY_COLUMNS}
+
+
+#: Every catalogued table's declared column types, as one value: the spec's attributes, plus
+#: `id`, `mall_id` and to-one `<relationship>_id` columns INTEGER. A column not named here is
+#: inferred from its values (`sync.store.schema`); a table not named declares `KEY_COLUMNS`.
+COLUMN_TYPES: dict[str, dict[str, Affinity]] = {
+    name: _column_types(name) for name in catalogue.TYPES
+}
 
 
 #: Attributes the spec types boolean: INTEGER columns holding 0/1.

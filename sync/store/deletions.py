@@ -62,14 +62,21 @@ class FeedApplied:
     tied: list[int] = field(default_factory=list)
 
 
-def tombstone_holds(deleted_at: str | None, stamp: Any, now: str) -> bool:
+def stampless_horizon(now: str) -> str:
+    """The moment (normalised, as tombstones are dated) after which a tombstone of a row
+    without `updated_at` still refuses copies at local time `now`."""
+    return shift(now, -STAMPLESS_TOMBSTONE_SECONDS)
+
+
+def tombstone_holds(deleted_at: str | None, stamp: Any, horizon: str) -> bool:
     """Whether a tombstone of `deleted_at` refuses a copy stamped `stamp` (normalised
-    `updated_at`, or None for a type without one) at local time `now`."""
+    `updated_at`, or None for a type without one); `horizon`: `stampless_horizon` of now, one
+    per page, so no row asks the clock."""
     if deleted_at is None:
         return True  # a tombstone from before versions: as before, it holds
     if isinstance(stamp, str):
         return stamp <= deleted_at
-    return shift(deleted_at, STAMPLESS_TOMBSTONE_SECONDS) > now
+    return deleted_at > horizon
 
 
 class Deletions:
@@ -109,14 +116,14 @@ class Deletions:
         if not dead:
             return
         pos = b.columns.index("updated_at") + 1 if "updated_at" in b.columns else None
-        now = now_iso()
+        horizon = stampless_horizon(now_iso())
         keep: list[bool] = []
         lifted: list[int] = []
         for row in b.rows:
             rid = row[0]
             if rid not in dead:
                 keep.append(True)
-            elif tombstone_holds(dead[rid], row[pos] if pos is not None else None, now):
+            elif tombstone_holds(dead[rid], row[pos] if pos is not None else None, horizon):
                 keep.append(False)
             else:
                 keep.append(True)

@@ -26,21 +26,15 @@ Links = dict[str, list[tuple[int, list[int]]]]
 def link_tables() -> list[tuple[str, str, str, str, str]]:
     """(table, owner column, related column, owner, target) of every link table."""
     return [
-        (rel.link_table(name), *rel.link_columns(name), name, rel.target)
-        for name, rtype in catalogue.TYPES.items()
-        for rel in rtype.relationships
-        if not rel.to_one
+        (lt.table, lt.owner_column, lt.related_column, lt.owner, lt.target)
+        for rtype in catalogue.TYPES.values()
+        for lt in rtype.link_tables
     ]
 
 
 def owned(schema: Schema, rtype: ResourceType) -> list[tuple[str, str]]:
     """(link table, owner column) of each existing link table whose rows `rtype` owns."""
-    out = []
-    for rel in rtype.relationships:
-        table = rel.link_table(rtype.name)
-        if not rel.to_one and schema.columns(table):
-            out.append((table, rel.link_columns(rtype.name)[0]))
-    return out
+    return [(lt.table, lt.owner_column) for lt in rtype.link_tables if schema.columns(lt.table)]
 
 
 def pointing_at(schema: Schema, target: str) -> list[tuple[str, str, str, str]]:
@@ -60,11 +54,9 @@ def ensure(schema: Schema, rtype: ResourceType, names: Sequence[str] | Links) ->
     """The link tables of the to-many relationships of `rtype` named in `names`.
 
     Schema changes come before the write's transaction: sqlite-utils commits on its own."""
-    for rel in rtype.relationships:
-        if not rel.to_one and rel.name in names:
-            schema.ensure_link(
-                rel.link_table(rtype.name), *rel.link_columns(rtype.name), rtype.name, rel.target
-            )
+    for lt in rtype.link_tables:
+        if lt.relationship.name in names:
+            schema.ensure_link(lt.table, lt.owner_column, lt.related_column, lt.owner, lt.target)
 
 
 def none_held(conn: sqlite3.Connection, schema: Schema, rtype: ResourceType) -> bool:

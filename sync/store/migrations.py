@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sync.model import catalogue
-from sync.model.columns import declared
 from sync.store import fts, indexes, memberships, runs
 from sync.store.ftsbuild import remove_scratch
 from sync.store.links import link_tables
 from sync.store.opened import OpenMirror
-from sync.store.schema import PYTYPE, Schema, foreign_keys, link_sql
+from sync.store.schema import PYTYPE, Schema, declared_type, foreign_keys, link_sql
 from sync.store.scripts import migrate_scripts
 from sync.store.transaction import write_transaction
 
@@ -58,7 +57,7 @@ def declared_column_types(mirror: OpenMirror) -> None:
         change = {
             c: PYTYPE[want]
             for c, a in schema.types(table).items()
-            if (want := declared(table, c)) is not None and a != want
+            if (want := declared_type(table, c)) is not None and a != want
         }
         if change:
             schema.transform(table, change, "the spec declares another type")

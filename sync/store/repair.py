@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from sync.model.stamps import now_iso
 from sync.pipeline.batches import Staged
-from sync.store.deletions import Deletions, tombstone_holds
+from sync.store.deletions import Deletions, stampless_horizon, tombstone_holds
 from sync.store.memberships import MEMBER_TYPES
 from sync.store.schema import Schema
 
@@ -49,12 +49,14 @@ def differences(schema: Schema, deletions: Deletions, b: Staged) -> list[Repair]
     checks = ["updated_at" if stamp else "NULL", *(f"[{c}] IS NOT ?" for c in cols)]
     sql = f"SELECT {', '.join(checks)} FROM [{table}] WHERE id = ?"
     dead = deletions.held(b.type, b.ids)
-    now = now_iso()
+    horizon = stampless_horizon(now_iso())
     tombstoned = {
         row[0]
         for row in b.rows
         if row[0] in dead
-        and tombstone_holds(dead[row[0]], row[cols.index("updated_at") + 1] if stamp else None, now)
+        and tombstone_holds(
+            dead[row[0]], row[cols.index("updated_at") + 1] if stamp else None, horizon
+        )
     }
     links = _stored_links(schema, b)
     served_links = {name: dict(pairs) for name, pairs in b.links.items() if name in links}

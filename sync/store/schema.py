@@ -18,7 +18,7 @@ import sqlite_utils
 
 from sync.core.logs import get_logger
 from sync.model import catalogue
-from sync.model.columns import declared
+from sync.model.columns import COLUMN_TYPES, KEY_COLUMNS, Affinity
 from sync.store import changes, fts
 from sync.store.fts import FTS_COLUMNS as FTS_COLUMNS
 
@@ -118,6 +118,12 @@ VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
         " WHERE coalesce(m.exclude_national_deals, 0) = 0",
     ),
 }
+
+
+def declared_type(table: str, column: str) -> Affinity | None:
+    """The type the spec declares for `column` of `table` (`sync.model.columns.COLUMN_TYPES`),
+    or None: inferred from its values."""
+    return COLUMN_TYPES.get(table, KEY_COLUMNS).get(column)
 
 
 def foreign_keys(table: str) -> list[tuple[str, str, str]]:
@@ -256,7 +262,7 @@ class Schema:
         untyped while every value seen is null (`widen` types it later).
         """
         have = self.columns(table)
-        wanted = {k: declared(table, k) or value_affinity(v) for k, v in sample.items()}
+        wanted = {k: declared_type(table, k) or value_affinity(v) for k, v in sample.items()}
         wanted["id"] = "INTEGER"
         if not have:
             # Our own CREATE TABLE: sqlite-utils refuses a foreign key to a table not created
@@ -297,7 +303,7 @@ class Schema:
         have = self.types(table)
         change: dict[str, type] = {}
         for pos, col in enumerate(columns, start=1):
-            if declared(table, col) is not None:
+            if declared_type(table, col) is not None:
                 continue
             current = have.get(col)
             if current is None or current == "NUMERIC":

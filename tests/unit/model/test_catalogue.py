@@ -30,6 +30,19 @@ def test_link_tables_and_columns_stay_distinct_for_self_links() -> None:
     assert Relationship("mall", "malls", to_one=True).column == "mall_id"
 
 
+def test_a_type_s_link_tables_are_values_of_its_to_many_relationships_only() -> None:
+    events = TYPES["events"]
+    assert [
+        (lt.table, lt.owner_column, lt.related_column, lt.target) for lt in events.link_tables
+    ] == [
+        ("events_images", "events_id", "images_id", "images"),
+        ("events_groups", "events_id", "groups_id", "groups"),
+        ("events_tags", "events_id", "tags_id", "tags"),
+    ]  # `mall` is to-one: a column, no link table
+    tags = TYPES["tags"].link_tables
+    assert [(lt.owner_column, lt.related_column) for lt in tags] == [("tags_id", "related_tags_id")]
+
+
 @pytest.mark.parametrize(
     ("raw", "name"),
     [

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from sync.model import catalogue, columns
-from sync.model.columns import BOOLEANS, DECLARED, NULLABLE, VALUE_KINDS, declared
+from sync.model.columns import BOOLEANS, COLUMN_TYPES, DECLARED, NULLABLE, VALUE_KINDS
 
 
 def test_ids_and_to_one_columns_are_integer_unknown_attributes_inferred() -> None:
-    assert declared("deals", "id") == "INTEGER"
-    assert declared("stores", "mall_id") == "INTEGER"
-    assert declared("job_listings", "store_id") == "INTEGER"
-    assert declared("deals", "store_id") is None  # deals' stores are to-many: a link table
-    assert declared("deals", "meta_whatever") is None
-    assert declared("nosuchtype", "name") is None
+    assert set(COLUMN_TYPES) == set(catalogue.TYPES)
+    assert all(t["id"] == t["mall_id"] == "INTEGER" for t in COLUMN_TYPES.values())
+    assert COLUMN_TYPES["job_listings"]["store_id"] == "INTEGER"
+    assert "store_id" not in COLUMN_TYPES["deals"]  # deals' stores are to-many: a link table
+    assert "meta_whatever" not in COLUMN_TYPES["deals"]
+    assert COLUMN_TYPES["stores"]["distance"] == "REAL"  # the spec's own, beside the keys
 
 
 def test_every_date_field_of_the_catalogue_is_declared_text() -> None:

@@ -8,7 +8,12 @@ import pytest
 
 from sync.model.stamps import now_iso, shift
 from sync.store import Mirror
-from sync.store.deletions import STAMPLESS_TOMBSTONE_SECONDS, Deletions, tombstone_holds
+from sync.store.deletions import (
+    STAMPLESS_TOMBSTONE_SECONDS,
+    Deletions,
+    stampless_horizon,
+    tombstone_holds,
+)
 from tests.support.store_units import rows, staged, write
 
 T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"
@@ -43,7 +48,7 @@ def _res(
 def test_which_copies_a_tombstone_refuses(
     deleted_at: str | None, stamp: str | None, now: str, holds: bool
 ) -> None:
-    assert tombstone_holds(deleted_at, stamp, now) is holds
+    assert tombstone_holds(deleted_at, stamp, stampless_horizon(now)) is holds
 
 
 def test_an_entry_without_a_moment_spares_stamped_rows_and_takes_stampless_ones(

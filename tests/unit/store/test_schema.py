@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sync.store import Mirror
-from sync.store.schema import affinity
+from sync.store.schema import affinity, declared_type
 from tests.support.store_units import rows
 
 
@@ -29,6 +29,14 @@ def _types(mirror: Mirror, table: str) -> dict[str, str]:
 )
 def test_a_declared_type_has_sqlite_s_affinity(declared: str, affinity_: str) -> None:
     assert affinity(declared) == affinity_
+
+
+def test_a_column_s_declared_type_comes_from_the_spec_its_keys_from_any_table() -> None:
+    assert declared_type("deals", "id") == "INTEGER"
+    assert declared_type("job_listings", "store_id") == "INTEGER"  # a to-one column
+    assert declared_type("deals", "meta_whatever") is None  # not listed: inferred
+    assert declared_type("hours", "mall_id") == "INTEGER"  # not catalogued: its keys only
+    assert declared_type("hours", "name") is None
 
 
 def test_declared_columns_take_the_spec_s_type_whatever_the_first_value(mirror: Mirror) -> None:

@@ -161,3 +161,16 @@ def test_a_retired_key_loads_and_is_named_with_what_replaced_it() -> None:
     assert len(lines) == 1
     assert "reconcile_interval is no longer used" in lines[0]
     assert "staleness_bound" in lines[0]
+
+
+def test_a_notice_limit_an_allowed_batch_exceeds_is_named_at_start() -> None:
+    """Older examples set `max_body_bytes = 1048576`: a batch of 12,000 notices got 413 five
+    times and the upstream dropped the subscription. Such a file still loads, and
+    `Settings.cautions` gives the daemon's start-up warning; the default gets no line, nor does
+    a daemon without the receiver."""
+    assert parse_config(_base()).cautions() == []
+    small = {**_base(), "webhooks": {"max_body_bytes": 1 << 20}}
+    (line,) = parse_config(small).cautions()
+    assert "max_body_bytes = 1048576 refuses (413)" in line and "remove the key" in line
+    off = {**_base(), "webhooks": {"max_body_bytes": 1 << 20, "enabled": False}}
+    assert parse_config(off).cautions() == []

@@ -252,6 +252,11 @@ MISSING_WEBHOOK_SECRET = (
 )
 
 
+#: The smallest `max_body_bytes` taking a batch of about 100,000 notices (9 MB); below it the
+#: daemon warns at start (`Settings.cautions`).
+NOTICE_BODY_FLOOR = 16 << 20
+
+
 class WebhookSettings(_Section):
     """`[webhooks]`: the receiver the upstream posts change notices to."""
 
@@ -492,6 +497,22 @@ class Settings(_Section):
             out.append(
                 "[schedule] reconcile_interval is no longer used: the rolling proof replaced the "
                 "daily reconcile; set [schedule] staleness_bound instead and remove the key"
+            )
+        return out
+
+    def cautions(self) -> list[str]:
+        """One line for each value the file sets that makes the daemon refuse what the spec
+        allows, and its fix; logged at start, as `retired` lines are. Today: a notice body
+        limit a batch the spec permits can exceed (older examples wrote 1 MiB), which answers
+        413 and gives the upstream a reason to drop the subscription."""
+        out = []
+        w = self.webhooks
+        if w.enabled and w.max_body_bytes < NOTICE_BODY_FLOOR:
+            out.append(
+                f"[webhooks] max_body_bytes = {w.max_body_bytes} refuses (413) a batch of "
+                f"{NOTICE_BODY_FLOOR // (1 << 20)} MiB or more, about 100,000 notices, and the "
+                "spec promises no batch size: an upstream may drop the subscription over it; "
+                "remove the key (256 MiB by default)"
             )
         return out
 

@@ -155,6 +155,8 @@ class Daemon:
         mirror, worker = running.mirror, running.worker
         for line in s.retired():
             self.log.warning("config.retired_key", hint=line)
+        for line in s.cautions():
+            self.log.warning("config.refuses_what_the_spec_allows", hint=line)
         runner: web.AppRunner | None = None
         if s.webhooks.enabled:
             runner = await self._listen(running)

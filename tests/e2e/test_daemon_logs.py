@@ -62,6 +62,9 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
         verify_interval=10.0,
         reconcile_interval=86400.0,  # retired: the daemon says so at start
     )
+    # The 1 MiB older examples wrote: the daemon names it at start too.
+    small = settings.webhooks.model_copy(update={"max_body_bytes": 1 << 20})
+    settings = settings.model_copy(update={"webhooks": small})
     with capture_logs() as captured:
         async with running(settings):
             deal = emulator.ids("deals")[0]
@@ -85,6 +88,8 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
     assert {str(e["event"]) for e in sample} <= events, "a sample line the daemon never wrote"
     retired = [e for e in captured if e["event"] == "config.retired_key"]
     assert len(retired) == 1 and "staleness_bound" in str(retired[0]["hint"]), retired
+    refusing = [e for e in captured if e["event"] == "config.refuses_what_the_spec_allows"]
+    assert len(refusing) == 1 and "max_body_bytes = 1048576" in str(refusing[0]["hint"])
     # A webhook batch's and a backfill's cost, counted as a job run's is (`sync.core.tally`).
     for event in ("worker.drained", "backfill.done"):
         counts = [e["requests"] for e in info if e["event"] == event]

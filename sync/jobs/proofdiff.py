@@ -6,7 +6,8 @@ kept page by page in `sync.store.proof`) is diffed with the reconcile's `Listing
 - listed ids the mirror lacks, or holds with an older stamp, are fetched by `filter[id]` and
   written through the guarded write (`Fetcher`): a `missed_creation` or a `missed_change`;
 - a mall listing's rows the mirror does not know in that mall join it, and rows it lacks leave
-  it once `filter[id]` in that mall agrees: `membership` (the row itself stays);
+  it once `filter[id]` in that mall agrees, with that mall's canaries: `membership` (the row
+  itself stays);
 - a top-level row the listing lacks is a deletion only when `filter[id]` confirms it in every
   scope of the group, and each confirmation request carries canaries: ids of that scope's
   listing (its most recently changed rows, known alive), asked in the same request. A canary
@@ -138,20 +139,52 @@ class UnitDiff:
     async def _left_mall(
         self, unit: str, scopes: Sequence[Scope], absent: list[int], out: UnitOutcome
     ) -> None:
-        """Absent from a mall's listing: left the mall once `filter[id]` there agrees."""
+        """Absent from a mall's listing: left the mall once `filter[id]` there agrees, each
+        request with canaries from that mall's listing (`_ask`). A canary known alive answered
+        gone too makes the answer no evidence: the memberships stay, unresolved. A mall that
+        lists nothing has no canary to ask, and its answer is taken: a membership is not a row
+        (the row stays; the orphans' pass, with every mall's canaries, decides whether it is
+        gone)."""
         rtype, mall_id = scopes[0].rtype, scopes[0].mall_id
         assert mall_id is not None
-        for start in range(0, len(absent), MAX_IDS):
-            chunk = absent[start : start + MAX_IDS]
-            out.requests += len(scopes)
+        doubted: list[int] = []
+        step = MAX_IDS - (0 if self.force else CANARIES)
+        for start in range(0, len(absent), step):
+            chunk = absent[start : start + step]
+            still: set[int] = set()
+            verdicts: set[str] = set()
             try:
-                left = await self.fetcher.confirm_gone(scopes, chunk)
-            except NotFoundError:
+                for i, scope in enumerate(scopes):
+                    served, verdict = await self._ask(scope_key(unit, i), scope, chunk, out)
+                    still |= served
+                    verdicts.add(verdict)
+            except NotFoundError as exc:
+                await confirm_mall_gone(self.client, mall_id, exc)  # else raised: a failure
                 out.mall_gone = True
                 return
+            left = [i for i in chunk if i not in still]
+            if "doubt" in verdicts:
+                doubted += left
+                continue
             removed = self.mirror.table(rtype.name).remove_memberships(mall_id, left)
             if removed:
                 self.repaired(out, rtype.name, "membership", left[:removed])
+        if doubted:
+            out.unresolved += len(doubted)
+            out.why = (
+                f"{len(doubted)} rows absent from mall {mall_id}'s listing could not be confirmed "
+                "to have left it (a canary known alive was answered gone too); their "
+                "memberships stay"
+            )
+            self.log.error(
+                "proof.unconfirmed",
+                type=rtype.name,
+                mall_id=mall_id,
+                rows=len(doubted),
+                ids=doubted[:50],
+                hint="the upstream's filter[id] answers are not trustworthy now; the "
+                "memberships stay until a later cycle confirms them",
+            )
 
     async def _gone(
         self,
@@ -238,8 +271,8 @@ class UnitDiff:
                     stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
                 )
             served |= answer & set(ids)
-            if not canaries:
-                return served, "blind"
+            if not canaries:  # none to ask; after a doubted round: none left to ask
+                return served, "doubt" if attempt else "blind"
             if set(canaries) <= answer:
                 return served, "trusted"
         return served, "doubt"

@@ -7,6 +7,7 @@ from sync.jobs.fetch import Fetcher
 from sync.jobs.proofdiff import CANARIES, UnitDiff, scope_key
 from sync.model import catalogue
 from sync.model.scopes import Scope
+from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 from sync.store.proof import ProofBook
 from tests.support.jobfakes import FakeClient, ids, res, stamp, table
@@ -93,3 +94,51 @@ async def test_an_empty_listing_has_no_canary_and_force_deletes_without_one(
     out = await forced.diff("articles", [SCOPE])
     assert out.repaired == {"missed_deletion": 12} and out.unresolved == 0
     assert ids(mirror, "articles") == []
+
+
+STORES = catalogue.TYPES["stores"]
+IN_MALL_1 = Scope(STORES, 1)
+
+
+def _stores_in_mall_1(mirror: Mirror, rids: list[int]) -> None:
+    rows = [res(i, "stores", stamp(5), mall_id=1) for i in rids]
+    mirror.write_staged(stage_resources(STORES, rows, (), 1))
+
+
+def _members(mirror: Mirror) -> list[int]:
+    return [r[0] for r in mirror.conn.execute("SELECT stores_id FROM malls_stores ORDER BY 1")]
+
+
+async def test_a_row_leaves_a_mall_once_filter_id_there_agrees_with_its_canaries(
+    mirror: Mirror,
+) -> None:
+    _stores_in_mall_1(mirror, [1, 2, 3])
+    client = FakeClient()
+    client.serve(IN_MALL_1, [res(1, "stores", stamp(5)), res(2, "stores", stamp(5))])
+    diff, book, told = _diff(client, mirror)
+    unit = "stores@1"
+    book.add(scope_key(unit, 0), [(1, stamp(5)), (2, stamp(5))])
+    out = await diff.diff(unit, [IN_MALL_1])
+    assert client.asked[-1] == ("ids", ("mall=1", [1, 2, 3]))  # 3, with 1 and 2 as canaries
+    assert out.repaired == {"membership": 1} and out.unresolved == 0
+    assert _members(mirror) == [1, 2] and ids(mirror, "stores") == [1, 2, 3]  # the row stays
+
+
+async def test_a_mall_answering_its_canaries_gone_keeps_the_membership(mirror: Mirror) -> None:
+    """An upstream answering empty to every `filter[id]` in the mall: the canaries, listed a
+    moment ago, come back gone too, so no membership is removed and the unit is unresolved."""
+    _stores_in_mall_1(mirror, [1, 2, 3])
+    client = FakeClient()  # serves nothing to filter[id]
+    diff, book, told = _diff(client, mirror)
+    unit = "stores@1"
+    book.add(scope_key(unit, 0), [(1, stamp(5)), (2, stamp(5))])
+    out = await diff.diff(unit, [IN_MALL_1])
+    assert _members(mirror) == [1, 2, 3] and told == []
+    assert out.unresolved == 1
+    assert out.why == (
+        "1 rows absent from mall 1's listing could not be confirmed to have left it (a canary "
+        "known alive was answered gone too); their memberships stay"
+    )
+    emptied, _, _ = _diff(client, mirror)  # a mall that lists nothing: no canary to ask
+    out = await emptied.diff("stores@1/empty", [IN_MALL_1])
+    assert out.repaired == {"membership": 3} and _members(mirror) == []

@@ -339,8 +339,11 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"{served or 'what is asked (no smaller bound seen)'}"
         )
     out += lateness_lines(data.get("lateness") or {})
+    # With no daemon running nothing is degraded now: the problems are what the last run left.
+    running = bool((data.get("daemon") or {"running": True}).get("running"))
+    label = "degraded" if running else "left by the last run"
     for problem in data["problems"]:
-        out.append(f"degraded: {problem}")
+        out.append(f"{label}: {problem}")
     for name, v in sorted(data["values"].items()):
         line = f"values of {name}: {v['refused']} refused, {v['coerced']} coerced"
         last = v.get("last_refused")

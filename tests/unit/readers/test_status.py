@@ -118,6 +118,13 @@ def test_status_lines_render_the_budget_each_way_and_the_problems() -> None:
         "request budget: not recorded (no configuration read, no daemon has run)",
     ]
     assert "degraded: poll overdue by 300 s" in lines
+    stopped = _data(
+        daemon={"running": False, "stopped_at": "2026-01-01T00:00:00.000Z"},
+        problems=["poll error: login refused"],
+    )
+    stopped_lines = status_lines(stopped)
+    assert "left by the last run: poll error: login refused" in stopped_lines
+    assert not [line for line in stopped_lines if line.startswith("degraded")]
     assert lines[-1].split() == ["deals", "1,234", "-", "-", "-"]
     budget = {"max_per_second": 5.0, "rate": 2.5, "throttled": 2}
     assert status_lines(_data(request_budget=budget))[3] == (

@@ -68,6 +68,9 @@ class FeedEntries:
         #: Per listable type, rows stamped the very moment of their entry, for `filter[id]` to
         #: decide (`Poller.poll_deletions` asks): the entry alone cannot say which came last.
         self.tied: dict[str, list[int]] = {}
+        #: Per type, rows newer than their entry: created again under a deleted id, kept; what
+        #: the old row's deletion changed elsewhere is asked next (`sync.jobs.recreated`).
+        self.kept: dict[str, list[int]] = {}
 
     def applies(self, name: str) -> bool:
         # Sideloaded types (images, tags, groups) have no route of their own, but the feed
@@ -102,6 +105,7 @@ class FeedEntries:
             elif done.tied:  # a sideload has no route to ask: the entry decides, as before
                 table.delete(done.tied)
             if done.kept:
+                self.kept.setdefault(name, []).extend(done.kept)
                 _log.info(
                     "deletions.row_newer_than_entry",
                     type=name,

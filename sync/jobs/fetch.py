@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sync.channel.client import ChannelClient
+from sync.channel.client import MAX_IDS, ChannelClient
 from sync.core.errors import ListingMissingError, NotFoundError
 from sync.model import catalogue
-from sync.model.scopes import Scope
+from sync.model.catalogue import ResourceType
+from sync.model.scopes import Scope, scopes_of
 from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
@@ -88,3 +89,20 @@ class Fetcher:
                 )
                 still_there.update(parse_id(r["id"]) for r in page.resources)
         return [i for i in ids if i not in still_there]
+
+    async def leave_malls(self, rtype: ResourceType, ids: Sequence[int]) -> int:
+        """Ask `filter[id]` for mall-scoped `ids` in each mall the mirror lists them in; a mall
+        that no longer serves one loses the membership (the row stays: only evidence that no
+        mall lists it deletes it). Returns the memberships removed."""
+        table = self.mirror.table(rtype.name)
+        by_mall: dict[int, list[int]] = {}
+        for rid in ids:
+            for mall in table.malls_of(rid):
+                by_mall.setdefault(mall, []).append(rid)
+        left = 0
+        for mall, mall_ids in sorted(by_mall.items()):
+            for start in range(0, len(mall_ids), MAX_IDS):
+                chunk = mall_ids[start : start + MAX_IDS]
+                gone = await self.confirm_gone(scopes_of(rtype, [mall]), chunk)
+                left += table.remove_memberships(mall, gone)
+        return left

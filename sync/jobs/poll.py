@@ -44,6 +44,7 @@ from sync.jobs.feed import FeedEntries
 from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.freshness import OnLag, changed_lags
 from sync.jobs.lateness import Lookbacks
+from sync.jobs.recreated import Recreated
 from sync.jobs.walks import OutOfOrder, PollResult, TieOrder, walk_by_stamp, walk_unsorted
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
@@ -90,6 +91,8 @@ class Poller:
         )
         self.on_lateness = on_lateness
         self.log = get_logger("sync.poll")
+        #: Rows created again under a deleted id: their owners and malls asked once each.
+        self.recreated = Recreated(Fetcher(client, mirror))
 
     def _not_after_now(self, cursor: str | None) -> str | None:
         """A stamp in the future (skewed upstream clocks) must not carry the cursor past now:
@@ -315,28 +318,38 @@ class Poller:
             reprobe=lambda: Profiler(self.client).deletions_order(),
         )
         self._lateness(DELETIONS, "", late, result)
-        await self._settle_ties(entries.tied)  # before the cursor moves: asked again if it fails
+        # Before the cursor moves: asked again on the next poll if it fails.
+        served = await self._settle_ties(entries.tied)
+        for name, ids in served.items():
+            entries.kept.setdefault(name, []).extend(ids)
+        await self.recreated.settle(entries.kept)
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.cursors.set(DELETIONS, "", result.cursor)
         return result
 
-    async def _settle_ties(self, tied: dict[str, list[int]]) -> None:
+    async def _settle_ties(self, tied: dict[str, list[int]]) -> dict[str, list[int]]:
         """Rows stamped the very moment of their feed entry (`FeedApplied.tied`): deleted and
         created again within one tick of the upstream's clock, or deleted only; `filter[id]`
-        decides, in every mall the mirror holds the row in. Served: rewritten, kept. Not
-        served: deleted, with no tombstone (the entry could not date the row)."""
+        decides, in every mall the mirror holds the row in. Not served: deleted, with no
+        tombstone (the entry could not date the row). Served: rewritten, kept, and returned
+        (per type): created again, for `Recreated` to settle."""
         fetcher = Fetcher(self.client, self.mirror)
+        served: dict[str, list[int]] = {}
         for name, ids in tied.items():
             rtype = catalogue.TYPES[name]
             if rtype.level == "top":
-                removed = await fetcher.confirm_and_delete(scopes_of(rtype, []), ids)
+                malls: list[int] = []
             else:
                 table = self.mirror.table(name)
                 malls = sorted({m for rid in ids for m in table.malls_of(rid)})
                 if not malls:
                     continue  # no mall holds it here: the proof's listings decide
-                removed = await fetcher.confirm_and_delete(scopes_of(rtype, malls), ids)
+            gone = await fetcher.confirm_gone(scopes_of(rtype, malls), ids)
+            removed = self.mirror.table(name).delete(gone) if gone else 0
+            kept = [i for i in ids if i not in set(gone)]
+            if kept:
+                served[name] = kept
             self.log.info(
                 "deletions.entry_tied_with_row",
                 type=name,
@@ -345,6 +358,7 @@ class Poller:
                 removed=removed,
                 hint="a row stamped the moment of its feed entry: filter[id] decided",
             )
+        return served
 
     def _late_entries(self, page: Page, cursor: str, applies: Callable[[str], bool]) -> list[float]:
         """The lateness of the page's entries dated before `cursor` whose row the mirror still

@@ -263,14 +263,7 @@ class QueueWorker:
         a mall that no longer serves it loses the membership. The row itself goes only on
         evidence that no mall lists it: the deletions feed, or the reconcile's `filter[id]` in
         every mall (a store that moved malls must not be deleted by its old mall's notice)."""
-        by_mall: dict[int, list[int]] = {}
-        for rid in ids:
-            for mall in self.mirror.table(rtype.name).malls_of(rid):
-                by_mall.setdefault(mall, []).append(rid)
-        left = 0
-        for mall, mall_ids in sorted(by_mall.items()):
-            gone = await self.fetcher.confirm_gone(scopes_of(rtype, [mall]), mall_ids)
-            left += self.mirror.table(rtype.name).remove_memberships(mall, gone)
+        left = await self.fetcher.leave_malls(rtype, ids)
         if left:
             self.log.info("worker.left_malls", type=rtype.name, memberships=left)
 

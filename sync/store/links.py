@@ -50,6 +50,53 @@ def pointing_at(schema: Schema, target: str) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def owners_of(
+    conn: sqlite3.Connection, schema: Schema, target: str, ids: Sequence[int]
+) -> dict[str, set[int]]:
+    """The rows whose linkage names one of `ids` of type `target`, per owner type: through
+    their link tables and their to-one columns."""
+    out: dict[str, set[int]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for table, owner_type, owner, other in pointing_at(schema, target):
+            rows = conn.execute(
+                f"SELECT DISTINCT [{owner}] FROM [{table}] WHERE [{other}] IN ({marks})", chunk
+            )
+            out.setdefault(owner_type, set()).update(int(r[0]) for r in rows)
+        for name, rtype in catalogue.TYPES.items():
+            for rel in rtype.relationships:
+                if rel.to_one and rel.target == target and rel.column in schema.columns(name):
+                    rows = conn.execute(
+                        f"SELECT id FROM [{name}] WHERE [{rel.column}] IN ({marks})", chunk
+                    )
+                    out.setdefault(name, set()).update(int(r[0]) for r in rows)
+    return {name: owners for name, owners in out.items() if owners}
+
+
+def unlink(
+    conn: sqlite3.Connection, schema: Schema, owner_type: str, target: str, ids: Sequence[int]
+) -> int:
+    """Remove `owner_type`'s links naming `ids` of `target` (its link tables only), with a
+    `links` entry in the change feed for each owner whose list changed; the link rows gone."""
+    removed = 0
+    notes = feed_notes(conn, schema)
+    for table, owner, owner_col, other in pointing_at(schema, target):
+        if owner != owner_type:
+            continue
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            owners = conn.execute(
+                f"DELETE FROM [{table}] WHERE [{other}] IN ({marks}) RETURNING [{owner_col}]",
+                chunk,
+            ).fetchall()
+            removed += len(owners)
+            if notes is not None and owners:
+                notes.note(owner, (int(r[0]) for r in owners))
+    return removed
+
+
 def ensure(schema: Schema, rtype: ResourceType, names: Sequence[str] | Links) -> None:
     """The link tables of the to-many relationships of `rtype` named in `names`.
 

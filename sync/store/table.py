@@ -115,6 +115,18 @@ class TypeTable:
         self.forget(self.name, list(entries))
         return self.deletions.apply_feed(self.name, entries)
 
+    def linked_from(self, ids: Sequence[int]) -> dict[str, list[int]]:
+        """The rows of other types whose linkage names one of `ids` (link tables and to-one
+        columns), per owner type, ascending."""
+        owners = links.owners_of(self.conn, self.schema, self.name, list(ids))
+        return {name: sorted(found) for name, found in sorted(owners.items())}
+
+    def unlink_from(self, owner_type: str, ids: Sequence[int]) -> int:
+        """`owner_type`'s links naming `ids` of this type go, as a deletion of those rows would
+        take them (one transaction); the rows stay. Returns the link rows removed."""
+        with write_transaction(self.conn):
+            return links.unlink(self.conn, self.schema, owner_type, self.name, list(ids))
+
     # -- memberships (`sync.store.memberships`) -------------------------------------------------
 
     def malls_of(self, rid: int) -> list[int]:

@@ -123,6 +123,35 @@ async def test_ids_created_again_before_the_deletions_poll_stay(
         assert compare(db, emu, ["articles"]).differences == 0
 
 
+async def test_a_row_created_again_before_the_deletions_poll_leaves_its_old_owners(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """A contact some stores link, deleted and created again at once: the deletion took it out
+    of those stores' linkage (their stamps unmoved), the contacts poll writes the new row, and
+    the deletions poll keeps it (newer than its entry) and asks the stores again: the mirror's
+    linkage is the upstream's, with no reconcile (the strict chaos suite found the stale links)."""
+    types = ["malls", "stores", "contacts"]
+    async with make_emulator(resources=300, seed=5) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=types)
+        mirror = Mirror.open(db)
+        linked = mirror.conn.execute(
+            "SELECT contacts_id, count(*) FROM stores_contacts GROUP BY 1 ORDER BY 2 DESC LIMIT 1"
+        ).fetchone()
+        assert linked is not None, "no store links a contact: the test proves nothing"
+        contact = int(linked[0])
+        emu.data.recreate("contacts", contact)
+        async with ChannelClient(settings.upstream) as client:
+            poller = Poller(client, mirror, page_size=100, overlap=0.0)
+            (scope,) = scopes_of(catalogue.TYPES["contacts"], [])
+            await poller.poll_scope(scope)
+            await poller.poll_deletions(set(types))
+        mirror.close()
+        assert _held(db, "contacts", [contact]) == [contact]
+        result = compare(db, emu, types)
+        assert result.differences == 0, result.summary()
+
+
 # -- the reconcile: absence is not deletion -------------------------------------------------------
 
 

@@ -4,12 +4,15 @@ back."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sync.core.config import parse_config
 from sync.jobs.poll import Poller, apply_feed_first, poll_types
 from sync.model import catalogue
 from sync.model.scopes import Scope
+from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 from tests.support.jobfakes import NOW, FakeClient, deletion, ids, res, stamp, table
 
@@ -128,3 +131,42 @@ async def test_a_row_stamped_the_moment_of_its_entry_is_decided_by_filter_id(
     tombs = mirror.conn.execute("SELECT id FROM _sync_tombstones ORDER BY id").fetchall()
     assert [t[0] for t in tombs] == [3]
     assert _cursor(mirror, "deletions", "") == stamp(20)
+
+
+def _store(rid: int, contacts: list[int]) -> dict[str, Any]:
+    linkage = [{"type": "contacts", "id": str(c)} for c in contacts]
+    row = res(rid, "stores", stamp(5), mall_id=1)
+    return {**row, "relationships": {"contacts": {"data": linkage}}}
+
+
+def _linked(mirror: Mirror) -> list[tuple[int, int]]:
+    rows = mirror.conn.execute(
+        "SELECT stores_id, contacts_id FROM stores_contacts ORDER BY 1, 2"
+    ).fetchall()
+    return [(int(s), int(c)) for s, c in rows]
+
+
+async def test_a_row_created_again_before_the_feed_is_read_has_its_owners_asked_again(
+    mirror: Mirror,
+) -> None:
+    """Contact 10 deleted and created again; a poll wrote the new row before the deletions
+    poll read the entry, so the entry keeps it (newer). The deletion took contact 10 out of
+    every store's linkage upstream, stamps unmoved: the stores that linked it are fetched
+    again by `filter[id]` in their mall, once (the feed's overlap reads the entry again)."""
+    mirror.write_staged(stage_resources(STORES, [_store(11, [10, 5]), _store(40, [10])], (), 1))
+    mirror.write_staged(stage_resources(STORES, [_store(12, [5])], (), 1))
+    table(mirror, "contacts", [(10, stamp(30)), (5, stamp(1))])
+    _cursor(mirror, "deletions", "", stamp(10))
+    client = FakeClient(now=NOW + 3600)
+    in_mall = Scope(STORES, 1)
+    client.serve(in_mall, [_store(11, [5]), _store(40, []), _store(12, [5])])
+    client.serve(Scope(CONTACTS), [res(10, "contacts", stamp(30))])
+    client.deletions = [deletion(1, "contacts", 10, stamp(20))]
+    poller = _poller(client, mirror)
+    await poller.poll_deletions({"contacts", "stores"})
+    assert ids(mirror, "contacts") == [5, 10]  # the new row stays
+    assert _linked(mirror) == [(11, 5), (12, 5)]
+    assert ("ids", ("mall=1", [11, 40])) in client.asked  # 12 never linked 10: not asked
+    asked = len(client.asked)
+    await poller.poll_deletions({"contacts", "stores"})  # the overlap: the entry again
+    assert [a for a in client.asked[asked:] if a[0] == "ids"] == []

@@ -87,3 +87,21 @@ def test_which_link_tables_an_owner_holds_and_which_name_a_target(mirror: Mirror
     ]
     conn.execute("INSERT INTO deals_tags VALUES (1, 2, 0)")
     assert not links.none_held(conn, schema, DEALS)
+
+
+def test_the_owners_of_a_row_come_from_link_tables_and_to_one_columns(mirror: Mirror) -> None:
+    conn, schema = mirror.conn, mirror.schema
+    schema.ensure_link("deals_stores", "deals_id", "stores_id", "deals", "stores")
+    schema.ensure_link("malls_stores", "malls_id", "stores_id", "malls", "stores")
+    schema.ensure_content("job_listings", {"id": 1, "store_id": 7})
+    schema.ensure_content("deals", {"id": 1, "updated_at": T0})
+    conn.execute("INSERT INTO deals (id, updated_at) VALUES (2, ?), (3, ?), (4, ?)", (T0,) * 3)
+    conn.execute("INSERT INTO deals_stores VALUES (2, 7, 0), (3, 8, 0), (4, 7, 1)")
+    conn.execute("INSERT INTO job_listings (id, store_id) VALUES (1, 7), (5, 9)")
+    assert mirror.table("stores").linked_from([7]) == {"deals": [2, 4], "job_listings": [1]}
+    assert mirror.table("stores").linked_from([6]) == {}
+    after = _last(conn)
+    assert mirror.table("stores").unlink_from("deals", [7]) == 2
+    assert rows(conn, "SELECT deals_id, stores_id FROM deals_stores") == [(3, 8)]
+    assert mirror.table("stores").linked_from([7]) == {"job_listings": [1]}  # to-one: not unlinked
+    assert _feed(conn, after) == [("deals", 2, "links"), ("deals", 4, "links")]

@@ -1,0 +1,64 @@
+"""`sync.jobs.recreated`: a row created again under a deleted id has its owners asked again
+(owners without a route lose the link), its malls asked, and each row is settled once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sync.jobs.fetch import Fetcher
+from sync.jobs.recreated import Recreated
+from sync.model import catalogue
+from sync.model.scopes import Scope, scopes_of
+from sync.pipeline.staging import stage_resources
+from sync.store import Mirror
+from tests.support.jobfakes import FakeClient, res, stamp
+
+DEALS = catalogue.TYPES["deals"]
+STORES = catalogue.TYPES["stores"]
+TAGS = catalogue.TYPES["tags"]
+
+
+def _linking(rid: int, type_: str, rel: str, targets: list[int], **attrs: Any) -> dict[str, Any]:
+    row = res(rid, type_, stamp(5), **attrs)
+    data = [{"type": "tags", "id": str(t)} for t in targets]
+    return {**row, "relationships": {rel: {"data": data}}}
+
+
+def _pairs(mirror: Mirror, table: str) -> list[tuple[int, int]]:
+    rows = mirror.conn.execute(f"SELECT * FROM [{table}] ORDER BY 1, 2").fetchall()
+    return [(int(r[0]), int(r[1])) for r in rows]
+
+
+async def test_owners_are_fetched_again_and_owners_without_a_route_lose_the_link(
+    mirror: Mirror,
+) -> None:
+    """Tag 7 deleted and created again: deal 2 (a route: asked again in every visibility)
+    no longer links it; image 3 (no route) loses its link as the deletion would have taken it;
+    tag 8, never recreated, keeps its links."""
+    image = _linking(3, "images", "tags", [7, 8])
+    deal = _linking(2, "deals", "tags", [7, 8], visibility="Public")
+    mirror.write_staged(stage_resources(DEALS, [deal], [image]))
+    mirror.write_staged(stage_resources(TAGS, [res(7, "tags", stamp(30))]))
+    assert _pairs(mirror, "deals_tags")[:2] == [(2, 7), (2, 8)]
+    client = FakeClient()
+    public = scopes_of(DEALS, [])[0]
+    client.serve(public, [_linking(2, "deals", "tags", [8], visibility="Public")])
+    recreated = Recreated(Fetcher(client, mirror))  # type: ignore[arg-type]
+    asked = await recreated.settle({"tags": [7]})
+    assert [p[:2] for p in _pairs(mirror, "deals_tags")] == [(2, 8)]
+    assert [p[:2] for p in _pairs(mirror, "images_tags")] == [(3, 8)]
+    assert asked == 3  # deal 2 in each of the three visibilities
+    assert await recreated.settle({"tags": [7]}) == 0  # settled: nothing asked again
+
+
+async def test_a_mall_scoped_row_created_again_leaves_the_malls_that_no_longer_serve_it(
+    mirror: Mirror,
+) -> None:
+    for mall in (1, 2):
+        mirror.write_staged(stage_resources(STORES, [res(11, "stores", stamp(30))], (), mall))
+    client = FakeClient()
+    client.serve(Scope(STORES, 1), [res(11, "stores", stamp(30))])
+    recreated = Recreated(Fetcher(client, mirror))  # type: ignore[arg-type]
+    assert await recreated.settle({"stores": [11]}) == 2
+    assert mirror.table("stores").malls_of(11) == [1]
+    assert [r for r in mirror.conn.execute("SELECT id FROM stores")] == [(11,)]  # it stays

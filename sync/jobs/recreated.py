@@ -24,8 +24,9 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from sync.channel.client import MAX_IDS
+from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher
+from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
@@ -97,8 +98,16 @@ class Recreated:
         for mall, group in groups:
             scopes = scopes_of(rtype, [mall] if mall is not None else [])
             for start in range(0, len(group), MAX_IDS):
-                await self.fetcher.fetch_and_write(scopes, group[start : start + MAX_IDS])
                 asked += len(scopes)
+                try:
+                    await self.fetcher.fetch_and_write(scopes, group[start : start + MAX_IDS])
+                except NotFoundError as exc:
+                    if mall is None:
+                        raise
+                    # A mall gone (`GET /malls/{id}` agrees; else raised, a failure): its
+                    # members' linkage goes with it, and the feed or the proof removes it.
+                    await confirm_mall_gone(self.fetcher.client, mall, exc)
+                    break
         return asked
 
     def _remember(self, key: tuple[str, int, str | None]) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from sync.core.errors import ListingMissingError
 from sync.jobs.fetch import Fetcher
 from sync.jobs.recreated import Recreated
 from sync.model import catalogue
@@ -62,3 +65,22 @@ async def test_a_mall_scoped_row_created_again_leaves_the_malls_that_no_longer_s
     assert await recreated.settle({"stores": [11]}) == 2
     assert mirror.table("stores").malls_of(11) == [1]
     assert [r for r in mirror.conn.execute("SELECT id FROM stores")] == [(11,)]  # it stays
+
+
+async def test_an_owner_s_mall_gone_is_skipped_and_a_mall_still_served_is_a_failure(
+    mirror: Mirror,
+) -> None:
+    """Store 11, linking the recreated tag 7, is listed in mall 3, whose listing answers 404:
+    `GET /malls/3` answers 404 too, so the mall is gone and the settle goes on; were mall 3
+    still served, the 404 would be a failure, raised (the next poll asks again)."""
+    store = _linking(11, "stores", "tags", [7])
+    mirror.write_staged(stage_resources(STORES, [store], (), 3))
+    client = FakeClient()
+    client.lost_listings = {3}
+    recreated = Recreated(Fetcher(client, mirror))  # type: ignore[arg-type]
+    assert await recreated.settle({"tags": [7]}) == 1
+    assert ("resource", ("malls", 3)) in client.asked
+    client.malls = {3}
+    again = Recreated(Fetcher(client, mirror))  # type: ignore[arg-type]
+    with pytest.raises(ListingMissingError, match="GET /malls/3 serves the mall"):
+        await again.settle({"tags": [7]})

@@ -101,8 +101,14 @@ class Fetcher:
                 by_mall.setdefault(mall, []).append(rid)
         left = 0
         for mall, mall_ids in sorted(by_mall.items()):
-            for start in range(0, len(mall_ids), MAX_IDS):
-                chunk = mall_ids[start : start + MAX_IDS]
-                gone = await self.confirm_gone(scopes_of(rtype, [mall]), chunk)
-                left += table.remove_memberships(mall, gone)
+            left += await self.leave_mall(rtype, mall, mall_ids)
+        return left
+
+    async def leave_mall(self, rtype: ResourceType, mall: int, ids: Sequence[int]) -> int:
+        """`leave_malls` in one mall: those of `ids` it no longer serves lose the membership
+        (100 ids a request). Returns the memberships removed."""
+        left = 0
+        for start in range(0, len(ids), MAX_IDS):
+            gone = await self.confirm_gone(scopes_of(rtype, [mall]), ids[start : start + MAX_IDS])
+            left += self.mirror.table(rtype.name).remove_memberships(mall, gone)
         return left

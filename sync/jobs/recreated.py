@@ -12,7 +12,8 @@ stamps, so no poll sees it:
   owner with no route (images, tags, groups) loses its links to the row, as the deletion would
   have taken them;
 - a mall-scoped old row's malls may not list the new one: each mall the mirror lists it in is
-  asked by `filter[id]`, and one that no longer serves it loses the membership.
+  asked by `filter[id]`, and one that no longer serves it loses the membership; a mall created
+  again under a deleted mall's id has each member the old one had asked the same way.
 
 The feed's overlap reads an entry again on every poll within its lookback; a row is settled
 once per stamp it holds (`SETTLED_KEPT` remembered), so that costs no requests after the first.
@@ -67,6 +68,14 @@ class Recreated:
             if rtype.level == "mall":
                 asked += len({m for i in todo for m in self.mirror.table(name).malls_of(i)})
                 left = await self.fetcher.leave_malls(rtype, todo)
+            elif name == "malls":
+                for mall in todo:  # the old mall's members are not the new one's
+                    for member in catalogue.TYPES.values():
+                        if member.level != "mall":
+                            continue
+                        held = list(self.mirror.table(member.name).ids(mall_id=mall))
+                        asked += -(-len(held) // MAX_IDS)
+                        left += await self.fetcher.leave_mall(member, mall, held)
             for rid in todo:
                 self._remember((name, rid, stamps.get(rid)))
             self.log.info(

@@ -84,3 +84,15 @@ async def test_an_owner_s_mall_gone_is_skipped_and_a_mall_still_served_is_a_fail
     again = Recreated(Fetcher(client, mirror))  # type: ignore[arg-type]
     with pytest.raises(ListingMissingError, match="GET /malls/3 serves the mall"):
         await again.settle({"tags": [7]})
+
+
+async def test_a_mall_created_again_keeps_only_the_members_it_serves(mirror: Mirror) -> None:
+    mirror.write_staged(
+        stage_resources(STORES, [res(11, "stores", stamp(5)), res(12, "stores", stamp(5))], (), 3)
+    )
+    client = FakeClient()
+    client.serve(Scope(STORES, 3), [res(12, "stores", stamp(5))])
+    recreated = Recreated(Fetcher(client, mirror))  # type: ignore[arg-type]
+    assert await recreated.settle({"malls": [3]}) == 1
+    assert list(mirror.table("stores").ids(mall_id=3)) == [12]
+    assert ("ids", ("mall=3", [11, 12])) in client.asked

@@ -345,9 +345,9 @@ class Poller:
                 malls = sorted({m for rid in ids for m in table.malls_of(rid)})
                 if not malls:
                     continue  # no mall holds it here: the proof's listings decide
-            gone = await fetcher.confirm_gone(scopes_of(rtype, malls), ids)
+            gone = set(await fetcher.confirm_gone(scopes_of(rtype, malls), ids))
             removed = self.mirror.table(name).delete(gone) if gone else 0
-            kept = [i for i in ids if i not in set(gone)]
+            kept = [i for i in ids if i not in gone]
             if kept:
                 served[name] = kept
             self.log.info(

@@ -94,13 +94,8 @@ class Fetcher:
         """Ask `filter[id]` for mall-scoped `ids` in each mall the mirror lists them in; a mall
         that no longer serves one loses the membership (the row stays: only evidence that no
         mall lists it deletes it). Returns the memberships removed."""
-        table = self.mirror.table(rtype.name)
-        by_mall: dict[int, list[int]] = {}
-        for rid in ids:
-            for mall in table.malls_of(rid):
-                by_mall.setdefault(mall, []).append(rid)
         left = 0
-        for mall, mall_ids in sorted(by_mall.items()):
+        for mall, mall_ids in self.mirror.table(rtype.name).by_mall(ids).items():
             left += await self.leave_mall(rtype, mall, mall_ids)
         return left
 

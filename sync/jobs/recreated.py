@@ -97,12 +97,7 @@ class Recreated:
         if rtype.level == "top":
             groups = [(None, ids)]
         else:
-            by_mall: dict[int, list[int]] = {}
-            table = self.mirror.table(rtype.name)
-            for rid in ids:
-                for m in table.malls_of(rid):
-                    by_mall.setdefault(m, []).append(rid)
-            groups = [(m, found) for m, found in sorted(by_mall.items())]
+            groups = list(self.mirror.table(rtype.name).by_mall(ids).items())
         asked = 0
         for mall, group in groups:
             scopes = scopes_of(rtype, [mall] if mall is not None else [])

@@ -133,6 +133,15 @@ class TypeTable:
         """The malls whose routes list a mall-scoped row (its memberships), ascending."""
         return memberships.malls_of(self.conn, self.name, rid)
 
+    def by_mall(self, ids: Iterable[int]) -> dict[int, list[int]]:
+        """`ids` grouped by each mall that lists them (a row in several malls is in each),
+        malls ascending."""
+        out: dict[int, list[int]] = {}
+        for rid in ids:
+            for mall in self.malls_of(rid):
+                out.setdefault(mall, []).append(rid)
+        return dict(sorted(out.items()))
+
     def orphans(self) -> Iterator[list[int]]:
         """Batches of a mall-scoped type's rows that no mall lists."""
         return memberships.orphans(self.conn, self.name)

@@ -114,3 +114,9 @@ def test_a_deletion_now_is_a_tombstone_now(mirror: Mirror) -> None:
     write_page(mirror, DEALS, [res(1)])
     mirror.table("deals").apply_feed({1: now_iso()})
     assert mirror.table("deals").count() == 0
+
+
+def test_ids_grouped_by_each_mall_that_lists_them(mirror: Mirror) -> None:
+    write_page(mirror, STORES, [res(1, type_="stores"), res(2, type_="stores")], mall_id=4)
+    write_page(mirror, STORES, [res(1, type_="stores")], mall_id=3)
+    assert mirror.table(STORES).by_mall([2, 1, 9]) == {3: [1], 4: [2, 1]}  # 9: in no mall

@@ -9,7 +9,7 @@ method with one job:
 
     request               status -> exception (403, 404, other 4xx)
     _send_routing         the account that reads the route; the next one after a 403
-    _send_handling_auth   log in first; re-login once on 401
+    _send_handling_auth   log in first; log in again on a 401 (`RELOGINS` at most)
     _send_handling_skew   sign again when a 401's `Date` taught another clock offset
     _send_signed          sign the attempt (`sync.channel.signing`) and hand it to the transport
     Sender.send           one attempt (`_attempt`) repeated under the `RetryPolicy`; concurrency,
@@ -17,8 +17,12 @@ method with one job:
                           every answer (the `Date` offset, the API version)
 
 401 means the session ended (someone logged the account out elsewhere, which ends every session
-sharing the token): the client logs in again, once per request. A 401 right after that fresh
-login cannot be cured by another one and is an `AuthError`. Concurrent 401s share one login.
+sharing the token): the client logs in again and sends the request again. Another system may log
+the account out again between that login and the request sent again (the spec bounds neither how
+often nor when), so a request may log in `RELOGINS` times; a 401 after that many fresh logins is
+an `AuthError`. Concurrent 401s share one login: a 401 logs in again unless a login came after
+the token the refused attempt was signed with (`Signature.generation`), never judged by when the
+request started (its attempts are signed as they are sent, maybe with a newer token).
 
 The paged GET sits on the session too, because the page size it asks is session state: the one
 page-number loop (`walk`) with the one stop rule (`Paging.more`), and `get_listing`, which asks a
@@ -70,6 +74,10 @@ ACCEPT = {"Accept": "application/vnd.api+json"}
 JSONAPI_BODY = {**ACCEPT, "Content-Type": "application/vnd.api+json"}
 #: Times a 401 after a fresh login is signed again because its `Date` taught another offset.
 RESKEWS = 2
+#: Logins one request may make after 401s: one cures a logout elsewhere; more cure logouts that
+#: come again while it logs in (another system logging the account out and in). A 401 after the
+#: last is an `AuthError`: the session is refused, not ended.
+RELOGINS = 3
 
 
 def error_detail(body: bytes) -> str:
@@ -86,6 +94,16 @@ def error_detail(body: bytes) -> str:
     if isinstance(doc, dict) and "error" in doc:
         return str(doc["error"])[:300]
     return ""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What an attempt was signed with: the clock offset and the login (`generation`) whose
+    token it carried. A 401 is judged by these, not by the state when the request started: the
+    transport signs each attempt as it is sent, after a wait for a slot or a retry."""
+
+    offset: float
+    generation: int
 
 
 @dataclass(frozen=True)
@@ -281,12 +299,12 @@ class ChannelSession:
         # No e-mail here: it is the auth_id, and logs never carry auth parameters.
         self.log.info("upstream.logged_in")
 
-    async def _ensure_login(self, account: Account, seen_generation: int, *, relogin: bool) -> None:
-        """Log `account` in unless another task already did since `seen_generation` (one login
-        for many concurrent 401s)."""
+    async def _ensure_login(self, account: Account, refused: int, *, relogin: bool) -> None:
+        """Log `account` in unless a login came after the one whose token was refused
+        (`refused`: its generation; one login for many concurrent 401s)."""
         async with account.login_lock:
             credentials = account.credentials
-            if credentials.generation == seen_generation or not credentials.has_token:
+            if credentials.generation == refused or not credentials.has_token:
                 await self.login(account)
                 if relogin:
                     self.stats.relogins += 1
@@ -304,8 +322,9 @@ class ChannelSession:
         once: bool = False,
         attempts: int | None = None,
     ) -> Response:
-        """A signed request; re-login once on 401; 4xx mapped to exceptions. `once`: never
-        repeated blind after a 5xx or timeout (`Transport.send`, `MaybeAppliedError`);
+        """A signed request; logged in again on a 401 (`RELOGINS` at most); 4xx mapped to
+        exceptions. `once`: never repeated blind after a 5xx or timeout (`Transport.send`,
+        `MaybeAppliedError`);
         `attempts`: 5xx answers allowed before `RetriesExhaustedError` (None: the retry budget)."""
         outgoing = Outgoing(
             method,
@@ -353,60 +372,63 @@ class ChannelSession:
             account = after
 
     async def _send_handling_auth(self, outgoing: Outgoing, account: Account) -> Response:
-        """Log in if there is no token yet; on a 401, log in again and send once more."""
+        """Log in if there is no token yet; on a 401, log in again (unless another request
+        already did after the refused token) and send once more, `RELOGINS` times at most."""
         credentials = account.credentials
         if not credentials.has_token:
             await self._ensure_login(account, credentials.generation, relogin=False)
-        # Set once this request has re-logged in after a 401: another 401 then is final. The
-        # first login does not count: a 401 just after it may be a logout elsewhere in between,
-        # or a clock skew the 401's own `Date` header has just taught us to correct.
-        fresh = False
+        # Logins after a 401 so far. The first login does not count: a 401 just after it may be
+        # a logout elsewhere in between, or a clock skew the 401's own `Date` header has just
+        # taught us to correct.
+        logins = 0
         while True:
-            generation = credentials.generation
-            resp = await self._send_handling_skew(outgoing, account, fresh=fresh)
+            resp, signature = await self._send_handling_skew(outgoing, account, fresh=logins > 0)
             if resp.status != 401:
                 return resp
-            if fresh:
+            if logins >= RELOGINS:
                 raise AuthError(
-                    f"the upstream refused a fresh session (401): {error_detail(resp.body)}",
+                    f"the upstream refused a fresh session (401) {logins} times: "
+                    f"{error_detail(resp.body)}",
                     url=outgoing.url,
                     status=401,
                     hint="check the account, and that this machine's clock is roughly right",
                 )
             self.log.info("upstream.relogin", reason="401", path=outgoing.path)
-            await self._ensure_login(account, generation, relogin=True)
-            fresh = True
+            await self._ensure_login(account, signature.generation, relogin=True)
+            logins += 1
 
     async def _send_handling_skew(
         self, outgoing: Outgoing, account: Account, *, fresh: bool
-    ) -> Response:
+    ) -> tuple[Response, Signature]:
         """Send signed; a 401 after a fresh login (`fresh`) is signed again (`RESKEWS` times at
         most) when its own `Date` taught another skew than the one the attempt was signed
         with: the upstream's clock moved, or an answer sent before the move was read after
-        one sent after it."""
+        one sent after it. The answer and what its last attempt was signed with."""
         reskews = 0
         while True:
-            resp, signed_with = await self._send_signed(outgoing, account)
+            resp, signature = await self._send_signed(outgoing, account)
             if (
                 resp.status != 401
                 or not fresh
-                or account.credentials.offset == signed_with
+                or account.credentials.offset == signature.offset
                 or reskews >= RESKEWS
             ):
-                return resp
+                return resp, signature
             reskews += 1
             self.log.info("upstream.resigned", reason="clock skew changed", path=outgoing.path)
 
-    async def _send_signed(self, outgoing: Outgoing, account: Account) -> tuple[Response, float]:
+    async def _send_signed(
+        self, outgoing: Outgoing, account: Account
+    ) -> tuple[Response, Signature]:
         """One logical request through the transport as `account`, each attempt signed afresh
-        and taking a slot of the account's budget; the answer and the clock offset its last
-        attempt was signed with."""
+        and taking a slot of the account's budget; the answer and what its last attempt was
+        signed with."""
         credentials = account.credentials
-        signed_with = [credentials.offset]
+        last = [Signature(credentials.offset, credentials.generation)]
 
         def signed() -> dict[str, str]:
             # Called per attempt: the timestamp (and so the token) must be current each time.
-            signed_with[0] = credentials.offset
+            last[0] = Signature(credentials.offset, credentials.generation)
             return {**outgoing.params, **credentials.params()}
 
         resp = await self.transport.send(
@@ -420,7 +442,7 @@ class ChannelSession:
             attempts=outgoing.attempts,
             observe=self.observe,
         )
-        return resp, signed_with[0]
+        return resp, last[0]
 
     async def get_document(
         self, path: str, params: Mapping[str, str]

@@ -7,7 +7,7 @@
     │                              (a one-shot command exits 4; the daemon degrades and resumes)
     ├── Interrupted                SIGTERM/SIGINT stopped a one-shot command (exit 128 + signal)
     └── UpstreamError              talking to the Channel Content API failed; carries url, status, hint
-        ├── AuthError              login refused, or 401 again right after a fresh login
+        ├── AuthError              login refused, or 401 after `RELOGINS` fresh logins
         ├── ForbiddenError         the account may not read this type (403); reported and skipped
         ├── NotFoundError          404 for a route or id
         ├── ListingMissingError    a mall's listing answers 404 while `GET /malls/{id}` serves

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from email.utils import formatdate
+from typing import Any
 
 import pytest
 
+from sync.channel.session import RELOGINS, ChannelSession
 from sync.channel.signing import sign
 from sync.channel.transport import Response
 from sync.core.errors import AuthError, ForbiddenError, NotFoundError, UpstreamError
@@ -53,13 +55,70 @@ async def test_a_401_logs_in_again_once_and_sends_the_request_again() -> None:
     assert fake.stats.statuses == {201: 2, 200: 2, 401: 1}
 
 
-async def test_a_401_right_after_a_fresh_login_is_an_auth_error_not_a_loop() -> None:
+async def test_a_401_after_every_fresh_login_is_an_auth_error_not_a_loop() -> None:
     upstream = Upstream({"/deals": lambda sent: answer(401, {"errors": [{"detail": "gone"}]})})
     fake = FakeTransport(upstream)
     async with channel_client(transport=fake) as client:
-        with pytest.raises(AuthError, match="refused a fresh session"):
+        with pytest.raises(AuthError, match=f"refused a fresh session \\(401\\) {RELOGINS} times"):
             await client.session.request("GET", "/deals")
-    assert upstream.logins == 2  # the first login and one re-login, no more
+    assert upstream.logins == 1 + RELOGINS  # the first login and the re-logins, no more
+
+
+async def test_logouts_that_come_again_while_it_logs_in_are_cured_by_logging_in_again() -> None:
+    """Another system logs the account out right after each of our next two logins (legal: the
+    spec bounds neither when nor how often): the request logs in until a session holds."""
+    upstream = Upstream({"/deals": ok})
+    fake = FakeTransport(upstream)
+
+    def login_then_logout_elsewhere(sent: Sent) -> Response:
+        got = upstream(sent)
+        if sent.path == "/accounts/login" and upstream.logins in (2, 3):
+            upstream.logout()
+        return got
+
+    fake.handler = login_then_logout_elsewhere
+    async with channel_client(transport=fake) as client:
+        await client.session.request("GET", "/deals")
+        upstream.logout()
+        resp = await client.session.request("GET", "/deals")
+    assert resp.status == 200
+    assert upstream.logins == 4 and client.session.stats.relogins == 3
+
+
+class LoginWhileWaiting(FakeTransport):
+    """The first GET waits for a slot while another request logs in again (a new token) and
+    the account is then logged out elsewhere: that GET is signed with the newer, dead token."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        super().__init__(upstream)
+        self.upstream = upstream
+        self.session: ChannelSession | None = None
+
+    async def send(self, method: str, url: str, **kwargs: Any) -> Response:
+        if method == "GET" and self.session is not None:
+            session, self.session = self.session, None
+            await session.login()  # another request's re-login, between start and signing
+            self.upstream.logout()
+        return await super().send(method, url, **kwargs)
+
+
+async def test_a_401_on_a_token_newer_than_the_request_logs_in_again_at_once() -> None:
+    """The login a 401 needs is judged by the token the refused attempt carried, not by the
+    one the request started with: skipping it would send the dead token again."""
+    upstream = Upstream({"/deals": ok})
+    fake = LoginWhileWaiting(upstream)
+    async with channel_client(transport=fake) as client:
+        await client.session.login()
+        fake.session = client.session
+        resp = await client.session.request("GET", "/deals")
+    assert resp.status == 200
+    assert [(s.method, s.path) for s in fake.sent] == [
+        ("POST", "/accounts/login"),
+        ("POST", "/accounts/login"),  # the other request's, while this one waited
+        ("GET", "/deals"),  # signed with token-2, logged out: 401
+        ("POST", "/accounts/login"),  # not skipped: no login came after token-2
+        ("GET", "/deals"),
+    ]
 
 
 async def test_a_refused_login_names_the_settings_to_check() -> None:

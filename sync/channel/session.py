@@ -63,6 +63,7 @@ from sync.core.errors import (
     AuthError,
     BadResponseError,
     ForbiddenError,
+    LoginRefusedError,
     NotFoundError,
     UpstreamError,
 )
@@ -276,7 +277,7 @@ class ChannelSession:
             observe=self.observe,
         )
         if resp.status in (401, 403, 422):
-            raise AuthError(
+            raise LoginRefusedError(
                 "login refused",
                 url=url,
                 status=resp.status,

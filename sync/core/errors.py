@@ -8,6 +8,8 @@
     ├── Interrupted                SIGTERM/SIGINT stopped a one-shot command (exit 128 + signal)
     └── UpstreamError              talking to the Channel Content API failed; carries url, status, hint
         ├── AuthError              login refused, or 401 after `RELOGINS` fresh logins
+        │   └── LoginRefusedError  the credentials themselves refused (a setting to fix; the
+        │                          daemon exits on it, it retries every other upstream error)
         ├── ForbiddenError         the account may not read this type (403); reported and skipped
         ├── NotFoundError          404 for a route or id
         ├── ListingMissingError    a mall's listing answers 404 while `GET /malls/{id}` serves
@@ -112,6 +114,11 @@ class UpstreamError(SyncError):
 
 class AuthError(UpstreamError):
     """Login failed, or the upstream keeps answering 401 after a fresh login."""
+
+
+class LoginRefusedError(AuthError):
+    """`POST /accounts/login` refused the credentials (401, 403, 422): a setting to fix, which
+    no retry cures."""
 
 
 class ForbiddenError(UpstreamError):

@@ -134,6 +134,8 @@ class Health:
             problems.extend(proof_problems(self.mirror, datetime.now(UTC), self.staleness_bound))
         if unreachable := self.client.session.unreachable:
             problems.insert(0, unreachable)  # logged as upstream.unreachable too
+        if state.backfill_failed is not None:
+            problems.insert(0, state.backfill_failed)  # logged as daemon.backfill_failed too
         problems.extend(self.faults.problems())
         storage = self.storage.problem()
         if storage is not None:
@@ -141,7 +143,7 @@ class Health:
         if status == "ok" and problems:
             status = "degraded"  # alive and following, but a repair failed or is overdue
         if not state.ready:
-            status = "starting"
+            status = "starting" if state.backfill_failed is None else "degraded"
         if storage is not None:
             status = "degraded"  # whatever else: nothing it fetches can be written
         return {

@@ -36,7 +36,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from sync.channel.budget import Priority, priority
 from sync.core.config import Settings
-from sync.core.errors import UpstreamError
+from sync.core.errors import LoginRefusedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
 from sync.daemon.bodies import Bodies
@@ -57,6 +57,16 @@ from sync.store import Mirror
 from sync.store.faults import write_check
 from sync.store.runs import HEARTBEAT_S
 from sync.store.watch import StorageWatch
+
+#: Seconds before a failed first backfill is asked again: the first wait, and the most it grows
+#: to (doubling per failure in a row).
+BACKFILL_RETRY_S = (2.0, 300.0)
+
+
+def backfill_retry_delay(failures: int) -> float:
+    """The wait after `failures` failed first backfills in a row: 2 s doubling to 300 s."""
+    first, most = BACKFILL_RETRY_S
+    return min(most, first * 2.0 ** min(failures - 1, 16))
 
 
 class Daemon:
@@ -260,13 +270,39 @@ class Daemon:
     async def _first_backfill(self, running: Running, types: list[str]) -> bool:
         """The first backfill, of `types`. A storage fault pauses it, the daemon degraded
         meanwhile (`sync.store.watch`), and once a write succeeds again a new one resumes from
-        the checkpoints. False when stopped first."""
+        the checkpoints. An upstream failure (retries spent, a session refused again and again,
+        a body not JSON:API) is asked again after `backfill_retry_delay`, resuming from the
+        checkpoints, the daemon degraded meanwhile: an outage of the upstream is not a reason to
+        exit. Credentials the login refuses are (`LoginRefusedError`: a setting to fix). False
+        when stopped first."""
+        failures = 0
         while True:
             backfill = Backfill(
                 running.client, running.mirror, self.settings, progress=self.progress
             )
             try:
-                return await self._unless_stopped(backfill.run(only=types), "backfill")
+                done = await self._unless_stopped(backfill.run(only=types), "backfill")
+                self.state.backfill_failed = None
+                return done
+            except LoginRefusedError:
+                raise
+            except UpstreamError as exc:
+                failures += 1
+                delay = backfill_retry_delay(failures)
+                self.state.backfill_failed = (
+                    f"the first backfill failed ({failures} in a row): {exc}; asked again "
+                    f"{delay:.0f} s after, from its checkpoints"
+                )
+                self.log.error(
+                    "daemon.backfill_failed",
+                    error=str(exc),
+                    failures=failures,
+                    retry_in=delay,
+                    hint="the daemon keeps running and asks again; nothing written is lost",
+                )
+                if not await self._unless_stopped(asyncio.sleep(delay), "backfill_retry"):
+                    return False
+                continue
             except Exception as exc:
                 if self.storage.report(exc) is None:
                     raise

@@ -1,5 +1,6 @@
 """The daemon's record of its own sync: when it started, when each type last synced in this
-process, and whether it is ready (backfilled and serving).
+process, whether it is ready (backfilled and serving), and why its first backfill failed while
+it waits to ask again.
 
 The job bodies write it (`sync.daemon.bodies`), the service marks it ready
 (`sync.daemon.service`), and the health report and the live gauges read it
@@ -23,6 +24,8 @@ class SyncState:
         #: Monotonic time of each type's last successful sync in this process.
         self.last_ok: dict[str, float] = {}
         self.ready = False  # backfilled and serving
+        #: Why the first backfill failed and when it is asked again; None once it succeeds.
+        self.backfill_failed: str | None = None
 
     def synced(self, name: str) -> None:
         self.last_ok[name] = time.monotonic()

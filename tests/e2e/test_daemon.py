@@ -12,9 +12,13 @@ from typing import Any
 
 import aiohttp
 import orjson
+import pytest
 import structlog
+from structlog.testing import capture_logs
 
 from sync.channel.client import ChannelClient
+from sync.core.errors import LoginRefusedError
+from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
 from sync.store import Mirror
@@ -341,3 +345,46 @@ async def test_the_daemon_drops_change_feed_entries_past_their_retention(
     async with running(settings_for(emulator, db, webhooks=False)) as daemon:
         await eventually(lambda: all(e[5] > "2001" for e in daemon.running.mirror.changes.since()))
         assert daemon.running.mirror.changes.since()  # the backfill's entries stay
+
+
+async def test_a_first_backfill_the_upstream_fails_is_asked_again_and_the_daemon_keeps_running(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Every data route answers 5xx past the retry budget: the first backfill fails, the
+    daemon stays up, degraded with the cause in `/healthz`, and asks again (2 s, then 4 s, ...);
+    once the upstream answers, it finishes from its checkpoints and the mirror is exact."""
+    db = tmp_path / "m.db"
+    emulator.faults.error_rate = 1.0
+    daemon = Daemon(settings_for(emulator, db, webhooks=False, upstream={"retry_budget": 0.3}))
+    with capture_logs() as events:
+        task = asyncio.create_task(daemon.run())
+        try:
+            await eventually(lambda: daemon.state.backfill_failed is not None or task.done())
+            assert not task.done(), "the daemon exited on an upstream outage"
+            health = daemon.health()
+            assert health["status"] == "degraded" and not health["ready"], health
+            assert health["problems"][0].startswith("the first backfill failed (1 in a row)")
+            emulator.faults.error_rate = 0.0
+            await eventually(lambda: daemon.is_ready or task.done(), timeout=60)
+            assert daemon.is_ready and daemon.state.backfill_failed is None
+            assert daemon.health()["status"] != "degraded"
+            assert compare(db, emulator, TYPES).differences == 0
+        finally:
+            daemon.request_stop()
+            await asyncio.wait_for(task, timeout=15)
+    failed = [e for e in events if e["event"] == "daemon.backfill_failed"]
+    assert failed and failed[0]["retry_in"] == 2.0 and failed[0]["failures"] == 1
+    assert "gave up after" in failed[0]["error"]
+
+
+async def test_credentials_the_login_refuses_stop_the_daemon_with_the_setting_to_fix(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """No retry cures a refused login: the daemon exits on it at once, naming the setting."""
+    db = tmp_path / "m.db"
+    settings = settings_for(emulator, db, webhooks=False, upstream={"password": "wrong-PW-42"})
+    daemon = Daemon(settings)
+    with pytest.raises(LoginRefusedError, match="login refused") as info:
+        await asyncio.wait_for(daemon.run(), timeout=30)
+    assert "[upstream] email" in str(info.value.hint)
+    assert daemon.state.backfill_failed is None

@@ -91,6 +91,20 @@ def test_a_young_daemon_is_warming_up_not_stale(mirror: Mirror, tmp_path: Path) 
     assert _health(mirror, tmp_path, state).report()["status"] == "ok"
 
 
+def test_a_failed_first_backfill_degrades_the_starting_daemon_and_says_why(
+    mirror: Mirror, tmp_path: Path
+) -> None:
+    state = _state(MONO - 10.0)
+    health = _health(mirror, tmp_path, state, _client(unreachable="unreachable: fix base_url"))
+    state.backfill_failed = "the first backfill failed (1 in a row): 503; asked again 2 s after"
+    report = health.report()
+    assert report["status"] == "degraded" and report["ready"] is False
+    assert report["problems"][:2] == [state.backfill_failed, "unreachable: fix base_url"]
+    assert health.healthy()  # alive and retrying: a restart would not cure an outage
+    state.backfill_failed = None
+    assert health.report()["status"] == "starting"
+
+
 def test_problems_degrade_a_ready_daemon_and_storage_comes_first(
     mirror: Mirror, tmp_path: Path
 ) -> None:

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from sync.core.config import Settings, parse_config
 from sync.daemon.schedule import parse_stamp
-from sync.daemon.service import Daemon
+from sync.daemon.service import BACKFILL_RETRY_S, Daemon, backfill_retry_delay
 from sync.store import Mirror
 
 
@@ -144,3 +144,10 @@ def test_a_poll_cycle_longer_than_its_interval_is_warned_with_the_fix(
     events = [(e["event"], e["log_level"]) for e in logs if e["event"].startswith("poll.cycle")]
     assert events == [("poll.cycle_overruns", "warning"), ("poll.cycle", "info")]
     assert "raise [upstream] max_requests_per_second or poll_interval" in logs[0]["hint"]
+
+
+def test_a_failed_first_backfill_is_asked_again_after_a_wait_that_doubles_to_five_minutes() -> None:
+    waits = [backfill_retry_delay(n) for n in range(1, 12)]
+    assert waits[:5] == [2.0, 4.0, 8.0, 16.0, 32.0]
+    assert waits[-3:] == [300.0, 300.0, 300.0] and max(waits) == BACKFILL_RETRY_S[1]
+    assert backfill_retry_delay(10_000) == 300.0  # no overflow after days of outage

@@ -35,6 +35,7 @@ from sync.jobs.pacing import keepable_bound, proof_share
 from sync.jobs.poll import poll_types
 from sync.jobs.press import mirror_press
 from sync.jobs.reconcile import MassDeleteRefused, reconcile_every_type
+from sync.jobs.tombstoneties import TombstoneTies
 from sync.jobs.typefaults import record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
@@ -65,6 +66,7 @@ class Bodies:
         #: Requests the rolling verify may spend (`verify_step`); may be set to run a whole cycle.
         self.verify_credit = 0.0
         self.members_detected = False  # `detect_members` has decided (`sync.jobs.mallincludes`)
+        self.ties = TombstoneTies(running.fetcher)
 
     # -- polls ---------------------------------------------------------------------------------
 
@@ -98,6 +100,12 @@ class Bodies:
         others = {t.name for t in poll_types(self.types)} - fast
         parts: list[Callable[[], Awaitable[None]]] = [walk, lambda: listed(others)]
         await bounded(parts, len(parts), lambda part: part())
+        # Copies this cycle (or the notices, the proof) met stamped their tombstone's very
+        # moment: `filter[id]` decides (`sync.jobs.tombstoneties`); a failure asks next cycle.
+        try:
+            await self.ties.settle(t.name for t in self.types)
+        except UpstreamError as exc:
+            self.log.warning("tombstone.ties_unsettled", error=str(exc))
         self._raise_failing({t.name for t in poll_types(self.types)})
 
     async def poll_type(self, rtype: ResourceType) -> None:

@@ -118,8 +118,11 @@ class Dataset(Rows):
     def _commit(self, type_name: str, rid: int, change: Pending) -> None:
         rec = self.by_type[type_name].get(rid)
         current = rec.decoded() if rec is not None else {}
-        if rec is None or str(current.get("updated_at") or "") >= change.stamp:
+        held = str(current.get("updated_at") or "")
+        if rec is None or held > change.stamp:
             return  # never a stamp moved back (the row changed since, under a later stamp)
+        if held == change.stamp and not self.hard.whole_second_stamps:
+            return  # stamps never repeat but under whole seconds
         self.remember(rec)
         merged = {**current, **change.attrs, "updated_at": change.stamp}
         rec.set_attrs(merged)
@@ -150,7 +153,7 @@ class Dataset(Rows):
 
     def fresh_stamp(self, previous: str | None) -> str:
         """A new updated_at: now, but strictly after the previous one and the last issued."""
-        return self.stamps.fresh(self.now(), previous)
+        return self.stamps.fresh(self.now(), previous, whole=self.hard.whole_second_stamps)
 
     def notify(self, kind: str, type_name: str, rid: int, deletion: str | None = None) -> None:
         for listener in list(self.listeners):

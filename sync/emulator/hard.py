@@ -120,6 +120,11 @@ class Hard:
     #: ~2 % of random operations bulk-update 75 rows of one type (all, for a type of 35 to 75)
     #: under one stamp.
     unstable_ties: bool = False
+    #: Stamps issued from then on (`updated_at`, `created_at`, feed entries) have whole seconds
+    #: (`.000Z`: the spec's form, a database that keeps seconds): every change of a row within
+    #: one second keeps the stamp its first change took, so two versions of a row may share a
+    #: stamp, and a copy read before the second change is not older by its stamp.
+    whole_second_stamps: bool = False
 
     # -- meta.scripts (#30) ----------------------------------------------------------------------
     #: Each type serves its own `meta.scripts` list, which `set_scripts` changes at run time

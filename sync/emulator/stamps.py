@@ -36,18 +36,33 @@ def stamp_form(stamp: str, n: int) -> str:
 
 
 class Stamps:
-    """Issues `updated_at` values that never repeat and never go back."""
+    """Issues `updated_at` values that never go back, and never repeat unless `whole`."""
 
     def __init__(self) -> None:
         self.last = 0.0
 
-    def fresh(self, now: float, previous: str | None) -> str:
-        """A new stamp: `now`, but strictly after `previous` and after the last one issued."""
+    def fresh(self, now: float, previous: str | None, *, whole: bool = False) -> str:
+        """A new stamp: `now`, but strictly after `previous` and after the last one issued.
+        `whole` (`Hard.whole_second_stamps`): `now` cut to its second, never before `previous`
+        nor the last one issued, and equal to them within one second."""
+        if whole:
+            ts = float(int(max(now, self.last)))
+            stamp = iso_ms(ts)
+            if previous is not None and stamp < previous:
+                stamp = previous[:20] + "000Z" if previous[20:23] != "000" else previous
+                if stamp < previous:  # `previous` had a fraction: the next whole second
+                    stamp = iso_ms(float(int(_seconds(previous))) + 1.0)
+            self.last = max(self.last, _seconds(stamp))
+            return stamp
         ts = max(now, self.last + 0.001)
         stamp = iso_ms(ts)
         if previous is not None and stamp <= previous:
-            prev = datetime.strptime(previous, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-            ts = prev.timestamp() + 0.001
+            ts = _seconds(previous) + 0.001
             stamp = iso_ms(ts)
         self.last = ts
         return stamp
+
+
+def _seconds(stamp: str) -> float:
+    """The Unix time of a `YYYY-MM-DDTHH:MM:SS.sssZ` stamp."""
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()

@@ -44,12 +44,13 @@ from sync.core.logs import get_logger
 from sync.jobs import backfillrun, backfilltail
 from sync.jobs.backfillrun import BackfillReport, TypeReport
 from sync.jobs.fanout import bounded
-from sync.jobs.fetch import confirm_mall_gone
+from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.hours import MallHours
 from sync.jobs.missedrows import MissedRows
 from sync.jobs.oneshot import connected
 from sync.jobs.progress import NullProgress, Progress, for_terminal
 from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
+from sync.jobs.tombstoneties import TombstoneTies
 from sync.jobs.typefaults import record_type
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
@@ -198,6 +199,10 @@ class Backfill:
                     self.pages = PagePool(0)
             self.mirror.indexes.defer(False)
             await backfilltail.fill_linkage(self.client, self.mirror, self.settings)
+            # Copies stamped their tombstone's very moment (a mirror backfilled again).
+            await TombstoneTies(Fetcher(self.client, self.mirror)).settle(
+                t.name for t in self.settings.upstream.mirrored_types()
+            )
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "stopped"  # asked to stop: no error of its own

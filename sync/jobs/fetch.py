@@ -8,7 +8,7 @@ in every scope: a notice or a listing that lacks a row is a hint, never proof.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sync.channel.client import MAX_IDS, ChannelClient
 from sync.core.errors import ListingMissingError, NotFoundError
@@ -62,6 +62,28 @@ class Fetcher:
             else:  # none of them served, but the type's scripts may have changed
                 self.mirror.write_scripts(scope.rtype, page.meta.get("scripts"))
         return found
+
+    async def fetch_in_malls(
+        self, rtype: ResourceType, groups: Mapping[int | None, Sequence[int]]
+    ) -> tuple[int, set[int]]:
+        """Fetch ids by `filter[id]` grouped by where to ask (a mall, or None: `rtype`'s
+        top-level scopes) and write what comes back; the requests made and the ids served.
+        A mall's listing that answers 404 asks `GET /malls/{id}`: a mall gone is skipped (its
+        members go with it, by the feed or the proof); one still served raises."""
+        asked = 0
+        found: set[int] = set()
+        for mall, ids in groups.items():
+            scopes = scopes_of(rtype, [mall] if mall is not None else [])
+            for start in range(0, len(ids), MAX_IDS):
+                asked += len(scopes)
+                try:
+                    found |= await self.fetch_found(scopes, ids[start : start + MAX_IDS])
+                except NotFoundError as exc:
+                    if mall is None:
+                        raise
+                    await confirm_mall_gone(self.client, mall, exc)
+                    break
+        return asked, found
 
     async def confirm_and_delete(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """Delete those of `ids` that `filter[id]` confirms are gone; rewrite the others.

@@ -34,7 +34,7 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import confirm_mall_gone
+from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.freshness import OnLag
 from sync.jobs.mallincludes import _linkage, _stamps
 from sync.jobs.mallroutes import MallRoutes
@@ -44,6 +44,7 @@ from sync.jobs.poll import apply_feed_first
 from sync.jobs.proofdiff import OnRepair, UnitDiff, scope_key
 from sync.jobs.reconcile import Reconciler, upstream_malls
 from sync.jobs.relroutes import RelatedRoutes
+from sync.jobs.tombstoneties import TombstoneTies
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
@@ -428,6 +429,8 @@ async def run_proof_cycle(
             isolate=False,
         )
         report = await proof.run_all()
+        # Copies its listings met stamped their tombstone's very moment: `filter[id]` decides.
+        await TombstoneTies(Fetcher(client, mirror)).settle(t.name for t in types)
     for t in types:
         kinds = report.repairs.get(t.name, {})
         fetched = sum(n for k, n in kinds.items() if k != "missed_deletion")

@@ -43,6 +43,7 @@ from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.poll import apply_feed_first
 from sync.jobs.relroutes import RelatedRoutes
+from sync.jobs.tombstoneties import TombstoneTies
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -349,6 +350,8 @@ async def reconcile_every_type(
             out.types[rtype.name] = (fetched + result.fetched, removed + result.removed)
 
         await run(rtype, orphans)
+    # Copies its listings met stamped their tombstone's very moment: `filter[id]` decides.
+    await TombstoneTies(reconciler.fetcher).settle(t.name for t in types)
     out.pruned = sideloads.prune(mirror)
     return out
 

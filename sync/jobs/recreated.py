@@ -25,12 +25,10 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from sync.channel.client import MAX_IDS
-from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher, confirm_mall_gone
+from sync.jobs.fetch import Fetcher
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
-from sync.model.scopes import scopes_of
 
 #: (type, id, stamp) of rows already settled, remembered in this process.
 SETTLED_KEPT = 10_000
@@ -93,25 +91,12 @@ class Recreated:
 
     async def _refetch(self, rtype: ResourceType, ids: list[int]) -> int:
         """Fetch owners `ids` again in their scopes and write them; the requests made."""
-        groups: list[tuple[int | None, list[int]]]
+        groups: Mapping[int | None, list[int]]
         if rtype.level == "top":
-            groups = [(None, ids)]
+            groups = {None: ids}
         else:
-            groups = list(self.mirror.table(rtype.name).by_mall(ids).items())
-        asked = 0
-        for mall, group in groups:
-            scopes = scopes_of(rtype, [mall] if mall is not None else [])
-            for start in range(0, len(group), MAX_IDS):
-                asked += len(scopes)
-                try:
-                    await self.fetcher.fetch_and_write(scopes, group[start : start + MAX_IDS])
-                except NotFoundError as exc:
-                    if mall is None:
-                        raise
-                    # A mall gone (`GET /malls/{id}` agrees; else raised, a failure): its
-                    # members' linkage goes with it, and the feed or the proof removes it.
-                    await confirm_mall_gone(self.fetcher.client, mall, exc)
-                    break
+            groups = {m: g for m, g in self.mirror.table(rtype.name).by_mall(ids).items()}
+        asked, _ = await self.fetcher.fetch_in_malls(rtype, groups)
         return asked
 
     def _remember(self, key: tuple[str, int, str | None]) -> None:

@@ -9,9 +9,13 @@ Two kinds of deletion, and only one keeps anything from coming back:
   row only if the row is not newer than the entry (`updated_at <= created_at`, both normalised;
   a row without a stamp yields to the entry): a newer row is the id created again, and stays.
   Each entry writes a tombstone (`_sync_tombstones`: type, id, `deleted_at` = the entry's
-  `created_at`, `source` = 'feed') that refuses copies stamped at or before it: a page fetched
+  `created_at`, `source` = 'feed') that refuses copies stamped before it: a page fetched
   before the deletion and written after it must not bring the row back. A copy stamped after
-  it wins and lifts it (the spec never says ids are not reused). Rows without `updated_at`
+  it wins and lifts it (the spec never says ids are not reused). A copy stamped its very moment
+  is no evidence either way (stamps of whole seconds: the row deleted and created again within
+  one second, or the old row changed in the second it was deleted): it is left out and noted
+  (`Deletions.ties`), and `filter[id]` decides (`sync.jobs.tombstoneties`): served after the
+  tombstone was written, it is written under `Deletions.vouched` and lifts it. Rows without `updated_at`
   (tags, groups) carry no stamp to compare: their tombstone refuses copies for
   `STAMPLESS_TOMBSTONE_SECONDS`. An entry without a readable `created_at` removes only rows
   without a stamp; a stamped row is left to the reconcile's `filter[id]`.
@@ -23,8 +27,9 @@ Two kinds of deletion, and only one keeps anything from coming back:
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +95,11 @@ class Deletions:
         self.conn = conn
         self.schema = schema
         self._any: bool | None = None  # whether any tombstone exists; None until looked up
+        #: Per type, rows a copy stamped their tombstone's very moment reached, with the malls
+        #: whose listings served it (None: a top-level scope): for `filter[id]` to decide.
+        #: Kept in this process only: a row left out is missing, so the proof meets it again.
+        self.ties: dict[str, dict[int, set[int | None]]] = {}
+        self._vouched: dict[str, set[int]] = {}
 
     def held(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
         """The tombstones of those of `ids` that have one: id -> deleted_at."""
@@ -116,18 +126,28 @@ class Deletions:
         if not dead:
             return
         pos = b.columns.index("updated_at") + 1 if "updated_at" in b.columns else None
+        scoped = b.rtype.level == "mall" and "mall_id" in b.columns
+        mall_pos = b.columns.index("mall_id") + 1 if scoped else None
+        vouched = self._vouched.get(b.type, set())
         horizon = stampless_horizon(now_iso())
         keep: list[bool] = []
         lifted: list[int] = []
         for row in b.rows:
             rid = row[0]
+            stamp = row[pos] if pos is not None else None
             if rid not in dead:
                 keep.append(True)
-            elif tombstone_holds(dead[rid], row[pos] if pos is not None else None, horizon):
-                keep.append(False)
-            else:
+            elif stamp is not None and stamp == dead[rid] and rid not in vouched:
+                keep.append(False)  # tied with its tombstone: `filter[id]` decides
+                mall = row[mall_pos] if mall_pos is not None else None
+                self.ties.setdefault(b.type, {}).setdefault(rid, set()).add(mall)
+            elif (stamp is not None and stamp == dead[rid]) or not tombstone_holds(
+                dead[rid], stamp, horizon
+            ):
                 keep.append(True)
                 lifted.append(rid)
+            else:
+                keep.append(False)
         if lifted:
             # Created again (an id re-used) or changed after its deletion: the copy wins.
             self.conn.execute(
@@ -139,6 +159,29 @@ class Deletions:
         if not all(keep):
             b.keep(keep)
             b.dropped = keep.count(False)
+
+    def take_ties(self, type_name: str) -> dict[int, set[int | None]]:
+        """The rows of `type_name` tied with their tombstone since the last call, each with
+        the malls whose listings served it (None: a top-level scope); forgotten here."""
+        return self.ties.pop(type_name, {})
+
+    def note_ties(self, type_name: str, ties: Mapping[int, set[int | None]]) -> None:
+        """Note `ties` of `type_name` again (taken, not settled: a failure)."""
+        held = self.ties.setdefault(type_name, {})
+        for rid, malls in ties.items():
+            held.setdefault(rid, set()).update(malls)
+
+    @contextlib.contextmanager
+    def vouched(self, type_name: str, ids: Iterable[int]) -> Iterator[None]:
+        """While the block runs, a copy of `ids` stamped its tombstone's very moment is written
+        and lifts it: `filter[id]` served it after the tombstone was written."""
+        ids = set(ids)
+        held = self._vouched.setdefault(type_name, set())
+        held |= ids
+        try:
+            yield
+        finally:
+            held -= ids
 
     def delete(self, type_name: str, ids: list[int]) -> int:
         """Delete rows (`ids`, distinct) inferred gone, with their links, memberships and the

@@ -12,6 +12,7 @@ checkpoint (`Mirror.write_staged`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sqlite3
@@ -100,6 +101,21 @@ class TypeTable:
     def tombstones(self, ids: Sequence[int]) -> dict[int, str | None]:
         """The tombstones of those of `ids` that have one: id -> deleted_at."""
         return self.deletions.held(self.name, ids)
+
+    def tombstone_ties(self) -> dict[int, set[int | None]]:
+        """Rows a copy stamped their tombstone's very moment reached since the last call, with
+        the malls that listed them (None: top-level): `filter[id]` decides
+        (`sync.jobs.tombstoneties`). Taken: asked once."""
+        return self.deletions.take_ties(self.name)
+
+    def note_ties(self, ties: Mapping[int, set[int | None]]) -> None:
+        """Note `ties` (taken by `tombstone_ties`, not settled) again, for the next run."""
+        self.deletions.note_ties(self.name, ties)
+
+    def vouched(self, ids: Iterable[int]) -> contextlib.AbstractContextManager[None]:
+        """While the block runs, copies of `ids` stamped their tombstone's very moment are
+        written and lift it (`filter[id]` served them after the tombstone was written)."""
+        return self.deletions.vouched(self.name, ids)
 
     def delete(self, ids: Iterable[int]) -> int:
         """Delete rows inferred gone (confirmed by `filter[id]`, listed by no mall, a gone

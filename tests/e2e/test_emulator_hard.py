@@ -52,6 +52,29 @@ def test_every_switch_is_off_by_default_and_strict_turns_them_all_on() -> None:
     assert not a.memberships and b.memberships
 
 
+def test_whole_second_stamps_share_a_second_and_never_go_back() -> None:
+    """Under `whole_second_stamps` every stamp issued ends `.000Z`; changes of a row within one
+    second keep one stamp (two versions under it), a deletion entry and the row created again
+    in its second share it, and no stamp goes back, not even below an older fractional one."""
+    now = [1_800_000_000.25]
+    data = Dataset(resources=300, seed=4, hard=Hard(whole_second_stamps=True))
+    data.now = lambda: now[0]  # type: ignore[method-assign]
+    rid = data.ids("articles")[0]
+    first = data.update("articles", rid, {"title": "one"}).decoded()
+    second = data.update("articles", rid, {"title": "two"}).decoded()
+    assert first["updated_at"] == second["updated_at"] == "2027-01-15T08:00:00.000Z"
+    assert (first["title"], second["title"]) == ("one", "two")
+    entry = data.delete("articles", rid).decoded()
+    again = data.create("articles", rid=rid).decoded()
+    assert entry["created_at"] == again["updated_at"] == "2027-01-15T08:00:00.000Z"
+    now[0] += 1.5
+    later = data.update("articles", rid).decoded()["updated_at"]
+    assert later == "2027-01-15T08:00:01.000Z"
+    assert data.stamps.fresh(now[0], "2027-01-15T08:00:05.500Z", whole=True) == (
+        "2027-01-15T08:00:06.000Z"  # never before a fractional previous stamp
+    )
+
+
 async def test_reuse_ids(make_emulator: MakeEmulator) -> None:
     """`reuse_ids`: a create takes the id deleted last of its type, with stamps later than the
     deletion's feed entry and an update notice; without it, ids are never reused."""

@@ -21,6 +21,7 @@ from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.jobs.feed import FeedEntries, unknown_types
 from sync.jobs.poll import Poller
+from sync.jobs.proof import run_proof_cycle
 from sync.jobs.reconcile import run_reconcile
 from sync.model import catalogue
 from sync.model.catalogue import normalize_type
@@ -150,6 +151,43 @@ async def test_a_row_created_again_before_the_deletions_poll_leaves_its_old_owne
         assert _held(db, "contacts", [contact]) == [contact]
         result = compare(db, emu, types)
         assert result.differences == 0, result.summary()
+
+
+@pytest.mark.parametrize("type_name", ["articles", "stores"])
+async def test_a_row_created_again_in_the_second_of_its_deletion_is_back_after_the_feed(
+    make_emulator: Any, tmp_path: Path, type_name: str
+) -> None:
+    """Stamps of whole seconds: a row deleted, its feed entry applied (tombstone at second T),
+    then created again within second T, so its stamp is T too. A tombstone refused a copy
+    stamped its very moment: polls, the reconcile and the proof all met it, a live row lost
+    for good. Now `filter[id]` decides: served, it is written, after a poll cycle and after one
+    reconcile (a mall-scoped row in the mall that listed it)."""
+    types = ["malls", type_name]
+    async with make_emulator(resources=300, seed=6) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=types)
+        emu.hard.whole_second_stamps = True
+        rid = int(emu.ids(type_name)[3])
+        mall = emu.data.by_type[type_name][rid].mall
+        for _ in range(20):  # the deletion, the feed read and the creation in one second
+            entry = emu.data.delete(type_name, rid)
+            mirror = Mirror.open(db)
+            async with ChannelClient(settings.upstream) as client:
+                poller = Poller(client, mirror, page_size=100, overlap=0.0)
+                await poller.poll_deletions(set(types))
+            mirror.close()
+            created = emu.data.create(type_name, mall=mall, rid=rid)
+            if created.decoded()["updated_at"] == entry.decoded()["created_at"]:
+                break
+        else:
+            pytest.fail("never created again within the second of its deletion")
+        assert _held(db, type_name, [rid]) == []
+        with capture_logs() as events:
+            _, unresolved = await run_proof_cycle(settings)  # `ccsync reconcile`
+        assert unresolved == [] and _held(db, type_name, [rid]) == [rid]
+        assert compare(db, emu, types).differences == 0
+        settled = [e for e in events if e["event"] == "tombstone.tie_settled"]
+        assert settled and settled[0]["served"] == [rid]
 
 
 # -- the reconcile: absence is not deletion -------------------------------------------------------

@@ -1,0 +1,75 @@
+"""Copies stamped the very moment of their tombstone: `filter[id]` decides.
+
+A feed entry's tombstone refuses copies stamped before it and yields to copies stamped after
+it (`sync.store.deletions`). A copy stamped exactly its moment is no evidence either way: an
+upstream whose stamps count whole seconds (the spec fixes no precision) gives a row deleted and
+created again within one second the stamp of its deletion, and gives the old row, changed in the
+second it was deleted, that stamp too. Refused, the first is a live row lost for good (polls,
+the reconcile and the proof all meet the tombstone); taken, the second brings a dead row back.
+
+So the page write leaves such a copy out and notes it (`TypeTable.tombstone_ties`, with the
+malls whose listings served it), and this job asks `filter[id]` in those scopes, after the
+tombstone was written: a row served is live, written under `TypeTable.vouched` and its tombstone
+lifted; a row not served is the dead one, and the tombstone stays. The polls settle what their
+cycle noted (`Bodies.poll_all`), the reconcile and the backfill what their run noted. A failure
+notes the rows again, for the next run. Cost: one `filter[id]` request per type and scope with
+ties (100 ids a request), none otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sync.core.logs import get_logger
+from sync.jobs.fetch import Fetcher
+from sync.model import catalogue
+
+
+class TombstoneTies:
+    """Settles the copies tied with their tombstone (see the module docstring)."""
+
+    def __init__(self, fetcher: Fetcher) -> None:
+        self.fetcher = fetcher
+        self.mirror = fetcher.mirror
+        self.log = get_logger("sync.poll")
+
+    async def settle(self, names: Iterable[str]) -> int:
+        """Ask `filter[id]` about the rows of `names` tied with their tombstone since the last
+        call; the requests made. A failure notes them again and raises."""
+        asked = 0
+        for name in names:
+            table = self.mirror.table(name)
+            ties = table.tombstone_ties()
+            if not ties:
+                continue
+            rtype = catalogue.TYPES[name]
+            every: list[int | None] = (
+                [*self.mirror.table("malls").ids()] if rtype.level == "mall" else []
+            )
+            groups: dict[int | None, list[int]] = {}
+            for rid, malls in sorted(ties.items()):
+                if rtype.level == "top":
+                    where: list[int | None] = [None]
+                elif None in malls:  # served by no mall's listing: asked in every mall
+                    where = [*every]
+                else:
+                    where = [m for m in sorted(x for x in malls if x is not None)]
+                for mall in where:
+                    groups.setdefault(mall, []).append(rid)
+            try:
+                with table.vouched(ties):
+                    made, served = await self.fetcher.fetch_in_malls(rtype, groups)
+            except BaseException:
+                table.note_ties(ties)  # asked again by the next run
+                raise
+            asked += made
+            self.log.info(
+                "tombstone.tie_settled",
+                type=name,
+                served=sorted(served)[:20],
+                refused=sorted(set(ties) - served)[:20],
+                count=len(ties),
+                hint="copies stamped the very moment of their deletion entry: filter[id] "
+                "decided (served: created again, tombstone lifted; not served: it holds)",
+            )
+        return asked

@@ -14,6 +14,8 @@
         ├── NotFoundError          404 for a route or id
         ├── ListingMissingError    a mall's listing answers 404 while `GET /malls/{id}` serves
         │                          the mall: a failure of that scope, never a deletion
+        ├── ListingUnsettledError  a listing kept changing under every walk (rows left it while
+        │                          read): no whole list, never a deletion
         ├── BadResponseError       the body is not the JSON:API document the spec promises
         ├── InvalidParametersError 422 from the management API, with every entry of `details`
         ├── RetriesExhaustedError  5xx/429/timeouts went on past the retry budget
@@ -132,6 +134,11 @@ class NotFoundError(UpstreamError):
 class ListingMissingError(UpstreamError):
     """A listing of a mall (`/malls/{id}/<type>`) answered 404 on a page it promised while
     `GET /malls/{id}` still serves the mall: the listing failed, the mall is not gone."""
+
+
+class ListingUnsettledError(UpstreamError):
+    """A listing shrank under each walk of it (a promised page went): no whole list was read,
+    and nothing may be inferred from what it lacked."""
 
 
 class BadResponseError(UpstreamError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sync.channel.client import ChannelClient
 from sync.core.config import ManagementSettings, Settings
-from sync.core.errors import ForbiddenError
+from sync.core.errors import ForbiddenError, ListingUnsettledError
 from sync.core.logs import get_logger
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.press import mirror_press
@@ -34,6 +34,14 @@ async def fill_linkage(client: ChannelClient, mirror: Mirror, settings: Settings
         )
     except ForbiddenError as exc:
         get_logger("sync.backfill").warning("backfill.mall_routes_forbidden", hint=exc.hint)
+    except ListingUnsettledError as exc:
+        get_logger("sync.backfill").warning(
+            "backfill.listing_unsettled",
+            error=str(exc),
+            hint="a mall's route kept changing under every walk: its memberships may be "
+            "missing; run `ccsync reconcile` once it holds still",
+        )
+        raise
 
 
 async def press_releases(

@@ -36,7 +36,7 @@ from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
 from sync.channel.pages import Page
 from sync.channel.paging import PAST_END, reask
-from sync.core.errors import NotFoundError, UpstreamError
+from sync.core.errors import ListingUnsettledError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.fetch import confirm_mall_gone
 from sync.model import catalogue
@@ -63,6 +63,14 @@ class _Verdict:
 
     agreed: bool
     why: str
+
+
+#: Walks of a mall's route before a listing that shrinks under each is reported unsettled.
+ROUTE_WALKS = 3
+
+
+class _Shrank(Exception):
+    """A page page 1 promised went while a mall route was walked (`MallRoutes._route_walk`)."""
 
 
 class MallRoutes:
@@ -192,9 +200,25 @@ class MallRoutes:
 
     async def _route_ids(self, name: str, mall: int) -> list[int] | None:
         """Every id `/malls/{mall}/<name>` lists (its default filters), or None if gone (its
-        404 confirmed by `GET /malls/{id}`, `confirm_mall_gone`). The pages `links.last` names
-        are asked side by side (a mall's deals route holds every national deal: tens of pages
-        on a large upstream), then any past it one by one (a 404 there is the end)."""
+        404 confirmed by `GET /malls/{id}`, `confirm_mall_gone`). A listing that shrank while
+        walked (a page page 1 promised answered 404 and page 1 no longer promises it: rows left
+        an earlier page, later ones moved up past the walk) is no whole list: walked again from
+        page 1, `ROUTE_WALKS` times at most, then `ListingUnsettledError`, never the mall gone."""
+        for _ in range(ROUTE_WALKS):
+            try:
+                return await self._route_walk(name, mall)
+            except _Shrank:
+                _log.info("mall_routes.listing_shrank", type=name, mall_id=mall)
+        raise ListingUnsettledError(
+            f"/malls/{mall}/{name} shrank under each of {ROUTE_WALKS} walks",
+            hint="the mall's listing kept changing while read; it is read again by the next "
+            "run (`ccsync reconcile` once it holds still)",
+        )
+
+    async def _route_walk(self, name: str, mall: int) -> list[int] | None:
+        """One walk of `_route_ids`: the pages `links.last` names are asked side by side (a
+        mall's deals route holds every national deal: tens of pages on a large upstream), then
+        any past it one by one (a 404 there is the end). `_Shrank` when a promised page went."""
         # The type as its mall route lists it: `/malls/{id}/<type>`, its default filters.
         rtype = replace(catalogue.TYPES[name], level="mall", relationships=(), scope_params=({},))
         listing = Listing(Scope(rtype, mall), fields=["updated_at"], include=False)
@@ -222,7 +246,7 @@ class MallRoutes:
                                 exc,
                             )
                             if again is None:
-                                raise  # the listing shrank under the walk: no whole list
+                                raise _Shrank from exc  # the listing shrank under the walk
                             return again
 
                 pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))

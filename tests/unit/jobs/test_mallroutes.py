@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from sync.core.errors import UpstreamError
-from sync.jobs.mallroutes import META_KEY, WHY_KEY, MallRoutes
+from sync.core.errors import ListingUnsettledError, NotFoundError, UpstreamError
+from sync.jobs.mallroutes import META_KEY, ROUTE_WALKS, WHY_KEY, MallRoutes
 from sync.model import catalogue
 from sync.model.scopes import Scope
 from sync.store import Mirror
@@ -98,3 +98,57 @@ def test_a_damaged_record_reads_as_no_decision(mirror: Mirror) -> None:
     routes = MallRoutes(MallsClient(), mirror)  # type: ignore[arg-type]
     assert routes.decisions() == {} and routes.reasons() == {}
     assert routes.deals_unproven() is False
+
+
+class ShrinkingClient(MallsClient):
+    """Mall 1's contacts route: the first request for page 3 finds a row gone (the listing
+    shrinks to two pages) and answers 404 (`always`: every page past the first answers 404,
+    and page 1 promises two pages at a walk's start and one when asked again)."""
+
+    def __init__(self, *, always: bool = False) -> None:
+        super().__init__(linkage={"links": {"related": "/malls/1/contacts"}})
+        self.malls = {1}  # `GET /malls/1` serves the mall: a 404 of its route is no deletion
+        self.always = always
+        self.firsts = 0
+        self.shrunk = False
+
+    async def list_page(self, request: Any, number: int, **kw: Any) -> Any:
+        rows = self.served[("contacts", Scope(CONTACTS, 1).key)]
+        if self.always:
+            if number == 1:
+                self.firsts += 1
+                got = await super().list_page(request, 1, **kw)
+                return page(got.resources, 1, 2 if self.firsts % 2 else 1)
+            raise NotFoundError("Invalid page.", url="/malls/1/contacts", status=404)
+        if number == 3 and not self.shrunk:
+            self.shrunk = True
+            rows.pop(1)  # contact 3 leaves the mall: 5 and the rest move up a place
+            raise NotFoundError("Invalid page.", url="/malls/1/contacts", status=404)
+        return await super().list_page(request, number, **kw)
+
+
+def _routed(mirror: Mirror, client: ShrinkingClient) -> MallRoutes:
+    client.served[("contacts", Scope(CONTACTS, 1).key)] = [
+        res(i, "contacts", stamp(i)) for i in (1, 3, 5, 7, 9)
+    ]
+    table(mirror, "malls", [(1, stamp(1))])
+    table(mirror, "contacts", [(i, stamp(i)) for i in (1, 3, 5, 7, 9)])
+    return MallRoutes(client, mirror)  # type: ignore[arg-type]
+
+
+async def test_a_mall_route_that_shrank_under_its_walk_is_walked_again_not_called_lost(
+    mirror: Mirror,
+) -> None:
+    """Before: the 404 of a page page 1 no longer promised was taken for the mall's listing
+    lost (`ListingMissingError`, a strict chaos backfill exited 1 on it)."""
+    client = ShrinkingClient()
+    assert await _routed(mirror, client).refresh(["contacts"], [1]) == {"contacts": 4}
+    held = mirror.conn.execute("SELECT contacts_id FROM malls_contacts ORDER BY 1").fetchall()
+    assert [r[0] for r in held] == [1, 5, 7, 9]
+
+
+async def test_a_mall_route_that_shrinks_under_every_walk_is_unsettled(mirror: Mirror) -> None:
+    client = ShrinkingClient(always=True)
+    with pytest.raises(ListingUnsettledError, match=f"shrank under each of {ROUTE_WALKS} walks"):
+        await _routed(mirror, client).refresh(["contacts"], [1])
+    assert client.firsts == 2 * ROUTE_WALKS  # each walk's page 1, and its promise asked again

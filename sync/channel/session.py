@@ -75,9 +75,7 @@ ACCEPT = {"Accept": "application/vnd.api+json"}
 JSONAPI_BODY = {**ACCEPT, "Content-Type": "application/vnd.api+json"}
 #: Times a 401 after a fresh login is signed again because its `Date` taught another offset.
 RESKEWS = 2
-#: Logins one request may make after 401s: one cures a logout elsewhere; more cure logouts that
-#: come again while it logs in (another system logging the account out and in). A 401 after the
-#: last is an `AuthError`: the session is refused, not ended.
+#: Logins one request may make after 401s (logouts elsewhere may come again while it logs in).
 RELOGINS = 3
 
 
@@ -99,9 +97,8 @@ def error_detail(body: bytes) -> str:
 
 @dataclass(frozen=True)
 class Signature:
-    """What an attempt was signed with: the clock offset and the login (`generation`) whose
-    token it carried. A 401 is judged by these, not by the state when the request started: the
-    transport signs each attempt as it is sent, after a wait for a slot or a retry."""
+    """What an attempt was signed with (each is signed as it is sent): the clock offset, and
+    the login (`generation`) whose token it carried."""
 
     offset: float
     generation: int

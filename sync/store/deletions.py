@@ -6,8 +6,9 @@ transaction; a mall takes its memberships and hours too.
 Two kinds of deletion, and only one keeps anything from coming back:
 
 - **The deletions feed** (`Deletions.apply_feed`) is dated evidence. An entry deletes a mirrored
-  row only if the row is not newer than the entry (`updated_at <= created_at`, both normalised;
-  a row without a stamp yields to the entry): a newer row is the id created again, and stays.
+  row only if the row is older than the entry (`updated_at < created_at`, both normalised;
+  a row without a stamp yields to the entry): a newer row is the id created again, and stays;
+  one stamped the entry's very moment is left for `filter[id]` (`FeedApplied.tied`).
   Each entry writes a tombstone (`_sync_tombstones`: type, id, `deleted_at` = the entry's
   `created_at`, `source` = 'feed') that refuses copies stamped before it: a page fetched
   before the deletion and written after it must not bring the row back. A copy stamped after
@@ -15,8 +16,8 @@ Two kinds of deletion, and only one keeps anything from coming back:
   is no evidence either way (stamps of whole seconds: the row deleted and created again within
   one second, or the old row changed in the second it was deleted): it is left out and noted
   (`Deletions.ties`), and `filter[id]` decides (`sync.jobs.tombstoneties`): served after the
-  tombstone was written, it is written under `Deletions.vouched` and lifts it. Rows without `updated_at`
-  (tags, groups) carry no stamp to compare: their tombstone refuses copies for
+  tombstone was written, it is written under `Deletions.vouched` and lifts it. Rows without
+  `updated_at` (tags, groups) carry no stamp to compare: their tombstone refuses copies for
   `STAMPLESS_TOMBSTONE_SECONDS`. An entry without a readable `created_at` removes only rows
   without a stamp; a stamped row is left to the reconcile's `filter[id]`.
 - **Inference** (`Deletions.delete`: `filter[id]` confirmed a row gone, a row absent from every
@@ -76,7 +77,8 @@ def stampless_horizon(now: str) -> str:
 def tombstone_holds(deleted_at: str | None, stamp: Any, horizon: str) -> bool:
     """Whether a tombstone of `deleted_at` refuses a copy stamped `stamp` (normalised
     `updated_at`, or None for a type without one); `horizon`: `stampless_horizon` of now, one
-    per page, so no row asks the clock."""
+    per page, so no row asks the clock. A copy stamped its very moment is refused here too: the
+    page write notes it for `filter[id]` to decide (`Deletions.drop_tombstoned`)."""
     if deleted_at is None:
         return True  # a tombstone from before versions: as before, it holds
     if isinstance(stamp, str):

@@ -43,18 +43,9 @@ class TombstoneTies:
             if not ties:
                 continue
             rtype = catalogue.TYPES[name]
-            every: list[int | None] = (
-                [*self.mirror.table("malls").ids()] if rtype.level == "mall" else []
-            )
             groups: dict[int | None, list[int]] = {}
             for rid, malls in sorted(ties.items()):
-                if rtype.level == "top":
-                    where: list[int | None] = [None]
-                elif None in malls:  # served by no mall's listing: asked in every mall
-                    where = [*every]
-                else:
-                    where = [m for m in sorted(x for x in malls if x is not None)]
-                for mall in where:
+                for mall in self._where(rtype.level, malls):
                     groups.setdefault(mall, []).append(rid)
             try:
                 with table.vouched(ties):
@@ -73,3 +64,13 @@ class TombstoneTies:
                 "decided (served: created again, tombstone lifted; not served: it holds)",
             )
         return asked
+
+    def _where(self, level: str, malls: set[int | None]) -> list[int | None]:
+        """Where to ask a tied row: a top-level type's scopes (None), else the malls whose
+        listings served it, or every mall when no mall's listing did."""
+        if level == "top":
+            return [None]
+        listed = sorted(m for m in malls if m is not None)
+        if None not in malls:
+            return [*listed]
+        return [*self.mirror.table("malls").ids()]

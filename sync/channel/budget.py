@@ -16,8 +16,11 @@ of every job and of the queue worker takes a slot from one `RequestBudget` first
   rate (the first `bench/upstream_cost.py` run measured 21 at 20/s that way).
 - **Priorities**: waiting requests are granted in priority order, oldest first within one:
   webhook-driven fetches first (a change someone is waiting for), then polls and the deletions
-  feed, then reconcile and verify, then hours, and last the rolling proof (it takes only slots
-  no other request waits for, so it never delays notices, polls or the feed). A job sets its priority for everything it
+  feed, then reconcile and verify, then hours, and last the rolling proof (it takes the slots
+  no other request waits for, so it seldom delays notices, polls or the feed). The proof keeps
+  a share nothing can starve it of: after `PROOF_EVERY` grants to others, a waiting proof
+  request goes first (the proof is what repairs what every other path missed; a poll that
+  spends the whole budget must not stop it). A job sets its priority for everything it
   sends with `priority(...)` (a context variable, so no call in between needs to know).
 - **Adaptive** (AIMD, as TCP does): a 429 halves the rate (down to `MIN_RATE`) and holds every
   grant until its `Retry-After` has passed; each second of answers without a 429 then adds back
@@ -61,6 +64,9 @@ MIN_RATE = 0.2
 WINDOW = 1.0 + 1e-6
 #: Each second without a 429 adds back this share of the configured rate.
 RECOVERY_SHARE = 0.05
+#: A waiting proof request goes first after this many grants to others (its share: 1/20 of
+#: the budget while others keep it busy; the proof needs ~1.4 % at 200k rows, docs/cost.md).
+PROOF_EVERY = 20
 
 
 @contextlib.contextmanager
@@ -104,6 +110,7 @@ class RequestBudget:
         self._seq = itertools.count()
         self._pump: asyncio.Task[None] | None = None
         self.granted = 0
+        self._since_proof = 0  # grants to others since the last proof grant (`PROOF_EVERY`)
         self.throttled = 0  # 429s seen
         self.waited = 0.0  # seconds requests spent waiting for a slot, summed
 
@@ -142,6 +149,7 @@ class RequestBudget:
         self._refill(now)
         self.tokens -= 1.0
         self.granted += 1
+        self._since_proof = 0 if level is Priority.PROOF else self._since_proof + 1
         if self.on_grant is not None:
             self.on_grant(now, level)
 
@@ -192,11 +200,23 @@ class RequestBudget:
             if delay > 0:
                 await self.sleep(delay)
                 continue
-            level, _, fut = heapq.heappop(self._waiters)
+            level, _, fut = self._next()
             if fut.done():  # its request was cancelled while waiting
                 continue
             self._start(now, Priority(level))
             fut.set_result(None)
+
+    def _next(self) -> tuple[int, int, asyncio.Future[None]]:
+        """The waiter to grant: the first in priority order, or the oldest proof request once
+        others had `PROOF_EVERY` grants since the proof's last (its share)."""
+        if self._since_proof >= PROOF_EVERY and self._waiters[0][0] != Priority.PROOF:
+            proof = [w for w in self._waiters if w[0] == Priority.PROOF and not w[2].done()]
+            if proof:
+                oldest = min(proof, key=lambda w: w[1])
+                self._waiters.remove(oldest)
+                heapq.heapify(self._waiters)
+                return oldest
+        return heapq.heappop(self._waiters)
 
     # -- adapting ----------------------------------------------------------------------------
 

@@ -337,17 +337,19 @@ class ChannelClient:
         sort: str | None = "created_at",
         op: str = "gte",
         until: str | None = None,
+        until_op: str = "lte",
     ) -> Page:
         """A page of the deletions feed, oldest first, from `since` (created_at, inclusive;
-        exclusive with `op="gt"`) up to `until` (inclusive) when given; `sort=None` asks for
-        none (an upstream that does not honour it, `UpstreamProfile`)."""
+        exclusive with `op="gt"`) up to `until` (inclusive; exclusive with `until_op="lt"`)
+        when given; `sort=None` asks for none (an upstream that does not honour it,
+        `UpstreamProfile`)."""
         query: dict[str, str] = {}
         if sort:
             query["sort"] = sort
         if since:
             query[f"filter[created_at][{op}]"] = since
         if until:
-            query["filter[created_at][lte]"] = until
+            query[f"filter[created_at][{until_op}]"] = until
         page = await self.session.get_page("/deletions", number, query, size)
         self.clock.observe_resources(page.resources, "created_at", self._clock())
         return page

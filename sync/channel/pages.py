@@ -35,6 +35,18 @@ class Page:
         """Resources in `data` (what the stop rule counts, `sync.channel.paging.Paging.more`)."""
         return len(self.resources)
 
+    def digest(self) -> int:
+        """What the page holds, as the progress rule compares pages (`Paging.walk`): each
+        resource's id and its stamps, in the order served."""
+        return hash(
+            tuple(
+                (str(r.get("id")), str(a.get("updated_at")), str(a.get("created_at")))
+                for r in self.resources
+                for a in (r.get("attributes") or {},)
+                if isinstance(a, dict)
+            )
+        )
+
 
 def decode(body: bytes, url: str, status: int) -> Any:
     """Parse a JSON body or raise BadResponseError."""

@@ -15,6 +15,14 @@ and `links.last` as an address the upstream computes. Neither is taken on trust:
   whose `links.next` is null) proves nothing when it answers 404 or 400: the walk ends there,
   as at an empty page (Django REST framework answers 404 "Invalid page."). A page promised by
   `links.last` that answers so is a failure of that listing, never read as "gone".
+- **A walk makes progress or ends.** Every page a walk reads must bring something it does not
+  hold: a non-empty page served again whole (the same rows with the same stamps as a page
+  this walk already read: the upstream ignored `page[number]`, or a filter compares otherwise
+  than the walk assumed) ends the walk with `NoProgressError`, naming the page, instead of
+  asking the same rows again at the whole request budget. Callers read it as a failed listing
+  (nothing inferred gone from what was not reached); the polls' keyed walk ends there with
+  what it read and reports why (`sync.jobs.walks`). A page-number walk's requests are then at
+  most the distinct pages the listing serves, plus the one past the end.
 - **A refused size is retried smaller.** A 400 that names `page[size]` drops the size asked to
   the spec's default of 25 (then halves it) and remembers it.
 
@@ -34,7 +42,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol, TypeVar
 
-from sync.core.errors import UpstreamError
+from sync.core.errors import NoProgressError, UpstreamError
 from sync.core.logs import get_logger
 
 #: The spec's bound on `page[size]` (subject to change upstream).
@@ -67,6 +75,8 @@ class Paged(Protocol):
 
     @property
     def not_modified(self) -> bool: ...
+
+    def digest(self) -> int: ...  # what the page holds: ids and stamps (the progress rule)
 
 
 #: Where a walk is: a page number, or what a keyed walk asks by (`sync.jobs.poll`).
@@ -124,6 +134,7 @@ class Paging:
         asked: int | None = None,
         promised: bool = True,
         promised_by: Position | None = None,
+        held: set[int] | None = None,
     ) -> AsyncIterator[PageT]:
         """The one paging loop: `fetch(start)`, then `fetch(step(position, page))` after every
         page the stop rule (`more`, pages asked with `page[size]=asked`) says is not the last.
@@ -136,9 +147,14 @@ class Paging:
         paginator answers "Invalid page." there). A page the upstream promised that answers so
         is a failure, raised, unless the page before it (`promised_by` for `start`: the page
         read before the walk whose `links.last` promised it), asked again, now ends before it
-        (the listing shrank while walked) or the page, asked again, is served (`reask`)."""
+        (the listing shrank while walked) or the page, asked again, is served (`reask`).
+
+        A non-empty page whose rows and stamps equal a page this walk already read raises
+        `NoProgressError` before it is yielded (the progress rule, module docstring); `held`
+        carries the digests across several calls that make up one walk (`sync.jobs.walks`)."""
         position = start
         earlier = promised_by
+        seen: set[int] = set() if held is None else held
         while True:
             try:
                 page = await fetch(position)
@@ -158,6 +174,17 @@ class Paging:
                 if got is None:
                     return
                 page = got
+            if page.rows:
+                digest = page.digest()
+                if digest in seen:
+                    _log.warning("upstream.walk_no_progress", page=page.number, rows=page.rows)
+                    raise NoProgressError(
+                        f"page {page.number} served again {page.rows} rows this walk had "
+                        "already read: the walk ended there instead of asking them again",
+                        hint="the upstream ignored the page or filter asked; nothing is "
+                        "inferred from what the walk did not reach, and health names it",
+                    )
+                seen.add(digest)
             yield page
             if not self.more(page, asked):
                 return

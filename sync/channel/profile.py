@@ -8,6 +8,9 @@ bound "subject to change" and a signing window of "several seconds". Nothing of 
   first must ascend and the second descend, which id order never does both);
 - **filter**: does `filter[updated_at][gte]` filter (every row returned at or after a stamp
   between the ones seen);
+- **compares**: does `filter[updated_at][gte]=T&filter[updated_at][lte]=T` hold the rows served
+  at T (`served`), or none of them (`finer`: the upstream keeps and compares stamps below the
+  millisecond it serves, `sync.jobs.walks.Compares`); polls learn it too (`learned_compares`);
 - **includes**: each include path the mirror would ask: refused (4xx, or a 5xx that path alone
   causes: the request without `include=` succeeds), served with linkage
   (`relationships.<name>.data`), or served without it; why a path was refused
@@ -76,6 +79,9 @@ class RouteProfile:
     linkage_from: dict[str, str] = field(default_factory=dict)
     #: Per refused include path: what the upstream answered ("HTTP 400: ...", "HTTP 500 ...").
     include_errors: dict[str, str] = field(default_factory=dict)
+    #: What the route's date filter compares (`sync.jobs.walks.Comparison`): "served" (at the
+    #: served millisecond), "finer" (below it, stamps cut), "rounded", or "unknown".
+    compares: str = "unknown"
 
     @property
     def sorted_walk(self) -> bool:
@@ -133,13 +139,13 @@ class UpstreamProfile:
             return f"at least {SKEWS[-1]:g} s"
         return f"{self.signing_window:g}-{SKEWS[SKEWS.index(self.signing_window) + 1]:g} s"
 
-    def rows(self) -> list[tuple[str, str, str, str, str, str]]:
-        """(route, sort, -sort, filter, etag, includes) per route, for a table."""
-        out: list[tuple[str, str, str, str, str, str]] = []
+    def rows(self) -> list[tuple[str, str, str, str, str, str, str]]:
+        """(route, sort, -sort, filter, compares, etag, includes) per route, for a table."""
+        out: list[tuple[str, str, str, str, str, str, str]] = []
         for key in sorted(self.routes):
             r = self.routes[key]
             inc = ", ".join(f"{p}: {v}" for p, v in sorted(r.includes.items())) or "-"
-            out.append((key, r.sort, r.sort_desc, r.filter, r.etag, inc))
+            out.append((key, r.sort, r.sort_desc, r.filter, r.compares, r.etag, inc))
         return out
 
 
@@ -169,7 +175,13 @@ class Probed(Protocol):
     ) -> Page: ...
 
     async def list_deletions(
-        self, number: int, *, size: int | None = None, sort: str | None = "created_at"
+        self,
+        number: int,
+        *,
+        since: str | None = None,
+        size: int | None = None,
+        sort: str | None = "created_at",
+        until: str | None = None,
     ) -> Page: ...
 
 
@@ -325,6 +337,7 @@ class Profiler:
         if rtype.has_updated_at:
             out.sort, out.sort_desc, seen = await self._order(rtype, mall, "updated_at")
             out.filter = await self._filter(rtype, mall, "updated_at", seen)
+            out.compares = await self._compares(rtype, mall, "updated_at", seen)
         for path in catalogue.include_paths(rtype.relationships):
             out.includes[path] = await self.include(rtype, mall, path)
         note_refusals(out, self)
@@ -343,6 +356,18 @@ class Profiler:
         if not got:
             return "unknown"
         return "honoured" if all(s >= pivot for s in got) else "ignored"
+
+    async def _compares(
+        self, rtype: ResourceType, mall: int | None, field_: str, seen: list[str]
+    ) -> str:
+        """Whether `gte=T&lte=T` holds the rows served at T (the newest stamp seen)."""
+        if not seen:
+            return "unknown"
+        at = seen[-1]
+        got = await self._stamps(
+            rtype, mall, field_, {f"filter[{field_}][gte]": at, f"filter[{field_}][lte]": at}
+        )
+        return _compared(at, got)
 
     async def include(self, rtype: ResourceType, mall: int | None, path: str) -> IncludeVerdict:
         """Whether `include=<path>` is refused (a 4xx; a 5xx within `INCLUDE_ATTEMPTS` while
@@ -434,6 +459,24 @@ class Profiler:
             )
         out.sort = _sorted(pages[0], ascending=True)
         out.sort_desc = _sorted(pages[1], ascending=False)
+        if pages[0]:
+            at = max(pages[0])
+            try:
+                page = await self.client.list_deletions(
+                    1, since=at, until=at, size=PROBE_ROWS, sort="created_at"
+                )
+            except UpstreamError as exc:
+                if exc.status is None or not 400 <= exc.status < 500:
+                    raise
+            else:
+                out.compares = _compared(
+                    at,
+                    [
+                        s
+                        for r in page.resources
+                        if (s := normalize_or_none((r.get("attributes") or {}).get("created_at")))
+                    ],
+                )
         return out
 
 
@@ -459,6 +502,29 @@ def _sorted(stamps: list[str] | None, *, ascending: bool) -> Verdict:
         return "unknown"
     ordered = sorted(stamps, reverse=not ascending)
     return "honoured" if stamps == ordered else "ignored"
+
+
+def _compared(at: str, got: list[str] | None) -> str:
+    """What `gte=at&lte=at` answering `got` (None: refused) says the filter compares."""
+    if got is None:
+        return "unknown"
+    return "served" if at in got else "finer"
+
+
+def learned_compares(profile: UpstreamProfile, key: str, level: str, evidence: str) -> None:
+    """A walk saw route `key`'s date filter compare below the precision it serves (`evidence`):
+    kept in the profile as `compares`, and logged."""
+    route = profile.routes.setdefault(key, RouteProfile(key))
+    route.compares = level
+    route.note = f"{evidence} (seen {iso_ms(time.time())})"
+    _log.warning(
+        "upstream.filter_compares_finer",
+        route=key,
+        compares=level,
+        seen=evidence,
+        hint="the upstream compares stamps below the millisecond it serves; tie runs are read "
+        "to the next millisecond from now on",
+    )
 
 
 def contradicted(profile: UpstreamProfile, key: str, what: str) -> bool:

@@ -32,7 +32,7 @@ def probe_command(config_path: Path | None, as_json: bool) -> None:
         f"served {served}; clock offset {profile.clock_offset:+.1f} s; signing window "
         f"{profile.window()}"
     )
-    head = ("route", "sort", "-sort", "filter[updated_at]", "etag", "include paths")
+    head = ("route", "sort", "-sort", "filter[updated_at]", "compares", "etag", "include paths")
     rows = [head, *profile.rows()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     for r in rows:

@@ -16,6 +16,9 @@
         │                          the mall: a failure of that scope, never a deletion
         ├── ListingUnsettledError  a listing kept changing under every walk (rows left it while
         │                          read): no whole list, never a deletion
+        ├── NoProgressError        a walk's answer brought nothing it did not hold (a page served
+        │                          again): the walk ends there (`sync.channel.paging`), never a
+        │                          deletion, and health names the listing
         ├── BadResponseError       the body is not the JSON:API document the spec promises
         ├── InvalidParametersError 422 from the management API, with every entry of `details`
         ├── RetriesExhaustedError  5xx/429/timeouts went on past the retry budget
@@ -139,6 +142,13 @@ class ListingMissingError(UpstreamError):
 class ListingUnsettledError(UpstreamError):
     """A listing shrank under each walk of it (a promised page went): no whole list was read,
     and nothing may be inferred from what it lacked."""
+
+
+class NoProgressError(UpstreamError):
+    """A walk of a listing asked a page that brought nothing the walk had not already read (the
+    upstream served the same rows again: it ignored `page[number]` or the filter asked): the
+    walk ends there instead of looping (`sync.channel.paging`), and no row may be inferred gone
+    from what it did not reach."""
 
 
 class BadResponseError(UpstreamError):

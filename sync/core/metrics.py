@@ -137,6 +137,13 @@ class Metrics:
         if live is not None:
             self.watch(live)
         self.errors = Counter("sync_errors", "Errors by kind", ["kind"], registry=r)
+        self.no_progress = Counter(
+            "sync_walks_no_progress",
+            "Polls whose walk ended on the progress rule (the upstream served again what the "
+            "walk held), per type or `deletions`",
+            ["listing"],
+            registry=r,
+        )
         self.notices = Counter(
             "sync_webhook_notices", "Webhook bodies by outcome", ["outcome"], registry=r
         )

@@ -16,14 +16,16 @@ and the job run then fails naming it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable
 
 from sync.channel.budget import Priority, priority
 from sync.channel.profile import Profiler, stale
 from sync.core import tally
-from sync.core.errors import ForbiddenError, SyncError, UpstreamError
+from sync.core.errors import ForbiddenError, NoProgressError, SyncError, UpstreamError
 from sync.core.logs import get_logger
+from sync.daemon.lanes import Lanes
 from sync.daemon.running import Running
 from sync.daemon.schedule import poll_cycle, verify_share
 from sync.ingest.subscriptions import Subscriptions
@@ -67,24 +69,33 @@ class Bodies:
         self.verify_credit = 0.0
         self.members_detected = False  # `detect_members` has decided (`sync.jobs.mallincludes`)
         self.ties = TombstoneTies(running.fetcher)
+        #: One lane per type for the polls (`sync.daemon.lanes`).
+        self.lanes = Lanes(self.settings.upstream.concurrency)
 
     # -- polls ---------------------------------------------------------------------------------
 
     async def poll_all(self) -> None:
         """Incremental poll of every type and scope: the mall-scoped types on the fast path
-        in one walk of `/malls?include=` (`sync.jobs.mallincludes`), the others by listing, side by
-        side (the walk beside `concurrency` listed types at a time), so a slow or failing
-        route holds up only its own types. A type that fails is recorded and backs off
+        in one walk of `/malls?include=` (`sync.jobs.mallincludes`), the others by listing, each
+        type in its own lane (`sync.daemon.lanes`, `concurrency` at a time), so a slow or
+        failing route holds up only its own type: one still polling after `poll_interval`
+        goes on in its lane while the job ends. A type that fails is recorded and backs off
         (`sync.jobs.typefaults`) while the others are polled; the run then fails naming it."""
         if not self.members_detected:
             await self.detect_members()
         fast = {t.name for t in self.members.fast()}
-        limit = self.settings.upstream.concurrency
 
-        def listed(names: set[str]) -> Awaitable[None]:
+        async def listed(names: set[str]) -> None:
             due = [t for t in poll_types(self.types) if t.name in names]
             due = [t for t in due if self.faults.due(t.name)]
-            return bounded(due, limit, lambda rtype: self._isolated(rtype, self.poll_type(rtype)))
+            work = {t.name: functools.partial(self._polled, t) for t in due}
+            busy = await self.lanes.run(work, within=self.settings.schedule.poll_interval)
+            if busy:
+                self.log.info(
+                    "poll.lanes_busy",
+                    types=busy,
+                    hint="their polls outlast the poll interval; the other types go on",
+                )
 
         async def walk() -> None:
             if not any(self.faults.due(name) for name in fast):
@@ -107,6 +118,9 @@ class Bodies:
         except UpstreamError as exc:
             self.log.warning("tombstone.ties_unsettled", error=str(exc))
         self._raise_failing({t.name for t in poll_types(self.types)})
+
+    async def _polled(self, rtype: ResourceType) -> None:
+        await self._isolated(rtype, self.poll_type(rtype))
 
     async def poll_type(self, rtype: ResourceType) -> None:
         """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
@@ -158,7 +172,11 @@ class Bodies:
         return names
 
     async def poll_deletions(self) -> None:
-        result = await self.poller.poll_deletions({t.name for t in self.types})
+        try:
+            result = await self.poller.poll_deletions({t.name for t in self.types})
+        except NoProgressError:
+            self.running.metrics.no_progress.labels(listing="deletions").inc()
+            raise
         if result.rows:
             tally.note(deletions=result.rows)
             self.log.debug("deletions.applied", entries=result.rows)
@@ -352,6 +370,8 @@ class Bodies:
         """Type `name` failed (a job's part): its backoff grows, and `ccsync status` shows the
         error as its last."""
         delay = self.faults.failed(name, str(exc))
+        if isinstance(exc, NoProgressError):
+            self.running.metrics.no_progress.labels(listing=name).inc()
         self.log.warning("type.failed", type=name, error=str(exc), retry_in=round(delay, 2))
         record_type(self.mirror, name, exc, at=time.time())
 

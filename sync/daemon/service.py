@@ -229,6 +229,7 @@ class Daemon:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await running.runs.cancel()
+            await bodies.lanes.close()
 
     async def _listen(self, running: Running) -> web.AppRunner:
         """Serve the receiver, `/healthz` and `/metrics` (`sync.daemon.http`)."""

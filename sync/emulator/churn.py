@@ -6,7 +6,8 @@ switches ask, silent updates (`Dataset.silent_rate`), silent moves between malls
 (`Hard.silent_moves`), deletions of sideloaded rows (`Hard.sideload_deletions`), ids deleted
 and created again at once (`Hard.recreate_before_feed`), rows a "current" list drops for a
 while (`Hard.current_lists_drop`), updates that commit late (`Hard.late_commits`) and bulk
-updates of a run under one stamp (`Hard.unstable_ties`). `ccsync
+updates of a run under one stamp (`Hard.unstable_ties`, `Hard.micro_stamps`) and bulk
+deletes whose feed entries share one stamp (`Hard.micro_stamps`). `ccsync
 emulator --mutations-per-second` and the benchmarks drive it; every change goes through the
 data set's mutation API, so stamps, notices and the deletions feed follow as for any other.
 """
@@ -46,7 +47,14 @@ def mutate_randomly(data: Dataset, n: int, rng_seed: int) -> list[tuple[str, str
         t = rng.choice(types)
         op = rng.choices(("update", "create", "delete"), weights=(60, 25, 15))[0]
         ids = data.order[t]
-        if hard.unstable_ties and rng.random() < BULK_SHARE and len(ids) >= BULK_MIN:
+        if hard.micro_stamps and rng.random() < BULK_SHARE / 2 and len(ids) >= 2 * BULK_MIN:
+            rows = BULK_ROWS // 3
+            start = rng.randrange(len(ids) - rows + 1)
+            data.bulk_delete(t, list(ids[start : start + rows]))
+            done.append(("bulk_delete", t, str(ids[start])))
+            continue
+        bulky = hard.unstable_ties or hard.micro_stamps
+        if bulky and rng.random() < BULK_SHARE and len(ids) >= BULK_MIN:
             rows = min(BULK_ROWS, len(ids))
             start = rng.randrange(len(ids) - rows + 1)
             if data.bulk_update(t, list(ids[start : start + rows])) is not None:

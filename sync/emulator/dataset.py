@@ -151,6 +151,15 @@ class Dataset(Rows):
             self.notify("update", type_name, rec.id)
         return stamp
 
+    def bulk_delete(self, type_name: str, ids: list[int]) -> str:
+        """Delete every row of `ids` in one statement: their feed entries share one stamp (a
+        `DELETE ... WHERE`); returns it."""
+        stamp = self.fresh_stamp(None)
+        for rid in ids:
+            if rid in self.by_type[type_name]:
+                self.delete(type_name, rid, stamp=stamp)
+        return stamp
+
     def fresh_stamp(self, previous: str | None) -> str:
         """A new updated_at: now, but strictly after the previous one and the last issued."""
         return self.stamps.fresh(self.now(), previous, whole=self.hard.whole_second_stamps)
@@ -338,14 +347,15 @@ class Dataset(Rows):
         self.revise(rec)
         self.version[rec.type] += 1
 
-    def delete(self, type_name: str, rid: int) -> Rec:
-        """Delete a resource (and a mall's resources); returns the deletions entry."""
+    def delete(self, type_name: str, rid: int, *, stamp: str | None = None) -> Rec:
+        """Delete a resource (and a mall's resources); returns the deletions entry, dated
+        `stamp` when given (one statement's deletions, `bulk_delete`)."""
         self.sync_hard()
         rec = self.by_type[type_name][rid]
         if type_name == "malls":
             self.empty_mall(rid)
         self.drop(rec)
-        stamp = self.fresh_stamp(None)
+        stamp = stamp or self.fresh_stamp(None)
         did = self.next_id["deletions"]
         self.next_id["deletions"] += 1
         entry = Rec(

@@ -125,6 +125,13 @@ class Hard:
     #: one second keeps the stamp its first change took, so two versions of a row may share a
     #: stamp, and a copy read before the second change is not older by its stamp.
     whole_second_stamps: bool = False
+    #: Stamps are kept below the millisecond they are served at (a PostgreSQL `timestamptz`
+    #: behind a Rails app): each served `T` stands for `T` plus 1-999 microseconds, one value
+    #: per type and served stamp (so the rows of one bulk statement share it), and date filters
+    #: on `updated_at`/`created_at` compare at that full precision: `lte=T` and `lt=T` leave
+    #: the rows served at `T` out, `gt=T` and `gte=T` hold them. `mutate_randomly` also makes
+    #: bulk updates and bulk deletes of one type under one stamp (`Dataset.bulk_delete`).
+    micro_stamps: bool = False
 
     # -- meta.scripts (#30) ----------------------------------------------------------------------
     #: Each type serves its own `meta.scripts` list, which `set_scripts` changes at run time

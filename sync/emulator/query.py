@@ -16,6 +16,10 @@ from typing import Any
 from sync.emulator.records import Rec
 from sync.emulator.rows import Rows
 from sync.emulator.spec import MODELLED, RELATIONSHIPS, TARGET
+from sync.emulator.stamps import micro
+
+#: The stamps kept below the served millisecond under `Hard.micro_stamps`.
+MICRO_FIELDS = frozenset({"updated_at", "created_at"})
 
 DATE_OPS = ("lt", "lte", "gt", "gte")
 
@@ -210,7 +214,8 @@ class Selector:
     def select(self, type_name: str, mall: int | None, q: Query) -> list[int]:
         # A mall's deals depend on stores and malls too (`Rows.mall_deals`).
         version = self.data.generation if mall is not None and type_name == "deals" else None
-        key = (type_name, mall, self.data.version[type_name], version, q.key())
+        fine = type_name if self.data.hard.micro_stamps else None
+        key = (type_name, mall, self.data.version[type_name], version, q.key(), fine)
         hit = self.cache.get(key)
         if hit is not None:
             self.cache.move_to_end(key)
@@ -219,7 +224,7 @@ class Selector:
         base = self.data.ids(type_name, mall)
         ids = sorted(q.ids & set(base)) if q.ids is not None else base
         if q.dates or q.equals or q.term:
-            ids = [i for i in ids if _matches(recs[i], q)]
+            ids = [i for i in ids if _matches(recs[i], q, fine)]
         for attr, desc in reversed(q.sort):
             if attr == "id":
                 if desc:
@@ -248,13 +253,18 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return (2, str(value))
 
 
-def _matches(rec: Rec, q: Query) -> bool:
+def _matches(rec: Rec, q: Query, fine: str | None = None) -> bool:
+    """Whether `rec` passes `q`'s filters; `fine` (the type, under `Hard.micro_stamps`):
+    absolute stamps compared with the microseconds they stand for."""
     get = rec.get  # the hot attributes cost no decode (see `records.HOT`)
-    for fld, op, value in q.dates:
+    for fld, op, bound in q.dates:
         raw = get(fld)
         if not isinstance(raw, str):
             return False
         v = comparable(raw)
+        value = bound
+        if fine is not None and fld in MICRO_FIELDS:
+            v, value = v + micro(fine, raw), bound + "000"
         if not (
             (op == "lt" and v < value)
             or (op == "lte" and v <= value)

@@ -8,6 +8,7 @@ even for several changes within one millisecond: `Stamps.fresh` issues them.
 
 from __future__ import annotations
 
+import zlib
 from datetime import UTC, datetime, timedelta
 
 from sync.model.stamps import iso_ms
@@ -61,6 +62,12 @@ class Stamps:
             stamp = iso_ms(ts)
         self.last = ts
         return stamp
+
+
+def micro(kind: str, stamp: str) -> str:
+    """The microseconds below the served millisecond a stamp stands for under
+    `Hard.micro_stamps`: three digits, 001-999, one value per `kind` (a type) and served stamp."""
+    return f"{zlib.crc32(f'{kind}|{stamp}'.encode()) % 999 + 1:03d}"
 
 
 def _seconds(stamp: str) -> float:

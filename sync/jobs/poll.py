@@ -34,10 +34,11 @@ from sync.channel.profile import (
     RouteProfile,
     Verdict,
     contradicted,
+    learned_compares,
     route_key,
 )
 from sync.core.config import Settings
-from sync.core.errors import NotFoundError
+from sync.core.errors import NoProgressError, NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
 from sync.jobs.feed import FeedEntries
@@ -45,7 +46,16 @@ from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.freshness import OnLag, changed_lags
 from sync.jobs.lateness import Lookbacks
 from sync.jobs.recreated import Recreated
-from sync.jobs.walks import OutOfOrder, PollResult, TieOrder, walk_by_stamp, walk_unsorted
+from sync.jobs.walks import (
+    WIDER,
+    Compares,
+    Comparison,
+    OutOfOrder,
+    PollResult,
+    TieOrder,
+    walk_by_stamp,
+    walk_unsorted,
+)
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -140,10 +150,11 @@ class Poller:
             *,
             op: str = "gte",
             until: str | None = None,
+            until_op: str = "lte",
         ) -> Page:
             params = {f"filter[updated_at][{op}]": anchor, "sort": sort}
             if until is not None:
-                params["filter[updated_at][lte]"] = until
+                params[f"filter[updated_at][{until_op}]"] = until
             page = await self.client.list_page(
                 Listing(scope, params, size=self.page_size),
                 number,
@@ -195,7 +206,21 @@ class Poller:
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.cursors.set(rtype.name, scope.key, result.cursor)
+        self._progressed(f"{rtype.name} [{scope.key or 'top'}]", result)
         return result
+
+    def _progressed(self, listing: str, result: PollResult) -> None:
+        """A walk that ended on the progress rule (`sync.jobs.walks`) kept what it read and
+        moved its cursor as far as that reaches; the poll then fails naming the listing and
+        why, so health and `ccsync status` say so (the type's faults, the job's record)."""
+        if result.stalled is None:
+            return
+        raise NoProgressError(
+            f"the poll of {listing} stopped advancing after {result.requests} requests: "
+            f"{result.stalled}",
+            hint="the upstream answered the walk's filters against what they ask; the rows "
+            "read are kept, the walk asks again next poll, and the proof reads the listing",
+        )
 
     def _late_rows(self, name: str, page: Page, cursor: str) -> list[float]:
         """The lateness (seconds behind `cursor`) of the page's rows stamped before it that
@@ -255,7 +280,7 @@ class Poller:
         if sorted_ok is None or sorted_ok.sorted_walk:
             try:
                 return await walk_by_stamp(
-                    fetch, since, stamp_field, paging, self.page_size, on_page
+                    fetch, since, stamp_field, paging, self.page_size, on_page, self._compares(key)
                 )
             except TieOrder as exc:
                 # `sort=id` (or `lte`) not honoured on this route: read from the run's stamp
@@ -279,6 +304,19 @@ class Poller:
             lambda n: fetch(since, n, "id"), since, stamp_field, paging, self.page_size, on_page
         )
 
+    def _compares(self, key: str) -> Compares:
+        """What route `key`'s date filter compares, as its profile keeps it; what a walk
+        learns is kept there (`learned_compares`)."""
+        route = self._route(key)
+        known = route.compares if route is not None else "unknown"
+        level: Comparison = known if known in WIDER else "unknown"
+
+        def learned(wider: Comparison, evidence: str) -> None:
+            learned_compares(self.client.learn_profile(save=False), key, wider, evidence)
+            self.client.learn_profile()
+
+        return Compares(level, learned)
+
     async def poll_deletions(self, mirrored: set[str]) -> PollResult:
         """Apply the deletions feed since its cursor to the mirrored types."""
         cursor = self.mirror.cursors.get(DELETIONS, "")
@@ -293,9 +331,16 @@ class Poller:
             *,
             op: str = "gte",
             until: str | None = None,
+            until_op: str = "lte",
         ) -> Page:
             return await self.client.list_deletions(
-                number, since=anchor, size=self.page_size, sort=sort, op=op, until=until
+                number,
+                since=anchor,
+                size=self.page_size,
+                sort=sort,
+                op=op,
+                until=until,
+                until_op=until_op,
             )
 
         # Each entry is dated evidence about one row (`sync.jobs.feed`).
@@ -326,6 +371,7 @@ class Poller:
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.cursors.set(DELETIONS, "", result.cursor)
+        self._progressed("the deletions feed", result)
         return result
 
     async def _settle_ties(self, tied: dict[str, list[int]]) -> dict[str, list[int]]:

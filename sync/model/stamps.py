@@ -30,6 +30,13 @@ def shift(stamp: str, seconds: float) -> str:
     return iso_ms(dt.timestamp())
 
 
+def shift_ms(stamp: str, ms: int) -> str:
+    """A normalised stamp (`YYYY-MM-DDTHH:MM:SS.sssZ`) moved by whole milliseconds, exactly
+    (`shift` goes through a float: a millisecond may round away)."""
+    dt = datetime.strptime(stamp.rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f") + timedelta(milliseconds=ms)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
 #: Attributes the spec calls absolute timestamps (ISO 8601 UTC): normalised on write so that
 #: text order is time order. Relative ones (display_at, start_at, end_at: `YYYY-MM-DD HH:mm:ss`
 #: with no zone) are stored as served.

@@ -82,6 +82,15 @@ class StagedPage:
         """Never: a backfill asks no conditional request (`sync.channel.paging.Paged`)."""
         return False
 
+    def digest(self) -> int:
+        """What the page holds, as the progress rule compares pages
+        (`sync.channel.paging.Paging.walk`): the listed rows' ids and `updated_at`."""
+        listed = self.batches[0] if self.batches else None
+        if listed is None:
+            return hash(())
+        i = listed.columns.index("updated_at") + 1 if "updated_at" in listed.columns else 0
+        return hash(tuple((r[0], r[i]) for r in listed.rows))
+
     def newest(self) -> str | None:
         """The largest `updated_at` of the listed rows (normalised on staging), or None: one
         max over the page, what the upstream clock learns from (`sync.channel.clock`)."""

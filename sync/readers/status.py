@@ -327,6 +327,11 @@ def status_lines(data: dict[str, Any]) -> list[str]:
                 )
             if bare:
                 line += f"; include serves no linkage: {', '.join(bare)}"
+            if r.get("compares") in ("finer", "rounded"):
+                line += (
+                    f"; date filters compare below the served millisecond ({r['compares']}): "
+                    "tie runs read to the next millisecond"
+                )
             out.append(line)
     if data.get("accounts"):
         out.append("accounts (which one reads each type, learned from the upstream's 403s):")

@@ -238,7 +238,13 @@ def _fake_listing(rows: list[tuple[int, str]], *, honours_lte: bool) -> Any:
     rng = random.Random(7)
 
     async def fetch(
-        anchor: str, number: int, sort: str = "updated_at", *, op: str = "gte", until: Any = None
+        anchor: str,
+        number: int,
+        sort: str = "updated_at",
+        *,
+        op: str = "gte",
+        until: Any = None,
+        until_op: str = "lte",
     ) -> Page:
         kept = [r for r in rows if (r[1] >= anchor if op == "gte" else r[1] > anchor)]
         if until is not None and honours_lte:

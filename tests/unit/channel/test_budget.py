@@ -103,3 +103,30 @@ async def test_past_the_burst_a_request_waits_its_turn_on_the_clock() -> None:
     assert clock.t == pytest.approx(1000.05)  # the third waited one refill: 1 / 20 s
     assert budget.waited == pytest.approx(0.05)
     await budget.close()
+
+
+async def test_the_proof_keeps_its_share_while_polls_keep_the_budget_busy() -> None:
+    """60 poll requests and 5 proof requests waiting at once: the proof is not granted only
+    after every poll (it would starve behind a poll that spends the whole budget), but one
+    in `PROOF_EVERY` grants goes to it."""
+    import asyncio
+
+    from sync.channel.budget import PROOF_EVERY
+
+    clock = FakeClock()
+    grants: list[Priority] = []
+    budget = RequestBudget(
+        20, clock=clock, sleep=clock.sleep, on_grant=lambda t, p: grants.append(p)
+    )
+
+    async def one(level: Priority) -> None:
+        await budget.acquire(level)
+        budget.release()
+
+    await asyncio.gather(
+        *[one(Priority.POLL) for _ in range(60)], *[one(Priority.PROOF) for _ in range(5)]
+    )
+    first_proof = grants.index(Priority.PROOF)
+    assert first_proof <= PROOF_EVERY + 2
+    assert grants[: PROOF_EVERY * 3 + 3].count(Priority.PROOF) >= 3
+    await budget.close()

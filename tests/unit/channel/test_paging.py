@@ -17,6 +17,10 @@ class _Page:
     last: int
     rows: int
     not_modified: bool = False
+    content: int | None = None  # what the page holds (None: its own, by number)
+
+    def digest(self) -> int:
+        return hash(self.number if self.content is None else ("content", self.content))
 
 
 def test_the_size_asked_is_held_to_the_spec_s_range() -> None:
@@ -133,3 +137,22 @@ async def test_reask_ends_when_the_promise_is_withdrawn_and_raises_what_is_no_re
     last = NotFoundError("still gone", url="u", status=404)
     with pytest.raises(NotFoundError, match="still gone"):
         await reask(_answers(*[last] * REASKS), _promises(*[True] * REASKS), first)
+
+
+async def test_a_page_served_again_ends_the_walk_instead_of_looping() -> None:
+    """An upstream that ignores `page[number]` serves page 1 for every number: the second
+    request brings nothing new and the walk ends there (`NoProgressError`), not at the
+    whole request budget."""
+    from sync.core.errors import NoProgressError
+
+    asked: list[int] = []
+
+    async def fetch(n: int) -> _Page:
+        asked.append(n)
+        assert len(asked) <= 50, "a loop"
+        return _Page(n, 3, 100, content=1)
+
+    with pytest.raises(NoProgressError, match="page 2 served again 100 rows"):
+        async for _ in Paging(100).walk(fetch, 1, lambda n, p: n + 1):
+            pass
+    assert asked == [1, 2]

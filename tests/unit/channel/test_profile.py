@@ -78,10 +78,11 @@ def test_rows_are_a_table_sorted_by_route() -> None:
             "honoured",
             "unknown",
             "unknown",
+            "unknown",
             "304",
             "images: refused, images.tags: refused, tags: linkage",
         ),
-        ("/malls/{id}/stores", "ignored", "unknown", "honoured", "unknown", "-"),
+        ("/malls/{id}/stores", "ignored", "unknown", "honoured", "unknown", "unknown", "-"),
     ]
 
 

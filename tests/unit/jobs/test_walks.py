@@ -9,7 +9,8 @@ import pytest
 
 from sync.channel.pages import Page
 from sync.channel.paging import Paging
-from sync.jobs.walks import OutOfOrder, walk_by_stamp, walk_unsorted
+from sync.core.errors import NoProgressError
+from sync.jobs.walks import Compares, OutOfOrder, TieOrder, walk_by_stamp, walk_unsorted
 
 
 def _s(second: int) -> str:
@@ -120,3 +121,169 @@ async def test_the_unsorted_walk_keeps_its_cursor_when_links_last_moved() -> Non
     result = await walk_unsorted(fetch, _s(5), "updated_at", Paging(2), 2, lambda p: None)
     assert result.rows == 3
     assert result.cursor == _s(5)
+
+
+# -- what a date filter compares, and progress (#45) -------------------------------------------
+
+
+class Precise:
+    """A listing whose stamps are kept in microseconds (`YYYY-MM-DDTHH:MM:SS.ffffff`), served
+    at milliseconds (cut, or `rounded`), and filtered at full precision, as PostgreSQL behind
+    Rails does; sorted by stamp (ties by id) or by id, by page number. After `limit` requests
+    it fails the test: a walk that loops is caught, not waited for."""
+
+    def __init__(
+        self, rows: list[tuple[int, str]], size: int, *, rounded: bool = False, limit: int = 60
+    ) -> None:
+        self.rows = rows
+        self.size = size
+        self.rounded = rounded
+        self.limit = limit
+        self.asked: list[dict[str, Any]] = []
+
+    def served(self, precise: str) -> str:
+        if not self.rounded:
+            return precise[:23] + "Z"
+        micro = int(precise[20:26])
+        ms = (micro + 500) // 1000
+        from sync.model.stamps import shift_ms
+
+        return shift_ms(precise[:20] + "000Z", ms)
+
+    async def __call__(
+        self,
+        anchor: str,
+        number: int,
+        sort: str = "updated_at",
+        *,
+        op: str = "gte",
+        until: str | None = None,
+        until_op: str = "lte",
+    ) -> Page:
+        self.asked.append({"anchor": anchor, "op": op, "until": until, "until_op": until_op})
+        assert len(self.asked) <= self.limit, "the walk kept asking: a loop"
+
+        def passes(stamp: str, value: str, how: str) -> bool:
+            v = value.rstrip("Z") + "000"
+            return {
+                "gte": stamp >= v,
+                "gt": stamp > v,
+                "lte": stamp <= v,
+                "lt": stamp < v,
+            }[how]
+
+        kept = [r for r in self.rows if passes(r[1], anchor, op)]
+        if until is not None:
+            kept = [r for r in kept if passes(r[1], until, until_op)]
+        kept.sort(key=(lambda r: r[0]) if sort == "id" else (lambda r: (r[1], r[0])))
+        window = kept[(number - 1) * self.size : number * self.size]
+        docs = [{"id": str(i), "attributes": {"updated_at": self.served(s)}} for i, s in window]
+        return Page(docs, [], {}, number, max(1, -(-len(kept) // self.size)), None)
+
+
+def _bulk(n: int, precise: str, first: int = 1) -> list[tuple[int, str]]:
+    return [(i, precise) for i in range(first, first + n)]
+
+
+async def test_a_bulk_update_under_one_microsecond_stamp_is_read_whole_and_learned() -> None:
+    """150 rows at T.000123 (served T.000): `gte=T&lte=T` holds none of them. The walk
+    learns that the filter compares finer, reads the run to the next millisecond, goes on
+    from there, and reads every row within a few requests (today: a loop at the budget)."""
+    later = [(500 + i, f"2026-01-01T00:00:05.{i:03d}456") for i in range(1, 11)]
+    listing = Precise([*_bulk(150, "2026-01-01T00:00:01.000123"), *later], size=100)
+    learned: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    result = await walk_by_stamp(
+        listing,
+        _s(0),
+        "updated_at",
+        Paging(100),
+        100,
+        lambda p: seen.update(r["id"] for r in p.resources),
+        Compares(learned=lambda level, why: learned.append((level, why))),
+    )
+    assert len(seen) == 160 and result.stalled is None
+    assert result.cursor == "2026-01-01T00:00:05.010Z"
+    assert [level for level, _ in learned] == ["finer"]
+    assert result.requests <= 6, listing.asked
+    # What was learned is used: read again knowing it, no request is spent on the empty run.
+    again = Precise(listing.rows, size=100)
+    known = await walk_by_stamp(
+        again, _s(0), "updated_at", Paging(100), 100, lambda p: None, Compares("finer")
+    )
+    assert known.requests == result.requests - 1
+    assert any(a["until_op"] == "lt" for a in again.asked)
+
+
+async def test_stamps_rounded_to_the_millisecond_are_learned_a_step_further() -> None:
+    """Served stamps rounded (T.000700 served T.001): the run is read from a millisecond
+    before to a millisecond after, every row once more, none skipped."""
+    rows = [*_bulk(120, "2026-01-01T00:00:01.000700"), *_bulk(5, "2026-01-01T00:00:02.000100", 900)]
+    listing = Precise(rows, size=100, rounded=True)
+    seen: set[str] = set()
+    compares = Compares()
+    result = await walk_by_stamp(
+        listing,
+        _s(0),
+        "updated_at",
+        Paging(100),
+        100,
+        lambda p: seen.update(r["id"] for r in p.resources),
+        compares,
+    )
+    assert len(seen) == 125 and result.stalled is None
+    assert compares.level == "rounded"
+    assert result.requests <= 8, listing.asked
+
+
+async def test_a_listing_that_ignores_every_filter_ends_each_walk_within_a_few_requests() -> None:
+    """A full page served whatever is asked: the walk by key cannot read the run by id
+    (`TieOrder`), and the unsorted walk the poll then takes ends on the progress rule
+    (`NoProgressError`); the rows are written, and a few requests are spent in all instead
+    of the whole budget."""
+    page = _page([(i, _s(1)) for i in range(1, 101)], 1, 3)
+    calls = 0
+
+    async def fetch(anchor: str, number: int, sort: str = "updated_at", **_: Any) -> Page:
+        nonlocal calls
+        calls += 1
+        assert calls <= 60, "a loop"
+        return page
+
+    written: list[Page] = []
+    with pytest.raises(TieOrder) as caught:
+        await walk_by_stamp(fetch, _s(0), "updated_at", Paging(100), 100, written.append)
+    with pytest.raises(NoProgressError, match="served again 100 rows"):
+        await walk_unsorted(
+            lambda n: fetch(caught.value.at, n, "id"),
+            caught.value.at,
+            "updated_at",
+            Paging(100),
+            100,
+            written.append,
+        )
+    assert calls <= 8 and written
+
+
+async def test_a_run_that_comes_back_past_every_bound_ends_the_walk_saying_why() -> None:
+    """An upstream whose filters past a run keep serving the run (whatever the bound): the
+    walk widens as far as there is a reading, then ends with `stalled`, its cursor at the
+    run, instead of reading the run again and again."""
+    run = [(i, _s(1)) for i in range(1, 101)]
+    calls = 0
+
+    async def fetch(
+        anchor: str, number: int, sort: str = "updated_at", *, until: Any = None, **_: Any
+    ) -> Page:
+        nonlocal calls
+        calls += 1
+        assert calls <= 60, "a loop"
+        if until is not None:  # the run by id: served as asked
+            return _page(run if number == 1 else [], number, 1)
+        # Past the run: the run again, in another order each time (never quite the same page).
+        k = calls % 100
+        return _page([*run[k:], *run[:k]], 1, 2)
+
+    result = await walk_by_stamp(fetch, _s(0), "updated_at", Paging(100), 100, lambda p: None)
+    assert result.stalled is not None and result.cursor == _s(1)
+    assert calls <= 12

@@ -32,12 +32,6 @@ from sync.jobs.mallroutes import MallRoutes, route_scope
 from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 
-#: Change feed entries that are a new version of a row (`links` entries are the routes' own
-#: writes, and a deleted row's memberships go with it).
-CHANGED = ("upsert", "repair")
-#: Entries read from the change feed at a time.
-READ = 5000
-
 _log = get_logger("sync.mallroutes")
 
 
@@ -61,23 +55,11 @@ class TouchedMalls:
             await self.routes.from_routes(name, malls)
             return 0
         upto = feed.last()
-        ids = self.changed(name, since, upto)
+        ids = feed.new_versions(name, since, upto)
         if ids:
             await self._ask(name, ids, malls)
         self.routes.mark_followed(name, upto)
         return len(ids)
-
-    def changed(self, name: str, since: int, upto: int) -> list[int]:
-        """The rows of `name` the change feed gives a new version after `since`, through
-        `upto`, ascending."""
-        out: set[int] = set()
-        while since < upto:
-            entries = self.mirror.changes.since(since, READ, types=[name], upto=upto)
-            if not entries:
-                break
-            out.update(e.id for e in entries if e.id is not None and e.op in CHANGED)
-            since = entries[-1].seq
-        return sorted(out)
 
     async def _ask(self, name: str, ids: list[int], malls: Sequence[int]) -> None:
         """Every mall's membership of `ids`, `concurrency` malls at a time."""

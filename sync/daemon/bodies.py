@@ -38,6 +38,7 @@ from sync.jobs.poll import poll_types
 from sync.jobs.press import mirror_press
 from sync.jobs.reconcile import MassDeleteRefused, reconcile_every_type
 from sync.jobs.tombstoneties import TombstoneTies
+from sync.jobs.touchedmalls import TouchedMalls
 from sync.jobs.typefaults import record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
@@ -131,12 +132,10 @@ class Bodies:
         changed = await self.poller.poll_type(
             rtype, self.malls(), self.settings.upstream.concurrency
         )
-        if changed and rtype.name in ROUTED_BY_MALL:
-            # Where the malls' contacts or deals come from their routes (`sync.jobs.mallroutes`), a
-            # row created or changed may have joined a mall: the routes are listed again.
-            routes = MallRoutes(self.client, self.mirror)
-            if routes.decisions().get(rtype.name) == "route":
-                await routes.from_routes(rtype.name, self.malls())
+        if rtype.name in ROUTED_BY_MALL:
+            # Where the malls' contacts or deals come from their routes, the rows changed since
+            # (by any path) are asked of the routes, once per change (`sync.jobs.touchedmalls`).
+            await TouchedMalls(self.client, self.mirror).follow(rtype.name, self.malls())
         self.ok(rtype.name)
         if changed:
             tally.note(rows=changed)  # on the run's `job.done` line

@@ -38,3 +38,9 @@ def changed_lags(
     """Lags of the rows whose stamp a write changed (`before` and `after` it): a copy equal
     to the mirror's (a duplicate notice, a poll's overlap) is no change and no lag."""
     return lags((s for i, s in after.items() if s is not None and s != before.get(i)), now)
+
+
+def new_versions(before: Mapping[int, str | None], after: Mapping[int, str | None]) -> int:
+    """How many rows a write gave a stamp the mirror did not hold (`before` and `after` it):
+    what a poll "changed", never what it was served (its lookback serves rows again)."""
+    return sum(1 for i, s in after.items() if s is not None and s != before.get(i))

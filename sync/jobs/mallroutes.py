@@ -17,6 +17,10 @@ checked at run time (at every reconcile) and dropped when it fails the check:
   cannot be checked (no mall's route could be compared), the routes fill the table too, after a
   backfill as well as in the daemon: `malls_deals` always comes from evidence (#37).
 
+Where the routes are the source, the rows that changed are asked of them after each poll
+(`sync.jobs.touchedmalls`), once per change; a whole walk of every route is the proof's and the
+reconcile's (`refresh`).
+
 The decision is kept in `_sync_meta` (`mall_routes`), with what it rests on (`mall_routes_why`:
 how many malls' routes the rule was checked against, or why the routes fill the table), both
 shown by `ccsync status`.
@@ -51,6 +55,9 @@ META_KEY = "mall_routes"
 WHY_KEY = "mall_routes_why"
 #: The top-level types whose malls may come from `/malls/{id}/<type>`.
 ROUTED_BY_MALL = frozenset({"contacts", "deals"})
+#: The change feed's sequence number each routed type's changes are followed through
+#: (`MallRoutes.followed`, `sync.jobs.touchedmalls`).
+FOLLOWED_KEY = "mall_routes_followed"
 #: Malls whose deals route is compared with the derivation.
 SAMPLE = 3
 
@@ -201,8 +208,9 @@ class MallRoutes:
     async def _route_ids(self, name: str, mall: int) -> list[int] | None:
         """Every id `/malls/{mall}/<name>` lists (its default filters), or None if gone (its
         404 confirmed by `GET /malls/{id}`, `confirm_mall_gone`). A listing that shrank while
-        walked (a page page 1 promised answered 404 and page 1 no longer promises it: rows left
-        an earlier page, later ones moved up past the walk) is no whole list: walked again from
+        walked (a page page 1 promised answered 404, came empty or named an earlier last page,
+        and page 1 no longer promises it: rows left an earlier page, later ones moved up past
+        the walk) is no whole list: walked again from
         page 1, `ROUTE_WALKS` times at most, then `ListingUnsettledError`, never the mall gone."""
         for _ in range(ROUTE_WALKS):
             try:
@@ -219,9 +227,7 @@ class MallRoutes:
         """One walk of `_route_ids`: the pages `links.last` names are asked side by side (a
         mall's deals route holds every national deal: tens of pages on a large upstream), then
         any past it one by one (a 404 there is the end). `_Shrank` when a promised page went."""
-        # The type as its mall route lists it: `/malls/{id}/<type>`, its default filters.
-        rtype = replace(catalogue.TYPES[name], level="mall", relationships=(), scope_params=({},))
-        listing = Listing(Scope(rtype, mall), fields=["updated_at"], include=False)
+        listing = Listing(route_scope(name, mall), fields=["updated_at"], include=False)
 
         async def page(number: int) -> Page:
             return await self.client.list_page(listing, number)
@@ -235,7 +241,7 @@ class MallRoutes:
                 async def bounded(number: int) -> Page:
                     async with limit:
                         try:
-                            return await page(number)
+                            got = await page(number)
                         except UpstreamError as exc:
                             if exc.status not in PAST_END:
                                 raise
@@ -248,6 +254,7 @@ class MallRoutes:
                             if again is None:
                                 raise _Shrank from exc  # the listing shrank under the walk
                             return again
+                        return await _still_whole(page, got, first.last)
 
                 pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))
             tail = pages[-1]
@@ -287,14 +294,58 @@ class MallRoutes:
         )
 
     async def from_routes(self, name: str, malls: Sequence[int]) -> int:
-        """`malls_<name>` of every mall in `malls` from its route; memberships written."""
+        """`malls_<name>` of every mall in `malls` (every mall the mirror knows: each caller
+        passes them all) from its route; memberships written. The change feed's entries up
+        to the walk's start are then followed (`followed`): the walk answered for them."""
+        seq = self.mirror.changes.last()
         written = 0
         for mall in malls:
-            ids = await self._route_ids(name, mall)
-            if ids is None:
-                continue  # the mall is gone: the reconcile drops it
-            written += self.mirror.table(name).replace_mall_links(mall, ids)
+            written += await self.walk_mall(name, mall) or 0
+        self.mark_followed(name, seq)
         return written
+
+    async def walk_mall(self, name: str, mall: int) -> int | None:
+        """`malls_<name>` of one mall from its whole route: memberships written, or None when
+        the mall is gone (the reconcile drops it)."""
+        ids = await self._route_ids(name, mall)
+        if ids is None:
+            return None
+        return self.mirror.table(name).replace_mall_links(mall, ids)
+
+    def followed(self) -> dict[str, int]:
+        """Per routed type, the change feed's sequence number through which its rows' changes
+        have had their malls asked (`sync.jobs.touchedmalls`); none kept: no number."""
+        raw = self.mirror.meta.get(FOLLOWED_KEY)
+        try:
+            out = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            return {}
+        if not isinstance(out, dict):
+            return {}
+        return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+    def mark_followed(self, name: str, seq: int) -> None:
+        """`name`'s changes through `seq` have had their malls asked."""
+        now = self.followed()
+        now[name] = seq
+        self.mirror.meta.set(FOLLOWED_KEY, orjson.dumps(now).decode())
+
+
+def route_scope(name: str, mall: int) -> Scope:
+    """The type as its mall route lists it: `/malls/{mall}/<name>`, its default filters."""
+    rtype = replace(catalogue.TYPES[name], level="mall", relationships=(), scope_params=({},))
+    return Scope(rtype, mall)
+
+
+async def _still_whole(page: Callable[[int], Awaitable[Page]], got: Page, promised: int) -> Page:
+    """A page that page 1 promised (`promised`: its `links.last`), served: `_Shrank` when it
+    shows the listing lost rows since page 1 was read, whatever the upstream answers past the
+    end: served empty, or naming an earlier last page, while page 1, asked again, no longer
+    names `promised` (rows left an earlier page, so one may have moved onto a page already
+    read). Still named: the page is taken as served (an empty one ends the listing)."""
+    if (got.rows == 0 or got.last < promised) and not await _page_1_promises(page, promised):
+        raise _Shrank
+    return got
 
 
 async def _page_1_promises(page: Callable[[int], Awaitable[Page]], number: int) -> bool:

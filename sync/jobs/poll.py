@@ -43,7 +43,7 @@ from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
 from sync.jobs.feed import FeedEntries
 from sync.jobs.fetch import Fetcher, confirm_mall_gone
-from sync.jobs.freshness import OnLag, changed_lags
+from sync.jobs.freshness import OnLag, changed_lags, new_versions
 from sync.jobs.lateness import Lookbacks
 from sync.jobs.recreated import Recreated
 from sync.jobs.walks import (
@@ -115,18 +115,18 @@ class Poller:
 
     async def poll_type(self, rtype: ResourceType, malls: Sequence[int], concurrency: int) -> int:
         """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
-        time; the rows changed. A scope never polled (a mall that appeared since the backfill)
+        time; the rows changed (versions the mirror did not hold, `PollResult.changed`). A scope never polled (a mall that appeared since the backfill)
         starts from a day before now on the stamps' scale (`sync.channel.clock`)."""
         changed = 0
 
         async def one(scope: Scope) -> None:
             nonlocal changed
             try:
-                rows = (await self.poll_scope(scope)).rows
+                rows = (await self.poll_scope(scope)).changed
             except LookupError:
                 start = iso_ms(self.client.clock.now_ts() - 86400)
                 self.mirror.cursors.set(rtype.name, scope.key, start)
-                rows = (await self.poll_scope(scope)).rows
+                rows = (await self.poll_scope(scope)).changed
             changed += rows  # after the await: scopes run side by side
 
         await bounded(scopes_of(rtype, malls), concurrency, one)
@@ -167,17 +167,20 @@ class Poller:
             return page
 
         late: list[float] = []
+        changed = 0
 
         def write(page: Page) -> None:
-            ids = [parse_id(r["id"]) for r in page.resources] if self.on_lag else []
+            nonlocal changed
+            ids = [parse_id(r["id"]) for r in page.resources]
             before = self.mirror.table(rtype.name).stamps(ids) if ids else {}
             late.extend(self._late_rows(rtype.name, page, cursor))
             self.mirror.write_staged(
                 stage_resources(rtype, page.resources, page.included, scope.mall_id),
                 scripts=page.meta.get("scripts"),
             )
+            after = self.mirror.table(rtype.name).stamps(ids) if ids else {}
+            changed += new_versions(before, after)
             if self.on_lag is not None and ids:
-                after = self.mirror.table(rtype.name).stamps(ids)
                 now = self.client.clock.now_ts()
                 self.on_lag(rtype.name, "poll", changed_lags(before, after, now))
 
@@ -203,6 +206,7 @@ class Poller:
             self.mirror.malls.gone(scope.mall_id)
             return PollResult(requests=1)
         self._lateness(rtype.name, scope.key, late, result)
+        result.changed = changed
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.cursors.set(rtype.name, scope.key, result.cursor)

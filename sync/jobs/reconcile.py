@@ -328,7 +328,7 @@ async def reconcile_every_type(
 
         await run(rtype, work)
     live = [m for m in upstream if m not in out.malls_gone]
-    await RelatedRoutes(reconciler.client, mirror).fill(types)
+    await RelatedRoutes(reconciler.client, mirror).fill(types, changed_only=True)
     routes = MallRoutes(reconciler.client, mirror)
     for rtype in types:
         if rtype.name in ("contacts", "deals"):

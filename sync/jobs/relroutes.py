@@ -10,14 +10,18 @@ Relationships with no route of their own are reported as not mirrored, never gue
 (`ccsync status`, `upstream profile`).
 
 Costly by nature (a request per owner), so it runs only for relationships whose own path is
-refused (a refused `images.tags` leaves `images` served): after a backfill and at each
-reconcile, over every mirrored owner of the type.
+refused and no include brings (a refused `images.tags` leaves `images` served, and its linkage
+comes on the included images): over every mirrored owner after a backfill and once per cycle of
+the rolling proof (at its priority); a reconcile asks only the owners the change feed gives a
+new version since the last fill (`changed_only`), never every owner again (#47).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page, to_page
@@ -31,6 +35,8 @@ from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 
 _log = get_logger("sync.relroutes")
+#: The change feed's number each type's owners were last filled through (`_sync_meta`).
+FILLED_KEY = "relroutes_filled"
 
 #: Refused relationships whose linkage the mall routes give (`sync.jobs.mallroutes`).
 BY_MALL_ROUTES: dict[str, tuple[str, ...]] = {"malls": ("contacts",)}
@@ -60,10 +66,13 @@ class RelatedRoutes:
         self.client = client
         self.mirror = mirror
 
-    async def fill(self, types: Sequence[ResourceType]) -> dict[str, int]:
+    async def fill(
+        self, types: Sequence[ResourceType], *, changed_only: bool = False
+    ) -> dict[str, int]:
         """For each of `types` with refused include paths: every mirrored owner's linkage of
-        those with a route; returns owners filled per type. The profile records, per path,
-        where its linkage comes from."""
+        those with a route (`changed_only`: the owners with a new version since the last fill,
+        every owner where none is recorded); returns owners filled per type. The profile
+        records, per path, where its linkage comes from."""
         profile = self.client.profile
         out: dict[str, int] = {}
         for rtype in types:
@@ -87,15 +96,31 @@ class RelatedRoutes:
                 )
             if not rels:
                 continue
-            n = 0
-            for rid in list(self.mirror.table(rtype.name).ids()):
+            seq = self.mirror.changes.last()
+            owners = self._owners(rtype.name, seq) if changed_only else None
+            if owners is None:
+                owners = list(self.mirror.table(rtype.name).ids())
+            for rid in owners:
                 for rel in rels:
                     await self._one(rtype, rel, rid)
-                n += 1
-            out[rtype.name] = n
+            self._filled(rtype.name, seq)
+            out[rtype.name] = len(owners)
         if profile is not None:
             self.client.learn_profile()
         return out
+
+    def _owners(self, name: str, upto: int) -> list[int] | None:
+        """The owners of `name` with a new version since the last fill (None: no fill
+        recorded, or the change feed pruned past it)."""
+        since = _numbers(self.mirror.meta.get(FILLED_KEY)).get(name)
+        if since is None or since < self.mirror.changes.pruned_through():
+            return None
+        return self.mirror.changes.new_versions(name, since, upto)
+
+    def _filled(self, name: str, seq: int) -> None:
+        now = _numbers(self.mirror.meta.get(FILLED_KEY))
+        now[name] = seq
+        self.mirror.meta.set(FILLED_KEY, orjson.dumps(now).decode())
 
     async def _one(self, rtype: ResourceType, rel: Relationship, rid: int) -> None:
         path = f"/{rtype.path}/{rid}/{rel.name.replace('_', '-')}"
@@ -124,3 +149,14 @@ class RelatedRoutes:
         if not target.listable and related:
             self.mirror.write_staged(stage_resources(target, related))
         self.mirror.table(rtype).replace_links(rel, rid, [parse_id(r["id"]) for r in related])
+
+
+def _numbers(raw: str | None) -> dict[str, int]:
+    """`FILLED_KEY`'s record ({} when absent or damaged)."""
+    try:
+        out = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(out, dict):
+        return {}
+    return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}

@@ -122,7 +122,8 @@ class PollResult:
     """What one poll of one scope did."""
 
     requests: int = 0
-    rows: int = 0
+    rows: int = 0  # served
+    changed: int = 0  # of them, versions the mirror did not hold (`sync.jobs.poll`)
     cursor: str | None = None
     late: int = 0  # late arrivals among the rows (`sync.jobs.lateness`)
     ties: int = 0  # tie runs read whole by id

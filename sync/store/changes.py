@@ -302,6 +302,20 @@ class ChangeFeed:
             return []
         return read(self.conn, since, limit, types, upto)
 
+    def new_versions(self, type_name: str, since: int, upto: int) -> list[int]:
+        """The rows of `type_name` given a version the mirror did not hold (`upsert`, `repair`:
+        never a `links` entry) after `since`, through `upto`, ascending."""
+        if not _exists(self.conn, "_sync_changes"):
+            return []
+        return [
+            int(r[0])
+            for r in self.conn.execute(
+                "SELECT DISTINCT id FROM _sync_changes WHERE seq > ? AND seq <= ? AND type = ? "
+                "AND op IN ('upsert', 'repair') AND id IS NOT NULL ORDER BY id",
+                (since, upto, type_name),
+            )
+        ]
+
     def last(self) -> int:
         """The newest entry's sequence number, or the last one pruned when the feed is empty."""
         if not _exists(self.conn, "_sync_changes"):

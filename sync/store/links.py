@@ -216,6 +216,36 @@ def replace_mall_links(
     return len(ids)
 
 
+def mall_link_count(conn: sqlite3.Connection, schema: Schema, type_name: str, mall_id: int) -> int:
+    """How many rows `malls_<type_name>` gives one mall (0 where no such table is held)."""
+    table = f"malls_{type_name}"
+    if not schema.columns(table):
+        return 0
+    row = conn.execute(f"SELECT COUNT(*) FROM [{table}] WHERE malls_id = ?", (mall_id,)).fetchone()
+    return int(row[0])
+
+
+def settle_mall_links(
+    conn: sqlite3.Connection,
+    schema: Schema,
+    type_name: str,
+    mall_id: int,
+    asked: Sequence[int],
+    listed: Sequence[int],
+) -> int:
+    """Of the rows `asked` of one mall's route by `filter[id]`, those `listed` are in
+    `malls_<type_name>` of that mall and the others not; the mall's other rows stay. Returns
+    how many memberships changed (the list kept ascending, as a walk of the route writes it)."""
+    table = f"malls_{type_name}"
+    schema.ensure_link(table, "malls_id", f"{type_name}_id", "malls", type_name)
+    held = _held(conn, table, "malls_id", f"{type_name}_id", [mall_id]).get(mall_id, [])
+    wanted = sorted((set(held) - set(asked)) | set(listed))
+    changed = len(set(held) ^ set(wanted))
+    if changed:
+        replace_mall_links(conn, schema, type_name, mall_id, wanted)
+    return changed
+
+
 def feed_notes(conn: sqlite3.Connection, schema: Schema) -> LinkNotes | None:
     """Where link changes are entered in the change feed: nowhere during a bulk load (its feed
     is one `backfill` entry per type, `sync.store.indexes`)."""

@@ -172,6 +172,16 @@ class TypeTable:
         contacts and deals known from the mall routes (`sync.jobs.mallroutes`)."""
         return links.replace_mall_links(self.conn, self.schema, self.name, mall_id, ids)
 
+    def count_in_mall_links(self, mall_id: int) -> int:
+        """How many rows `malls_<type>` (contacts, deals: from the mall routes) gives a mall."""
+        return links.mall_link_count(self.conn, self.schema, self.name, mall_id)
+
+    def settle_mall_links(self, mall_id: int, asked: Sequence[int], listed: Sequence[int]) -> int:
+        """Of `asked`, those the mall's route `listed` (by `filter[id]`) are in `malls_<type>`
+        of `mall_id`, the others not; the mall's other rows stay (`sync.jobs.touchedmalls`).
+        Returns the memberships changed."""
+        return links.settle_mall_links(self.conn, self.schema, self.name, mall_id, asked, listed)
+
     # -- links and to-one columns (`sync.store.links`, `sync.store.sideloads`) ------------------
 
     def replace_links(

@@ -26,7 +26,7 @@ from sync.emulator.hard import Hard
 from sync.jobs.fetch import Fetcher
 from sync.jobs.mallincludes import MallIncludes
 from sync.jobs.probe import probe
-from sync.jobs.reconcile import Reconciler
+from sync.jobs.reconcile import Reconciler, reconcile_every_type
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.readers.status import status_data, status_lines
@@ -348,3 +348,45 @@ async def test_the_members_fast_path_reads_a_page_past_the_malls_left_as_the_end
         finally:
             mirror.close()
         assert emu.requests.routes["/malls"] >= 3
+
+
+async def test_a_refused_include_path_costs_only_itself_in_requests(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """Articles behind `include_path_500` (`tags.tags`) and `nested_include_400`
+    (`images.tags`): the backfill asks `/articles` within 3x the list pages it needs and no
+    per-row route (the included images and tags carry that linkage); where `malls` and
+    `products` are refused (`includes_allowed`), no include brings them: one request a row
+    each in the backfill, and a reconcile with nothing changed asks none of them again (#47:
+    before, every reconcile asked them all again)."""
+    types = ["malls", "articles"]
+    hard = Hard(include_path_500=True, nested_include_400=True)
+    async with make_emulator(resources=1200, seed=5, malls=2, hard=hard) as emu:
+        settings = settings_for(emu, tmp_path / "m.db", types=types, page_size=10)
+        await run_backfill(settings)
+        n = len(emu.ids("articles"))
+        pages = -(-n // 10)
+        routes = emu.requests.routes
+        assert not [r for r in routes if r.startswith("/articles/{id}/")], dict(routes)
+        assert routes["/articles"] <= 3 * pages, (routes["/articles"], pages)
+        assert compare(settings.mirror.path, emu, types).differences == 0
+
+        emu.hard.includes_allowed = ("images", "tags")
+        settings = settings_for(emu, tmp_path / "n.db", types=types, page_size=10)
+        emu.requests.reset()
+        await run_backfill(settings)
+        per_row = {r: c for r, c in emu.requests.routes.items() if r.startswith("/articles/{id}/")}
+        assert per_row == {"/articles/{id}/malls": n, "/articles/{id}/products": n}, per_row
+        assert compare(settings.mirror.path, emu, ["articles"]).differences == 0
+        emu.requests.reset()
+        mirror = Mirror.open(settings.mirror.path)
+        try:
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
+                await reconcile_every_type(
+                    Reconciler(client, mirror, max_delete_share=None),
+                    settings.upstream.mirrored_types(),
+                )
+        finally:
+            mirror.close()
+        again = [r for r in emu.requests.routes if r.startswith("/articles/{id}/")]
+        assert again == [], dict(emu.requests.routes)

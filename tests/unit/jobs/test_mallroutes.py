@@ -105,10 +105,11 @@ class ShrinkingClient(MallsClient):
     shrinks to two pages) and answers 404 (`always`: every page past the first answers 404,
     and page 1 promises two pages at a walk's start and one when asked again)."""
 
-    def __init__(self, *, always: bool = False) -> None:
+    def __init__(self, *, always: bool = False, empty: bool = False) -> None:
         super().__init__(linkage={"links": {"related": "/malls/1/contacts"}})
         self.malls = {1}  # `GET /malls/1` serves the mall: a 404 of its route is no deletion
         self.always = always
+        self.empty = empty  # past the end is an empty page, not a 404
         self.firsts = 0
         self.shrunk = False
 
@@ -123,6 +124,8 @@ class ShrinkingClient(MallsClient):
         if number == 3 and not self.shrunk:
             self.shrunk = True
             rows.pop(1)  # contact 3 leaves the mall: 5 and the rest move up a place
+            if self.empty:
+                return page([], 3, 2)
             raise NotFoundError("Invalid page.", url="/malls/1/contacts", status=404)
         return await super().list_page(request, number, **kw)
 
@@ -142,6 +145,15 @@ async def test_a_mall_route_that_shrank_under_its_walk_is_walked_again_not_calle
     """Before: the 404 of a page page 1 no longer promised was taken for the mall's listing
     lost (`ListingMissingError`, a strict chaos backfill exited 1 on it)."""
     client = ShrinkingClient()
+    assert await _routed(mirror, client).refresh(["contacts"], [1]) == {"contacts": 4}
+    held = mirror.conn.execute("SELECT contacts_id FROM malls_contacts ORDER BY 1").fetchall()
+    assert [r[0] for r in held] == [1, 5, 7, 9]
+
+
+async def test_a_mall_route_that_shrank_to_an_empty_page_is_walked_again(mirror: Mirror) -> None:
+    """Before: only a 404 was noticed; a promised page served empty was read as the end, and
+    contact 9, moved onto page 2 after page 2 was read, lost its membership."""
+    client = ShrinkingClient(empty=True)
     assert await _routed(mirror, client).refresh(["contacts"], [1]) == {"contacts": 4}
     held = mirror.conn.execute("SELECT contacts_id FROM malls_contacts ORDER BY 1").fetchall()
     assert [r[0] for r in held] == [1, 5, 7, 9]

@@ -64,6 +64,17 @@ def test_a_mall_s_route_list_notes_the_rows_that_joined_or_left(mirror: Mirror) 
     assert links.mall_deals(conn, 9) == [2, 3]
 
 
+def test_rows_asked_by_filter_id_join_or_leave_a_mall_and_the_rest_stays(mirror: Mirror) -> None:
+    conn, schema = mirror.conn, mirror.schema
+    write(conn, schema, staged("deals", [_deal(i) for i in range(1, 6)]))
+    links.replace_mall_links(conn, schema, "deals", 9, [1, 2, 3])
+    assert links.mall_link_count(conn, schema, "deals", 9) == 3
+    assert links.settle_mall_links(conn, schema, "deals", 9, [2, 5], [5]) == 2
+    assert links.mall_deals(conn, 9) == [1, 3, 5]
+    assert links.settle_mall_links(conn, schema, "deals", 9, [1, 5], [1, 5]) == 0  # as held
+    assert links.mall_link_count(conn, schema, "contacts", 9) == 0  # no such table
+
+
 def test_a_to_one_column_is_made_when_missing_and_set(mirror: Mirror) -> None:
     conn, schema = mirror.conn, mirror.schema
     jobs = catalogue.TYPES["job_listings"]

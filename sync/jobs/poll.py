@@ -46,6 +46,7 @@ from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.freshness import OnLag, changed_lags, new_versions
 from sync.jobs.lateness import Lookbacks
 from sync.jobs.recreated import Recreated
+from sync.jobs.tombstoneties import TombstoneTies
 from sync.jobs.walks import (
     WIDER,
     Compares,
@@ -103,6 +104,8 @@ class Poller:
         self.log = get_logger("sync.poll")
         #: Rows created again under a deleted id: their owners and malls asked once each.
         self.recreated = Recreated(Fetcher(client, mirror))
+        #: Copies the walk met within the window of their tombstone: `filter[id]` decides.
+        self.ties = TombstoneTies(Fetcher(client, mirror))
 
     def _not_after_now(self, cursor: str | None) -> str | None:
         """A stamp in the future (skewed upstream clocks) must not carry the cursor past now:
@@ -210,6 +213,9 @@ class Poller:
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.cursors.set(rtype.name, scope.key, result.cursor)
+        # Copies this walk met within the window of their tombstone (a row created again under
+        # a deleted id, stamped near its entry): asked now, not left for the cycle's end.
+        await self.ties.settle([rtype.name])
         self._progressed(f"{rtype.name} [{scope.key or 'top'}]", result)
         return result
 

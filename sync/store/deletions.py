@@ -6,20 +6,29 @@ transaction; a mall takes its memberships and hours too.
 Two kinds of deletion, and only one keeps anything from coming back:
 
 - **The deletions feed** (`Deletions.apply_feed`) is dated evidence. An entry deletes a mirrored
-  row only if the row is older than the entry (`updated_at < created_at`, both normalised;
-  a row without a stamp yields to the entry): a newer row is the id created again, and stays;
-  one stamped the entry's very moment is left for `filter[id]` (`FeedApplied.tied`).
+  row only if the row is older than the entry by more than the *window* (a row without a stamp
+  yields to the entry): a row newer by more than the window is the id created again, and
+  stays; one within the window either side is left for `filter[id]` (`FeedApplied.tied`).
   Each entry writes a tombstone (`_sync_tombstones`: type, id, `deleted_at` = the entry's
   `created_at`, `source` = 'feed') that refuses copies stamped before it: a page fetched
   before the deletion and written after it must not bring the row back. A copy stamped after
-  it wins and lifts it (the spec never says ids are not reused). A copy stamped its very moment
-  is no evidence either way (stamps of whole seconds: the row deleted and created again within
-  one second, or the old row changed in the second it was deleted): it is left out and noted
-  (`Deletions.ties`), and `filter[id]` decides (`sync.jobs.tombstoneties`): served after the
-  tombstone was written, it is written under `Deletions.vouched` and lifts it. Rows without
-  `updated_at` (tags, groups) carry no stamp to compare: their tombstone refuses copies for
-  `STAMPLESS_TOMBSTONE_SECONDS`. An entry without a readable `created_at` removes only rows
-  without a stamp; a stamped row is left to the reconcile's `filter[id]`.
+  it wins and lifts it (the spec never says ids are not reused).
+- **The window** (`Deletions.window`, at least `TIE_WINDOW_SECONDS`): how far apart the
+  upstream's clocks and precisions can put a row and its feed entry. The spec fixes neither one
+  clock nor one precision: stamps of whole seconds give a row deleted and created again within
+  one second a stamp up to a second *before* its entry, and so does an app server whose clock
+  is behind the feed's. Within the window a stamp is no evidence either way: the copy is left
+  out and noted (`Deletions.ties`), and `filter[id]` decides (`sync.jobs.tombstoneties`,
+  `sync.jobs.evidence`): served after the tombstone was written, it is written under
+  `Deletions.vouched` and lifts it. A row found live that way further from its entry than the
+  window widens it (`Deletions.widen`, kept in `_sync_meta`).
+- **A tombstone contradicted**: a copy it refused, served again `CONTRADICTED_AFTER_SECONDS`
+  later (a proof cycle: no lagging replica lags that long), is doubted the same way: noted for
+  `filter[id]`, never refused for good (`Deletions.drop_tombstoned`; the first refusal of each
+  row is remembered in this process, `REFUSALS_KEPT` at most).
+  Rows without `updated_at` (tags, groups) carry no stamp to compare: their tombstone refuses
+  copies for `STAMPLESS_TOMBSTONE_SECONDS`. An entry without a readable `created_at` removes
+  only rows without a stamp; a stamped row is left to the reconcile's `filter[id]`.
 - **Inference** (`Deletions.delete`: `filter[id]` confirmed a row gone, a row absent from every
   listing, a gone mall's rows) removes the row and leaves nothing behind: as soon as the
   upstream lists or serves the row again, whatever its stamp, it is written again. An
@@ -30,13 +39,15 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from sync.core.logs import get_logger
 from sync.model import catalogue
-from sync.model.stamps import now_iso, shift
+from sync.model.stamps import now_iso, shift, shift_ms
 from sync.pipeline.batches import Staged
 from sync.store import links, memberships
 from sync.store.schema import Schema
@@ -51,6 +62,22 @@ FEED = "feed"
 #: carry no stamp to compare with the deletion's, so a copy is taken for a page fetched before
 #: the deletion only within this window, and for a re-created row after it.
 STAMPLESS_TOMBSTONE_SECONDS = 600.0
+#: The least window (module docstring): stamps of whole seconds put a row up to a second from
+#: its entry.
+TIE_WINDOW_SECONDS = 1.0
+#: The widest the window grows to from what `filter[id]` found (`Deletions.widen`).
+TIE_WINDOW_MAX_SECONDS = 60.0
+#: A copy a tombstone refused, served again this long after (the default staleness bound: a
+#: proof cycle), makes the tombstone doubted, not believed (`Deletions.drop_tombstoned`).
+CONTRADICTED_AFTER_SECONDS = 3600.0
+#: Rows whose first refusal is remembered (oldest forgotten first).
+REFUSALS_KEPT = 100_000
+#: `_sync_meta` key of the window learned (seconds).
+WINDOW_KEY = "tie_window_seconds"
+
+#: What a tombstone makes of a copy: refused (a copy made before the deletion), tied (no
+#: evidence either way: `filter[id]` decides), lifted (the copy is newer: it wins).
+TombVerdict = Literal["refused", "tied", "lifted"]
 
 
 @dataclass
@@ -75,15 +102,42 @@ def stampless_horizon(now: str) -> str:
 
 
 def tombstone_holds(deleted_at: str | None, stamp: Any, horizon: str) -> bool:
-    """Whether a tombstone of `deleted_at` refuses a copy stamped `stamp` (normalised
-    `updated_at`, or None for a type without one); `horizon`: `stampless_horizon` of now, one
-    per page, so no row asks the clock. A copy stamped its very moment is refused here too: the
-    page write notes it for `filter[id]` to decide (`Deletions.drop_tombstoned`)."""
+    """Whether a tombstone of `deleted_at` keeps a copy stamped `stamp` out of the mirror (it
+    refuses it, or holds it for `filter[id]`): `tombstone_verdict` is not "lifted"."""
+    return tombstone_verdict(deleted_at, stamp, Judge(horizon)) != "lifted"
+
+
+@dataclass(frozen=True)
+class Judge:
+    """What `tombstone_verdict` compares with, fixed once per page so no row asks the clock:
+    the stampless horizon (`stampless_horizon` of now) and the window in milliseconds."""
+
+    horizon: str
+    window_ms: int = int(TIE_WINDOW_SECONDS * 1000)
+
+    @classmethod
+    def now(cls, window_s: float) -> Judge:
+        return cls(stampless_horizon(now_iso()), round(window_s * 1000))
+
+
+def tombstone_verdict(deleted_at: str | None, stamp: Any, judge: Judge) -> TombVerdict:
+    """The one rule for a copy (normalised `updated_at` `stamp`, or None for a type without
+    one) meeting a tombstone of `deleted_at` (module docstring): newer than the window, lifted;
+    within it either side, tied; older, refused."""
     if deleted_at is None:
-        return True  # a tombstone from before versions: as before, it holds
-    if isinstance(stamp, str):
-        return stamp <= deleted_at
-    return deleted_at > horizon
+        return "refused"  # a tombstone from before versions: as before, it holds
+    if not isinstance(stamp, str):
+        return "refused" if deleted_at > judge.horizon else "lifted"
+    try:
+        low = shift_ms(deleted_at, -judge.window_ms)
+        high = shift_ms(deleted_at, judge.window_ms)
+    except ValueError:  # not the normalised form: compared as it is
+        low = high = deleted_at
+    if stamp > high:
+        return "lifted"
+    if stamp >= low:
+        return "tied"
+    return "refused"
 
 
 class Deletions:
@@ -102,6 +156,38 @@ class Deletions:
         #: Kept in this process only: a row left out is missing, so the proof meets it again.
         self.ties: dict[str, dict[int, set[int | None]]] = {}
         self._vouched: dict[str, set[int]] = {}
+        #: When each row a tombstone refused was first refused (monotonic seconds).
+        self._refused: OrderedDict[tuple[str, int], float] = OrderedDict()
+        self.clock = time.monotonic
+        #: The window in seconds (module docstring), restored from `_sync_meta`.
+        self.window = TIE_WINDOW_SECONDS
+        with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
+            row = conn.execute("SELECT value FROM _sync_meta WHERE key = ?", (WINDOW_KEY,))
+            got = row.fetchone()
+            if got is not None:
+                self.window = min(TIE_WINDOW_MAX_SECONDS, max(TIE_WINDOW_SECONDS, float(got[0])))
+
+    def widen(self, gap_s: float) -> bool:
+        """`filter[id]` found a row live `gap_s` seconds from the entry that dated it (a row
+        written after its deletion, stamped before it): the window covers that gap from now on,
+        with a margin, kept in `_sync_meta`. Whether it widened."""
+        wanted = min(TIE_WINDOW_MAX_SECONDS, gap_s * 1.5)
+        if wanted <= self.window:
+            return False
+        self.window = wanted
+        with write_transaction(self.conn):
+            self.conn.execute(
+                "INSERT INTO _sync_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                "SET value = excluded.value",
+                (WINDOW_KEY, str(round(wanted, 3))),
+            )
+        _log.warning(
+            "tombstone.window_widened",
+            seconds=round(wanted, 3),
+            hint="a row created again was stamped this far before its deletion entry: copies "
+            "within it of a tombstone are asked by filter[id], not refused",
+        )
+        return True
 
     def held(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
         """The tombstones of those of `ids` that have one: id -> deleted_at."""
@@ -131,7 +217,7 @@ class Deletions:
         scoped = b.rtype.level == "mall" and "mall_id" in b.columns
         mall_pos = b.columns.index("mall_id") + 1 if scoped else None
         vouched = self._vouched.get(b.type, set())
-        horizon = stampless_horizon(now_iso())
+        judge = Judge.now(self.window)
         keep: list[bool] = []
         lifted: list[int] = []
         for row in b.rows:
@@ -139,15 +225,15 @@ class Deletions:
             stamp = row[pos] if pos is not None else None
             if rid not in dead:
                 keep.append(True)
-            elif stamp is not None and stamp == dead[rid] and rid not in vouched:
-                keep.append(False)  # tied with its tombstone: `filter[id]` decides
-                mall = row[mall_pos] if mall_pos is not None else None
-                self.ties.setdefault(b.type, {}).setdefault(rid, set()).add(mall)
-            elif (stamp is not None and stamp == dead[rid]) or not tombstone_holds(
-                dead[rid], stamp, horizon
-            ):
+                continue
+            verdict = tombstone_verdict(dead[rid], stamp, judge)
+            if verdict == "lifted" or (verdict == "tied" and rid in vouched):
                 keep.append(True)
                 lifted.append(rid)
+            elif verdict == "tied" or self._contradicted(b.type, rid):
+                keep.append(False)  # no evidence either way: `filter[id]` decides
+                mall = row[mall_pos] if mall_pos is not None else None
+                self.ties.setdefault(b.type, {}).setdefault(rid, set()).add(mall)
             else:
                 keep.append(False)
         if lifted:
@@ -161,6 +247,21 @@ class Deletions:
         if not all(keep):
             b.keep(keep)
             b.dropped = keep.count(False)
+
+    def _contradicted(self, type_name: str, rid: int) -> bool:
+        """A copy of `rid` refused: whether one was refused `CONTRADICTED_AFTER_SECONDS` ago
+        already (the tombstone is doubted, and the memory of it starts again)."""
+        key, now = (type_name, rid), self.clock()
+        first = self._refused.get(key)
+        if first is None:
+            self._refused[key] = now
+            if len(self._refused) > REFUSALS_KEPT:
+                self._refused.popitem(last=False)
+            return False
+        if now - first < CONTRADICTED_AFTER_SECONDS:
+            return False
+        del self._refused[key]
+        return True
 
     def take_ties(self, type_name: str) -> dict[int, set[int | None]]:
         """The rows of `type_name` tied with their tombstone since the last call, each with
@@ -230,18 +331,19 @@ class Deletions:
         return out
 
     def _compared(self, type_name: str, dated: Mapping[int, str]) -> tuple[set[int], set[int]]:
-        """The ids of `dated` whose mirrored row is stamped after the entry's moment, and those
-        stamped at exactly that moment."""
+        """The ids of `dated` whose mirrored row is stamped after the entry's moment by more
+        than the window, and those within the window of it either side (module docstring)."""
         newer: set[int] = set()
         tied: set[int] = set()
-        items = list(dated.items())
-        for start in range(0, len(items), 400):
-            chunk = items[start : start + 400]
-            values = ",".join("(?, ?)" for _ in chunk)
+        ms = round(self.window * 1000)
+        items = [(rid, *_around(at, ms)) for rid, at in dated.items()]
+        for start in range(0, len(items), 300):
+            chunk = items[start : start + 300]
+            values = ",".join("(?, ?, ?)" for _ in chunk)
             for rid, after in self.conn.execute(
-                f"WITH e(id, at) AS (VALUES {values}) SELECT t.id, t.updated_at > e.at "
-                f"FROM [{type_name}] t JOIN e ON t.id = e.id WHERE t.updated_at >= e.at",
-                [v for pair in chunk for v in pair],
+                f"WITH e(id, lo, hi) AS (VALUES {values}) SELECT t.id, t.updated_at > e.hi "
+                f"FROM [{type_name}] t JOIN e ON t.id = e.id WHERE t.updated_at >= e.lo",
+                [v for row in chunk for v in row],
             ):
                 (newer if after else tied).add(int(rid))
         return newer, tied
@@ -276,3 +378,12 @@ class Deletions:
                 notes.note(owner_type, (int(r[0]) for r in owners))
         memberships.drop_rows(self.conn, type_name, chunk)
         return int(n)
+
+
+def _around(at: str, ms: int) -> tuple[str, str]:
+    """The window of `ms` milliseconds either side of a normalised stamp (the stamp itself
+    when it is not in the normalised form)."""
+    try:
+        return shift_ms(at, -ms), shift_ms(at, ms)
+    except ValueError:
+        return at, at

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sync.model.stamps import now_iso
 from sync.pipeline.batches import Staged
-from sync.store.deletions import Deletions, stampless_horizon, tombstone_holds
+from sync.store.deletions import Deletions, Judge, tombstone_verdict
 from sync.store.memberships import MEMBER_TYPES
 from sync.store.schema import Schema
 
@@ -49,14 +48,15 @@ def differences(schema: Schema, deletions: Deletions, b: Staged) -> list[Repair]
     checks = ["updated_at" if stamp else "NULL", *(f"[{c}] IS NOT ?" for c in cols)]
     sql = f"SELECT {', '.join(checks)} FROM [{table}] WHERE id = ?"
     dead = deletions.held(b.type, b.ids)
-    horizon = stampless_horizon(now_iso())
+    judge = Judge.now(deletions.window)
     tombstoned = {
         row[0]
         for row in b.rows
         if row[0] in dead
-        and tombstone_holds(
-            dead[row[0]], row[cols.index("updated_at") + 1] if stamp else None, horizon
+        and tombstone_verdict(
+            dead[row[0]], row[cols.index("updated_at") + 1] if stamp else None, judge
         )
+        != "lifted"
     }
     links = _stored_links(schema, b)
     served_links = {name: dict(pairs) for name, pairs in b.links.items() if name in links}

@@ -132,11 +132,11 @@ class Daemon:
             ) as running:
                 self.running = running
                 await self._recorded(running)
+            self.log.info("daemon.stopped")  # not on an error: its own `ccsync:` line says it
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
             self.notifier.stopping()
-            self.log.info("daemon.stopped")
 
     async def _recorded(self, running: Running) -> None:
         """Serve, kept as a `daemon` run in the mirror (`ccsync status`)."""

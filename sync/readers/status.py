@@ -23,12 +23,14 @@ from sync.jobs.lateness import META_KEY as LATENESS_KEY
 from sync.jobs.lateness import shown
 from sync.jobs.mallincludes import recorded
 from sync.jobs.pacing import keepable_bound
+from sync.readers import verdict as daemon_health
 from sync.readers.running import (
     backfill_lines,
     backfill_state,
     daemon_lines,
     daemon_state,
 )
+from sync.readers.verdict import verdict, verdict_lines
 from sync.store import Mirror, queue
 from sync.store import proof as proof_book
 from sync.store.watch import read_health
@@ -187,6 +189,10 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             daemon["overdue"] = overdue_jobs(jobs, now)
         health = read_health(path)
         storage = health if health is not None and health.get("status") == "degraded" else None
+        if daemon["running"]:  # what only the daemon knows: an unreachable upstream...
+            own = daemon_health.recorded(mirror.meta)
+            daemon["ready"] = own["ready"]
+            problems = own["problems"] + [p for p in problems if p not in own["problems"]]
         if storage is not None:
             problems.insert(
                 0,
@@ -194,6 +200,8 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
                 f"{storage.get('file')}: {storage.get('error')}; {storage.get('fix')}",
             )
         return {
+            # The first line of `ccsync status` (`sync.readers.verdict`).
+            "verdict": verdict(daemon, problems),
             "mirror": str(path),
             "queue_depth": queue.waiting(mirror.conn),
             # Whether a daemon holds the mirror now: pid, since, last heartbeat (`daemon_state`).
@@ -255,7 +263,27 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
 
 
 def status_lines(data: dict[str, Any]) -> list[str]:
-    """`status_data` as the lines `ccsync status` prints (without `--json`)."""
+    """`status_data` as the lines `ccsync status` prints (without `--json`): the verdict, the
+    problems and the per-type table first (`head_lines`), then the details."""
+    return head_lines(data) + detail_lines(data)
+
+
+def head_lines(data: dict[str, Any]) -> list[str]:
+    """The verdict and the problems (`sync.readers.verdict`), then the per-type table."""
+    out = verdict_lines(data)
+    out.append(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
+    for t in data["types"]:
+        lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"
+        out.append(
+            f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
+            f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
+        )
+    return out
+
+
+def detail_lines(data: dict[str, Any]) -> list[str]:
+    """Everything else `ccsync status` shows, after the table: who runs, the backfill, the
+    queue, subscriptions, budget, how types are read, values, jobs, the verify and the proof."""
     out: list[str] = []
     out.append(f"mirror: {data['mirror']}")
     if "daemon" in data:
@@ -339,11 +367,6 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"{served or 'what is asked (no smaller bound seen)'}"
         )
     out += lateness_lines(data.get("lateness") or {})
-    # With no daemon running nothing is degraded now: the problems are what the last run left.
-    running = bool((data.get("daemon") or {"running": True}).get("running"))
-    label = "degraded" if running else "left by the last run"
-    for problem in data["problems"]:
-        out.append(f"{label}: {problem}")
     for name, v in sorted(data["values"].items()):
         line = f"values of {name}: {v['refused']} refused, {v['coerced']} coerced"
         last = v.get("last_refused")
@@ -369,13 +392,6 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"cycle finished {data['verify_cycle_finished_at'] or 'never'}"
         )
     out += proof_lines(data.get("proof") or {})
-    out.append(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
-    for t in data["types"]:
-        lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"
-        out.append(
-            f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
-            f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
-        )
     return out
 
 

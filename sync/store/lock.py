@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sync.core.errors import MirrorError
+from sync.store.faults import READ_ONLY, fault
 
 #: The command line shown in a refusal, at most.
 _CMDLINE_CHARS = 200
@@ -62,14 +63,15 @@ class WriterLock:
 def open_database(p: Path) -> int:
     """A descriptor of the database file, created empty if missing (an empty file is an empty
     SQLite database). Read-only: `flock` needs no more, and a read-only file is then refused by
-    SQLite's own first write, with its own message."""
+    SQLite's own first write, with its own message; a directory that takes no writes is a
+    `read_only` storage fault, as that write's would be."""
     try:
         return os.open(p, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if not p.exists():
-            raise MirrorError(
-                f"cannot write beside mirror {p} ({exc.strerror}): the directory is read-only",
-                hint="give the sync user write access to the directory, or move [mirror] path",
+            # A directory that takes no writes is a storage fault (exit 4), however met.
+            raise fault(
+                READ_ONLY, p, exc.strerror or str(exc), then="then run the command again"
             ) from None
         raise MirrorError(
             f"mirror {p} cannot be read: {exc.strerror}", hint="check its owner and permissions"
@@ -82,10 +84,9 @@ def take(p: Path, fd: int) -> WriterLock:
     info_path = Path(os.path.realpath(p) + ".lock")
     try:
         info = os.open(info_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise MirrorError(
-            f"cannot write beside mirror {p} ({exc.strerror}): the directory is read-only",
-            hint="give the sync user write access to the directory, or move [mirror] path",
+    except OSError as exc:  # a directory that takes no writes: a storage fault (exit 4)
+        raise fault(
+            READ_ONLY, info_path, exc.strerror or str(exc), then="then run the command again"
         ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

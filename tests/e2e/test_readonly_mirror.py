@@ -1,6 +1,7 @@
 """A healthy mirror where its reader may not write (#48): on a read-only mount, and in the
 daemon's directory read by a member of its group with no daemon running, `ccsync status` and
-`ccsync changes` read it, change nothing, and never call it damaged."""
+`ccsync changes` read it, change nothing, and never call it damaged; a writer meeting a
+directory that takes no writes exits 4, as every other storage fault does."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import pytest
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.support.pages import write_page
-from tests.support.processes import run
+from sync.commands.wiring import EXIT_STORAGE
+from sync.emulator import Emulator
+from tests.support.processes import ccsync, run
 from tests.support.readonly import group_reader, read_only_mount
+from tests.support.settings import upstream_keys, write_config
 
 
 @pytest.fixture
@@ -77,3 +81,22 @@ async def test_commits_only_a_writer_can_apply_are_named_not_called_damage(
     assert "damaged" not in err
     assert "only a writer can apply" in err
     assert err.count("\n") == 1
+
+
+async def test_a_mirror_to_be_made_in_a_read_only_directory_is_a_storage_fault(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """One rule for a mirror that cannot take writes (docs/commands.md): exit 4, one line."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with read_only_mount(empty) as ro:
+        cfg = write_config(
+            tmp_path / "sync.toml",
+            upstream=upstream_keys(emulator, "CLI_PW", types=["malls"]),
+            mirror={"path": ro / "m.db"},
+            webhooks={"enabled": False},
+        )
+        code, _, err = await ccsync("backfill", "--quiet", "--config", str(cfg), emu=emulator)
+    assert code == EXIT_STORAGE, err
+    assert err.count("\n") == 1 and err.startswith(f"ccsync: {ro / 'm.db'}: ")
+    assert "does not take writes" in err and "Traceback" not in err

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from sync.commands.wiring import EXIT_STORAGE
+from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.support.pages import write_page
-from sync.commands.wiring import EXIT_STORAGE
-from sync.emulator import Emulator
 from tests.support.processes import ccsync, run
 from tests.support.readonly import group_reader, read_only_mount
 from tests.support.settings import upstream_keys, write_config

@@ -84,17 +84,28 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
-def _page_size(mirror: Mirror) -> str | None:
-    """The page size as "asked:served" (served empty: no smaller bound seen): what a walk
-    learned (`sync.channel.paging`), else what the daemon's probe found, else None."""
+def _page_size(mirror: Mirror) -> dict[str, int | None] | None:
+    """The page size as numbers, `{"asked": 100, "served": None}` (served None: no smaller
+    bound seen): what a walk learned (`sync.channel.paging`, kept "asked:served"), else what the
+    daemon's probe found, else None."""
     learned = mirror.meta.get("upstream_paging")
     if learned:
-        return learned
+        asked, _, served = learned.partition(":")
+        return {"asked": _number(asked), "served": _number(served)}
     profile = json.loads(mirror.meta.get("upstream_profile") or "null") or {}
-    asked = profile.get("page_size_asked")
-    if not asked:
+    if not profile.get("page_size_asked"):
         return None
-    return f"{asked}:{profile.get('page_size_served') or ''}"
+    return {
+        "asked": _number(profile["page_size_asked"]),
+        "served": _number(profile.get("page_size_served")),
+    }
+
+
+def _number(value: object) -> int | None:
+    try:
+        return int(str(value)) if value not in (None, "") else None
+    except ValueError:
+        return None
 
 
 def proof_problems(mirror: Mirror, now: datetime, bound: float | None) -> list[str]:
@@ -243,7 +254,7 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # What each of those rests on: the malls' routes the rule was checked against, or
             # why the routes fill the table.
             "mall_routes_why": json.loads(mirror.meta.get("mall_routes_why") or "{}") or None,
-            # The page size the upstream was found to serve ("asked:served", `Paging`).
+            # The page size the upstream was found to serve: {"asked": n, "served": n or None}.
             "page_size": _page_size(mirror),
             # With several accounts: which one reads each type (`sync.channel.accounts`).
             "accounts": account_of_types(mirror, [t["type"] for t in types]),
@@ -361,7 +372,7 @@ def detail_lines(data: dict[str, Any]) -> list[str]:
         for name, email in sorted(data["accounts"].items()):
             out.append(f"  {name:<15} read by {email}")
     if data.get("page_size"):
-        asked, _, served = str(data["page_size"]).partition(":")
+        asked, served = data["page_size"]["asked"], data["page_size"]["served"]
         out.append(
             f"page size: asked {asked}, upstream serves "
             f"{served or 'what is asked (no smaller bound seen)'}"

@@ -22,6 +22,7 @@ connection (`WriterLock.release`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import sys
@@ -69,13 +70,22 @@ def open_database(p: Path) -> int:
         return os.open(p, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if not p.exists():
-            # A directory that takes no writes is a storage fault (exit 4), however met.
-            raise fault(
-                READ_ONLY, p, exc.strerror or str(exc), then="then run the command again"
-            ) from None
+            raise _unwritable(p, exc) from None
         raise MirrorError(
             f"mirror {p} cannot be read: {exc.strerror}", hint="check its owner and permissions"
         ) from None
+
+
+def _unwritable(p: Path, exc: OSError) -> MirrorError:
+    """A file the writer cannot create beside the mirror: a directory that takes no writes
+    (read-only, or not this user's) is a `read_only` storage fault (exit 4), as SQLite's own
+    read-only write is; anything else (`/proc`) is named as it is."""
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return fault(READ_ONLY, p, exc.strerror or str(exc), then="then run the command again")
+    return MirrorError(
+        f"cannot write beside mirror {p} ({exc.strerror}): the directory is read-only",
+        hint="give the sync user write access to the directory, or move [mirror] path",
+    )
 
 
 def take(p: Path, fd: int) -> WriterLock:
@@ -84,10 +94,8 @@ def take(p: Path, fd: int) -> WriterLock:
     info_path = Path(os.path.realpath(p) + ".lock")
     try:
         info = os.open(info_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:  # a directory that takes no writes: a storage fault (exit 4)
-        raise fault(
-            READ_ONLY, info_path, exc.strerror or str(exc), then="then run the command again"
-        ) from None
+    except OSError as exc:
+        raise _unwritable(info_path, exc) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:

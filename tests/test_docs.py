@@ -205,3 +205,37 @@ def test_a_new_undocumented_command_or_option_fails() -> None:
     assert undocumented(tool, page.replace("## `tool run`", "## `tool go`"), "tool") == [
         "tool run: no heading"
     ]
+
+
+#: Where an operator reads a pointer to the docs: the units, their Litestream config, the example.
+POINTERS = [*sorted((ROOT / "systemd").iterdir()), ROOT / "config.example.toml"]
+
+
+@pytest.mark.parametrize("page", [*sorted(DOCS.glob("*.md")), *POINTERS], ids=lambda p: p.name)
+def test_no_page_points_at_a_readme_section(page: Path) -> None:
+    """The README is a first screen and links: its old sections moved to docs/ (#48)."""
+    assert not re.findall(r'README[,]? "[^"]+"', page.read_text())
+    assert "see the README" not in page.read_text()
+
+
+def test_each_unit_s_documentation_names_a_page_an_install_step_copies() -> None:
+    """`Documentation=file:///opt/sync/docs/<page>`: the page exists, and the install steps
+    copy docs/ to /opt/sync (#48)."""
+    installed = "sudo cp -r docs /opt/sync/"
+    assert installed in (DOCS / "service.md").read_text()
+    for unit in sorted((ROOT / "systemd").glob("*.service")):
+        for line in unit.read_text().splitlines():
+            if not line.startswith("Documentation="):
+                continue
+            local = [u for u in line.split("=", 1)[1].split() if u.startswith("file://")]
+            for url in local:
+                assert url.startswith("file:///opt/sync/docs/"), (unit.name, url)
+                assert (ROOT / url.removeprefix("file:///opt/sync/")).exists(), (unit.name, url)
+
+
+def test_the_hard_readings_listed_are_those_the_emulator_offers() -> None:
+    from sync.emulator.hard import Hard
+
+    (line,) = [x for x in COMMANDS_PAGE.read_text().splitlines() if x.startswith("- `--hard ")]
+    names = line.rpartition("): ")[2].rstrip(".").split(", ")
+    assert names == Hard.names()

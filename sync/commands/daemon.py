@@ -20,7 +20,7 @@ from sync.jobs.verify import run_verify
 @config_option
 @fail_cleanly
 def run_command(config_path: Path | None) -> None:
-    """Run the daemon: backfill the types never copied (all, in an empty mirror), then follow webhooks, polls and reconciles."""
+    """Run the daemon: backfill the types never copied (all, in an empty mirror), then follow webhooks and polls, with the rolling proof and verify."""
     # The one command that serves the receiver: the webhook secret is resolved and required.
     settings = settings_from(config_path, secrets="receiver")
     if settings.management is not None:  # the press release job needs a user token: up front

@@ -58,16 +58,19 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @fail_cleanly
 def status_command(config_path: Path | None, mirror_path: Path | None, as_json: bool) -> None:
-    """Show what the mirror holds and how the daemon is doing: the mirror file, the queue depth,
-    the webhook subscriptions, the request budget, how the mall-scoped types are polled
-    (`GET /malls?include=` or per mall, and why), `degraded:` problems, each daemon job's last
-    run, outcome and next run, the rolling verify's position, the rolling proof (per type when
-    it was last proven complete beside the staleness bound, the repairs by kind, the change
-    lag's p50/p99), and per type: rows, last sync,
-    lag (seconds), poll cursor and the last error, and the values refused (their rows keep their
-    last good copy) or coerced because they did not fit their declared type. --json prints all
-    of it for scripts. It reads only the mirror: no secret is needed, and --mirror PATH works
-    without a configuration file."""
+    """Show how the mirror and its daemon are doing, the verdict first: `healthy`, `starting
+    (first backfill)`, `degraded: <problem>`, `stopped since <time>` or `not running (never
+    ran)`; then every problem `/healthz` would list (an unreachable upstream, a failed job, an
+    unresolved proof, a mirror not taking writes; `left by the last run:` when no daemon runs);
+    then per type: rows, last sync, lag (seconds), poll cursor and the last error. After them
+    the details: the mirror file, who holds it, the last backfill, the queue depth, the webhook
+    subscriptions, the request budget, how the mall-scoped types are polled (`GET
+    /malls?include=` or per mall, and why), the values refused (their rows keep their last good
+    copy) or coerced because they did not fit their declared type, each daemon job's last run,
+    outcome and next run, the rolling verify's position and the rolling proof (per type when it
+    was last proven complete beside the staleness bound, the repairs by kind, the change lag's
+    p50/p99). --json prints all of it for scripts. It reads only the mirror: no secret is
+    needed, and --mirror PATH works without a configuration file."""
     path, settings = reader_from(config_path, mirror_path)
     budget = settings.upstream.max_requests_per_second if settings else None
     data = status_data(path, max_per_second=budget)

@@ -132,11 +132,7 @@ class Health:
             # The proof's unresolved differences (the mass-delete guard's case) and a proof
             # overdue past twice the bound.
             problems.extend(proof_problems(self.mirror, datetime.now(UTC), self.staleness_bound))
-        if unreachable := self.client.session.unreachable:
-            problems.insert(0, unreachable)  # logged as upstream.unreachable too
-        if state.backfill_failed is not None:
-            problems.insert(0, state.backfill_failed)  # logged as daemon.backfill_failed too
-        problems.extend(self.faults.problems())
+        problems = self._unserved() + problems + self.faults.problems()
         storage = self.storage.problem()
         if storage is not None:
             problems.insert(0, storage)
@@ -157,6 +153,21 @@ class Health:
             "stale_types": stale,
             "queue_depth": self.queue.depth(),
         }
+
+    def live(self) -> list[str]:
+        """The problems only this process knows, none of them in the mirror: a first backfill
+        that failed, an unreachable upstream, types failing. `ccsync status` reads them as
+        the daemon records them (`sync.readers.verdict.record`)."""
+        return self._unserved() + self.faults.problems()
+
+    def _unserved(self) -> list[str]:
+        """A first backfill that failed, an unreachable upstream: the report's first problems."""
+        problems = []
+        if self.state.backfill_failed is not None:
+            problems.append(self.state.backfill_failed)  # logged as daemon.backfill_failed too
+        if unreachable := self.client.session.unreachable:
+            problems.append(unreachable)  # logged as upstream.unreachable too
+        return problems
 
     def healthy(self) -> bool:
         """For the systemd watchdog: alive and not stale (a running backfill counts as alive).

@@ -8,12 +8,14 @@ call and its result into a response. Verifying and queueing a delivery is the re
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from sync.core.errors import ConfigError
 from sync.core.metrics import Metrics
 from sync.ingest.receiver import CHUNK, Answer, Delivery, Receiver
 
@@ -75,11 +77,31 @@ def make_app(
     return app
 
 
+#: Why an address cannot be bound, in words (errno: what to say).
+_BIND_ERRORS = {
+    errno.EADDRINUSE: "the port is taken by another program",
+    errno.EADDRNOTAVAIL: "the address is not one of this host's",
+    errno.EACCES: "binding a port under 1024 needs a privilege this user lacks",
+}
+
+
 async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Start serving `app` on `host:port` (0: any free port); the runner and the bound port."""
+    """Start serving `app` on `host:port` (0: any free port); the runner and the bound port.
+
+    An address it cannot bind (a port another program holds, an address not on this host, a
+    port under 1024 without the right) is `[webhooks] listen`'s problem: a `ConfigError`
+    naming it and the address, exit 2 and one line, not a traceback."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        why = _BIND_ERRORS.get(exc.errno or 0, exc.strerror or str(exc))
+        raise ConfigError(
+            f"[webhooks] listen = {host}:{port} cannot be served: {why}",
+            hint="stop the program listening there, or set [webhooks] listen to a free port",
+        ) from None
     sockets = getattr(site._server, "sockets", None) or []
     return runner, sockets[0].getsockname()[1] if sockets else port

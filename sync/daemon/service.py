@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import signal
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +54,7 @@ from sync.jobs.progress import Progress, for_terminal
 from sync.jobs.typefaults import TypeFaults
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms
+from sync.readers import verdict
 from sync.store import Mirror
 from sync.store.faults import write_check
 from sync.store.runs import HEARTBEAT_S
@@ -94,6 +96,8 @@ class Daemon:
         self.bound_port: int | None = None  # the receiver's, once it listens
         self.running: Running | None = None  # once the mirror is open and the client connected
         self.bodies: Bodies | None = None  # once the receiver listens
+        #: What `ccsync status` was last told: readiness and `Health.live` (`_record_health`).
+        self._kept_health: tuple[bool, list[str]] | None = None
         self._sched: AsyncIOScheduler | None = None  # once the first backfill is done
 
     # -- what it reports -----------------------------------------------------------------------
@@ -132,11 +136,11 @@ class Daemon:
             ) as running:
                 self.running = running
                 await self._recorded(running)
+            self.log.info("daemon.stopped")  # not on an error: its own `ccsync:` line says it
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
             self.notifier.stopping()
-            self.log.info("daemon.stopped")
 
     async def _recorded(self, running: Running) -> None:
         """Serve, kept as a `daemon` run in the mirror (`ccsync status`)."""
@@ -184,7 +188,7 @@ class Daemon:
                 self.storage.run(lambda degraded: self._check_writes(mirror, degraded), self.stop),
                 name="storage",
             ),
-            asyncio.create_task(self._heartbeat(mirror), name="heartbeat"),
+            asyncio.create_task(self._heartbeat(mirror, running), name="heartbeat"),
         ]
         first = self._never_completed(mirror)
         if first is not None:
@@ -219,6 +223,8 @@ class Daemon:
                 tasks.append(asyncio.create_task(bodies.probe_quietly(), name="probe"))
                 self.notifier.status("following the upstream")
                 self.state.ready = True
+                with contextlib.suppress(sqlite3.Error):  # `ccsync status` says so at once
+                    self._record_health(mirror, running)
                 self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
             await self.stop.wait()
         finally:
@@ -310,15 +316,28 @@ class Daemon:
             if not await self._unless_stopped(self.storage.writable.wait(), "degraded"):
                 return False
 
-    async def _heartbeat(self, mirror: Mirror) -> None:
+    async def _heartbeat(self, mirror: Mirror, running: Running) -> None:
         """Every `HEARTBEAT_S`, the daemon's runs are seen alive (`ccsync status` shows it; a
-        run killed with SIGKILL is `interrupted` as of its last heartbeat). A mirror that
+        run killed with SIGKILL is `interrupted` as of its last heartbeat); within a second of
+        a change, its readiness and the problems only it knows (`Health.live`: an unreachable
+        upstream...) are recorded for `ccsync status` (`sync.readers.verdict`). A mirror that
         takes no writes skips a beat: the storage watch reports that."""
+        beat = time.monotonic()
         while True:
-            await asyncio.sleep(HEARTBEAT_S)
             if not self.storage.degraded:
                 with contextlib.suppress(sqlite3.Error):
-                    mirror.runs.heartbeat()
+                    self._record_health(mirror, running)
+                    if time.monotonic() - beat >= HEARTBEAT_S:
+                        mirror.runs.heartbeat()
+                        beat = time.monotonic()
+            await asyncio.sleep(1.0)
+
+    def _record_health(self, mirror: Mirror, running: Running) -> None:
+        """Record the readiness and `Health.live` problems for `ccsync status`, if changed."""
+        now = (self.state.ready, running.health.live())
+        if now != self._kept_health:
+            verdict.record(mirror.meta, ready=now[0], problems=now[1])
+            self._kept_health = now
 
     def _check_writes(self, mirror: Mirror, degraded: bool) -> None:
         """The storage watch's write check; while degraded it waits 0.2 s at most for another

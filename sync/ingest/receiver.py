@@ -184,7 +184,7 @@ class Receiver:
             self.metrics.notice_items_invalid.inc(reader.invalid)
         if self.metrics is not None:
             self.metrics.notices.labels(outcome="accepted").inc()
-        # At debug: the queue worker's `worker.drained` is the batch's line at info.
+        # At debug: the queue worker's `worker.summary` is the batches' line at info.
         self.log.debug(
             "webhook.accepted",
             items=tally.items,

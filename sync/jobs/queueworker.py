@@ -53,6 +53,8 @@ from sync.store.watch import StorageWatch
 
 #: The worker looks at the queue at least this often (items left by a crash, a backoff ended).
 LOOK_EVERY = 1.0
+#: Seconds between two `worker.summary` lines at most (`tally.Summary`).
+SUMMARY_EVERY = 10.0
 
 
 class QueueWorker:
@@ -87,6 +89,7 @@ class QueueWorker:
         self._wake = asyncio.Event()
         self._lanes: dict[str, asyncio.Task[None]] = {}
         self.log = get_logger("sync.worker")
+        self._drained = tally.Summary(SUMMARY_EVERY)  # the `worker.summary` line's figures
         self.processed = 0
         self.last_error: str | None = None
 
@@ -114,7 +117,9 @@ class QueueWorker:
                 if self.batch_delay:
                     await asyncio.sleep(self.batch_delay)  # let close notices join one batch
                 self._start_lanes()
+                self._log_summary()
         finally:
+            self._log_summary(force=True)
             lanes = list(self._lanes.values())
             for lane in lanes:
                 lane.cancel()
@@ -183,14 +188,29 @@ class QueueWorker:
         finally:
             tally.stop(token)
         if handled:
-            self.log.info(
+            self.log.debug(
                 "worker.drained",
                 type=type_name,
                 notices=handled,
                 requests=counted.requests,
                 queue_depth=self.queue.depth(),
             )
+            self._drained.add(type_name, notices=handled, requests=counted.requests)
+            self._log_summary()
         return handled
+
+    def _log_summary(self, *, force: bool = False) -> None:
+        """At `info`, one `worker.summary` per `SUMMARY_EVERY` s at most: the notices applied
+        and requests sent per type since the last (each batch's `worker.drained` is at debug)."""
+        sums = self._drained.take(force=force)
+        if sums:
+            self.log.info(
+                "worker.summary",
+                notices=sum(f.get("notices", 0) for f in sums.values()),
+                requests=sum(f.get("requests", 0) for f in sums.values()),
+                types={name: f.get("notices", 0) for name, f in sums.items()},
+                queue_depth=self.queue.depth(),
+            )
 
     async def _drain(self, type_name: str, rtype: ResourceType | None) -> int:
         handled = 0

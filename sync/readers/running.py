@@ -3,7 +3,8 @@ or since when none has; another process holding it; the last backfill run, an un
 
 From the writer lock's holder (`sync.store.lock.holder_pid`, the kernel's word) and the run
 records (`sync.store.runs`): a daemon killed with SIGKILL leaves a run `running` that no
-process holds, and is shown as not running since it was last seen.
+process holds, and is shown as not running since it was last seen; a backfill's, as
+`interrupted`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from sync.core.redact import redact_text
+from sync.jobs.backfillrun import STARTED_AT, STARTED_LOCAL
+from sync.model.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.lock import command_of, holder_pid
 
@@ -61,6 +64,10 @@ def daemon_lines(daemon: dict[str, Any], overdue: list[str]) -> list[str]:
     return out
 
 
+#: What `ccsync status` shows of the last backfill run.
+_SHOWN = ("status", "started_at", "finished_at", "error")
+
+
 def backfill_state(mirror: Mirror) -> dict[str, Any]:
     """The last backfill run (status, when, its own error), an unfinished one's start, and
     the types it started that no backfill ever completed (the daemon copies those, and only
@@ -73,13 +80,29 @@ def backfill_state(mirror: Mirror) -> dict[str, Any]:
     except sqlite3.OperationalError:  # a read-only open of a mirror without the tables
         types = []
     done = mirror.backfills.completed_types()
+    run = None
+    if last is not None:
+        run = {k: last.get(k) for k in _SHOWN}
+        if run["status"] == "running" and holder_pid(mirror.path) != last.get("pid"):
+            run["status"] = "interrupted"  # nobody holds the mirror for it: killed (SIGKILL, OOM)
     return {
-        "last_run": None
-        if last is None
-        else {k: last.get(k) for k in ("status", "started_at", "finished_at", "error")},
-        "unfinished_since": mirror.meta.get("backfill_started_at"),
+        "last_run": run,
+        "unfinished_since": _started(mirror),
         "never_completed": [t for t in types if t not in done],
     }
+
+
+def _started(mirror: Mirror) -> str | None:
+    """When an unfinished backfill started: the local clock's moment (`STARTED_LOCAL`), not the
+    stamps' lower bound kept for its cursors (`STARTED_AT`), which can be a day early."""
+    started = mirror.meta.get(STARTED_AT)
+    local = mirror.meta.get(STARTED_LOCAL)
+    if started is None or not local:
+        return started
+    try:
+        return iso_ms(float(local))
+    except ValueError:
+        return started
 
 
 def backfill_lines(backfill: dict[str, Any]) -> list[str]:

@@ -23,12 +23,14 @@ from sync.jobs.lateness import META_KEY as LATENESS_KEY
 from sync.jobs.lateness import shown
 from sync.jobs.mallincludes import recorded
 from sync.jobs.pacing import keepable_bound
+from sync.readers import verdict as daemon_health
 from sync.readers.running import (
     backfill_lines,
     backfill_state,
     daemon_lines,
     daemon_state,
 )
+from sync.readers.verdict import verdict, verdict_lines
 from sync.store import Mirror, queue
 from sync.store import proof as proof_book
 from sync.store.watch import read_health
@@ -82,17 +84,28 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
-def _page_size(mirror: Mirror) -> str | None:
-    """The page size as "asked:served" (served empty: no smaller bound seen): what a walk
-    learned (`sync.channel.paging`), else what the daemon's probe found, else None."""
+def _page_size(mirror: Mirror) -> dict[str, int | None] | None:
+    """The page size as numbers, `{"asked": 100, "served": None}` (served None: no smaller
+    bound seen): what a walk learned (`sync.channel.paging`, kept "asked:served"), else what the
+    daemon's probe found, else None."""
     learned = mirror.meta.get("upstream_paging")
     if learned:
-        return learned
+        asked, _, served = learned.partition(":")
+        return {"asked": _number(asked), "served": _number(served)}
     profile = json.loads(mirror.meta.get("upstream_profile") or "null") or {}
-    asked = profile.get("page_size_asked")
-    if not asked:
+    if not profile.get("page_size_asked"):
         return None
-    return f"{asked}:{profile.get('page_size_served') or ''}"
+    return {
+        "asked": _number(profile["page_size_asked"]),
+        "served": _number(profile.get("page_size_served")),
+    }
+
+
+def _number(value: object) -> int | None:
+    try:
+        return int(str(value)) if value not in (None, "") else None
+    except ValueError:
+        return None
 
 
 def proof_problems(mirror: Mirror, now: datetime, bound: float | None) -> list[str]:
@@ -187,6 +200,10 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             daemon["overdue"] = overdue_jobs(jobs, now)
         health = read_health(path)
         storage = health if health is not None and health.get("status") == "degraded" else None
+        if daemon["running"]:  # what only the daemon knows: an unreachable upstream...
+            own = daemon_health.recorded(mirror.meta)
+            daemon["ready"] = own["ready"]
+            problems = own["problems"] + [p for p in problems if p not in own["problems"]]
         if storage is not None:
             problems.insert(
                 0,
@@ -194,6 +211,8 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
                 f"{storage.get('file')}: {storage.get('error')}; {storage.get('fix')}",
             )
         return {
+            # The first line of `ccsync status` (`sync.readers.verdict`).
+            "verdict": verdict(daemon, problems),
             "mirror": str(path),
             "queue_depth": queue.waiting(mirror.conn),
             # Whether a daemon holds the mirror now: pid, since, last heartbeat (`daemon_state`).
@@ -235,7 +254,7 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # What each of those rests on: the malls' routes the rule was checked against, or
             # why the routes fill the table.
             "mall_routes_why": json.loads(mirror.meta.get("mall_routes_why") or "{}") or None,
-            # The page size the upstream was found to serve ("asked:served", `Paging`).
+            # The page size the upstream was found to serve: {"asked": n, "served": n or None}.
             "page_size": _page_size(mirror),
             # With several accounts: which one reads each type (`sync.channel.accounts`).
             "accounts": account_of_types(mirror, [t["type"] for t in types]),
@@ -255,7 +274,27 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
 
 
 def status_lines(data: dict[str, Any]) -> list[str]:
-    """`status_data` as the lines `ccsync status` prints (without `--json`)."""
+    """`status_data` as the lines `ccsync status` prints (without `--json`): the verdict, the
+    problems and the per-type table first (`head_lines`), then the details."""
+    return head_lines(data) + detail_lines(data)
+
+
+def head_lines(data: dict[str, Any]) -> list[str]:
+    """The verdict and the problems (`sync.readers.verdict`), then the per-type table."""
+    out = verdict_lines(data)
+    out.append(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
+    for t in data["types"]:
+        lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"
+        out.append(
+            f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
+            f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
+        )
+    return out
+
+
+def detail_lines(data: dict[str, Any]) -> list[str]:
+    """Everything else `ccsync status` shows, after the table: who runs, the backfill, the
+    queue, subscriptions, budget, how types are read, values, jobs, the verify and the proof."""
     out: list[str] = []
     out.append(f"mirror: {data['mirror']}")
     if "daemon" in data:
@@ -338,17 +377,12 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         for name, email in sorted(data["accounts"].items()):
             out.append(f"  {name:<15} read by {email}")
     if data.get("page_size"):
-        asked, _, served = str(data["page_size"]).partition(":")
+        asked, served = data["page_size"]["asked"], data["page_size"]["served"]
         out.append(
             f"page size: asked {asked}, upstream serves "
             f"{served or 'what is asked (no smaller bound seen)'}"
         )
     out += lateness_lines(data.get("lateness") or {})
-    # With no daemon running nothing is degraded now: the problems are what the last run left.
-    running = bool((data.get("daemon") or {"running": True}).get("running"))
-    label = "degraded" if running else "left by the last run"
-    for problem in data["problems"]:
-        out.append(f"{label}: {problem}")
     for name, v in sorted(data["values"].items()):
         line = f"values of {name}: {v['refused']} refused, {v['coerced']} coerced"
         last = v.get("last_refused")
@@ -374,13 +408,6 @@ def status_lines(data: dict[str, Any]) -> list[str]:
             f"cycle finished {data['verify_cycle_finished_at'] or 'never'}"
         )
     out += proof_lines(data.get("proof") or {})
-    out.append(f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error")
-    for t in data["types"]:
-        lag = "-" if t["lag_s"] is None else f"{t['lag_s']:.0f}"
-        out.append(
-            f"{t['type']:<15} {t['rows']:>9,}  {t['last_sync_at'] or '-':<24} {lag:>8}  "
-            f"{t['cursor'] or '-':<24}  {t['last_error'] or ''}"
-        )
     return out
 
 

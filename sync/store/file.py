@@ -2,7 +2,8 @@
 
 Opening refuses, with the problem and its fix (`MirrorError`), a directory, a file that is not
 SQLite, a missing file opened read-only, a file that fails its integrity check and one written
-by a newer sync; it never changes such a file. A writer takes the file's lock first
+by a newer sync; it never changes such a file. A reader opens a mirror where it may not write
+(a read-only mount, the daemon's directory as a group reader) read-only (`_open_readonly`). A writer takes the file's lock first
 (`sync.store.lock`), so two writers by any name cannot interleave, and sets the pragmas of a
 WAL database written in short transactions. The schema steps that follow (bookkeeping tables,
 migrations) are `Mirror.open`'s.
@@ -37,6 +38,9 @@ BULK_CACHE_KIB = 16384
 #: a RESTART or TRUNCATE checkpoint.
 AUTOCHECKPOINT: dict[str, tuple[int, int]] = {"sqlite": (1000, 16384), "litestream": (0, 0)}
 
+#: SQLite's primary result codes a reader meets where it cannot create the file's `-shm`.
+_CANTOPEN, _READONLY = 14, 8
+
 _DAMAGED_HINT = "restore it from a backup, or move it away and run `ccsync backfill`"
 
 
@@ -65,17 +69,48 @@ def connect(p: Path, *, readonly: bool) -> tuple[sqlite3.Connection, WriterLock 
                 hint="create it, or point [mirror] path somewhere writable",
             ) from None
     lock = None if readonly else _take_lock(p)
-    mode = "ro" if readonly else "rwc"
     try:
-        conn = sqlite3.connect(
-            f"file:{p}?mode={mode}", uri=True, isolation_level=None, timeout=10.0
-        )
+        conn = _open_readonly(p) if readonly else _sqlite(p, "mode=rwc")
     except sqlite3.Error as exc:
         release(lock)
         raise MirrorError(
             f"cannot open mirror {p}: {exc}", hint="check the path and its permissions"
         ) from None
     return conn, lock
+
+
+def _sqlite(p: Path, query: str) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{p}?{query}", uri=True, isolation_level=None, timeout=10.0)
+
+
+def _open_readonly(p: Path) -> sqlite3.Connection:
+    """A reader's connection, also where it may not write beside the file.
+
+    A WAL file is read through its `-shm` index, which SQLite creates beside the file when no
+    writer has it open; in a directory this reader cannot write (a read-only mount, a snapshot,
+    a group reader of the daemon's directory) it cannot, and `mode=ro` fails ("unable to open
+    database file"). No `-shm` and no `-wal` with frames means no writer holds the file and
+    every commit is in the file itself: it is then opened `immutable=1`, which needs neither.
+    A `-wal` with frames but no `-shm` (a writer killed, then its index removed) holds commits
+    only a writer can apply: refused, with that fix, never called damaged."""
+    conn = _sqlite(p, "mode=ro")
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        shm, wal = (p.with_name(p.name + end) for end in ("-shm", "-wal"))
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code not in (_CANTOPEN, _READONLY) or shm.exists():
+            raise refusal(exc, p) from None
+        if wal.exists() and wal.stat().st_size > 0:
+            raise MirrorError(
+                f"mirror {p} has commits in {wal.name} that only a writer can apply (its "
+                f"{shm.name} is missing and {p.parent} takes no writes from this user)",
+                hint="start the daemon (or run `ccsync status` once as the mirror's owner), "
+                "then read it again",
+            ) from None
+    return _sqlite(p, "mode=ro&immutable=1")
 
 
 def refusal(exc: sqlite3.DatabaseError, p: Path) -> MirrorError:

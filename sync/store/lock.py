@@ -22,6 +22,7 @@ connection (`WriterLock.release`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import sys
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sync.core.errors import MirrorError
+from sync.store.faults import READ_ONLY, fault
 
 #: The command line shown in a refusal, at most.
 _CMDLINE_CHARS = 200
@@ -62,18 +64,28 @@ class WriterLock:
 def open_database(p: Path) -> int:
     """A descriptor of the database file, created empty if missing (an empty file is an empty
     SQLite database). Read-only: `flock` needs no more, and a read-only file is then refused by
-    SQLite's own first write, with its own message."""
+    SQLite's own first write, with its own message; a directory that takes no writes is a
+    `read_only` storage fault, as that write's would be."""
     try:
         return os.open(p, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if not p.exists():
-            raise MirrorError(
-                f"cannot write beside mirror {p} ({exc.strerror}): the directory is read-only",
-                hint="give the sync user write access to the directory, or move [mirror] path",
-            ) from None
+            raise _unwritable(p, exc) from None
         raise MirrorError(
             f"mirror {p} cannot be read: {exc.strerror}", hint="check its owner and permissions"
         ) from None
+
+
+def _unwritable(p: Path, exc: OSError) -> MirrorError:
+    """A file the writer cannot create beside the mirror: a directory that takes no writes
+    (read-only, or not this user's) is a `read_only` storage fault (exit 4), as SQLite's own
+    read-only write is; anything else (`/proc`) is named as it is."""
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return fault(READ_ONLY, p, exc.strerror or str(exc), then="then run the command again")
+    return MirrorError(
+        f"cannot write beside mirror {p} ({exc.strerror}): the directory is read-only",
+        hint="give the sync user write access to the directory, or move [mirror] path",
+    )
 
 
 def take(p: Path, fd: int) -> WriterLock:
@@ -83,10 +95,7 @@ def take(p: Path, fd: int) -> WriterLock:
     try:
         info = os.open(info_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise MirrorError(
-            f"cannot write beside mirror {p} ({exc.strerror}): the directory is read-only",
-            hint="give the sync user write access to the directory, or move [mirror] path",
-        ) from None
+        raise _unwritable(info_path, exc) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import signal
+import socket
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -388,3 +389,29 @@ async def test_credentials_the_login_refuses_stop_the_daemon_with_the_setting_to
         await asyncio.wait_for(daemon.run(), timeout=30)
     assert "[upstream] email" in str(info.value.hint)
     assert daemon.state.backfill_failed is None
+
+
+async def test_a_taken_listen_port_is_one_line_naming_the_setting(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Another program on `[webhooks] listen`: one line naming the key and the port, exit 2
+    (a configuration error, docs/commands.md), no traceback, no `daemon.stopped`."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        cfg = write_config(
+            tmp_path / "sync.toml",
+            upstream=upstream_keys(emulator, "CLI_PW", types=["malls"]),
+            mirror={"path": tmp_path / "m.db"},
+            webhooks={"enabled": True, "listen": f"127.0.0.1:{port}", "secret": SECRET},
+            logging={"level": "info"},
+        )
+        code, _, err = await run("run", "--config", str(cfg), env={"CLI_PW": emulator.password})
+    finally:
+        taken.close()
+    assert code == 2, err
+    assert err.count("\n") == 1, err
+    assert "[webhooks] listen" in err and f"127.0.0.1:{port}" in err
+    assert "Traceback" not in err

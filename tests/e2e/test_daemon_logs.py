@@ -76,7 +76,7 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
                 return done | events
 
             await eventually(
-                lambda: JOBS | {"worker.drained", "upstream.probed"} <= seen(), timeout=60
+                lambda: JOBS | {"worker.summary", "upstream.probed"} <= seen(), timeout=60
             )
     logging.getLogger("apscheduler").info("a line of the scheduler's own")  # bridged at debug
     info = [e for e in captured if e["log_level"] == "info"]
@@ -91,7 +91,7 @@ async def test_the_daemon_logs_at_info_only_what_the_docs_show(
     refusing = [e for e in captured if e["event"] == "config.refuses_what_the_spec_allows"]
     assert len(refusing) == 1 and "max_body_bytes = 1048576" in str(refusing[0]["hint"])
     # A webhook batch's and a backfill's cost, counted as a job run's is (`sync.core.tally`).
-    for event in ("worker.drained", "backfill.done"):
+    for event in ("worker.summary", "backfill.done"):
         counts = [e["requests"] for e in info if e["event"] == event]
         assert counts and all(isinstance(n, int) for n in counts) and max(counts) > 0, event
     for e in info:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sync.commands.wiring import EXIT_STORAGE
 from sync.emulator import Emulator
 from sync.model import catalogue
 from sync.store import Mirror
@@ -164,5 +165,5 @@ async def test_a_mirror_in_a_read_only_directory_is_not_overwritten(
         rc, _, err = await sync("backfill", "--quiet", "--config", cfg, emu=emulator)
     finally:
         tmp_path.chmod(0o755)
-    assert "read-only" in error_line(rc, err)
+    assert "does not take writes" in error_line(rc, err, EXIT_STORAGE)
     assert files_in(tmp_path) == before

@@ -29,6 +29,9 @@ async def test_status_names_the_running_daemon_then_says_it_stopped(
         assert data["daemon"]["since"] and data["daemon"]["last_heartbeat"]
         lines = status_lines(data)
         assert any(line.startswith(f"daemon: running, pid {os.getpid()} since ") for line in lines)
+        # The verdict first, then (no problems) the per-type table (#48).
+        assert lines[0] == "healthy" and data["verdict"] == "healthy"
+        assert lines[1].split()[:3] == ["type", "rows", "last"]
     # Stopped; its jobs fall due while no daemon runs.
     mirror = Mirror.open(db)
     mirror.conn.execute("UPDATE _sync_jobs SET next_run_at = '2026-01-01T00:00:00.000Z'")
@@ -37,6 +40,7 @@ async def test_status_names_the_running_daemon_then_says_it_stopped(
     code, out, err = await run("status", "--mirror", str(db))
     assert code == 0, err
     assert "degraded" not in out, out
+    assert out.splitlines()[0].startswith("stopped since 20")
     (line,) = [x for x in out.splitlines() if x.startswith("daemon: ")]
     assert line.startswith("daemon: not running since 20") and "jobs waiting for it: " in line
     assert "poll" in line and "deletions" in line
@@ -58,7 +62,7 @@ def test_status_shows_the_page_size_probed_and_the_verify_at_a_cycle_start(
     mirror.jobs.started("verify", "2026-01-01T00:00:00.000Z")
     mirror.close()
     data = status_data(db)
-    assert data["page_size"] == "100:"
+    assert data["page_size"] == {"asked": 100, "served": None}  # numbers for scripts (#48)
     lines = status_lines(data)
     assert "page size: asked 100, upstream serves what is asked (no smaller bound seen)" in lines
     assert any(x.startswith("verify: position start of a cycle;") for x in lines), lines

@@ -25,7 +25,7 @@ from tests.support.channel_fakes import BASE, LOGIN, PASSWORD, FakeSleep, page_d
 from tests.support.channel_fakes import DEALS_URL as DEALS
 from tests.support.channel_fakes import channel_client as client
 from tests.support.ports import free_port as _closed_port
-from tests.support.processes import spawn
+from tests.support.processes import run, spawn
 from tests.support.settings import write_config
 
 
@@ -185,6 +185,17 @@ async def test_the_daemon_names_an_unreachable_upstream_within_seconds_and_keeps
                 health = await resp.json()
         assert health["status"] == "starting"
         assert any("[upstream] base_url" in p for p in health["problems"]), health
+        # `ccsync status` says it first, as /healthz lists it (#48).
+        lines: list[str] = []
+        for _ in range(50):
+            code, out, err = await run("status", "--mirror", str(tmp_path / "m.db"))
+            assert code == 0, err
+            lines = out.splitlines()
+            if lines[0] != "starting (first backfill)":
+                break
+            await asyncio.sleep(0.2)
+        assert lines[0].startswith("degraded: ") and "[upstream] base_url" in lines[0], lines
+        assert any(x.startswith("problem: ") and "[upstream] base_url" in x for x in lines)
         # Stop while it waits between two retries: it exits at once, with 0.
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), timeout=10) == 0

@@ -9,5 +9,6 @@ emulator_client: a signed client of the emulator, independent of `sync.channel`,
 JSON:API schema. channel_fakes: the upstream faked at the HTTP seam for the client suites.
 chaos: the storm's config and faults. management: the management suites' config and runs.
 hostile: the hostile-input suites' mirror snapshot, error line and config. proxy: a tampering
-proxy in front of the emulator. pages: a resource as served, and a page written to a mirror.
+proxy in front of the emulator. readonly: a read-only mount, a group reader. pages: a resource as
+served, and a page written to a mirror.
 """

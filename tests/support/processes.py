@@ -9,7 +9,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +28,12 @@ async def spawn(
     module: str = "sync",
     stdout: int = PIPE,
     stderr: int = PIPE,
+    prefix: Sequence[str] = (),
 ) -> asyncio.subprocess.Process:
-    """`python -m <module> <args>` (`ccsync <args>`), `env` on top of this process's."""
+    """`python -m <module> <args>` (`ccsync <args>`), `env` on top of this process's; `prefix`
+    runs it through another program (`setpriv ...`, `tests.support.readonly`)."""
     return await asyncio.create_subprocess_exec(
+        *prefix,
         sys.executable,
         "-m",
         module,
@@ -47,9 +50,10 @@ async def run(
     env: Mapping[str, str] | None = None,
     module: str = "sync",
     timeout: float = 120.0,
+    prefix: Sequence[str] = (),
 ) -> tuple[int, str, str]:
     """Run `ccsync <args>` to its end: exit code, stdout, stderr."""
-    proc = await spawn(*args, env=env, module=module)
+    proc = await spawn(*args, env=env, module=module, prefix=prefix)
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     return proc.returncode or 0, out.decode(), err.decode()
 

@@ -51,3 +51,22 @@ def test_child_tasks_count_into_their_parents_run_other_tasks_do_not() -> None:
         return mine.requests, tally._current.get() is None
 
     assert asyncio.run(main()) == (2, True)
+
+
+def test_a_summary_sums_per_key_and_is_taken_once_per_interval() -> None:
+    now = [0.0]
+    summary = tally.Summary(10.0, clock=lambda: now[0])
+    assert summary.take() is None  # nothing yet
+    summary.add("deals", notices=1, requests=1)
+    assert summary.take() == {"deals": {"notices": 1, "requests": 1}}  # the first at once
+    summary.add("deals", notices=2, requests=1)
+    summary.add("articles", notices=1)
+    now[0] = 9.9
+    assert summary.take() is None
+    now[0] = 10.0
+    assert summary.take() == {
+        "articles": {"notices": 1},
+        "deals": {"notices": 2, "requests": 1},
+    }
+    summary.add("deals", notices=1)
+    assert summary.take(force=True) == {"deals": {"notices": 1}}

@@ -105,7 +105,11 @@ async def test_updates_are_fetched_and_only_confirmed_deletions_remove_rows(
     assert ids(mirror, "articles") == [1, 4]
     assert [a for k, a in client.asked] == [("", [1, 2]), ("", [3, 4])]
     assert worker.queue.depth() == 0 and worker.processed == 5
-    assert [e["event"] for e in logs] == ["worker.deletion_not_confirmed", "worker.drained"]
+    assert [e["event"] for e in logs] == [
+        "worker.deletion_not_confirmed",
+        "worker.drained",
+        "worker.summary",
+    ]
     assert [(t, p, len(s)) for t, p, s in lags] == [("articles", "notice", 1)]
 
 
@@ -125,7 +129,11 @@ async def test_a_final_answer_drops_the_notices_and_a_transient_one_keeps_them(
         assert await worker.drain_type("events") == 2
         assert await worker.drain_type("no_such_type") == 0  # acknowledged, ignored
     dropped = [(e["event"], e["notices"]) for e in logs]
-    assert dropped == [("worker.notices_dropped", 2), ("worker.drained", 2)]
+    assert dropped == [
+        ("worker.notices_dropped", 2),
+        ("worker.drained", 2),
+        ("worker.summary", 2),
+    ]
     assert worker.queue.types_pending("update") == ["articles"]
     with pytest.raises(RetriesExhaustedError):
         await worker.drain_type("articles")
@@ -181,3 +189,24 @@ async def test_a_mall_row_is_fetched_in_its_mall_and_a_creation_is_located(
     assert poller.polled == [("stores", [7, 8], 3)]
     row = mirror.conn.execute("SELECT updated_at FROM stores WHERE id = 1").fetchone()
     assert row[0] == stamp(4)
+
+
+async def test_at_info_one_summary_line_stands_for_many_batches(mirror: Mirror) -> None:
+    """One notice at a time, 30 times over (2 changes a second): one `worker.drained` each at
+    debug, and at info one `worker.summary` per `SUMMARY_EVERY` s, not one per batch (#48)."""
+    table(mirror, "articles", [(1, stamp(1))])
+    client = FakeClient()
+    client.serve(Scope(ARTICLES), [res(1, "articles", stamp(5))])
+    worker = _worker(client, mirror)
+    with capture_logs() as logs:
+        for _ in range(30):
+            worker.queue.enqueue(_notices("update", "articles", [1]))
+            await worker.drain_type("articles")
+        worker._log_summary(force=True)  # as the worker does when it stops
+    assert len([e for e in logs if e["event"] == "worker.drained"]) == 30
+    assert all(e["log_level"] == "debug" for e in logs if e["event"] == "worker.drained")
+    info = [e for e in logs if e["log_level"] == "info"]
+    assert [(e["event"], e["notices"], e["types"]) for e in info] == [
+        ("worker.summary", 1, {"articles": 1}),
+        ("worker.summary", 29, {"articles": 29}),
+    ]

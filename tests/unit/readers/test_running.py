@@ -104,3 +104,24 @@ def test_an_unfinished_backfill_is_shown_however_many_runs_came_after(mirror: Mi
     )
     lines = backfill_lines(backfill_state(mirror))
     assert lines[0] == "backfill: last run failed (2026-01-02T00:00:00.000Z)"
+
+
+def test_a_backfill_nobody_holds_the_mirror_for_is_interrupted_and_its_start_is_local(
+    mirror: Mirror,
+) -> None:
+    """`kill -9` of a backfill leaves its run `running` with no process behind it (#48); its
+    start shown is the local moment, not the stamps' lower bound (a day early) kept for the
+    cursors."""
+    mirror.conn.execute(
+        "INSERT INTO _sync_runs (kind, started_at, status, pid) "
+        "VALUES ('backfill', '2026-01-02T00:00:00.000Z', 'running', ?)",
+        (os.getpid(),),  # this process holds the `mirror` fixture's lock
+    )
+    assert backfill_state(mirror)["last_run"]["status"] == "running"
+    mirror.conn.execute("UPDATE _sync_runs SET pid = ? WHERE kind = 'backfill'", (2**22 + 1,))
+    assert backfill_state(mirror)["last_run"]["status"] == "interrupted"
+    mirror.meta.set("backfill_started_at", "2026-01-01T00:00:00.000Z")
+    mirror.meta.set("backfill_started_local", "1767312000.000")  # 2026-01-02T00:00:00Z
+    state = backfill_state(mirror)
+    assert state["unfinished_since"] == "2026-01-02T00:00:00.000Z"
+    assert backfill_lines(state)[0] == "backfill: last run interrupted (2026-01-02T00:00:00.000Z)"

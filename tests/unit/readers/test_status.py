@@ -112,23 +112,28 @@ def _data(**over: Any) -> dict[str, Any]:
 def test_status_lines_render_the_budget_each_way_and_the_problems() -> None:
     lines = status_lines(_data())
     assert lines[:4] == [
+        "degraded: poll overdue by 300 s",
+        "problem: poll overdue by 300 s",
+        f"{'type':<15} {'rows':>9}  {'last sync':<24} {'lag s':>8}  {'cursor':<24}  error",
+        f"{'deals':<15} {'1,234':>9}  {'-':<24} {'-':>8}  {'-':<24}  ",
+    ]
+    assert lines[4:8] == [
         "mirror: /m.db",
         "queue: 1 notice waiting",
         "webhook subscriptions: none recorded (checked never)",
         "request budget: not recorded (no configuration read, no daemon has run)",
     ]
-    assert "degraded: poll overdue by 300 s" in lines
     stopped = _data(
         daemon={"running": False, "stopped_at": "2026-01-01T00:00:00.000Z"},
         problems=["poll error: login refused"],
     )
     stopped_lines = status_lines(stopped)
     assert "left by the last run: poll error: login refused" in stopped_lines
+    assert stopped_lines[0] == "stopped since 2026-01-01T00:00:00.000Z"
     assert not [line for line in stopped_lines if line.startswith("degraded")]
-    assert lines[-1].split() == ["deals", "1,234", "-", "-", "-"]
     budget = {"max_per_second": 5.0, "rate": 2.5, "throttled": 2}
-    assert status_lines(_data(request_budget=budget))[3] == (
+    assert status_lines(_data(request_budget=budget))[7] == (
         "request budget: 5/s, now 2.5/s, 2 answers 429"
     )
-    configured_off = status_lines(_data(request_budget={"configured": True}))[3]
+    configured_off = status_lines(_data(request_budget={"configured": True}))[7]
     assert configured_off == "request budget: none ([upstream] max_requests_per_second = 0)"

@@ -357,7 +357,7 @@ class ChannelClient:
     async def resource(self, rtype: ResourceType, rid: int | str) -> dict[str, Any]:
         """`GET /<type>/{id}`: one resource (`NotFoundError` when the upstream has none): the
         only evidence, besides the deletions feed, that a mall is gone (a 404 from one of its
-        listings says nothing of the mall, `sync.jobs.fetch.confirm_mall_gone`)."""
+        listings says nothing of the mall, `sync.jobs.evidence.confirm_mall_gone`)."""
         doc, _ = await self.session.get_document(f"/{rtype.path}/{rid}", {})
         data = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(data, dict):

@@ -10,7 +10,7 @@ and `links.last` as an address the upstream computes. Neither is taken on trust:
   serves), even past `links.last` (an upstream whose `links.last` is short would otherwise end a
   walk with rows unread: the next page is asked and found empty). It ends at an empty page, or a
   page shorter than the served size that `links.last` agrees is the last. A short page never
-  proves that rows are gone: that is for `filter[id]` over every page (`sync.jobs.fetch`).
+  proves that rows are gone: that is for `filter[id]` over every page (`sync.jobs.evidence`).
 - **A page past the end may be refused.** The page after one at or past `links.last` (or
   whose `links.next` is null) proves nothing when it answers 404 or 400: the walk ends there,
   as at an empty page (Django REST framework answers 404 "Invalid page."). A page promised by

@@ -69,7 +69,7 @@ class Bodies:
         #: Requests the rolling verify may spend (`verify_step`); may be set to run a whole cycle.
         self.verify_credit = 0.0
         self.members_detected = False  # `detect_members` has decided (`sync.jobs.mallincludes`)
-        self.ties = TombstoneTies(running.fetcher)
+        self.ties = TombstoneTies(running.evidence)
         #: One lane per type for the polls (`sync.daemon.lanes`).
         self.lanes = Lanes(self.settings.upstream.concurrency)
 

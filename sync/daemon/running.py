@@ -25,7 +25,7 @@ from sync.core.metrics import Metrics
 from sync.daemon.health import Gauges, Health
 from sync.daemon.runs import JobRuns
 from sync.daemon.state import SyncState
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.mallincludes import MallIncludes
 from sync.jobs.poll import Poller
 from sync.jobs.progress import Progress
@@ -83,7 +83,7 @@ class Running:
     client: ChannelClient
     queue: ChangeQueue
     recorder: Recorder
-    fetcher: Fetcher
+    evidence: Evidence
     poller: Poller
     reconciler: Reconciler
     verifier: Verifier
@@ -134,11 +134,11 @@ def build(
         on_lateness=metrics.lateness,
     )
     reconciler = Reconciler(client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share)
-    fetcher = reconciler.fetcher  # one fetcher for the reconcile, the fast path and the notices
+    evidence = reconciler.evidence  # one evidence for the reconcile, the fast path and the notices
     members = MallIncludes(
         client,
         mirror,
-        fetcher,
+        evidence,
         types,
         malls,
         page_size=s.upstream.members_page_size,
@@ -157,7 +157,7 @@ def build(
     worker = QueueWorker(
         mirror,
         queue,
-        fetcher,
+        evidence,
         types,
         members=members,
         poller=poller,
@@ -166,6 +166,7 @@ def build(
         storage=storage,
         batch_delay=s.schedule.queue_batch_delay,
         on_lag=recorder.lagged,
+        now=client.clock.now_ts,
     )
     # The scrape reads these parts from now on (`sync.core.metrics.Live`).
     metrics.watch(Gauges(state, mirror, client, queue))
@@ -181,7 +182,7 @@ def build(
         client=client,
         queue=queue,
         recorder=recorder,
-        fetcher=fetcher,
+        evidence=evidence,
         poller=poller,
         reconciler=reconciler,
         verifier=Verifier(client, mirror, on_repair=recorder.verify_repaired),

@@ -32,8 +32,9 @@ from sync.emulator.late import Late
 from sync.emulator.records import Rec
 from sync.emulator.rows import Rows
 from sync.emulator.spec import MALL_SCOPED, SIDELOADED, TARGET, TYPES
-from sync.emulator.stamps import Stamps
+from sync.emulator.stamps import Stamps, seconds
 from sync.model.columns import NULLABLE
+from sync.model.stamps import iso_ms
 
 Listener = Callable[[str, str, int, str | None], None]  # (kind, type, id, deletion id)
 
@@ -197,10 +198,19 @@ class Dataset(Rows):
 
     def recreate(self, type_name: str, rid: int) -> Rec:
         """Delete `rid` (feed entry, notice) and create it again at once under the same id,
-        with fresh stamps later than the entry (`Hard.recreate_before_feed`)."""
+        with fresh stamps later than the entry (`Hard.recreate_before_feed`), or up to a
+        second before it (`Hard.recreated_before_entry`)."""
         mall = self.by_type[type_name][rid].mall
-        self.delete(type_name, rid)
-        return self.create(type_name, mall=mall if mall in self.by_type["malls"] else None, rid=rid)
+        entry = self.delete(type_name, rid)
+        rec = self.create(type_name, mall=mall if mall in self.by_type["malls"] else None, rid=rid)
+        current = rec.decoded()
+        if self.hard.recreated_before_entry and "updated_at" in current:
+            behind = self.hard_rng.uniform(0.1, 0.99)
+            stamp = iso_ms(seconds(str(entry.decoded()["created_at"])) - behind)
+            rec.set_attrs({**current, "created_at": stamp, "updated_at": stamp})
+            self.revise(rec)
+            self.version[type_name] += 1
+        return rec
 
     def malls_of(self, type_name: str, rid: int) -> list[int]:
         """The sorted ids of the malls whose `/malls/{id}/<type>` route lists the row (several

@@ -132,6 +132,11 @@ class Hard:
     #: the rows served at `T` out, `gt=T` and `gte=T` hold them. `mutate_randomly` also makes
     #: bulk updates and bulk deletes of one type under one stamp (`Dataset.bulk_delete`).
     micro_stamps: bool = False
+    #: A row created again under its deleted id (`Dataset.recreate`) is stamped up to a second
+    #: *before* its deletion entry (0.1-0.99 s: another app server whose clock is behind the
+    #: feed's, or a table that keeps whole seconds): the spec fixes neither one clock nor one
+    #: precision for the stamps it serves.
+    recreated_before_entry: bool = False
 
     # -- meta.scripts (#30) ----------------------------------------------------------------------
     #: Each type serves its own `meta.scripts` list, which `set_scripts` changes at run time

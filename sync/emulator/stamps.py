@@ -52,13 +52,13 @@ class Stamps:
             if previous is not None and stamp < previous:
                 stamp = previous[:20] + "000Z" if previous[20:23] != "000" else previous
                 if stamp < previous:  # `previous` had a fraction: the next whole second
-                    stamp = iso_ms(float(int(_seconds(previous))) + 1.0)
-            self.last = max(self.last, _seconds(stamp))
+                    stamp = iso_ms(float(int(seconds(previous))) + 1.0)
+            self.last = max(self.last, seconds(stamp))
             return stamp
         ts = max(now, self.last + 0.001)
         stamp = iso_ms(ts)
         if previous is not None and stamp <= previous:
-            ts = _seconds(previous) + 0.001
+            ts = seconds(previous) + 0.001
             stamp = iso_ms(ts)
         self.last = ts
         return stamp
@@ -70,6 +70,6 @@ def micro(kind: str, stamp: str) -> str:
     return f"{zlib.crc32(f'{kind}|{stamp}'.encode()) % 999 + 1:03d}"
 
 
-def _seconds(stamp: str) -> float:
+def seconds(stamp: str) -> float:
     """The Unix time of a `YYYY-MM-DDTHH:MM:SS.sssZ` stamp."""
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()

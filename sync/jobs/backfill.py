@@ -43,8 +43,8 @@ from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs import backfillrun, backfilltail
 from sync.jobs.backfillrun import BackfillReport, TypeReport
+from sync.jobs.evidence import Evidence, confirm_mall_gone
 from sync.jobs.fanout import bounded
-from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.hours import MallHours
 from sync.jobs.missedrows import MissedRows
 from sync.jobs.oneshot import connected
@@ -200,7 +200,7 @@ class Backfill:
             self.mirror.indexes.defer(False)
             await backfilltail.fill_linkage(self.client, self.mirror, self.settings)
             # Copies stamped their tombstone's very moment (a mirror backfilled again).
-            await TombstoneTies(Fetcher(self.client, self.mirror)).settle(
+            await TombstoneTies(Evidence(self.client, self.mirror)).settle(
                 t.name for t in self.settings.upstream.mirrored_types()
             )
             status = "ok" if not any(t.error for t in self.report.types.values()) else "partial"

@@ -44,7 +44,7 @@ from sync.channel.pages import Page
 from sync.channel.paging import PAST_END
 from sync.core.errors import BadResponseError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
@@ -115,7 +115,7 @@ class MallIncludes:
         self,
         client: ChannelClient,
         mirror: Mirror,
-        fetcher: Fetcher,
+        evidence: Evidence,
         types: Sequence[ResourceType],
         malls: Callable[[], list[int]],
         *,
@@ -124,7 +124,7 @@ class MallIncludes:
     ) -> None:
         self.client = client
         self.mirror = mirror
-        self.fetcher = fetcher
+        self.evidence = evidence
         self.types = [t for t in types if t.level == "mall"]
         self.malls = malls
         self.page_size = page_size
@@ -360,7 +360,7 @@ class MallIncludes:
         scopes = [Scope(rtype, mall_id, p) for p in rtype.scope_params]
         for start in range(0, len(ids), 100):
             try:
-                got |= await self.fetcher.fetch_found(scopes, ids[start : start + 100])
+                got |= await self.evidence.fetch_found(scopes, ids[start : start + 100])
             except NotFoundError:
                 return got  # the mall itself is gone: the deletions feed takes its rows
         return got

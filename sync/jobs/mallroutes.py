@@ -42,7 +42,7 @@ from sync.channel.pages import Page
 from sync.channel.paging import PAST_END, reask
 from sync.core.errors import ListingUnsettledError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import confirm_mall_gone
+from sync.jobs.evidence import confirm_mall_gone
 from sync.model import catalogue
 from sync.model.scopes import Scope
 from sync.pipeline.encoding import parse_id

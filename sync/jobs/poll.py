@@ -40,9 +40,9 @@ from sync.channel.profile import (
 from sync.core.config import Settings
 from sync.core.errors import NoProgressError, NotFoundError
 from sync.core.logs import get_logger
+from sync.jobs.evidence import Evidence, confirm_mall_gone
 from sync.jobs.fanout import bounded
 from sync.jobs.feed import FeedEntries
-from sync.jobs.fetch import Fetcher, confirm_mall_gone
 from sync.jobs.freshness import OnLag, changed_lags, new_versions
 from sync.jobs.lateness import Lookbacks
 from sync.jobs.recreated import Recreated
@@ -103,9 +103,9 @@ class Poller:
         self.on_lateness = on_lateness
         self.log = get_logger("sync.poll")
         #: Rows created again under a deleted id: their owners and malls asked once each.
-        self.recreated = Recreated(Fetcher(client, mirror))
+        self.recreated = Recreated(Evidence(client, mirror))
         #: Copies the walk met within the window of their tombstone: `filter[id]` decides.
-        self.ties = TombstoneTies(Fetcher(client, mirror))
+        self.ties = TombstoneTies(Evidence(client, mirror))
 
     def _not_after_now(self, cursor: str | None) -> str | None:
         """A stamp in the future (skewed upstream clocks) must not carry the cursor past now:
@@ -390,7 +390,7 @@ class Poller:
         decides, in every mall the mirror holds the row in. Not served: deleted, with no
         tombstone (the entry could not date the row). Served: rewritten, kept, and returned
         (per type): created again, for `Recreated` to settle."""
-        fetcher = Fetcher(self.client, self.mirror)
+        evidence = Evidence(self.client, self.mirror)
         served: dict[str, list[int]] = {}
         for name, ids in tied.items():
             rtype = catalogue.TYPES[name]
@@ -401,7 +401,7 @@ class Poller:
                 malls = sorted({m for rid in ids for m in table.malls_of(rid)})
                 if not malls:
                     continue  # no mall holds it here: the proof's listings decide
-            gone = set(await fetcher.confirm_gone(scopes_of(rtype, malls), ids))
+            gone = set(await evidence.confirm_gone(scopes_of(rtype, malls), ids))
             removed = self.mirror.table(name).delete(gone) if gone else 0
             kept = [i for i in ids if i not in gone]
             if kept:

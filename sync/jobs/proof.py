@@ -34,7 +34,7 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import Fetcher, confirm_mall_gone
+from sync.jobs.evidence import Evidence, confirm_mall_gone
 from sync.jobs.freshness import OnLag
 from sync.jobs.mallincludes import _linkage, _stamps
 from sync.jobs.mallroutes import MallRoutes
@@ -118,7 +118,7 @@ class Proof:
         self.differ = UnitDiff(
             client,
             mirror,
-            self.reconciler.fetcher,
+            self.reconciler.evidence,
             self.book,
             max_delete_share=max_delete_share,
             force=force,
@@ -430,7 +430,7 @@ async def run_proof_cycle(
         )
         report = await proof.run_all()
         # Copies its listings met stamped their tombstone's very moment: `filter[id]` decides.
-        await TombstoneTies(Fetcher(client, mirror)).settle(t.name for t in types)
+        await TombstoneTies(Evidence(client, mirror)).settle(t.name for t in types)
     for t in types:
         kinds = report.repairs.get(t.name, {})
         fetched = sum(n for k, n in kinds.items() if k != "missed_deletion")

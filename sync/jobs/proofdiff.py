@@ -4,7 +4,9 @@ A unit is one (type, mall) group of scopes (`sync.jobs.proof`). Its listing (ids
 kept page by page in `sync.store.proof`) is diffed with the reconcile's `Listing`:
 
 - listed ids the mirror lacks, or holds with an older stamp, are fetched by `filter[id]` and
-  written through the guarded write (`Fetcher`): a `missed_creation` or a `missed_change`;
+  written through the guarded write (`sync.jobs.evidence`): a `missed_creation` or a
+  `missed_change` only when the mirror holds them afterwards; one it refused (a tombstone, a
+  value) is unresolved with why, never "repaired";
 - a mall listing's rows the mirror does not know in that mall join it, and rows it lacks leave
   it once `filter[id]` in that mall agrees, with that mall's canaries: `membership` (the row
   itself stays);
@@ -15,6 +17,10 @@ kept page by page in `sync.store.proof`) is diffed with the reconcile's `Listing
   everything): nothing is deleted, and the rows stay unresolved (`unconfirmed`), which the
   mass-delete guard reports. Confirmed deletions are `missed_deletion`, never held by the
   guard. `force` (`ccsync reconcile --force`) accepts `filter[id]` without canaries.
+
+Every question goes through `Evidence.ask` (where, batches, a listing's 404, canaries, the write
+and what the mirror holds after it); this module decides only what the answers mean for a
+unit's listing.
 """
 
 from __future__ import annotations
@@ -23,14 +29,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sync.channel.client import MAX_IDS, ChannelClient
-from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher, confirm_mall_gone
+from sync.jobs.evidence import Evidence
 from sync.jobs.freshness import OnLag, lags
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
-from sync.pipeline.encoding import parse_id
-from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 from sync.store.proof import ProofBook
 
@@ -41,6 +44,14 @@ CANARY_TRIES = 3
 
 #: Told (type, kind, rows) of each repair: the daemon counts them (`sync_repairs_total`).
 OnRepair = Callable[[str, str, int], None]
+
+
+class MallGone(Exception):
+    """A mall's listing answered 404 and `GET /malls/{id}` agreed: the mall is gone."""
+
+    def __init__(self, mall_id: int) -> None:
+        super().__init__(f"mall {mall_id} is gone")
+        self.mall_id = mall_id
 
 
 def scope_key(unit: str, index: int) -> str:
@@ -67,7 +78,7 @@ class UnitDiff:
         self,
         client: ChannelClient,
         mirror: Mirror,
-        fetcher: Fetcher,
+        evidence: Evidence,
         book: ProofBook,
         *,
         max_delete_share: float | None,
@@ -77,7 +88,7 @@ class UnitDiff:
     ) -> None:
         self.client = client
         self.mirror = mirror
-        self.fetcher = fetcher
+        self.evidence = evidence
         self.book = book
         self.max_delete_share = max_delete_share
         self.force = force
@@ -94,6 +105,23 @@ class UnitDiff:
         )
         if self.on_repair is not None:
             self.on_repair(type_name, kind, len(ids))
+
+    def _refused(self, out: UnitOutcome, type_name: str, refused: dict[int, str]) -> None:
+        """Rows the listing served that the mirror does not hold after the write: unresolved,
+        with why (never counted as repaired)."""
+        out.unresolved += len(refused)
+        first = next(iter(refused.values()))
+        why = f"{len(refused)} rows served were not taken by the mirror ({first})"
+        out.why = why if out.why is None else f"{out.why}; {why}"
+        self.log.error(
+            "proof.unresolved",
+            type=type_name,
+            rows=len(refused),
+            ids=sorted(refused)[:50],
+            why=first,
+            hint="the upstream serves rows the mirror refuses; they stay unresolved in "
+            "ccsync status until a later cycle writes them",
+        )
 
     async def diff(self, unit: str, scopes: Sequence[Scope]) -> UnitOutcome:
         """Diff and repair `unit` (its listing complete in the book); see the module docstring."""
@@ -113,12 +141,15 @@ class UnitDiff:
                     self.on_repair(rtype.name, "membership", joined)
             for ids in listing.missing_or_stale():
                 known = self.mirror.table(rtype.name).stamps(ids)
-                out.requests += len(scopes)
-                found = await self.fetcher.fetch_found(scopes, ids)
+                verdict = await self.evidence.ask(rtype, {mall_id: ids}, within=scopes)
+                out.requests += verdict.requests
+                found = verdict.served
                 created = [i for i in ids if i in found and i not in known]
                 changed = [i for i in ids if i in found and i in known]
                 self.repaired(out, rtype.name, "missed_creation", created)
                 self.repaired(out, rtype.name, "missed_change", changed)
+                if verdict.refused:
+                    self._refused(out, rtype.name, verdict.refused)
                 if self.on_lag is not None and (created or changed):
                     now = self.client.clock.now_ts()
                     self.on_lag(
@@ -158,8 +189,7 @@ class UnitDiff:
                     served, verdict = await self._ask(scope_key(unit, i), scope, chunk, out)
                     still |= served
                     verdicts.add(verdict)
-            except NotFoundError as exc:
-                await confirm_mall_gone(self.client, mall_id, exc)  # else raised: a failure
+            except MallGone:  # `GET /malls/{id}` agreed (else raised: a failure)
                 out.mall_gone = True
                 return
             left = [i for i in chunk if i not in still]
@@ -254,28 +284,33 @@ class UnitDiff:
     async def _ask(
         self, key: str, scope: Scope, ids: list[int], out: UnitOutcome
     ) -> tuple[set[int], str]:
-        """`filter[id]` for `ids` in `scope` with canaries from the listing kept under `key`;
-        the ids served (rewritten) and a verdict: `trusted` (the canaries came back), `doubt`
-        (they did not), `blind` (the listing had no row to ask). A canary may itself have left
-        the scope meanwhile (a deal made Private, a row deleted): the request is asked again
-        with the next canaries, `CANARY_TRIES` times at most, before its answer is doubted."""
-        served: set[int] = set()
-        for attempt in range(1 if self.force else CANARY_TRIES):
-            canaries = [] if self.force else self.book.canaries(key, CANARIES, attempt * CANARIES)
-            canaries = [c for c in canaries if c not in ids]
-            out.requests += 1
-            page = await self.client.fetch_ids(scope, [*ids, *canaries])
-            answer = {parse_id(r["id"]) for r in page.resources}
-            if page.resources:
-                self.mirror.write_staged(
-                    stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
-                )
-            served |= answer & set(ids)
-            if not canaries:  # none to ask; after a doubted round: none left to ask
-                return served, "doubt" if attempt else "blind"
-            if set(canaries) <= answer:
-                return served, "trusted"
-        return served, "doubt"
+        """`filter[id]` for `ids` in `scope` with canaries from the listing kept under `key`
+        (`Evidence.ask`); the ids served (rewritten) and a verdict: `trusted` (the canaries
+        came back), `doubt` (they did not), `blind` (the listing had no row to ask). A canary
+        may itself have left the scope meanwhile (a deal made Private, a row deleted): the
+        request is asked again with the next canaries, `CANARY_TRIES` times at most, before
+        its answer is doubted. A mall `GET /malls/{id}` found gone raises `MallGone`."""
+
+        def canaries(_: Scope, attempt: int) -> list[int]:
+            return self.book.canaries(key, CANARIES, attempt * CANARIES)
+
+        verdict = await self.evidence.ask(
+            scope.rtype,
+            {scope.mall_id: ids},
+            canaries=None if self.force else canaries,
+            within=[scope],
+        )
+        out.requests += verdict.requests
+        if verdict.refused:
+            self._refused(out, scope.rtype.name, verdict.refused)
+        if scope.mall_id is not None and scope.mall_id in verdict.malls_gone:
+            raise MallGone(scope.mall_id)
+        served = verdict.served | set(verdict.refused)
+        if self.force:
+            return served, "trusted"
+        if verdict.doubted:
+            return served, "doubt"
+        return served, "trusted" if verdict.trusted else "blind"
 
     async def orphans(self, rtype: ResourceType, malls: Sequence[int], prefix: str) -> UnitOutcome:
         """Rows of a mall-scoped type no mall listed in this cycle: asked by `filter[id]` in
@@ -302,9 +337,7 @@ class UnitDiff:
                     served, verdict = await self._ask(
                         scope_key(f"{prefix}{mall}", 0), scope, rest, out
                     )
-                except NotFoundError as exc:
-                    # Only when `GET /malls/{id}` agrees (else a failure, raised: no deletion).
-                    await confirm_mall_gone(self.fetcher.client, mall, exc)
+                except MallGone:  # `GET /malls/{id}` agreed (else raised: a failure)
                     continue  # that mall went too: it serves nothing
                 found |= served
                 verdicts.add(verdict)

@@ -16,13 +16,13 @@ answers badly holds up only its own type's notices: the failing type keeps them,
 (`sync.jobs.typefaults`: exponential, bounded) and is reported, while the other lanes go on. While
 the mirror cannot take writes (`sync.store.watch`) no lane starts; one that meets the fault ends
 with its notices kept, and the worker waits until a write succeeds again.
-Fetching by id is `sync.jobs.fetch`'s. Mall-scoped types need a mall for `filter[id]`; the rows a
+Fetching by id is `sync.jobs.evidence`'s. Mall-scoped types need a mall for `filter[id]`; the rows a
 notice names that the mirror does not hold yet (creations) are looked for, all of a batch
 together, through the malls' linkage or in recently active malls (`sync.jobs.mallincludes`);
 what a type polled per mall cannot place that way is caught by a poll of the type in every
 mall (`Poller.poll_type`).
 
-The worker holds what it works with (mirror, queue, fetcher, members, poller, the type faults
+The worker holds what it works with (mirror, queue, evidence, members, poller, the type faults
 and the storage watch), given in its constructor; it records a failing type in the mirror
 itself.
 """
@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -40,7 +40,7 @@ from sync.channel.budget import Priority, current_priority
 from sync.core import tally
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.freshness import OnLag, changed_lags
 from sync.jobs.mallincludes import PER_MALL, MallIncludes, refused
 from sync.jobs.poll import Poller
@@ -64,7 +64,7 @@ class QueueWorker:
         self,
         mirror: Mirror,
         queue: ChangeQueue,
-        fetcher: Fetcher,
+        evidence: Evidence,
         types: Sequence[ResourceType],
         *,
         members: MallIncludes,
@@ -74,11 +74,13 @@ class QueueWorker:
         storage: StorageWatch,
         batch_delay: float = 0.05,
         on_lag: OnLag | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self.on_lag = on_lag  # the changes notices commit, and how late (`sync.jobs.freshness`)
+        self.now = now  # the upstream's clock (`UpstreamClock.now_ts`), for `on_lag`
         self.mirror = mirror
         self.queue = queue
-        self.fetcher = fetcher
+        self.evidence = evidence
         self.types = {t.name: t for t in types}
         self.members = members
         self.poller = poller
@@ -283,7 +285,7 @@ class QueueWorker:
         a mall that no longer serves it loses the membership. The row itself goes only on
         evidence that no mall lists it: the deletions feed, or the reconcile's `filter[id]` in
         every mall (a store that moved malls must not be deleted by its old mall's notice)."""
-        left = await self.fetcher.leave_malls(rtype, ids)
+        left = await self.evidence.leave_malls(rtype, ids)
         if left:
             self.log.info("worker.left_malls", type=rtype.name, memberships=left)
 
@@ -293,15 +295,15 @@ class QueueWorker:
         scopes = scopes_of(rtype, [mall_id] if mall_id is not None else [])
         if kind == "update":
             before = self.mirror.table(rtype.name).stamps(ids) if self.on_lag else {}
-            await self.fetcher.fetch_and_write(scopes, ids)
+            await self.evidence.fetch_and_write(scopes, ids)
             if self.on_lag is not None:
                 after = self.mirror.table(rtype.name).stamps(ids)
-                now = self.fetcher.client.clock.now_ts()
+                now = self.now()
                 self.on_lag(rtype.name, "notice", changed_lags(before, after, now))
             return
         held = [i for i in ids if self.mirror.table(rtype.name).get(i) is not None]
         if held:
-            removed = await self.fetcher.confirm_and_delete(scopes, held)
+            removed = await self.evidence.confirm_and_delete(scopes, held)
             if removed < len(held):
                 self.log.warning(
                     "worker.deletion_not_confirmed",

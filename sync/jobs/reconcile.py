@@ -38,7 +38,7 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import Fetcher, confirm_mall_gone
+from sync.jobs.evidence import Evidence, confirm_mall_gone
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.poll import apply_feed_first
@@ -106,7 +106,7 @@ class Reconciler:
     ) -> None:
         self.client = client
         self.mirror = mirror
-        self.fetcher = Fetcher(client, mirror)
+        self.evidence = Evidence(client, mirror)
         self.max_delete_share = max_delete_share
         self.log = get_logger("sync.reconcile")
 
@@ -129,7 +129,7 @@ class Reconciler:
             for start in range(0, len(absent), 100):
                 chunk = absent[start : start + 100]
                 try:
-                    left = await self.fetcher.confirm_gone(scopes, chunk)
+                    left = await self.evidence.confirm_gone(scopes, chunk)
                 except NotFoundError as exc:
                     await confirm_mall_gone(self.client, mall_id, exc)
                     self.mall_gone(mall_id)
@@ -146,7 +146,7 @@ class Reconciler:
             self._refuse(rtype, mall_id, result, len(absent), "the upstream listed none")
         gone: list[int] = []
         for start in range(0, len(absent), 100):
-            gone += await self.fetcher.confirm_gone(scopes, absent[start : start + 100])
+            gone += await self.evidence.confirm_gone(scopes, absent[start : start + 100])
         if gone:
             # Only deletions nothing explains reach the guard: rows the deletions feed listed
             # were deleted before the listing (`Reconcile.run` reads the feed first), and rows
@@ -177,7 +177,7 @@ class Reconciler:
                     "reconcile.joined_mall", type=rtype.name, mall_id=mall_id, rows=result.joined
                 )
             for ids in listing.missing_or_stale():
-                result.fetched += await self.fetcher.fetch_and_write(scopes, ids)
+                result.fetched += await self.evidence.fetch_and_write(scopes, ids)
             absent = [i for batch in listing.absent() for i in batch]
         self._log_repaired(rtype, mall_id, result)
         return absent
@@ -212,7 +212,7 @@ class Reconciler:
                 if not rest:
                     break
                 try:
-                    found |= await self.fetcher.fetch_found(scopes_of(rtype, [mall]), rest)
+                    found |= await self.evidence.fetch_found(scopes_of(rtype, [mall]), rest)
                 except NotFoundError as exc:
                     await confirm_mall_gone(self.client, mall, exc)
                     continue  # that mall went too: it serves nothing
@@ -351,7 +351,7 @@ async def reconcile_every_type(
 
         await run(rtype, orphans)
     # Copies its listings met stamped their tombstone's very moment: `filter[id]` decides.
-    await TombstoneTies(reconciler.fetcher).settle(t.name for t in types)
+    await TombstoneTies(reconciler.evidence).settle(t.name for t in types)
     out.pruned = sideloads.prune(mirror)
     return out
 

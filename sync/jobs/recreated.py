@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from sync.channel.client import MAX_IDS
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 
@@ -37,9 +37,9 @@ SETTLED_KEPT = 10_000
 class Recreated:
     """Settles rows created again under a deleted id (see the module docstring)."""
 
-    def __init__(self, fetcher: Fetcher) -> None:
-        self.fetcher = fetcher
-        self.mirror = fetcher.mirror
+    def __init__(self, evidence: Evidence) -> None:
+        self.evidence = evidence
+        self.mirror = evidence.mirror
         self._settled: OrderedDict[tuple[str, int, str | None], None] = OrderedDict()
         self.log = get_logger("sync.poll")
 
@@ -65,7 +65,7 @@ class Recreated:
             rtype = catalogue.TYPES[name]
             if rtype.level == "mall":
                 asked += len({m for i in todo for m in self.mirror.table(name).malls_of(i)})
-                left = await self.fetcher.leave_malls(rtype, todo)
+                left = await self.evidence.leave_malls(rtype, todo)
             elif name == "malls":
                 for mall in todo:  # the old mall's members are not the new one's
                     for member in catalogue.TYPES.values():
@@ -73,7 +73,7 @@ class Recreated:
                             continue
                         held = list(self.mirror.table(member.name).ids(mall_id=mall))
                         asked += -(-len(held) // MAX_IDS)
-                        left += await self.fetcher.leave_mall(member, mall, held)
+                        left += await self.evidence.leave_mall(member, mall, held)
             for rid in todo:
                 self._remember((name, rid, stamps.get(rid)))
             self.log.info(
@@ -96,7 +96,7 @@ class Recreated:
             groups = {None: ids}
         else:
             groups = {m: g for m, g in self.mirror.table(rtype.name).by_mall(ids).items()}
-        asked, _ = await self.fetcher.fetch_in_malls(rtype, groups)
+        asked, _ = await self.evidence.fetch_in_malls(rtype, groups)
         return asked
 
     def _remember(self, key: tuple[str, int, str | None]) -> None:

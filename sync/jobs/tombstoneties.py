@@ -21,16 +21,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sync.core.logs import get_logger
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.model import catalogue
 
 
 class TombstoneTies:
     """Settles the copies tied with their tombstone (see the module docstring)."""
 
-    def __init__(self, fetcher: Fetcher) -> None:
-        self.fetcher = fetcher
-        self.mirror = fetcher.mirror
+    def __init__(self, evidence: Evidence) -> None:
+        self.evidence = evidence
+        self.mirror = evidence.mirror
         self.log = get_logger("sync.poll")
 
     async def settle(self, names: Iterable[str]) -> int:
@@ -49,7 +49,7 @@ class TombstoneTies:
                     groups.setdefault(mall, []).append(rid)
             try:
                 with table.vouched(ties):
-                    made, served = await self.fetcher.fetch_in_malls(rtype, groups)
+                    made, served = await self.evidence.fetch_in_malls(rtype, groups)
             except BaseException:
                 table.note_ties(ties)  # asked again by the next run
                 raise

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from sync.channel.client import MAX_IDS, ChannelClient
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
+from sync.jobs.evidence import confirm_mall_gone
 from sync.jobs.fanout import bounded
-from sync.jobs.fetch import confirm_mall_gone
 from sync.jobs.mallroutes import MallRoutes, route_scope
 from sync.pipeline.encoding import parse_id
 from sync.store import Mirror

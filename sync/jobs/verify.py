@@ -39,7 +39,7 @@ from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs import sideloads
-from sync.jobs.fetch import confirm_mall_gone
+from sync.jobs.evidence import confirm_mall_gone
 from sync.jobs.oneshot import connected
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of

@@ -227,7 +227,7 @@ class Deletions:
                 keep.append(True)
                 continue
             verdict = tombstone_verdict(dead[rid], stamp, judge)
-            if verdict == "lifted" or (verdict == "tied" and rid in vouched):
+            if verdict == "lifted" or rid in vouched:
                 keep.append(True)
                 lifted.append(rid)
             elif verdict == "tied" or self._contradicted(b.type, rid):
@@ -276,8 +276,9 @@ class Deletions:
 
     @contextlib.contextmanager
     def vouched(self, type_name: str, ids: Iterable[int]) -> Iterator[None]:
-        """While the block runs, a copy of `ids` stamped its tombstone's very moment is written
-        and lifts it: `filter[id]` served it after the tombstone was written."""
+        """While the block runs, a copy of `ids` (rows held for `filter[id]`: tied with their
+        tombstone, or contradicting it) is written and lifts it: `filter[id]` served it after
+        the tombstone was written."""
         ids = set(ids)
         held = self._vouched.setdefault(type_name, set())
         held |= ids

@@ -39,9 +39,9 @@ async def test_every_part_shares_the_one_mirror_and_client_and_the_scrape_reads_
     settings = daemon_settings(emulator, db, webhooks=False)
     parts = _parts(db, settings)
     async with open_running(settings, **parts) as running:  # type: ignore[arg-type]
-        # One fetcher for the notices, the fast path and the reconcile; one poller.
-        assert running.worker.fetcher is running.fetcher is running.members.fetcher
-        assert running.fetcher is running.reconciler.fetcher
+        # One evidence for the notices, the fast path and the reconcile; one poller.
+        assert running.worker.evidence is running.evidence is running.members.evidence
+        assert running.evidence is running.reconciler.evidence
         assert running.worker.poller is running.poller and running.worker.members is running.members
         for part in (running.poller, running.proof, running.verifier, running.runs):
             assert part.mirror is running.mirror and part.client is running.client

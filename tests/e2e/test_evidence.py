@@ -18,7 +18,7 @@ from sync.channel.clock import UpstreamClock
 from sync.channel.pages import Page
 from sync.channel.paging import Paging
 from sync.emulator.hard import Hard
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.poll import Poller
 from sync.jobs.reconcile import Reconciler, reconcile_every_type
@@ -98,8 +98,8 @@ async def test_a_row_created_again_right_after_its_confirmed_deletion_is_not_ref
     articles = catalogue.TYPES["articles"]
     write_page(m, articles, [_article(1, STAMP)])
     client = _AnswersAbsentThenStalls()
-    fetcher = Fetcher(client, m)  # type: ignore[arg-type]
-    assert await fetcher.confirm_and_delete(scopes_of(articles, []), [1]) == 1
+    evidence = Evidence(client, m)  # type: ignore[arg-type]
+    assert await evidence.confirm_and_delete(scopes_of(articles, []), [1]) == 1
     created_again = shift(client.answered_at, 0.05)  # after the answer, before the write
     write_page(m, articles, [_article(1, created_again, "created again")])
     row = m.table("articles").get(1)
@@ -280,8 +280,8 @@ async def test_forged_deletion_notices_never_delete_a_live_row(
         ids = [int(i) for i in emu.ids("articles")[:100]]
         mirror = Mirror.open(db)
         async with ChannelClient(settings.upstream) as client:
-            fetcher = Fetcher(client, mirror)
-            removed = await fetcher.confirm_and_delete(
+            evidence = Evidence(client, mirror)
+            removed = await evidence.confirm_and_delete(
                 scopes_of(catalogue.TYPES["articles"], []), ids
             )
         mirror.close()
@@ -303,7 +303,7 @@ async def test_pages_capped_below_the_ask_are_read_whole(
         ids = [int(i) for i in emu.ids("articles")[:100]]
         mirror = Mirror.open(db)
         async with ChannelClient(settings.upstream) as client:
-            removed = await Fetcher(client, mirror).confirm_and_delete(
+            removed = await Evidence(client, mirror).confirm_and_delete(
                 scopes_of(catalogue.TYPES["articles"], []), ids
             )
             assert removed == 0

@@ -35,6 +35,7 @@ from tests.support.settings import settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTICLES = catalogue.TYPES["articles"]
+DEALS = catalogue.TYPES["deals"]
 T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"
 
 
@@ -186,8 +187,9 @@ async def test_a_row_created_again_in_the_second_of_its_deletion_is_back_after_t
             _, unresolved = await run_proof_cycle(settings)  # `ccsync reconcile`
         assert unresolved == [] and _held(db, type_name, [rid]) == [rid]
         assert compare(db, emu, types).differences == 0
-        settled = [e for e in events if e["event"] == "tombstone.tie_settled"]
-        assert settled and settled[0]["served"] == [rid]
+        # Served by the proof's filter[id] after the tombstone was written: taken, lifted.
+        lifted = [e for e in events if e["event"] == "tombstone.lifted"]
+        assert lifted and rid in lifted[0]["ids"]
 
 
 # -- the reconcile: absence is not deletion -------------------------------------------------------
@@ -325,3 +327,85 @@ async def test_an_unknown_type_in_the_feed_makes_the_backfill_run_its_missed_row
             emu.data.add(Rec("deletions", did, {**attrs, "updated_at": stamp}))
             assert await missed.needed(ARTICLES, started)
         mirror.close()
+
+
+# -- #46: one standard of evidence, a window around the entry ---------------------------------
+
+
+async def test_a_deal_created_again_stamped_before_its_entry_survives_the_feed_and_the_proof(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """A deal deleted and created again at once by an app server whose clock is behind the
+    feed's (`recreated_before_entry`): the live row is stamped up to a second *before* its
+    entry. Its notice writes it; the feed's poll then read `updated_at < created_at` as older,
+    deleted it and tombstoned it for good while the proof reported it repaired. Within the
+    window `filter[id]` decides: it stays through the feed's poll and `ccsync reconcile`."""
+    from sync.jobs.evidence import Evidence
+
+    async with make_emulator(resources=400, seed=9) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["deals"])
+        emu.hard.recreated_before_entry = True
+        recs = emu.data.by_type["deals"]
+        rid = next(i for i in emu.data.order["deals"] if recs[i].get("visibility") == "Public")
+        fresh = emu.data.recreate("deals", rid)
+        assert (
+            fresh.decoded()["updated_at"]
+            < emu.data.by_type["deletions"][max(emu.data.by_type["deletions"])].decoded()[
+                "created_at"
+            ]
+        )
+        mirror = Mirror.open(db)
+        async with ChannelClient(settings.upstream, store=mirror.meta) as client:
+            # The notice, as the queue worker fetches it.
+            await Evidence(client, mirror).fetch_and_write(scopes_of(DEALS, []), [rid])
+            assert mirror.table("deals").get(rid) is not None
+            await Poller(client, mirror, page_size=100, overlap=0.0).poll_deletions({"deals"})
+            assert mirror.table("deals").get(rid) is not None
+        mirror.close()
+        _, unresolved = await run_proof_cycle(settings)  # `ccsync reconcile`
+        assert unresolved == [] and _held(db, "deals", [rid]) == [rid]
+        assert compare(db, emu, ["deals"]).differences == 0
+
+
+async def test_150_rows_deleted_and_created_again_in_one_second_stay_and_the_feed_moves_on(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """An import deletes and creates again 150 articles within one whole second (rows and
+    entries share the stamp), and the polls read them before the feed: the feed's 150 ties
+    are asked 100 ids a request (unchunked, 101 ties stalled the feed: `fetch_ids` refused
+    them), all 150 stay, and deletions made after are applied by the next poll."""
+    import time as clock
+
+    async with make_emulator(resources=1200, seed=12) as emu:
+        db = tmp_path / "m.db"
+        settings = await backfill(emu, db, types=["articles"])
+        emu.hard.whole_second_stamps = True
+        ids = [int(i) for i in emu.ids("articles")[:155]]
+        recreated, later = ids[:150], ids[150:]
+        for _ in range(5):
+            clock.sleep(1.0 - clock.time() % 1.0 + 0.01)  # the start of a second
+            stamps = set()
+            for rid in recreated:
+                entry = emu.data.delete("articles", rid)
+                row = emu.data.create("articles", rid=rid)
+                stamps |= {entry.decoded()["created_at"], row.decoded()["updated_at"]}
+            if len(stamps) == 1:
+                break
+        else:
+            pytest.fail("could not delete and create 150 rows within one second")
+        mirror = Mirror.open(db)
+        try:
+            async with ChannelClient(settings.upstream, store=mirror.meta) as client:
+                poller = Poller(client, mirror, page_size=100, overlap=0.0)
+                (scope,) = scopes_of(ARTICLES, [])
+                await poller.poll_scope(scope)  # the polls first: the rows are written
+                await poller.poll_deletions({"articles"})
+                assert [i for i in recreated if mirror.table("articles").get(i) is None] == []
+                for rid in later:
+                    emu.delete("articles", rid)
+                await poller.poll_deletions({"articles"})
+                assert [i for i in later if mirror.table("articles").get(i) is not None] == []
+        finally:
+            mirror.close()
+        assert compare(db, emu, ["articles"]).differences == 0

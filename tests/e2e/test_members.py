@@ -17,7 +17,7 @@ from sync.channel.client import ChannelClient
 from sync.core.errors import BadResponseError, UpstreamError
 from sync.emulator import Emulator
 from sync.jobs.backfill import Backfill
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.mallincludes import INCLUDE, PER_MALL, MallIncludes, recorded, refused
 from sync.model import catalogue
 from sync.readers.status import status_data
@@ -58,7 +58,7 @@ async def rig(make_emulator: Any, tmp_path: Path, *, served: bool) -> AsyncItera
                 members = MallIncludes(
                     client,
                     mirror,
-                    Fetcher(client, mirror),
+                    Evidence(client, mirror),
                     types,
                     lambda: list(mirror.table("malls").ids()),
                     page_size=PAGE,

@@ -9,6 +9,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.metrics import Metrics
@@ -420,3 +422,46 @@ async def test_a_notice_measures_the_lag_of_the_change_it_commits(
     assert 'sync_change_lag_seconds_count{path="notice",type="articles"} 1.0' in metrics
     assert data["proof"]["change_lag"]["articles"]["notice"]["count"] == 1
     assert "change lag articles: notice p50" in "\n".join(status_lines(data))
+
+
+async def test_a_row_the_mirror_refuses_is_unresolved_in_status_and_metrics_not_repaired(
+    make_emulator: Any, tmp_path: Path
+) -> None:
+    """#46: a live article the upstream lists, which a tombstone dated after every copy of it
+    keeps out of the mirror. The proof used to log it repaired and call the type proven while
+    the mirror held nothing; now the type is unresolved naming why, in the proof's report,
+    `ccsync status` and `sync_proof_unresolved_rows`, and no repair is counted."""
+    async with make_emulator(resources=300, seed=43) as emu:
+        db = tmp_path / "m.db"
+        types = ["articles"]
+        settings = await backfill(emu, db, types=types)
+        rid = int(emu.ids("articles")[2])
+        mirror = Mirror.open(db)
+        try:
+            mirror.table("articles").delete([rid])
+            mirror.conn.execute(
+                "INSERT INTO _sync_tombstones (type, id, deleted_at, source) "
+                "VALUES ('articles', ?, '2999-01-01T00:00:00.000Z', 'feed')",
+                (rid,),
+            )
+            mirror.conn.commit()
+            async with ChannelClient(settings.upstream) as client:
+                proof = Proof(client, mirror, catalogue.resolve(types), max_delete_share=0.2)
+                with capture_logs() as events:
+                    report = await proof.run_all()
+            assert mirror.table("articles").get(rid) is None
+            assert "articles" in report.unresolved and "tombstone" in report.unresolved["articles"]
+            assert not [e for e in events if e["event"] == "proof.repaired"]
+            entry = proof_book.proven(mirror.conn)["articles"]
+            assert entry["proven_at"] is None and entry["unresolved"] == 1
+            async with ChannelClient(settings.upstream) as client:
+                live = Gauges(
+                    SyncState(catalogue.resolve(types)), mirror, client, ChangeQueue(mirror.conn)
+                )
+                metrics = Metrics(live).render()[0].decode()
+            assert 'sync_proof_unresolved_rows{type="articles"} 1.0' in metrics
+            assert 'sync_repairs_total{kind="missed_creation"' not in metrics
+        finally:
+            mirror.close()
+        text = "\n".join(status_lines(status_data(db)))
+    assert "proof of articles" in text and "tombstone" in text

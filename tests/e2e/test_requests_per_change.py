@@ -15,7 +15,7 @@ from sync.channel.client import ChannelClient
 from sync.daemon.bodies import Bodies
 from sync.daemon.state import SyncState
 from sync.emulator.hard import Hard
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.poll import Poller
 from sync.jobs.typefaults import TypeFaults
@@ -43,7 +43,7 @@ def _bodies(settings: Any, client: ChannelClient, mirror: Mirror) -> Bodies:
         types=types,
         client=client,
         mirror=mirror,
-        fetcher=Fetcher(client, mirror),
+        evidence=Evidence(client, mirror),
         state=SyncState(types),
         faults=TypeFaults(),
         poller=poller,
@@ -82,7 +82,7 @@ async def test_after_one_deal_edit_idle_polls_walk_no_mall_route(
             # the change feed still has its malls asked, once.
             emu.update("deals", listed[1], {"visibility": "Private"})
             deals = catalogue.TYPES["deals"]
-            await Fetcher(client, mirror).fetch_and_write(scopes_of(deals, []), [int(listed[1])])
+            await Evidence(client, mirror).fetch_and_write(scopes_of(deals, []), [int(listed[1])])
             before = emu.requests.routes[DEALS_ROUTE]
             await bodies.poll_type(deals)
             await bodies.poll_type(deals)

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
 from sync.emulator.responses import SCRIPTS
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.poll import Poller
 from sync.model import catalogue
 from sync.model.scopes import Scope, scopes_of
@@ -113,7 +113,7 @@ async def test_a_dropped_script_goes_from_its_type_only(make_emulator: Any, tmp_
                 assert all(first[c] == f for c, f in kept)
 
                 emu.set_scripts("articles", [])
-                await Fetcher(client, mirror).fetch_and_write(
+                await Evidence(client, mirror).fetch_and_write(
                     scopes_of(ARTICLES, []), [int(emu.ids("articles")[0])]
                 )
         finally:

@@ -23,7 +23,7 @@ from sync.channel.profile import Profiler
 from sync.core.errors import ListingMissingError, NotFoundError
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.mallincludes import MallIncludes
 from sync.jobs.probe import probe
 from sync.jobs.reconcile import Reconciler, reconcile_every_type
@@ -337,7 +337,7 @@ async def test_the_members_fast_path_reads_a_page_past_the_malls_left_as_the_end
                 members = MallIncludes(
                     client,
                     mirror,
-                    Fetcher(client, mirror),
+                    Evidence(client, mirror),
                     [catalogue.TYPES["stores"]],
                     lambda: list(mirror.table("malls").ids()),
                     page_size=1,

@@ -12,7 +12,7 @@ from sync.channel.clock import FALLBACK_LAG, UpstreamClock
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
 from sync.jobs.backfill import Backfill
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.hours import MallHours
 from sync.jobs.poll import Poller
 from sync.model import catalogue
@@ -93,8 +93,8 @@ async def test_stamps_ninety_seconds_behind_the_date_clock_lose_nothing(tmp_path
             emu.app.data.feed_deletions = False
             gone = ids[20]
             emu.delete("articles", gone)
-            fetcher = Fetcher(client, mirror)
-            assert await fetcher.confirm_and_delete(scopes_of(ARTICLES, []), [int(gone)]) == 1
+            evidence = Evidence(client, mirror)
+            assert await evidence.confirm_and_delete(scopes_of(ARTICLES, []), [int(gone)]) == 1
             again = emu.create("articles")
             assert str(again) == str(gone)
             await _poll_all(poller, mirror, ["articles"])

@@ -54,9 +54,9 @@ def test_the_table_aligns_every_route_and_says_what_cannot_be_used(config: Path)
     assert result.stdout.splitlines() == [
         "api version: not served (no X-API-Version header); page size asked 100, served 100; "
         "clock offset -2.2 s; signing window 5-10 s",
-        "route               sort      -sort     filter[updated_at]  etag  include paths",
-        "/deals              honoured  honoured  honoured            304   images: refused, tags: linkage",
-        "/malls/{id}/stores  ignored   unknown   unknown             none  -",
+        "route               sort      -sort     filter[updated_at]  compares  etag  include paths",
+        "/deals              honoured  honoured  honoured            unknown   304   images: refused, tags: linkage",
+        "/malls/{id}/stores  ignored   unknown   unknown             unknown   none  -",
         "could not use:",
         "  X-API-Version: not served; a change of major version cannot be told",
         "  /deals include=images: HTTP 400: bad; left out of listings",

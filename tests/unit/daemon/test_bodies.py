@@ -10,7 +10,7 @@ import pytest
 from sync.core.errors import ForbiddenError, SyncError, UpstreamError
 from sync.daemon.bodies import Bodies
 from sync.daemon.state import SyncState
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.typefaults import TypeFaults
 from sync.jobs.verify import VerifyReport
 from sync.model import catalogue
@@ -73,7 +73,7 @@ def _bodies(mirror: Mirror, types: list[Any], malls: list[int], **parts: Any) ->
         types=types,
         client=None,
         mirror=mirror,
-        fetcher=Fetcher(None, mirror),  # type: ignore[arg-type]  # no tie to settle: never asks
+        evidence=Evidence(None, mirror),  # type: ignore[arg-type]  # no tie to settle: never asks
         state=SyncState(types),
         faults=TypeFaults(clock=lambda: 0.0),
         poller=parts.get("poller"),

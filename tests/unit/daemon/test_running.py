@@ -49,7 +49,7 @@ async def test_every_part_shares_the_one_mirror_client_and_fetcher(tmp_path: Pat
     metrics = Metrics()
     async with _running(tmp_path / "m.db", metrics) as r:
         assert r.types == [catalogue.TYPES["deals"], catalogue.TYPES["stores"]]
-        assert r.fetcher is r.reconciler.fetcher
+        assert r.evidence is r.reconciler.evidence
         assert (
             r.health.mirror is r.mirror and r.health.queue is r.queue and r.runs.mirror is r.mirror
         )

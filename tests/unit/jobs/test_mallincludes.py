@@ -11,7 +11,7 @@ import pytest
 from sync.channel.pages import Page
 from sync.core.errors import BadResponseError, UpstreamError
 from sync.jobs import mallincludes
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.mallincludes import INCLUDE, PER_MALL, Decision, MallIncludes, recorded, refused
 from sync.model import catalogue
 from sync.model.scopes import Scope
@@ -66,8 +66,8 @@ class MembersClient(FakeClient):
 def _includes(
     client: MembersClient, mirror: Mirror, types: Sequence[Any] = (STORES,), **kw: Any
 ) -> MallIncludes:
-    fetcher = Fetcher(client, mirror)  # type: ignore[arg-type]
-    return MallIncludes(client, mirror, fetcher, types, lambda: [1, 2], **kw)  # type: ignore[arg-type]
+    evidence = Evidence(client, mirror)  # type: ignore[arg-type]
+    return MallIncludes(client, mirror, evidence, types, lambda: [1, 2], **kw)  # type: ignore[arg-type]
 
 
 async def test_off_in_config_decides_per_mall_without_a_request(mirror: Mirror) -> None:

@@ -3,7 +3,7 @@ changes fetched, deletions only when the canaries prove the answers, else left u
 
 from __future__ import annotations
 
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.proofdiff import CANARIES, UnitDiff, scope_key
 from sync.model import catalogue
 from sync.model.scopes import Scope
@@ -24,7 +24,7 @@ def _diff(
     diff = UnitDiff(
         client,  # type: ignore[arg-type]
         mirror,
-        Fetcher(client, mirror),  # type: ignore[arg-type]
+        Evidence(client, mirror),  # type: ignore[arg-type]
         book,
         max_delete_share=0.5,
         on_repair=lambda t, kind, n: told.append((t, kind, n)),
@@ -142,3 +142,26 @@ async def test_a_mall_answering_its_canaries_gone_keeps_the_membership(mirror: M
     emptied, _, _ = _diff(client, mirror)  # a mall that lists nothing: no canary to ask
     out = await emptied.diff("stores@1/empty", [IN_MALL_1])
     assert out.repaired == {"membership": 3} and _members(mirror) == []
+
+
+async def test_a_row_the_mirror_refuses_is_unresolved_with_why_never_repaired(
+    mirror: Mirror,
+) -> None:
+    """#46: the listing serves article 7, which a tombstone dated after every copy refuses.
+    Before, the proof logged `proof.repaired missed_creation` and counted it while the mirror
+    held nothing; now it is unresolved, naming the tombstone, and no repair is told."""
+    table(mirror, "articles", [(1, stamp(5))])
+    mirror.conn.execute(
+        "INSERT INTO _sync_tombstones (type, id, deleted_at, source) VALUES (?, ?, ?, 'feed')",
+        ("articles", 7, stamp(50)),
+    )
+    mirror.conn.commit()
+    client = FakeClient()
+    client.serve(SCOPE, [res(1, "articles", stamp(5)), res(7, "articles", stamp(20))])
+    diff, book, told = _diff(client, mirror)
+    book.add(scope_key("articles", 0), [(1, stamp(5)), (7, stamp(20))])
+    out = await diff.diff("articles", [SCOPE])
+    assert ids(mirror, "articles") == [1]
+    assert out.repaired == {} and told == []
+    assert out.unresolved == 1
+    assert out.why is not None and "tombstone of 2026-01-01T00:00:50.000Z" in out.why

@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from sync.core.errors import ForbiddenError, RetriesExhaustedError
-from sync.jobs.fetch import Fetcher
+from sync.jobs.evidence import Evidence
 from sync.jobs.mallincludes import PER_MALL
 from sync.jobs.queueworker import QueueWorker
 from sync.jobs.typefaults import TypeFaults
@@ -73,7 +73,7 @@ def _worker(client: FakeClient, mirror: Mirror, **kw: Any) -> QueueWorker:
     return QueueWorker(
         mirror,
         ChangeQueue(mirror.conn),
-        Fetcher(client, mirror),  # type: ignore[arg-type]
+        Evidence(client, mirror),  # type: ignore[arg-type]
         [ARTICLES, EVENTS, STORES],
         members=kw.pop("members", Members()),  # type: ignore[arg-type]
         poller=kw.pop("poller", Poller()),  # type: ignore[arg-type]

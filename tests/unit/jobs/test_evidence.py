@@ -1,4 +1,4 @@
-"""`sync.jobs.fetch`: `filter[id]` in every scope of a group writes what is served, deletes
+"""`sync.jobs.evidence`: `filter[id]` in every scope of a group writes what is served, deletes
 only what no scope serves, and a mall listing's 404 is decided by `GET /malls/{id}`."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sync.core.errors import ListingMissingError, NotFoundError
-from sync.jobs.fetch import Fetcher, confirm_mall_gone
+from sync.jobs.evidence import Evidence, confirm_mall_gone
 from sync.model import catalogue
 from sync.model.scopes import Scope, scopes_of
 from sync.store import Mirror
@@ -23,8 +23,8 @@ async def test_every_scope_of_the_group_is_asked_and_what_it_serves_is_written(
     client = FakeClient()
     client.serve(public, [res(1, "deals", stamp(1), title="one")])
     client.serve(private, [res(3, "deals", stamp(3), title="three")])
-    fetcher = Fetcher(client, mirror)  # type: ignore[arg-type]
-    assert await fetcher.fetch_found([public, unlisted, private], [1, 2, 3]) == {1, 3}
+    evidence = Evidence(client, mirror)  # type: ignore[arg-type]
+    assert await evidence.fetch_found([public, unlisted, private], [1, 2, 3]) == {1, 3}
     assert [a for _, a in client.asked] == [
         (public.key, [1, 2, 3]),
         (unlisted.key, [1, 2, 3]),
@@ -32,7 +32,7 @@ async def test_every_scope_of_the_group_is_asked_and_what_it_serves_is_written(
     ]
     rows = mirror.conn.execute("SELECT id, title FROM deals ORDER BY id").fetchall()
     assert [tuple(r) for r in rows] == [(1, "one"), (3, "three")]
-    assert await fetcher.fetch_and_write([public], [1, 3]) == 1
+    assert await evidence.fetch_and_write([public], [1, 3]) == 1
 
 
 async def test_only_ids_no_scope_serves_are_deleted(mirror: Mirror) -> None:
@@ -40,10 +40,10 @@ async def test_only_ids_no_scope_serves_are_deleted(mirror: Mirror) -> None:
     public, unlisted, private = scopes_of(DEALS, [])
     client = FakeClient()
     client.serve(unlisted, [res(2, "deals", stamp(2))])  # made Unlisted: still there
-    fetcher = Fetcher(client, mirror)  # type: ignore[arg-type]
-    assert await fetcher.confirm_and_delete([public, unlisted, private], [1, 2]) == 1
+    evidence = Evidence(client, mirror)  # type: ignore[arg-type]
+    assert await evidence.confirm_and_delete([public, unlisted, private], [1, 2]) == 1
     assert ids(mirror, "deals") == [2, 3]
-    assert await fetcher.confirm_and_delete([public], [3, 99]) == 1  # 99 was never held
+    assert await evidence.confirm_and_delete([public], [3, 99]) == 1  # 99 was never held
     assert ids(mirror, "deals") == [2]
 
 
@@ -51,12 +51,12 @@ async def test_a_mall_listing_404_is_gone_only_when_the_mall_is(mirror: Mirror) 
     client = FakeClient()
     client.lost_listings = {7, 8}
     client.malls = {8}
-    fetcher = Fetcher(client, mirror)  # type: ignore[arg-type]
+    evidence = Evidence(client, mirror)  # type: ignore[arg-type]
     # Mall 7 is gone: so are its rows.
-    assert await fetcher.confirm_gone([Scope(STORES, 7)], [1, 2]) == [1, 2]
+    assert await evidence.confirm_gone([Scope(STORES, 7)], [1, 2]) == [1, 2]
     # Mall 8 is served while its listing answers 404: a failure, never a deletion.
     with pytest.raises(ListingMissingError) as caught:
-        await fetcher.confirm_gone([Scope(STORES, 8)], [1])
+        await evidence.confirm_gone([Scope(STORES, 8)], [1])
     assert caught.value.status == 404
     assert caught.value.message.startswith(
         "a listing of mall 8 answered 404 while GET /malls/8 serves the mall"
@@ -72,7 +72,7 @@ async def test_a_top_level_404_is_raised(mirror: Mirror) -> None:
 
     table(mirror, "deals", [(1, stamp(1))])
     with pytest.raises(NotFoundError, match="route gone"):
-        await Fetcher(Lost(), mirror).confirm_and_delete([Scope(DEALS)], [1])  # type: ignore[arg-type]
+        await Evidence(Lost(), mirror).confirm_and_delete([Scope(DEALS)], [1])  # type: ignore[arg-type]
     assert ids(mirror, "deals") == [1]
 
 

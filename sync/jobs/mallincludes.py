@@ -42,7 +42,7 @@ import orjson
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.channel.paging import PAST_END
-from sync.core.errors import BadResponseError, NotFoundError, UpstreamError
+from sync.core.errors import BadResponseError, UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.evidence import Evidence
 from sync.model import catalogue
@@ -355,15 +355,11 @@ class MallIncludes:
             self._tried.popitem(last=False)
 
     async def _fetch(self, rtype: ResourceType, mall_id: int, ids: Sequence[int]) -> set[int]:
-        """Fetch `ids` by `filter[id]` in one mall (100 a request); the ids it served."""
-        got: set[int] = set()
+        """Fetch `ids` by `filter[id]` in one mall (`Evidence.ask`: a listing's 404 is asked of
+        the mall; gone, the deletions feed takes its rows); the ids it served and the mirror
+        holds."""
         scopes = [Scope(rtype, mall_id, p) for p in rtype.scope_params]
-        for start in range(0, len(ids), 100):
-            try:
-                got |= await self.evidence.fetch_found(scopes, ids[start : start + 100])
-            except NotFoundError:
-                return got  # the mall itself is gone: the deletions feed takes its rows
-        return got
+        return (await self.evidence.ask(rtype, {mall_id: ids}, within=scopes)).served
 
 
 def recorded(mirror: Mirror) -> dict[str, Any] | None:

@@ -25,15 +25,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Protocol
 
-from sync.channel.profile import (
-    INCLUDE_ATTEMPTS,
-    Probed,
-    Profiler,
-    RouteProfile,
-    UpstreamProfile,
-    note_refusals,
-    route_key,
-)
+from sync.channel.profile import RouteProfile, UpstreamProfile, route_key
+from sync.channel.profiler import INCLUDE_ATTEMPTS, Probed, Profiler, note_refusals
 from sync.core.errors import RetriesExhaustedError, UpstreamError
 from sync.core.logs import get_logger
 from sync.model.catalogue import ResourceType

@@ -21,7 +21,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from sync.channel.budget import Priority, priority
-from sync.channel.profile import Profiler, stale
+from sync.channel.profile import stale
+from sync.channel.profiler import Profiler
 from sync.core import tally
 from sync.core.errors import ForbiddenError, NoProgressError, SyncError, UpstreamError
 from sync.core.logs import get_logger

@@ -30,13 +30,13 @@ from sync.channel.listing import Listing
 from sync.channel.pages import Page
 from sync.channel.profile import (
     DELETIONS_ROUTE,
-    Profiler,
     RouteProfile,
     Verdict,
     contradicted,
     learned_compares,
     route_key,
 )
+from sync.channel.profiler import Profiler
 from sync.core.config import Settings
 from sync.core.errors import NoProgressError, NotFoundError
 from sync.core.logs import get_logger

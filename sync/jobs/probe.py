@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
-from sync.channel.profile import Profiler, UpstreamProfile
+from sync.channel.profile import UpstreamProfile
+from sync.channel.profiler import Profiler
 from sync.core.config import Settings
 from sync.model import catalogue
 from sync.model.scopes import Scope

@@ -19,7 +19,7 @@ from aioresponses import aioresponses
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page, last_page_number
 from sync.channel.paging import REASKS, Paging, next_number
-from sync.channel.profile import Profiler
+from sync.channel.profiler import Profiler
 from sync.core.errors import ListingMissingError, NotFoundError
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard

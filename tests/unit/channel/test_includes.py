@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sync.channel.includes import IncludeFallback
-from sync.channel.profile import INCLUDE_ATTEMPTS, RouteProfile, UpstreamProfile
+from sync.channel.profile import RouteProfile, UpstreamProfile
+from sync.channel.profiler import INCLUDE_ATTEMPTS
 from sync.core.errors import RetriesExhaustedError, UpstreamError
 from sync.model.catalogue import TYPES
 from sync.model.scopes import Scope

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 import pytest
 
 from sync.channel.profile import (
     SKEWS,
-    Probed,
-    Profiler,
     RouteProfile,
     UpstreamProfile,
-    _sorted,
     contradicted,
-    note_refusals,
+    learned_compares,
     route_key,
     stale,
 )
@@ -86,23 +81,6 @@ def test_rows_are_a_table_sorted_by_route() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("stamps", "ascending", "verdict"),
-    [
-        (None, True, "refused"),
-        (["2026-01-01"] * 3, True, "unknown"),
-        ([], False, "unknown"),
-        (["a", "b", "b", "c"], True, "honoured"),
-        (["c", "b", "a"], True, "ignored"),
-        (["c", "b", "a"], False, "honoured"),
-    ],
-)
-def test_an_order_is_judged_only_on_two_distinct_stamps(
-    stamps: list[str] | None, ascending: bool, verdict: str
-) -> None:
-    assert _sorted(stamps, ascending=ascending) == verdict
-
-
 def test_a_contradiction_is_noted_once() -> None:
     profile = UpstreamProfile()
     assert contradicted(profile, "/events", "rows out of order")
@@ -119,25 +97,9 @@ def test_a_profile_is_stale_when_missing_unprobed_or_older_than_its_age() -> Non
     assert stale(UpstreamProfile(probed_at=iso_ms(now - 100)), now, max_age=50)
 
 
-def test_note_refusals_keeps_reasons_and_where_nested_linkage_comes_from() -> None:
-    prober = Profiler(cast(Probed, object()))
-    prober.asked = {"images", "images.tags", "tags", "tags.tags"}
-    prober.reasons = {"images.tags": "HTTP 400: bad include", "tags.tags": "HTTP 500"}
-    prober.carried = {"images.tags"}
-    route = RouteProfile(
-        "/deals",
-        includes={
-            "images": "linkage",
-            "images.tags": "refused",
-            "tags": "refused",
-            "tags.tags": "refused",
-        },
-        include_errors={"images": "stale reason"},
-    )
-    note_refusals(route, prober)
-    assert route.include_errors == {
-        "images.tags": "HTTP 400: bad include",
-        "tags": "",
-        "tags.tags": "HTTP 500",
-    }
-    assert route.linkage_from == {"images.tags": "include=images", "tags.tags": "not mirrored"}
+def test_a_filter_compared_finer_than_served_is_kept_with_its_evidence() -> None:
+    profile = UpstreamProfile()
+    learned_compares(profile, "/deals", "finer", "a run lacked 100 rows served at T")
+    route = profile.routes["/deals"]
+    assert route.compares == "finer" and route.note.startswith("a run lacked 100 rows")
+    assert UpstreamProfile.from_json(profile.to_json()) == profile

@@ -3,8 +3,7 @@ holds open (`sync.daemon.running`).
 
 Each body wires library jobs (`sync.jobs`) together the way the long-running service needs
 them: the incremental polls side by side with each type isolated (`sync.jobs.typefaults`), the
-deletions feed, the reconcile (`reconcile_every_type`, shared with `ccsync reconcile`), the
-rolling verify's share per tick, the change feed's retention, the hours window, the management
+deletions feed, the rolling proof's and the rolling verify's shares per tick, the change feed's retention, the hours window, the management
 press releases and the webhook subscription check. When and how they run (the scheduler, the
 run records, pausing while the mirror cannot take writes) is `sync.daemon.service`'s.
 
@@ -15,7 +14,6 @@ and the job run then fails naming it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -37,7 +35,6 @@ from sync.jobs.mallroutes import ROUTED_BY_MALL, MallRoutes
 from sync.jobs.pacing import keepable_bound, proof_share
 from sync.jobs.poll import poll_types
 from sync.jobs.press import mirror_press
-from sync.jobs.reconcile import MassDeleteRefused, reconcile_every_type
 from sync.jobs.tombstoneties import TombstoneTies
 from sync.jobs.touchedmalls import TouchedMalls
 from sync.jobs.typefaults import record_type
@@ -199,34 +196,6 @@ class Bodies:
         )
 
     # -- repairs -------------------------------------------------------------------------------
-
-    async def reconcile_all(self) -> None:
-        """The deletions feed first (a day of churn is not a glitch), then every type
-        (`reconcile_every_type`, shared with `ccsync reconcile`); a refusal in one type or mall
-        never stops the others, and all are raised together at the end (the job's outcome is
-        then `refused`, and health says so)."""
-        with contextlib.suppress(LookupError):
-            await self.poll_deletions()
-        await self.detect_members()
-        await self.probe_if_stale()
-        result = await reconcile_every_type(
-            self.running.reconciler, self.types, each=self._reconciled
-        )
-        if result.pruned:
-            tally.note(sideloads_pruned=sum(result.pruned.values()))
-            self.log.debug("sideloads.pruned", **result.pruned)
-        if result.refusals:
-            raise MassDeleteRefused("; ".join(result.refusals))
-        self._raise_failing({t.name for t in self.types})
-
-    async def _reconciled(self, rtype: ResourceType, work: Awaitable[None]) -> None:
-        """One type's part of the reconcile, isolated (`_isolated`); healthy once it is done."""
-
-        async def then_ok() -> None:
-            await work
-            self.ok(rtype.name)
-
-        await self._isolated(rtype, then_ok())
 
     async def proof_step(self) -> None:
         """The next share of the rolling proof (`sync.jobs.proof`): a cycle per

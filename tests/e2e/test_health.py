@@ -1,5 +1,5 @@
-"""What the running daemon reports about itself: `/healthz` (degraded on a refused reconcile or
-an overdue job), the Prometheus gauges read when scraped, and the poll cycle logged at start
+"""What the running daemon reports about itself: `/healthz` (degraded on a proof the guard
+holds or an overdue job), the Prometheus gauges read when scraped, and the poll cycle logged at start
 (`sync.daemon.health`, `sync.daemon.http`, `sync.daemon.schedule`)."""
 
 from __future__ import annotations
@@ -14,23 +14,25 @@ from tests.support.daemon import running
 from tests.support.settings import daemon_settings as settings_for
 
 
-async def test_health_is_degraded_when_a_reconcile_is_refused_or_a_job_overdue(
+async def test_health_is_degraded_when_the_proof_is_unresolved_or_a_job_overdue(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     db = tmp_path / "m.db"
     settings = settings_for(emulator, db, webhooks=True, reconcile_max_delete_share=0.2)
     async with running(settings) as daemon:
         assert daemon.health()["status"] == "ok"
-        # An upstream glitch: most articles vanish from the listing, and the guard refuses.
-        ids = emulator.ids("articles")
-        emulator.data.listeners.clear()  # no notices: the reconcile alone meets the glitch
-        emulator.data.feed_deletions = False  # and nothing in the deletions feed explains it
-        for rid in ids[: int(len(ids) * 0.6)]:
-            emulator.delete("articles", rid)
-        await daemon.running.runs.wrap("reconcile", daemon.bodies.reconcile_all, 3600.0)()
+        # A live article the mirror refuses (a tombstone dated after every copy of it): the
+        # proof meets it and cannot write it, which health says (never "repaired").
+        rid = int(emulator.ids("articles")[1])
+        mirror = daemon.running.mirror
+        # A feed entry dated after every copy: the row deleted, its tombstone refuses them.
+        mirror.table("articles").apply_feed({rid: "2999-01-01T00:00:00.000Z"})
+        # The rolling proof meets it (a whole cycle's credit at once).
+        daemon.bodies.proof_credit = 100_000.0
+        await daemon.running.runs.wrap("proof", daemon.bodies.proof_step, 3600.0)()
         health = daemon.health()
         assert health["status"] == "degraded"
-        assert any(p.startswith("reconcile refused") for p in health["problems"])
+        assert any(p.startswith("proof of articles") for p in health["problems"]), health
         assert daemon.healthy()  # the watchdog does not restart it for that
         async with aiohttp.ClientSession() as http:
             url = f"http://127.0.0.1:{daemon.bound_port}/healthz"

@@ -98,7 +98,7 @@ async def test_a_row_created_again_right_after_its_confirmed_deletion_is_not_ref
     articles = catalogue.TYPES["articles"]
     write_page(m, articles, [_article(1, STAMP)])
     client = _AnswersAbsentThenStalls()
-    evidence = Evidence(client, m)  # type: ignore[arg-type]
+    evidence = Evidence(client, m)
     assert await evidence.confirm_and_delete(scopes_of(articles, []), [1]) == 1
     created_again = shift(client.answered_at, 0.05)  # after the answer, before the write
     write_page(m, articles, [_article(1, created_again, "created again")])

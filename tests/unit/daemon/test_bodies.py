@@ -73,7 +73,7 @@ def _bodies(mirror: Mirror, types: list[Any], malls: list[int], **parts: Any) ->
         types=types,
         client=None,
         mirror=mirror,
-        evidence=Evidence(None, mirror),  # type: ignore[arg-type]  # no tie to settle: never asks
+        evidence=Evidence(None, mirror),  # no tie to settle: never asks
         state=SyncState(types),
         faults=TypeFaults(clock=lambda: 0.0),
         poller=parts.get("poller"),

@@ -23,7 +23,7 @@ async def test_every_scope_of_the_group_is_asked_and_what_it_serves_is_written(
     client = FakeClient()
     client.serve(public, [res(1, "deals", stamp(1), title="one")])
     client.serve(private, [res(3, "deals", stamp(3), title="three")])
-    evidence = Evidence(client, mirror)  # type: ignore[arg-type]
+    evidence = Evidence(client, mirror)
     assert await evidence.fetch_found([public, unlisted, private], [1, 2, 3]) == {1, 3}
     assert [a for _, a in client.asked] == [
         (public.key, [1, 2, 3]),
@@ -40,7 +40,7 @@ async def test_only_ids_no_scope_serves_are_deleted(mirror: Mirror) -> None:
     public, unlisted, private = scopes_of(DEALS, [])
     client = FakeClient()
     client.serve(unlisted, [res(2, "deals", stamp(2))])  # made Unlisted: still there
-    evidence = Evidence(client, mirror)  # type: ignore[arg-type]
+    evidence = Evidence(client, mirror)
     assert await evidence.confirm_and_delete([public, unlisted, private], [1, 2]) == 1
     assert ids(mirror, "deals") == [2, 3]
     assert await evidence.confirm_and_delete([public], [3, 99]) == 1  # 99 was never held
@@ -51,7 +51,7 @@ async def test_a_mall_listing_404_is_gone_only_when_the_mall_is(mirror: Mirror) 
     client = FakeClient()
     client.lost_listings = {7, 8}
     client.malls = {8}
-    evidence = Evidence(client, mirror)  # type: ignore[arg-type]
+    evidence = Evidence(client, mirror)
     # Mall 7 is gone: so are its rows.
     assert await evidence.confirm_gone([Scope(STORES, 7)], [1, 2]) == [1, 2]
     # Mall 8 is served while its listing answers 404: a failure, never a deletion.
@@ -72,7 +72,7 @@ async def test_a_top_level_404_is_raised(mirror: Mirror) -> None:
 
     table(mirror, "deals", [(1, stamp(1))])
     with pytest.raises(NotFoundError, match="route gone"):
-        await Evidence(Lost(), mirror).confirm_and_delete([Scope(DEALS)], [1])  # type: ignore[arg-type]
+        await Evidence(Lost(), mirror).confirm_and_delete([Scope(DEALS)], [1])
     assert ids(mirror, "deals") == [1]
 
 

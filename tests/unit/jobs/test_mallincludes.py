@@ -66,7 +66,7 @@ class MembersClient(FakeClient):
 def _includes(
     client: MembersClient, mirror: Mirror, types: Sequence[Any] = (STORES,), **kw: Any
 ) -> MallIncludes:
-    evidence = Evidence(client, mirror)  # type: ignore[arg-type]
+    evidence = Evidence(client, mirror)
     return MallIncludes(client, mirror, evidence, types, lambda: [1, 2], **kw)  # type: ignore[arg-type]
 
 

@@ -24,7 +24,7 @@ def _diff(
     diff = UnitDiff(
         client,  # type: ignore[arg-type]
         mirror,
-        Evidence(client, mirror),  # type: ignore[arg-type]
+        Evidence(client, mirror),
         book,
         max_delete_share=0.5,
         on_repair=lambda t, kind, n: told.append((t, kind, n)),

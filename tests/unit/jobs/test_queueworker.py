@@ -73,7 +73,7 @@ def _worker(client: FakeClient, mirror: Mirror, **kw: Any) -> QueueWorker:
     return QueueWorker(
         mirror,
         ChangeQueue(mirror.conn),
-        Evidence(client, mirror),  # type: ignore[arg-type]
+        Evidence(client, mirror),
         [ARTICLES, EVENTS, STORES],
         members=kw.pop("members", Members()),  # type: ignore[arg-type]
         poller=kw.pop("poller", Poller()),  # type: ignore[arg-type]

@@ -46,7 +46,7 @@ async def test_owners_are_fetched_again_and_owners_without_a_route_lose_the_link
     client = FakeClient()
     public = scopes_of(DEALS, [])[0]
     client.serve(public, [_linking(2, "deals", "tags", [8], visibility="Public")])
-    recreated = Recreated(Evidence(client, mirror))  # type: ignore[arg-type]
+    recreated = Recreated(Evidence(client, mirror))
     asked = await recreated.settle({"tags": [7]})
     assert [p[:2] for p in _pairs(mirror, "deals_tags")] == [(2, 8)]
     assert [p[:2] for p in _pairs(mirror, "images_tags")] == [(3, 8)]
@@ -61,7 +61,7 @@ async def test_a_mall_scoped_row_created_again_leaves_the_malls_that_no_longer_s
         mirror.write_staged(stage_resources(STORES, [res(11, "stores", stamp(30))], (), mall))
     client = FakeClient()
     client.serve(Scope(STORES, 1), [res(11, "stores", stamp(30))])
-    recreated = Recreated(Evidence(client, mirror))  # type: ignore[arg-type]
+    recreated = Recreated(Evidence(client, mirror))
     assert await recreated.settle({"stores": [11]}) == 2
     assert mirror.table("stores").malls_of(11) == [1]
     assert [r for r in mirror.conn.execute("SELECT id FROM stores")] == [(11,)]  # it stays
@@ -77,11 +77,11 @@ async def test_an_owner_s_mall_gone_is_skipped_and_a_mall_still_served_is_a_fail
     mirror.write_staged(stage_resources(STORES, [store], (), 3))
     client = FakeClient()
     client.lost_listings = {3}
-    recreated = Recreated(Evidence(client, mirror))  # type: ignore[arg-type]
+    recreated = Recreated(Evidence(client, mirror))
     assert await recreated.settle({"tags": [7]}) == 1
     assert ("resource", ("malls", 3)) in client.asked
     client.malls = {3}
-    again = Recreated(Evidence(client, mirror))  # type: ignore[arg-type]
+    again = Recreated(Evidence(client, mirror))
     with pytest.raises(ListingMissingError, match="GET /malls/3 serves the mall"):
         await again.settle({"tags": [7]})
 
@@ -92,7 +92,7 @@ async def test_a_mall_created_again_keeps_only_the_members_it_serves(mirror: Mir
     )
     client = FakeClient()
     client.serve(Scope(STORES, 3), [res(12, "stores", stamp(5))])
-    recreated = Recreated(Evidence(client, mirror))  # type: ignore[arg-type]
+    recreated = Recreated(Evidence(client, mirror))
     assert await recreated.settle({"malls": [3]}) == 1
     assert list(mirror.table("stores").ids(mall_id=3)) == [12]
     assert ("ids", ("mall=3", [11, 12])) in client.asked

@@ -43,7 +43,7 @@ async def test_a_copy_tied_with_its_tombstone_served_by_filter_id_is_written_aga
     assert _ids(mirror, "articles") == []  # left out by the page write, not refused for good
     client = FakeClient()
     client.serve(Scope(ARTICLES), [res(4, "articles", stamp(30), title="again")])
-    ties = TombstoneTies(Evidence(client, mirror))  # type: ignore[arg-type]
+    ties = TombstoneTies(Evidence(client, mirror))
     assert await ties.settle(["articles"]) == 1
     assert _ids(mirror, "articles") == [4]
     assert sorted(mirror.table("articles").tombstones([4, 5])) == [5]  # 4 lifted, 5 holds
@@ -59,7 +59,7 @@ async def test_copies_older_than_the_window_stay_refused_and_are_never_asked(
     _deleted_at(mirror, stamp(30), 4)
     mirror.write_staged(stage_resources(ARTICLES, [res(4, "articles", stamp(28))]))
     client = FakeClient()
-    ties = TombstoneTies(Evidence(client, mirror))  # type: ignore[arg-type]
+    ties = TombstoneTies(Evidence(client, mirror))
     assert await ties.settle(["articles"]) == 0 and client.asked == []
     mirror.write_staged(stage_resources(ARTICLES, [res(4, "articles", stamp(32))]))
     assert _ids(mirror, "articles") == [4]  # newer than the window: created again, lifted
@@ -77,7 +77,7 @@ async def test_a_copy_stamped_a_second_before_its_tombstone_is_asked_not_lost(
     assert _ids(mirror, "articles") == []  # held for filter[id]
     client = FakeClient()
     client.serve(Scope(ARTICLES), [res(4, "articles", stamp(29), title="again")])
-    ties = TombstoneTies(Evidence(client, mirror))  # type: ignore[arg-type]
+    ties = TombstoneTies(Evidence(client, mirror))
     assert await ties.settle(["articles"]) == 1
     assert _ids(mirror, "articles") == [4] and mirror.table("articles").tombstones([4]) == {}
 
@@ -88,7 +88,7 @@ async def test_a_mall_scoped_tie_is_asked_in_the_malls_that_listed_it(mirror: Mi
     mirror.write_staged(stage_resources(STORES, [res(11, "stores", stamp(30))], (), 3))
     client = FakeClient()
     client.serve(Scope(STORES, 3), [res(11, "stores", stamp(30))])
-    ties = TombstoneTies(Evidence(client, mirror))  # type: ignore[arg-type]
+    ties = TombstoneTies(Evidence(client, mirror))
     assert await ties.settle(["stores"]) == 1
     assert client.asked == [("ids", (Scope(STORES, 3).key, [11]))]
     assert _ids(mirror, "stores") == [11] and mirror.table("stores").malls_of(11) == [3]
@@ -101,7 +101,7 @@ async def test_a_failure_notes_the_ties_again_for_the_next_run(mirror: Mirror) -
     client = FakeClient()
     client.lost_listings = {3}
     client.malls = {3}  # `GET /malls/3` serves the mall: the listing's 404 is a failure
-    ties = TombstoneTies(Evidence(client, mirror))  # type: ignore[arg-type]
+    ties = TombstoneTies(Evidence(client, mirror))
     with pytest.raises(ListingMissingError):
         await ties.settle(["stores"])
     client.lost_listings = set()

@@ -171,10 +171,12 @@ class Poller:
 
         late: list[float] = []
         changed = 0
+        distinct: set[int] = set()  # the rows this walk read, each once (`in_proportion`)
 
         def write(page: Page) -> None:
             nonlocal changed
             ids = [parse_id(r["id"]) for r in page.resources]
+            distinct.update(ids)
             before = self.mirror.table(rtype.name).stamps(ids) if ids else {}
             late.extend(self._late_rows(rtype.name, page, cursor))
             self.mirror.write_staged(
@@ -210,6 +212,7 @@ class Poller:
             return PollResult(requests=1)
         self._lateness(rtype.name, scope.key, late, result)
         result.changed = changed
+        result.distinct = len(distinct)
         result.cursor = self._not_after_now(result.cursor)
         if result.cursor is not None and result.cursor > cursor:
             self.mirror.cursors.set(rtype.name, scope.key, result.cursor)
@@ -220,9 +223,17 @@ class Poller:
         return result
 
     def _progressed(self, listing: str, result: PollResult) -> None:
-        """A walk that ended on the progress rule (`sync.jobs.walks`) kept what it read and
+        """A walk that ended on the progress rule (`sync.jobs.walks`), or spent requests far
+        out of proportion to the rows it was served (`in_proportion`), kept what it read and
         moved its cursor as far as that reaches; the poll then fails naming the listing and
         why, so health and `ccsync status` say so (the type's faults, the job's record)."""
+        if result.stalled is None:
+            limit = in_proportion(result, self.client.session.paging.size)
+            if result.requests > limit:
+                result.stalled = (
+                    f"{result.requests} requests for {result.distinct} distinct rows, more "
+                    f"than the {limit} their pages and tie runs explain"
+                )
         if result.stalled is None:
             return
         raise NoProgressError(
@@ -438,6 +449,19 @@ class Poller:
                 if rid in held and (held[rid] or "") <= at
             ]
         return out
+
+
+#: A poll's requests in proportion: pages its rows fill, twice (a tie run is read again by id,
+#: once more at a wider bound), plus this many a tie run and for the walk itself.
+SLACK_REQUESTS = 4
+
+
+def in_proportion(result: PollResult, page_size: int) -> int:
+    """The most requests a poll's walk spends for what it was served: the pages its distinct
+    rows fill twice over, plus `SLACK_REQUESTS` for the walk and each tie run. Past it, the walk made no
+    progress worth its cost (`Poller._progressed`)."""
+    pages = -(-result.distinct // max(1, page_size))
+    return 2 * (pages + 1) + SLACK_REQUESTS * (result.ties + 1)
 
 
 def _seconds_between(earlier: str, later: str) -> float:

@@ -40,7 +40,8 @@ read with `PollResult.stalled` saying why; the poll reports it (health degraded,
 **Unsorted** (`walk_unsorted`): every page of `filter[<stamp>][gte]=<since>` by page number in
 id order, rows stamped before `since` left out (an upstream that ignores the filter too serves
 them); the cursor is the newest stamp seen, or `since` when the listing changed while walked
-(`links.last` moved): the next poll reads it again.
+(`links.last` moved): the next poll reads it again. A walk ended on the progress rule moves no
+cursor (`PollResult.stalled`).
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ class PollResult:
     ties: int = 0  # tie runs read whole by id
     #: Why the walk ended on the progress rule (None: it ended at the listing's end).
     stalled: str | None = None
+    #: Distinct rows read (`rows` counts re-reads), set by the poll (`sync.jobs.poll`).
+    distinct: int = 0
 
 
 class Fetch(Protocol):
@@ -325,21 +328,27 @@ async def walk_unsorted(
     docstring."""
     result = PollResult()
     first_last = last = None  # `links.last` of the first page and of the last one read
-    async for page in paging.walk(fetch, 1, next_number, asked=asked):
-        result.requests += 1
-        first_last = page.last if first_last is None else first_last
-        last = page.last
-        rows = []
-        for r in page.resources:
-            stamp = normalize_or_none((r.get("attributes") or {}).get(stamp_field))
-            if stamp is not None and stamp < since:
-                continue
-            rows.append(r)
-            if stamp is not None and (result.cursor is None or stamp > result.cursor):
-                result.cursor = stamp
-        if rows:
-            on_page(replace(page, resources=rows))
-            result.rows += len(rows)
+    try:
+        async for page in paging.walk(fetch, 1, next_number, asked=asked):
+            result.requests += 1
+            first_last = page.last if first_last is None else first_last
+            last = page.last
+            rows = []
+            for r in page.resources:
+                stamp = normalize_or_none((r.get("attributes") or {}).get(stamp_field))
+                if stamp is not None and stamp < since:
+                    continue
+                rows.append(r)
+                if stamp is not None and (result.cursor is None or stamp > result.cursor):
+                    result.cursor = stamp
+            if rows:
+                on_page(replace(page, resources=rows))
+                result.rows += len(rows)
+    except NoProgressError as exc:
+        # Read in id order, not by stamp: a cursor moved to the newest stamp read could pass
+        # rows not reached. It stays; the rows read are written.
+        result.stalled, result.cursor = str(exc), None
+        return result
     if last != first_last and result.cursor is not None:
         result.cursor = since
     return result

@@ -170,3 +170,44 @@ async def test_a_row_created_again_before_the_feed_is_read_has_its_owners_asked_
     asked = len(client.asked)
     await poller.poll_deletions({"contacts", "stores"})  # the overlap: the entry again
     assert [a for a in client.asked[asked:] if a[0] == "ids"] == []
+
+
+def test_a_poll_s_requests_are_in_proportion_to_the_pages_its_rows_fill() -> None:
+    """#45: health from progress. A walk that read 250 rows (3 pages) with one tie run may spend
+    up to 2 x (3 + 1) + 4 x 2 = 16 requests; an idle poll 2 + 4 = 6. Past that the poll fails
+    naming the listing, even when no page came back twice."""
+    from sync.jobs.poll import in_proportion
+    from sync.jobs.walks import PollResult
+
+    assert in_proportion(PollResult(distinct=250, ties=1), 100) == 16
+    assert in_proportion(PollResult(rows=900), 100) == 6  # re-reads are no rows of their own
+    assert in_proportion(PollResult(distinct=250), 30) == 2 * (9 + 1) + 4
+
+
+async def test_a_poll_that_makes_no_progress_fails_naming_the_listing(mirror: Mirror) -> None:
+    """#45: an upstream answering the poll's filters with one page whatever is asked (a full
+    page of one stamp): the walk ends within a few requests instead of looping at the budget,
+    the rows read are written, the cursor stays (the rest was read in id order, not by stamp),
+    and the poll fails with `NoProgressError` naming the listing, which is what health, status
+    and `sync_walks_no_progress_total` report."""
+    from sync.core.errors import NoProgressError
+
+    _cursor(mirror, "contacts", "", stamp(0))
+    client = FakeClient()
+    rows = [res(i, "contacts", stamp(5)) for i in range(1, 101)]
+    asked = 0
+
+    async def same_page(request: Any, number: int, **_: Any) -> Any:
+        nonlocal asked
+        asked += 1
+        assert asked <= 60, "a loop at the request budget"
+        from tests.support.jobfakes import page
+
+        return page(rows, number, 2)
+
+    client.list_page = same_page  # type: ignore[method-assign]
+    with pytest.raises(NoProgressError, match=r"the poll of contacts \[top\]"):
+        await _poller(client, mirror).poll_scope(Scope(CONTACTS))
+    assert asked <= 8
+    assert len(ids(mirror, "contacts")) == 100
+    assert _cursor(mirror, "contacts", "") == stamp(0)

@@ -17,6 +17,11 @@ from aiohttp import web
 from sync.core.metrics import Metrics
 from sync.ingest.receiver import CHUNK, Answer, Delivery, Receiver
 
+#: Seconds the body a rejection left unread is still read (and dropped) before the connection
+#: closes: a sender still writing would otherwise be reset before it reads the answer, and
+#: aiohttp's default (10 s) would read a 50 MB body to its end.
+LINGER = 1.0
+
 
 def respond(answer: Answer) -> web.Response:
     """The receiver's `answer` as an aiohttp response (an error body as JSON, or none)."""
@@ -77,7 +82,7 @@ def make_app(
 
 async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
     """Start serving `app` on `host:port` (0: any free port); the runner and the bound port."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, lingering_time=LINGER)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

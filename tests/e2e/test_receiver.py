@@ -233,9 +233,13 @@ async def test_rejections_have_the_right_status_and_never_log_the_secret(
         assert await post(url, b'{"data": [{"type": "updates"}]}') == 400
         assert await post(url, b"x" * (10 * 1024 * 1024)) == 413
 
+        unknown = {"type": "updates", "attributes": {"resource_type": "ufos", "resource_id": 1}}
+        item = orjson.dumps(unknown) + b","  # a batch passing the limit (nothing to queue)
+
         async def chunks() -> AsyncIterator[bytes]:
-            for _ in range(300):
-                yield b" " * 1024
+            yield b'{"data": ['
+            for _ in range(300 * 1024 // len(item)):
+                yield item
 
         assert await post(url, chunks()) == 413  # chunked, no Content-Length
     assert queue.depth() == 0

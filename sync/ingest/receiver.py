@@ -83,6 +83,7 @@ ACCEPTED = Answer(202)
 class _Tally:
     """What one delivery has committed so far."""
 
+    delivery: int
     items: int = 0
     updates: int = 0
     deletions: int = 0
@@ -149,7 +150,7 @@ class Receiver:
             return self.reject(413, too_large, d.path, d.peer)
         reader = BatchReader()
         pending: list[WebhookNotice] = []
-        tally = _Tally()
+        tally = _Tally(delivery=self.queue.open_delivery())  # its own lane in the queue
         received = 0
         timeout = self.settings.body_timeout
         try:
@@ -207,7 +208,7 @@ class Receiver:
         fault = self.storage.fault if self.storage is not None else None
         if fault is None:
             try:
-                tally.queued += self.queue.enqueue(notices)
+                tally.queued += self.queue.enqueue(notices, tally.delivery)
             except (sqlite3.Error, OSError) as exc:
                 fault = self._fault(exc)
         if fault is None:

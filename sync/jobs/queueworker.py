@@ -51,6 +51,8 @@ from sync.store import Mirror
 from sync.store.queue import ChangeQueue, QueueItem
 from sync.store.watch import StorageWatch
 
+#: Ids taken from the queue at once: one `filter[id]` request's worth (the page size's bound).
+FETCH_IDS = 100
 #: The worker looks at the queue at least this often (items left by a crash, a backoff ended).
 LOOK_EVERY = 1.0
 
@@ -193,31 +195,35 @@ class QueueWorker:
         return handled
 
     async def _drain(self, type_name: str, rtype: ResourceType | None) -> int:
+        """Take the type's lanes in turn (`ChangeQueue.take`: a batch from each delivery), so
+        one giant batch never holds up a small delivery behind it. What an earlier lane of the
+        type left taken (ended by a storage fault or a bug) is waiting again first."""
         handled = 0
-        for kind in ("update", "deletion"):
-            while items := self.queue.claim(kind, type_name, limit=100):
-                if rtype is None:
-                    self.queue.ack(items)  # a type we do not mirror: acknowledged, ignored
-                    continue
-                structlog.contextvars.bind_contextvars(notice_kind=kind)
-                try:
-                    await self._process(kind, rtype, items)
-                except (ForbiddenError, NotFoundError) as exc:
-                    # A final answer: no retry can help, and keeping the items would stall
-                    # every notice of this type queued behind them. Polls and the reconcile
-                    # converge.
-                    self.log.warning(
-                        "worker.notices_dropped",
-                        type=type_name,
-                        notices=len(items),
-                        error=str(exc),
-                    )
-                except UpstreamError as exc:
-                    self.queue.fail(items, str(exc))
-                    raise
-                self.queue.ack(items)
-                handled += len(items)
-                self.processed += len(items)
+        self.queue.release(type_name)
+        while items := self.queue.take(type_name, limit=FETCH_IDS):
+            kind = items[0].kind
+            if rtype is None:
+                self.queue.ack(items)  # a type we do not mirror: acknowledged, ignored
+                continue
+            structlog.contextvars.bind_contextvars(notice_kind=kind)
+            try:
+                await self._process(kind, rtype, items)
+            except (ForbiddenError, NotFoundError) as exc:
+                # A final answer: no retry can help, and keeping the items would stall
+                # every notice of this type queued behind them. Polls and the reconcile
+                # converge.
+                self.log.warning(
+                    "worker.notices_dropped",
+                    type=type_name,
+                    notices=len(items),
+                    error=str(exc),
+                )
+            except UpstreamError as exc:
+                self.queue.fail(items, str(exc))
+                raise
+            self.queue.ack(items)
+            handled += len(items)
+            self.processed += len(items)
         return handled
 
     async def _process(self, kind: str, rtype: ResourceType, items: Sequence[QueueItem]) -> None:

@@ -104,7 +104,7 @@ class _Degraded:
 
 
 class _FullQueue(ChangeQueue):
-    def enqueue(self, notices: Sequence[WebhookNotice]) -> int:
+    def enqueue(self, notices: Sequence[WebhookNotice], delivery: int | None = None) -> int:
         raise sqlite3.OperationalError("database or disk is full")
 
 

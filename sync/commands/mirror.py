@@ -58,8 +58,9 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @fail_cleanly
 def status_command(config_path: Path | None, mirror_path: Path | None, as_json: bool) -> None:
-    """Show what the mirror holds and how the daemon is doing: the mirror file, the queue depth,
-    the webhook subscriptions, the request budget, how the mall-scoped types are polled
+    """Show what the mirror holds and how the daemon is doing: the mirror file, the queue depth
+    (and its filter[id] requests and time to drain at the request budget), the webhook
+    subscriptions, the request budget, how the mall-scoped types are polled
     (`GET /malls?include=` or per mall, and why), `degraded:` problems, each daemon job's last
     run, outcome and next run, the rolling verify's position, the rolling proof (per type when
     it was last proven complete beside the staleness bound, the repairs by kind, the change

@@ -48,11 +48,9 @@ from sync.jobs.typefaults import TypeFaults, record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.store import Mirror
-from sync.store.queue import ChangeQueue, QueueItem
+from sync.store.queue import TAKE_IDS, ChangeQueue, QueueItem
 from sync.store.watch import StorageWatch
 
-#: Ids taken from the queue at once: one `filter[id]` request's worth (the page size's bound).
-FETCH_IDS = 100
 #: The worker looks at the queue at least this often (items left by a crash, a backoff ended).
 LOOK_EVERY = 1.0
 
@@ -200,7 +198,7 @@ class QueueWorker:
         type left taken (ended by a storage fault or a bug) is waiting again first."""
         handled = 0
         self.queue.release(type_name)
-        while items := self.queue.take(type_name, limit=FETCH_IDS):
+        while items := self.queue.take(type_name, limit=TAKE_IDS):
             kind = items[0].kind
             if rtype is None:
                 self.queue.ack(items)  # a type we do not mirror: acknowledged, ignored

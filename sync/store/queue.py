@@ -38,6 +38,9 @@ ADDED = {
     "delivery": "INTEGER NOT NULL DEFAULT 0",
     "taken": "INTEGER NOT NULL DEFAULT 0",
 }
+#: Ids the worker takes from a lane at once: one `filter[id]` request's worth (page[size]'s
+#: bound in the spec).
+TAKE_IDS = 100
 INDEXES = """
 DROP INDEX IF EXISTS idx__sync_queue_kind_type;
 CREATE INDEX IF NOT EXISTS idx__sync_queue_key ON _sync_queue (kind, type_name, resource_id);
@@ -55,6 +58,17 @@ def waiting(conn: sqlite3.Connection) -> int:
     if not exists:
         return 0
     return int(conn.execute("SELECT count(*) FROM _sync_queue").fetchone()[0])
+
+
+def lanes(conn: sqlite3.Connection) -> list[int]:
+    """The notices waiting in each lane (type, kind, delivery), for readers (`ccsync status`):
+    the worker asks for each lane's ids apart. A queue an older sync wrote has no lanes: one
+    per type and kind."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(_sync_queue)")}
+    if not columns:
+        return []
+    lane = "type_name, kind" + (", delivery" if "delivery" in columns else "")
+    return [int(r[0]) for r in conn.execute(f"SELECT count(*) FROM _sync_queue GROUP BY {lane}")]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ import aiohttp
 import orjson
 
 from sync.emulator import Emulator
+from sync.readers.backlog import queue_line
+from sync.readers.status import status_data
 from tests.support.daemon import running
 from tests.support.hostile import snapshot
 from tests.support.settings import SECRET
@@ -50,6 +52,11 @@ async def test_a_notice_after_a_100000_item_batch_is_in_the_mirror_within_8_s(
             ) as r:
                 assert r.status == 202
         assert daemon.running.queue.depth() <= 109_999
+        shown = status_data(db, max_per_second=20)
+        print("\n" + queue_line(shown))
+        # a lane per delivery, 100 ids a request: 1,000 + 100 requests, 55 s at 20 a second
+        assert shown["queue_requests"] <= 1_100 and shown["queue_drain_s"] <= 55.0
+        assert shown["queue_drain_s"] == round(shown["queue_requests"] / 20, 1)
         article = emulator.ids("articles")[0]
         start = time.monotonic()
         emulator.update("articles", article, {"title": "behind the giant batch"})

@@ -63,8 +63,8 @@ def status_command(config_path: Path | None, mirror_path: Path | None, as_json: 
     ran)`; then every problem `/healthz` would list (an unreachable upstream, a failed job, an
     unresolved proof, a mirror not taking writes; `left by the last run:` when no daemon runs);
     then per type: rows, last sync, lag (seconds), poll cursor and the last error. After them
-    the details: the mirror file, who holds it, the last backfill, the queue depth, the webhook
-    subscriptions, the request budget, how the mall-scoped types are polled (`GET
+    the details: the mirror file, who holds it, the last backfill, the queue depth (and its
+    filter[id] requests and time to drain at the request budget), the webhook subscriptions, the request budget, how the mall-scoped types are polled (`GET
     /malls?include=` or per mall, and why), the values refused (their rows keep their last good
     copy) or coerced because they did not fit their declared type, each daemon job's last run,
     outcome and next run, the rolling verify's position and the rolling proof (per type when it

@@ -252,8 +252,9 @@ MISSING_WEBHOOK_SECRET = (
 )
 
 
-#: The smallest `max_body_bytes` taking a batch of about 100,000 notices (9 MB); below it the
-#: daemon warns at start (`Settings.cautions`).
+#: The default `max_body_bytes`: twice the largest batch an upstream plausibly sends (100,000
+#: notices, 8.4 MiB; the spec states no batch size). Below it the daemon warns at start
+#: (`Settings.cautions`).
 NOTICE_BODY_FLOOR = 16 << 20
 
 
@@ -280,11 +281,12 @@ class WebhookSettings(_Section):
         default_factory=list, description="Topics to subscribe; empty = mirrored types"
     )
     max_body_bytes: int = Field(
-        default=1 << 28,
+        default=NOTICE_BODY_FLOOR,
         ge=1024,
         description=(
-            "Largest notice body accepted (256 MiB, about 3 million notices: the spec promises "
-            "no batch size, so only a runaway sender filling the disk is refused)"
+            "Largest notice body accepted (16 MiB: twice a batch of 100,000 notices, 8.4 MiB; "
+            "the spec states no batch size). A larger body is answered 413 at once, from its "
+            "Content-Length when it has one"
         ),
     )
     body_timeout: float = Field(
@@ -512,7 +514,7 @@ class Settings(_Section):
                 f"[webhooks] max_body_bytes = {w.max_body_bytes} refuses (413) a batch of "
                 f"{NOTICE_BODY_FLOOR // (1 << 20)} MiB or more, about 100,000 notices, and the "
                 "spec promises no batch size: an upstream may drop the subscription over it; "
-                "remove the key (256 MiB by default)"
+                f"remove the key ({NOTICE_BODY_FLOOR // (1 << 20)} MiB by default)"
             )
         return out
 

@@ -19,6 +19,11 @@ from sync.core.errors import ConfigError
 from sync.core.metrics import Metrics
 from sync.ingest.receiver import CHUNK, Answer, Delivery, Receiver
 
+#: Seconds the body a rejection left unread is still read (and dropped) before the connection
+#: closes: a sender still writing would otherwise be reset before it reads the answer, and
+#: aiohttp's default (10 s) would read a 50 MB body to its end.
+LINGER = 1.0
+
 
 def respond(answer: Answer) -> web.Response:
     """The receiver's `answer` as an aiohttp response (an error body as JSON, or none)."""
@@ -91,7 +96,7 @@ async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunn
     An address it cannot bind (a port another program holds, an address not on this host, a
     port under 1024 without the right) is `[webhooks] listen`'s problem: a `ConfigError`
     naming it and the address, exit 2 and one line, not a traceback."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, lingering_time=LINGER)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

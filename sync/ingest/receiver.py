@@ -10,7 +10,10 @@ does not sign notices), compared in constant time and never logged. A valid body
 the durable queue and answered 202 at once, before any fetching, so the upstream never
 unsubscribes us for being slow. Everything else is rejected with the status that names the
 problem (404 path, 405 method, 408 body too slow, 413 too large, 415 content type, 400
-off-spec), and logged. While the mirror cannot take writes (disk full, read-only, locked too
+off-spec), logged, and answered as soon as it is known: a declared length over the limit before
+a byte of the body is read, a body that is no batch at the chunk that shows it (the parser's
+rules: `sync.model.notices`), chunked or not. A rejection closes the connection: what the sender
+still writes is dropped for at most `sync.daemon.http.LINGER` seconds, never parsed or kept. While the mirror cannot take writes (disk full, read-only, locked too
 long: `sync.store.watch`), or when the queue write itself fails so, a delivery is answered 503 with
 the reason: it was not committed, so the upstream must retry it rather than count it done.
 """
@@ -21,7 +24,7 @@ import asyncio
 import hmac
 import sqlite3
 from collections.abc import AsyncIterable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -80,6 +83,7 @@ ACCEPTED = Answer(202)
 class _Tally:
     """What one delivery has committed so far."""
 
+    delivery: int
     items: int = 0
     updates: int = 0
     deletions: int = 0
@@ -126,7 +130,9 @@ class Receiver:
         self.log.warning("webhook.rejected", status=status, reason=reason, path=shown, peer=peer)
         if self.metrics is not None:
             self.metrics.notices.labels(outcome=f"rejected_{status}").inc()
-        return Answer(status, reason, extra or {})
+        # Closed after the answer: the body may be unread, and a connection kept alive would
+        # read it to its end (aiohttp drains what a handler left) before the next request.
+        return Answer(status, reason, extra or {}, close=True)
 
     async def accept(self, delivery: Delivery) -> Answer:
         """Verify `delivery` and commit its valid notices to the queue; the answer to send."""
@@ -144,7 +150,7 @@ class Receiver:
             return self.reject(413, too_large, d.path, d.peer)
         reader = BatchReader()
         pending: list[WebhookNotice] = []
-        tally = _Tally()
+        tally = _Tally(delivery=self.queue.open_delivery())  # its own lane in the queue
         received = 0
         timeout = self.settings.body_timeout
         try:
@@ -167,7 +173,7 @@ class Receiver:
                 pending += reader.close()
         except TimeoutError:
             slow = f"body not received within {timeout:g} s a MiB"
-            return replace(self._end(408, slow, d, tally), close=True)
+            return self._end(408, slow, d, tally)
         except NoticeError as exc:
             return self._end(400, str(exc), d, tally)
         fault = self._commit(pending, tally)
@@ -202,7 +208,7 @@ class Receiver:
         fault = self.storage.fault if self.storage is not None else None
         if fault is None:
             try:
-                tally.queued += self.queue.enqueue(notices)
+                tally.queued += self.queue.enqueue(notices, tally.delivery)
             except (sqlite3.Error, OSError) as exc:
                 fault = self._fault(exc)
         if fault is None:

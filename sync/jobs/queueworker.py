@@ -48,7 +48,7 @@ from sync.jobs.typefaults import TypeFaults, record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.store import Mirror
-from sync.store.queue import ChangeQueue, QueueItem
+from sync.store.queue import TAKE_IDS, ChangeQueue, QueueItem
 from sync.store.watch import StorageWatch
 
 #: The worker looks at the queue at least this often (items left by a crash, a backoff ended).
@@ -215,31 +215,35 @@ class QueueWorker:
             )
 
     async def _drain(self, type_name: str, rtype: ResourceType | None) -> int:
+        """Take the type's lanes in turn (`ChangeQueue.take`: a batch from each delivery), so
+        one giant batch never holds up a small delivery behind it. What an earlier lane of the
+        type left taken (ended by a storage fault or a bug) is waiting again first."""
         handled = 0
-        for kind in ("update", "deletion"):
-            while items := self.queue.claim(kind, type_name, limit=100):
-                if rtype is None:
-                    self.queue.ack(items)  # a type we do not mirror: acknowledged, ignored
-                    continue
-                structlog.contextvars.bind_contextvars(notice_kind=kind)
-                try:
-                    await self._process(kind, rtype, items)
-                except (ForbiddenError, NotFoundError) as exc:
-                    # A final answer: no retry can help, and keeping the items would stall
-                    # every notice of this type queued behind them. Polls and the reconcile
-                    # converge.
-                    self.log.warning(
-                        "worker.notices_dropped",
-                        type=type_name,
-                        notices=len(items),
-                        error=str(exc),
-                    )
-                except UpstreamError as exc:
-                    self.queue.fail(items, str(exc))
-                    raise
-                self.queue.ack(items)
-                handled += len(items)
-                self.processed += len(items)
+        self.queue.release(type_name)
+        while items := self.queue.take(type_name, limit=TAKE_IDS):
+            kind = items[0].kind
+            if rtype is None:
+                self.queue.ack(items)  # a type we do not mirror: acknowledged, ignored
+                continue
+            structlog.contextvars.bind_contextvars(notice_kind=kind)
+            try:
+                await self._process(kind, rtype, items)
+            except (ForbiddenError, NotFoundError) as exc:
+                # A final answer: no retry can help, and keeping the items would stall
+                # every notice of this type queued behind them. Polls and the reconcile
+                # converge.
+                self.log.warning(
+                    "worker.notices_dropped",
+                    type=type_name,
+                    notices=len(items),
+                    error=str(exc),
+                )
+            except UpstreamError as exc:
+                self.queue.fail(items, str(exc))
+                raise
+            self.queue.ack(items)
+            handled += len(items)
+            self.processed += len(items)
         return handled
 
     async def _process(self, kind: str, rtype: ResourceType, items: Sequence[QueueItem]) -> None:

@@ -7,6 +7,12 @@ resource types are not errors: they are acknowledged and ignored.
 The spec promises no size for a batch, so a body is parsed as it streams in (`BatchReader`): its
 notices come out a chunk at a time and memory holds one chunk and the item being read, whatever
 the size of the batch (100,000 items: 8 MB of body, under a megabyte held).
+
+A body is refused at the first byte that shows it is no batch, not at its end: the first
+non-blank byte must open an object, nesting stops at `MAX_DEPTH` levels, and no token or run of
+blanks may pass `MAX_QUIET` bytes (yajl holds a token whole until it ends, so a 50 MB string or
+number would otherwise be read to its last byte, and held). A number too long to be an int (over
+Python's 4,300 digits) is a 400 naming it, never the parser's own error.
 """
 
 from __future__ import annotations
@@ -23,6 +29,13 @@ from ijson.common import ObjectBuilder
 from sync.model.catalogue import normalize_type
 
 _MAX_ID = 2**63 - 1
+#: Containers open at once in a batch: a notice nests four deep (`{data: [{attributes: {`);
+#: anything past this is no batch, refused as the level opens rather than at the body's end.
+MAX_DEPTH = 32
+#: Bytes the parser may take without completing a token: no notice holds a string, a number or
+#: a run of blanks this long, and yajl holds a token whole until it ends.
+MAX_QUIET = 65536
+_BLANKS = b" \t\r\n"
 #: The invalid items of one body whose problem is kept word for word; the rest are counted.
 KEPT_PROBLEMS = 20
 
@@ -81,13 +94,34 @@ class BatchReader:
         self._seen_data = False
         self._item: ObjectBuilder | None = None
         self._item_depth = 0
+        self._opened = False  # the first non-blank byte was seen (and was `{`)
+        self._quiet = 0  # bytes fed since the parser last completed a token
 
     def feed(self, chunk: bytes) -> list[WebhookNotice]:
-        """The valid notices completed by `chunk`."""
+        """The valid notices completed by `chunk`; NoticeError as soon as it shows the body is
+        no batch (see the module docstring)."""
+        if not self._opened and (lead := chunk.lstrip(_BLANKS)):
+            if lead[:1] != b"{":
+                value = lead[:1] in b'"-0123456789[tfn'  # the start of some JSON value
+                raise NoticeError(
+                    "body must be a JSON object" if value else "body is not valid JSON"
+                )
+            self._opened = True
         try:
             self._coro.send(chunk)
         except ijson.JSONError:
             raise NoticeError("body is not valid JSON") from None
+        except (ValueError, SystemError):
+            # A number past Python's int digits (4,300): yajl's C backend wraps the ValueError
+            # in a SystemError, the Python backend raises it as is. No id is that long.
+            raise NoticeError(
+                "body holds a number of over 4,300 digits: no id is so long"
+            ) from None
+        self._quiet = 0 if self._events else self._quiet + len(chunk)
+        if self._quiet > MAX_QUIET:
+            raise NoticeError(
+                f"body holds a token or a run of blanks of over {MAX_QUIET} bytes: no notice does"
+            )
         return self._drain()
 
     def close(self) -> list[WebhookNotice]:
@@ -113,6 +147,7 @@ class BatchReader:
                 self._item.event(event, value)
                 if event in ("start_map", "start_array"):
                     self._item_depth += 1
+                    self._deep(self._item_depth + 2)
                 elif event in ("end_map", "end_array"):
                     self._item_depth -= 1
                     if not self._item_depth:
@@ -130,6 +165,7 @@ class BatchReader:
             elif self._skip:  # inside the value of another top-level key
                 if event in ("start_map", "start_array"):
                     self._skip += 1
+                    self._deep(self._skip + 1)
                 elif event in ("end_map", "end_array"):
                     self._skip -= 1
             elif not self._depth:
@@ -148,6 +184,11 @@ class BatchReader:
                 self._skip = 1
         del self._events[:]
         return out
+
+    @staticmethod
+    def _deep(depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise NoticeError(f"body nests deeper than {MAX_DEPTH} levels: no batch does")
 
     def _take(self, item: Any, out: list[WebhookNotice]) -> None:
         where = f"data[{self.items}]"

@@ -24,6 +24,7 @@ from sync.jobs.lateness import shown
 from sync.jobs.mallincludes import recorded
 from sync.jobs.pacing import keepable_bound
 from sync.readers import verdict as daemon_health
+from sync.readers.backlog import queue_drain, queue_line
 from sync.readers.running import (
     backfill_lines,
     backfill_state,
@@ -215,6 +216,14 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             "verdict": verdict(daemon, problems),
             "mirror": str(path),
             "queue_depth": queue.waiting(mirror.conn),
+            # The `filter[id]` requests the queue needs at least, and the seconds they take at
+            # the request budget (None without one): `queue_drain`.
+            **queue_drain(
+                queue.lanes(mirror.conn),
+                _page_size(mirror),
+                max_per_second
+                or json.loads(mirror.meta.get("request_budget") or "{}").get("max_rate"),
+            ),
             # Whether a daemon holds the mirror now: pid, since, last heartbeat (`daemon_state`).
             "daemon": daemon,
             # The last backfill run, an unfinished one, the types never completed.
@@ -301,7 +310,7 @@ def detail_lines(data: dict[str, Any]) -> list[str]:
         out += daemon_lines(data["daemon"], data["daemon"].get("overdue") or [])
     if "backfill" in data:
         out += backfill_lines(data["backfill"])
-    out.append(f"queue: {counted(data['queue_depth'], 'notice')} waiting")
+    out.append(queue_line(data))
     subs = ", ".join(data["subscriptions"]) or "none recorded"
     out.append(
         f"webhook subscriptions: {subs} (checked {data['subscriptions_checked_at'] or 'never'})"

@@ -86,14 +86,19 @@ async def test_hostile_webhook_bodies_are_refused_and_change_no_row(
                 yield b" " * 65536
 
         forged = body(notice("deletions", "deals", int(deal)))
+        huge_id = body(notice("updates", "articles", 0)).replace(
+            b": 0}", b": 1" + b"0" * 4999 + b"}"
+        )
         cases: list[tuple[Any, str, int, str]] = [
-            # 10 MB is under the shipped cap (a batch of any size is taken): refused for what
-            # it holds, as it streams in (`test_receiver` has a cap's 413).
+            # 10 MB is under the shipped cap (16 MiB): refused for what it holds at the chunk
+            # that shows it (`test_hostile_bodies` times it; `test_receiver` has a cap's 413).
             (b"x" * (10 * 1024 * 1024), "application/json", 400, "not valid JSON"),
-            (ten_mb_in_chunks(), "application/json", 400, "not valid JSON"),
+            (ten_mb_in_chunks(), "application/json", 400, "run of blanks"),
             (forged, "text/plain", 415, "content type must be application/json"),
             (forged, "application/x-www-form-urlencoded", 415, "content type"),
             (body(notice("deletions", "deals", 10**30)), "application/json", 400, "resource_id"),
+            # 5,000 digits: past what Python reads as an int; was a 500 (#50).
+            (huge_id, "application/json", 400, "4,300 digits"),
             (body(notice("deletions", "deals", "x" * 10_000)), "application/json", 400, "positive"),
             (body(notice("deletions", "deals", "9" * 10_000)), "application/json", 400, "range"),
             (body(notice("deletions", "deals", [1])), "application/json", 400, "positive"),

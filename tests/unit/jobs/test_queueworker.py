@@ -210,3 +210,21 @@ async def test_at_info_one_summary_line_stands_for_many_batches(mirror: Mirror) 
         ("worker.summary", 1, {"articles": 1}),
         ("worker.summary", 29, {"articles": 29}),
     ]
+
+
+async def test_a_small_delivery_is_fetched_beside_a_giant_one_not_behind_it(
+    mirror: Mirror,
+) -> None:
+    """#50: 10,000 ids in one delivery, then 100 ids the upstream lacks, then one real change:
+    the lanes take turns, so the change is asked in the third request, not the 102nd."""
+    client = FakeClient()
+    client.serve(Scope(ARTICLES), [res(50_000, "articles", stamp(5))])
+    worker = _worker(client, mirror)
+    worker.queue.enqueue(_notices("update", "articles", range(1, 10_001)))
+    worker.queue.enqueue(_notices("update", "articles", range(20_001, 20_101)))
+    worker.queue.enqueue(_notices("update", "articles", [50_000]))
+    assert await worker.drain_type("articles") == 10_101
+    asked = [a for _, a in client.asked]
+    assert asked[2] == ("", [50_000]) and len(asked) == 102
+    assert asked[1] == ("", list(range(20_001, 20_101)))
+    assert ids(mirror, "articles") == [50_000] and worker.queue.depth() == 0

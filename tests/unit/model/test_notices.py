@@ -5,7 +5,14 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from sync.model.notices import KEPT_PROBLEMS, BatchReader, NoticeError, WebhookNotice, parse_batch
+from sync.model.notices import (
+    KEPT_PROBLEMS,
+    MAX_QUIET,
+    BatchReader,
+    NoticeError,
+    WebhookNotice,
+    parse_batch,
+)
 
 
 def _update(rid: object, rtype: str = "deals") -> dict[str, object]:
@@ -60,3 +67,43 @@ def test_a_body_without_data_is_refused_at_close_not_before() -> None:
     assert reader.feed(b'{"other": 1}') == []
     with pytest.raises(NoticeError, match=r"^`data` must be a list of notices$"):
         reader.close()
+
+
+@pytest.mark.parametrize(
+    ("first", "reason"),
+    [
+        (b'  \n"' + b"a" * 10, "must be a JSON object"),  # refused before the string ends
+        (b"12345", "must be a JSON object"),
+        (b'{"data": [' + b"[" * 40, "deeper than 32 levels"),
+        (b'{"meta": ' + b"[" * 40, "deeper than 32 levels"),
+    ],
+)
+def test_a_body_that_is_no_batch_is_refused_at_the_chunk_that_shows_it(
+    first: bytes, reason: str
+) -> None:
+    with pytest.raises(NoticeError, match=reason):
+        BatchReader().feed(first)
+
+
+def test_a_token_or_blank_run_longer_than_any_notice_holds_is_refused_as_it_passes() -> None:
+    """Byte by byte or in chunks: refused once `MAX_QUIET` bytes came with no token ending,
+    never at the body's end; a long token under it is read."""
+    reader = BatchReader()
+    reader.feed(b'{"data": [{"type": "updates", "attributes": {"resource_type": "')
+    fed = 0
+    with pytest.raises(NoticeError, match="over 65536 bytes"):
+        for _ in range(64):  # 256 KiB: bounded, so a parser that never refuses fails here
+            reader.feed(b"a" * 4096)
+            fed += 4096
+    assert MAX_QUIET <= fed < MAX_QUIET + 4096
+    near = orjson.dumps({"meta": "b" * (MAX_QUIET - 100), "data": [_update(1)]})
+    assert parse_batch(near)[0] == [WebhookNotice("update", "deals", "deals", 1)]
+
+
+def test_a_number_past_what_python_reads_is_a_notice_error_not_the_parsers() -> None:
+    """`resource_id` of 5,000 digits: the C parser's int conversion fails (a SystemError
+    around a ValueError, a 500 before #50); it is a NoticeError naming it."""
+    body = b'{"data": [{"type": "updates", "attributes": {"resource_type": "deals", '
+    body += b'"resource_id": 1' + b"0" * 4999 + b"}}]}"
+    with pytest.raises(NoticeError, match="over 4,300 digits"):
+        parse_batch(body)

@@ -44,7 +44,8 @@ def test_claims_take_the_oldest_ids_of_one_kind_and_type(mirror: Mirror) -> None
     assert queue.types_pending("update") == ["deals", "events"]
     assert queue.types_pending("deletion") == ["deals"]
     items = queue.claim("update", "deals", limit=2)
-    assert [(i.resource_id, len(i.row_ids)) for i in items] == [(5, 2), (3, 2)]
+    # an id notified again while it waits adds no row
+    assert [(i.resource_id, len(i.row_ids)) for i in items] == [(5, 1), (3, 1)]
     queue.ack(items)
     assert [i.resource_id for i in queue.claim("update", "deals")] == [9, 7]
     assert [i.resource_id for i in queue.claim("deletion", "deals")] == [5]
@@ -65,3 +66,42 @@ def test_a_failure_keeps_the_item_counts_the_attempt_and_clips_the_error(mirror:
     assert queue.claim("update", "deals") == [item]
     ChangeQueue(mirror.conn)  # a restart: the table and its rows stay
     assert queue.depth() == 1
+
+
+def test_an_id_notified_again_while_it_waits_adds_no_row_and_moves_to_the_newer_lane(
+    mirror: Mirror,
+) -> None:
+    """#50: a delivery sent twice costs nothing more; an id a small delivery names again is
+    served in that delivery's lane, not at the end of the giant one it was in."""
+    queue = ChangeQueue(mirror.conn)
+    big, small = queue.open_delivery(), queue.open_delivery()
+    assert queue.enqueue([_notice("update", "deals", i) for i in range(1, 301)], big) == 300
+    assert queue.enqueue([_notice("update", "deals", i) for i in range(1, 301)], big) == 300
+    assert queue.depth() == 300
+    queue.enqueue([_notice("update", "deals", 250)], small)
+    assert queue.depth() == 300
+    first, second, third = (queue.take("deals", limit=100) for _ in range(3))
+    assert [i.resource_id for i in first] == list(range(1, 101))
+    assert [i.resource_id for i in second] == [250]  # the small lane's turn
+    assert [i.resource_id for i in third] == list(range(101, 201))
+
+
+def test_a_change_notified_while_its_id_is_taken_is_kept_for_another_fetch(
+    mirror: Mirror,
+) -> None:
+    """The row being fetched is not matched by the dedupe: its `ack` must not take the newer
+    notice with it. Taken rows wait again on `fail`, `release` and a reopened queue."""
+    queue = ChangeQueue(mirror.conn)
+    queue.enqueue([_notice("update", "deals", 1)])
+    queue.enqueue([_notice("deletion", "deals", 2)])
+    (taken,) = queue.take("deals")
+    queue.enqueue([_notice("update", "deals", 1)])  # a newer change, mid-fetch
+    assert queue.depth() == 3
+    queue.ack([taken])
+    assert [(i.kind, i.resource_id) for i in queue.take("deals")] == [("deletion", 2)]
+    assert [(i.kind, i.resource_id) for i in queue.take("deals")] == [("update", 1)]
+    assert queue.take("deals") == []  # both taken
+    queue.release("deals")
+    assert len(queue.take("deals")) == 1
+    reopened = ChangeQueue(mirror.conn)  # a restart: nothing is in flight
+    assert len(reopened.take("deals")) + len(reopened.take("deals")) == 2

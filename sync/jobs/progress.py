@@ -14,7 +14,8 @@ from sync.core.logs import get_logger
 
 
 class Progress(Protocol):
-    """What a long run reports: per type, pages expected and rows written."""
+    """What a long run reports: per type, pages expected and rows written; `done` once a type
+    completed (never for one stopped or failed midway)."""
 
     def add_pages(self, type_name: str, pages: int) -> None: ...
     def advance(self, type_name: str, rows: int, pages: int = 1) -> None: ...

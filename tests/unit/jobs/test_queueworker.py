@@ -210,3 +210,22 @@ async def test_at_info_one_summary_line_stands_for_many_batches(mirror: Mirror) 
         ("worker.summary", 1, {"articles": 1}),
         ("worker.summary", 29, {"articles": 29}),
     ]
+
+
+async def test_applied_notices_count_as_the_types_last_sync(mirror: Mirror) -> None:
+    """`ccsync status`'s lag of a type whose webhook changes landed a moment ago counts from
+    them, not from a poll an hour old (#48); the poll's error stays until a poll clears it."""
+    mirror.types.record("articles", ok=True, at="2020-01-01T00:00:00.000Z")
+    mirror.types.record("articles", ok=False, error="poll: HTTP 500", at="2020-01-01T00:00:01.000Z")
+    client = FakeClient()
+    client.serve(Scope(ARTICLES), [res(1, "articles", stamp(5))])
+    worker = _worker(client, mirror)
+    worker.queue.enqueue(_notices("update", "articles", [1]))
+    assert await worker.drain_type("articles") == 1
+    (line,) = [t for t in mirror.types.lines() if t.type_name == "articles"]
+    assert line.last_sync_at is not None and line.last_sync_at > "2020-01-01T00:00:01.000Z"
+    assert line.last_error == "poll: HTTP 500"
+    # A poll recorded earlier than a change taken never moves the last sync back.
+    mirror.types.took_change("articles", at="2020-01-02T00:00:00.000Z")
+    (again,) = [t for t in mirror.types.lines() if t.type_name == "articles"]
+    assert again.last_sync_at == line.last_sync_at

@@ -30,7 +30,6 @@ from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.lock import holder_file, holder_pid
 
-
 #: The demo's mirror, in its `--dir`.
 MIRROR_FILE = "mirror.db"
 

@@ -32,6 +32,18 @@ class _LazyGroup(click.Group):
         assert isinstance(command, click.Command) and command.name == cmd_name
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, but a mistyped command names the closest ones (`Did you mean
+        backfill?`): click suggests from `self.commands`, which the lazy table leaves empty."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx
+            ) from None
+
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ccsync")

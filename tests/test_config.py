@@ -90,7 +90,14 @@ def _base(**upstream: Any) -> dict[str, Any]:
         (_base(password_env="NOPE_NOT_SET_123"), "give only one of password, password_env"),
         (_base(page_size=500), "upstream.page_size"),
         (_base(types=["deals", "spaceships"]), "unknown type(s) spaceships"),
-        ({**_base(), "mirror": {"pth": "x"}}, "unknown key mirror.pth"),
+        ({**_base(), "mirror": {"pth": "x"}}, "unknown key mirror.pth; did you mean path?"),
+        ({**_base(), "mirorr": {}}, "unknown key mirorr; did you mean mirror?"),
+        (_base(pasword_env="X"), "unknown key upstream.pasword_env; did you mean password_env?"),
+        (
+            _base(email=None, password=None, accounts=[{"email": "a", "pasword": "p"}]),
+            "unknown key upstream.accounts.0.pasword; did you mean password?",
+        ),
+        ({**_base(), "mirror": {"zzzz": 1}}, "unknown key mirror.zzzz; remove it or check"),
         (
             {**_base(), "mirror": {"checkpoints": "truncate"}},
             'mirror.checkpoints: must be "sqlite" (sync checkpoints the WAL itself) or '

@@ -134,6 +134,9 @@ class UpstreamProfile:
         for key in sorted(self.routes):
             r = self.routes[key]
             inc = ", ".join(f"{p}: {v}" for p, v in sorted(r.includes.items())) or "-"
+            if key == DELETIONS_ROUTE:  # its own columns: sorted by created_at (`DELETIONS_NOTE`)
+                out.append((key, r.sort, r.sort_desc, "not probed", r.compares, "not probed", inc))
+                continue
             out.append((key, r.sort, r.sort_desc, r.filter, r.compares, r.etag, inc))
         return out
 
@@ -144,6 +147,13 @@ def route_key(rtype: ResourceType) -> str:
 
 
 DELETIONS_ROUTE = "/deletions"
+#: What the deletions feed's row of a profile means: it has no `updated_at`, so its sort and
+#: `compares` are probed on `created_at`, and its filter and ETag not at all.
+DELETIONS_NOTE = (
+    "/deletions is the deletions feed: its sort, -sort and compares are on created_at "
+    "(unknown: fewer than two entries to compare, e.g. an empty feed); its filter[created_at] "
+    "and ETag are not probed (each poll asks from its cursor, unconditionally)"
+)
 
 
 def learned_compares(profile: UpstreamProfile, key: str, level: str, evidence: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 COMMANDS: dict[str, str] = {
     "backfill": "sync.commands.mirror:backfill_command",
+    "check": "sync.commands.check:check_command",
     "status": "sync.commands.mirror:status_command",
     "changes": "sync.commands.mirror:changes_command",
     "probe": "sync.commands.probe:probe_command",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from sync.channel.profile import DELETIONS_NOTE, DELETIONS_ROUTE
 from sync.commands.wiring import config_option, fail_cleanly, run_async, settings_from
 from sync.jobs.probe import api_version, probe, unusable
 
@@ -37,6 +38,8 @@ def probe_command(config_path: Path | None, as_json: bool) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+    if DELETIONS_ROUTE in profile.routes:
+        click.echo(f"note: {DELETIONS_NOTE}")
     lines = unusable(profile)
     if lines:
         click.echo("could not use:")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from sync.core import logs
-from sync.core.config import Settings, load_config
+from sync.core.config import DEFAULT_PATH, Settings, load_config
 from sync.core.errors import ConfigError, Interrupted, StorageFault, SyncError, UnreachableError
 from sync.core.secrets import SecretsNeeded
 from sync.store.faults import storage_fault
@@ -163,6 +163,12 @@ def reader_from(config_path: Path | None, mirror_path: Path | None) -> tuple[Pat
     path = mirror_path or settings.mirror.path
     _note_mirror(path)
     return path, settings
+
+
+def config_file(config_path: Path | None) -> Path:
+    """The configuration file a command reads: `--config` (after or before the command), else
+    ./sync.toml."""
+    return _config_path(config_path) or DEFAULT_PATH
 
 
 def _config_path(config_path: Path | None) -> Path | None:

@@ -9,6 +9,7 @@ held as `SecretStr` so they never print.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Self, get_args
@@ -529,8 +530,32 @@ def _describe(err: dict[str, Any], path: Path) -> str:
             return f"{path}: section [{name}] is required; add it (see config.example.toml)"
         return f"{path}: [{section}] {name} is required; add it (see config.example.toml)"
     if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(err["loc"][-1]), _known_keys(err["loc"][:-1]), n=1)
+        if close:
+            return f"{path}: unknown key {key}; did you mean {close[0]}? (see config.example.toml)"
         return f"{path}: unknown key {key}; remove it or check its spelling against config.example.toml"
     return f"{path}: {key}: {msg}"
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at `loc` (a section, `upstream.accounts.0`, the file) knows."""
+    model: type[BaseModel] = Settings
+    for part in loc:
+        if isinstance(part, int):  # an item of a list: the list's model
+            continue
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        # `X | None` and `list[X] | None`: the model inside.
+        found = [
+            t
+            for a in (annotation, *get_args(annotation))
+            for t in (a, *get_args(a))
+            if isinstance(t, type) and issubclass(t, BaseModel)
+        ]
+        if not found:
+            return []
+        model = found[0]
+    return list(model.model_fields)
 
 
 def parse_config(

@@ -26,7 +26,7 @@ from sync.core.redact import register
 #:   management commands): they serve no receiver;
 #: - "all": every secret given (the library's default);
 #: - "receiver": every secret, and the webhook secret is required while `[webhooks] enabled`
-#:   (`run`, `webhooks ...`: the callback URL holds it).
+#:   (`run`, `webhooks ...`: the callback URL holds it; `check`, which checks what `run` needs).
 SecretsNeeded = Literal["none", "upstream", "all", "receiver"]
 WITHOUT_SECRETS = {"secrets": "none"}
 
@@ -126,19 +126,32 @@ def find_secret(
             )
         path = Path(directory) / credential
         try:
-            return SecretStr(path.read_text(encoding="utf-8").strip())
+            text = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ValueError(
                 f"{key}_credential {credential!r} cannot be read from {directory}: {exc.strerror} "
                 f"(is LoadCredential={credential}:<file> in the unit?)"
             ) from None
+        return _not_empty(text, f"{key}_credential {credential!r} is empty in {directory}")
     if env:
         if env not in os.environ:
             raise ValueError(f"{key}_env names ${env}, which is not set in the environment")
-        return SecretStr(os.environ[env])
+        return _not_empty(
+            os.environ[env],
+            f"{key}_env names ${env}, which is set but empty; export the {key} in it",
+        )
     if path:
         try:
-            return SecretStr(path.read_text(encoding="utf-8").strip())
+            text = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ValueError(f"{key}_file {str(path)!r} cannot be read: {exc.strerror}") from None
+        return _not_empty(text, f"{key}_file {str(path)!r} is empty; write the {key} in it")
     return value
+
+
+def _not_empty(text: str, problem: str) -> SecretStr:
+    """`text` as a secret; an empty one (`SYNC_PASSWORD=` in a unit's environment) is refused
+    here, in one line naming its source, rather than sent and refused by the upstream."""
+    if not text:
+        raise ValueError(problem)
+    return SecretStr(text)

@@ -5,6 +5,8 @@ webhook receiver on another, subscribed to every type. A status line every 3 s f
 shows the rows mirrored (every resource, included ones such as images too), then the queue depth
 and the changes applied upstream; on Ctrl-C (or after `--duration`) it stops
 cleanly and leaves the mirror file and a `sync.toml` beside it for `ccsync status` and `sqlite3`.
+Each demo starts from a fresh mirror (`fresh_mirror`): an earlier demo's followed another
+emulator.
 """
 
 from __future__ import annotations
@@ -20,11 +22,16 @@ from pathlib import Path
 import click
 
 from sync.core.config import Settings, parse_config
+from sync.core.errors import MirrorError
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.progress import NullProgress
 from sync.model import catalogue
 from sync.store import Mirror
+from sync.store.lock import holder_file, holder_pid
+
+#: The demo's mirror, in its `--dir`.
+MIRROR_FILE = "mirror.db"
 
 
 def demo_settings(emu: Emulator, directory: Path, secret: str) -> Settings:
@@ -36,7 +43,7 @@ def demo_settings(emu: Emulator, directory: Path, secret: str) -> Settings:
             "password": emu.password,
             "concurrency": 4,
         },
-        "mirror": {"path": str(directory / "mirror.db")},
+        "mirror": {"path": str(directory / MIRROR_FILE)},
         "webhooks": {"enabled": True, "listen": "127.0.0.1:0", "secret": secret},
         "schedule": {
             "poll_interval": 10.0,
@@ -49,10 +56,14 @@ def demo_settings(emu: Emulator, directory: Path, secret: str) -> Settings:
     return parse_config(data)
 
 
+#: The first line of the sync.toml a demo leaves: how the next demo knows the mirror is a demo's.
+WRITTEN_BY = "# Written by `ccsync demo`"
+
+
 def write_config(settings: Settings, emu: Emulator, path: Path) -> None:
     """A sync.toml for the demo mirror, so `ccsync status --config` works afterwards."""
     path.write_text(
-        "# Written by `ccsync demo`: the emulator it points at is gone once the demo stops.\n"
+        f"{WRITTEN_BY}: the emulator it points at is gone once the demo stops.\n"
         "[upstream]\n"
         f'base_url = "{emu.base_url}"\n'
         f'email = "{emu.email}"\n'
@@ -61,6 +72,41 @@ def write_config(settings: Settings, emu: Emulator, path: Path) -> None:
         f'path = "{settings.mirror.path}"\n'
         "[webhooks]\nenabled = false\n"
     )
+
+
+def fresh_mirror(path: Path) -> str | None:
+    """Make way for a new demo mirror at `path`; what was done, in words, or None (no file).
+
+    A mirror left by an earlier demo followed an emulator that is gone: its rows, cursors and
+    completed types describe another upstream's history (the new emulator starts from its seed
+    again, without the old one's changes), so the daemon would poll on from stale cursors and
+    never notice what is missing. The demo starts afresh: a previous demo's mirror (its
+    sync.toml beside it says so) is removed with its `-wal`, `-shm` and `.lock`; any other file
+    there is moved aside, never removed. One that a process holds is refused."""
+    if not path.exists():
+        return None
+    pid = holder_pid(path)
+    if pid is not None:
+        raise MirrorError(
+            f"mirror {path} is in use by process {pid} (another `ccsync demo`?)",
+            hint="stop it, or give this demo another --dir",
+        )
+    parts = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+    config = path.parent / "sync.toml"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if config.read_text(encoding="utf-8").startswith(WRITTEN_BY):
+            for part in (*parts, holder_file(path)):
+                part.unlink(missing_ok=True)
+            return (
+                f"removed the previous demo's {path}: it followed an emulator that is gone; "
+                "this demo starts a fresh mirror"
+            )
+    aside = path.with_name(f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}")
+    for part in parts:
+        if part.exists():
+            part.rename(Path(str(aside) + str(part)[len(str(path)) :]))
+    holder_file(path).unlink(missing_ok=True)
+    return f"moved {path} aside to {aside} (no demo wrote it); this demo starts a fresh mirror"
 
 
 async def mutate(emu: Emulator, per_second: float, stop: asyncio.Event, counter: list[int]) -> None:
@@ -118,6 +164,9 @@ async def run_demo(
 ) -> Path:
     """Run the demo until Ctrl-C or `duration` seconds; return the mirror path."""
     directory.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, before serving
+    done = fresh_mirror(directory / MIRROR_FILE)
+    if done and echo:
+        click.echo(f"demo: {done}")
     emu = Emulator(resources=resources, seed=1)
     async with emu.serve(port=0):
         settings = demo_settings(emu, directory, secrets.token_urlsafe(24))

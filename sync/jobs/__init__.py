@@ -8,7 +8,7 @@ dated evidence), `mallroutes` and `relroutes` (linkage from other routes),
 `proofdiff` its unit diff, `pacing` its arithmetic and `freshness` the change lag), `sideloads`,
 `verify`, `hours` (the malls' opening hours), `press` (the management
 API's press releases), `typefaults` (faults kept in their type) and `progress`; with `fanout`
-(bounded concurrency), `oneshot` (a command's mirror and client), `probe` (`ccsync probe`) and
+(bounded concurrency), `oneshot` (a command's mirror and client), `probe` (`ccsync probe`), `check` (`ccsync check`) and
 `accountmap` (which account reads which type, for `ccsync status`).
 
 May import: model, core, channel, management, pipeline, store, ingest.

@@ -300,6 +300,8 @@ class Backfill:
                     self.mirror.cursors.set(rtype.name, s.key, started_at)
             record_type(self.mirror, rtype.name, None, at=self.clock())
             self.mirror.backfills.type_completed(rtype.name, iso_ms(self.clock()))
+            # Only a completed type is done: one stopped or failed keeps its bar where it is.
+            self.progress.done(rtype.name)
         except MassDeleteRefused as exc:
             report.error = record_type(
                 self.mirror,
@@ -313,8 +315,6 @@ class Backfill:
         except UpstreamError as exc:
             report.error = record_type(self.mirror, rtype.name, exc, at=self.clock())
             raise
-        finally:
-            self.progress.done(rtype.name)
 
     # -- pages ---------------------------------------------------------------------------------
 

@@ -2,14 +2,17 @@
 
 `ccsync probe` asks before sync is pointed at a new upstream, so no mirror is opened: the
 mall-scoped routes are probed in the first malls the upstream lists. The daemon keeps its own
-profile in the mirror (`sync.channel.profile`, probed in the malls it holds).
+profile in the mirror (`sync.channel.profile`, probed in the malls it holds). The words of a
+profile, for `ccsync probe` and `ccsync status`, are here too (`unusable`, `route_words`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
-from sync.channel.profile import UpstreamProfile
+from sync.channel.profile import DELETIONS_ROUTE, UpstreamProfile
 from sync.channel.profiler import Profiler
 from sync.core.config import Settings
 from sync.model import catalogue
@@ -65,3 +68,41 @@ def unusable(profile: UpstreamProfile) -> list[str]:
         if r.filter in ("ignored", "refused"):
             out.append(f"{key}: filter[updated_at][gte] {r.filter}; polls read whole listings")
     return out
+
+
+def route_words(key: str, r: dict[str, Any]) -> str:
+    """One route of a stored profile (`RouteProfile` as JSON) as `ccsync status` words it: how
+    it is polled, its ETag, the include paths refused or serving no linkage and where their
+    linkage comes from; the deletions feed, which has no `updated_at`, in its own terms."""
+    if key == DELETIONS_ROUTE:
+        sort = r.get("sort", "unknown")
+        why = "; unknown: fewer than two entries to compare" if sort == "unknown" else ""
+        return (
+            f"the deletions feed, read from its cursor (sort by created_at {sort}{why}); "
+            "filter and etag not probed"
+        )
+    refused = sorted(p for p, v in (r.get("includes") or {}).items() if v == "refused")
+    bare = sorted(p for p, v in (r.get("includes") or {}).items() if v == "no linkage")
+    sorted_walk = r.get("sort") in ("honoured", "unknown")
+    how = "walked by updated_at" if sorted_walk else "polled unsorted (sort not honoured)"
+    line = f"{how}; etag {r.get('etag', 'unknown')}"
+    if refused:
+        sources = r.get("linkage_from") or {}
+        errors = r.get("include_errors") or {}
+        line += "; include refused: " + ", ".join(
+            f"{p} ({errors[p] + '; ' if errors.get(p) else ''}linkage {_source(sources.get(p))})"
+            for p in refused
+        )
+    if bare:
+        line += f"; include serves no linkage: {', '.join(bare)}"
+    if r.get("compares") in ("finer", "rounded"):
+        line += (
+            f"; date filters compare below the served millisecond ({r['compares']}): "
+            "tie runs read to the next millisecond"
+        )
+    return line
+
+
+def _source(route: str | None) -> str:
+    """Where a refused include path's linkage comes from."""
+    return "not mirrored" if route in (None, "not mirrored") else f"from {route}"

@@ -14,7 +14,8 @@ from sync.core.logs import get_logger
 
 
 class Progress(Protocol):
-    """What a long run reports: per type, pages expected and rows written."""
+    """What a long run reports: per type, pages expected and rows written; `done` once a type
+    completed (never for one stopped or failed midway)."""
 
     def add_pages(self, type_name: str, pages: int) -> None: ...
     def advance(self, type_name: str, rows: int, pages: int = 1) -> None: ...
@@ -92,19 +93,20 @@ class LogProgress:
 
 class RichProgress:
     """A rich progress bar per type: pages done of pages known, rows, rate and ETA, in 80
-    columns (`WIDTH`) at a million rows a type."""
+    columns (`WIDTH`) at a million rows a type.
+
+    A type's total grows while it runs (each mall's scope adds its pages when its first page
+    arrives), so pages done can catch up with pages known long before the type is: until `done`
+    the bar stops at 99 % and the total reads `N+` once caught up."""
 
     #: The width the bars fit in: a type name (ellipsized past 14 characters), a short bar,
     #: `12,345/12,345` pages, 7 digits of rows, a rate and the ETA.
     WIDTH = 80
+    #: The share a bar shows at most before its type is done.
+    CAP = 0.99
 
     def __init__(self, console: Any = None) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
         from rich.progress import Progress as _RichProgress
         from rich.table import Column
 
@@ -114,7 +116,7 @@ class RichProgress:
                 table_column=Column(width=14, no_wrap=True, overflow="ellipsis"),
             ),
             BarColumn(bar_width=10),
-            MofNCompleteColumn(),
+            TextColumn("{task.fields[pages]}", justify="right"),
             TextColumn("pages {task.fields[rows]:>9,} rows {task.fields[rate]:>7}/s"),
             TimeRemainingColumn(),
             transient=False,
@@ -123,6 +125,9 @@ class RichProgress:
         self._tasks: dict[str, Any] = {}
         self._rows: dict[str, int] = {}
         self._t0: dict[str, float] = {}
+        # Per type: [pages known, pages done]; the bar is drawn from them (`_draw`).
+        self._pages: dict[str, list[int]] = {}
+        self._done: set[str] = set()
 
     def table(self) -> Any:
         """The bars as rendered now (a rich renderable)."""
@@ -130,27 +135,45 @@ class RichProgress:
 
     def _task(self, type_name: str) -> Any:
         if type_name not in self._tasks:
-            self._tasks[type_name] = self._bar.add_task(type_name, total=0, rows=0, rate="-")
+            self._tasks[type_name] = self._bar.add_task(
+                type_name, total=0, rows=0, rate="-", pages="0/0"
+            )
             self._rows[type_name] = 0
             self._t0[type_name] = time.monotonic()
+            self._pages[type_name] = [0, 0]
         return self._tasks[type_name]
 
-    def add_pages(self, type_name: str, pages: int) -> None:
+    def _draw(self, type_name: str, **fields: Any) -> None:
+        """The bar of `type_name` from its pages: capped at `CAP` and the total `N+` while the
+        type is not done."""
         task = self._task(type_name)
-        total = self._bar.tasks[task].total or 0
-        self._bar.update(task, total=total + pages)
+        total, done = self._pages[type_name]
+        finished = type_name in self._done
+        shown = done if finished else min(done, total * self.CAP)
+        growing = "+" if not finished and total and done >= total else ""
+        self._bar.update(
+            task, total=total, completed=shown, pages=f"{done}/{total}{growing}", **fields
+        )
+
+    def add_pages(self, type_name: str, pages: int) -> None:
+        self._task(type_name)
+        self._pages[type_name][0] += pages
+        self._draw(type_name)
 
     def advance(self, type_name: str, rows: int, pages: int = 1) -> None:
-        task = self._task(type_name)
+        self._task(type_name)
         self._rows[type_name] += rows
+        self._pages[type_name][1] += pages
         elapsed = max(time.monotonic() - self._t0[type_name], 1e-9)
         rate = _rate(self._rows[type_name] / elapsed)
-        self._bar.update(task, advance=pages, rows=self._rows[type_name], rate=rate)
+        self._draw(type_name, rows=self._rows[type_name], rate=rate)
 
     def done(self, type_name: str) -> None:
-        task = self._task(type_name)
-        total = self._bar.tasks[task].total or 0
-        self._bar.update(task, completed=total)
+        self._task(type_name)
+        self._done.add(type_name)
+        counts = self._pages[type_name]
+        counts[0] = counts[1] = max(counts)  # a type done has read every page it knows
+        self._draw(type_name)
 
     def __enter__(self) -> RichProgress:
         self._bar.start()

@@ -47,6 +47,7 @@ from sync.jobs.poll import Poller
 from sync.jobs.typefaults import TypeFaults, record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
+from sync.model.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.queue import TAKE_IDS, ChangeQueue, QueueItem
 from sync.store.watch import StorageWatch
@@ -189,6 +190,10 @@ class QueueWorker:
             handled = await self._drain(type_name, rtype)
         finally:
             tally.stop(token)
+        if handled and rtype is not None:
+            # The mirror took this type's changes now: its lag in `ccsync status` counts from
+            # here, not from the last poll (a webhook change lands long before the next one).
+            self.mirror.types.took_change(type_name, at=iso_ms(time.time()))
         if handled:
             self.log.debug(
                 "worker.drained",

@@ -1,8 +1,9 @@
 """What the mirror tells the people and tools that read it: Datasette metadata.
 
 Datasette shows every table of a file alike; this describes each table of the mirror (content
-tables, link tables and the views over them, hours, scripts, the management API's press
-releases) and hides the bookkeeping (`_sync_*`) and the full-text shadow tables, so a reader
+tables, link tables and the views over them, the mall memberships, hours, scripts, the
+management API's press releases) as docs/schema.md does and hides the bookkeeping (`_sync_*`,
+SQLite's `sqlite_sequence`; Datasette hides the full-text shadow tables itself), so a reader
 sees the data and what each table means. `ccsync datasette-metadata` prints it; pass it to
 `datasette mirror.db --metadata metadata.json`.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sync.model import catalogue
-from sync.store import Mirror, press, proof, queue
+from sync.store import Mirror, memberships, press, proof, queue
 from sync.store.schema import BOOKKEEPING, FTS_COLUMNS, VIEWS
 
 #: Every `_sync_*` table: hidden from readers.
@@ -24,6 +25,9 @@ BOOKKEEPING_TABLES = tuple(
         BOOKKEEPING + queue.SCHEMA + proof.SCHEMA_LISTING + proof.SCHEMA_SCOPES,
     )
 )
+
+#: SQLite's table of AUTOINCREMENT counters (`_sync_changes.seq`, ...): not data.
+SQLITE_SEQUENCE = "sqlite_sequence"
 
 #: How a client turns an image's `url` into one of a given size (spec: "the client replaces the
 #: token in the url with <width>x<height> or <width>").
@@ -35,12 +39,17 @@ _VIEW_TEXT = {
     "stores_job_listings": "The job listings of each store (job_listings.store_id).",
     "products_articles": "The articles of each product: the inverse of articles_products.",
     "malls_articles": "The articles of each mall: the inverse of articles_malls.",
-    "malls_deals": (
-        "GET /malls/{id}/deals: the mall's local deals (is_local 1, a linked store in the mall) "
-        "and every national deal (is_local 0) unless the mall sets exclude_national_deals. "
-        "Filter deals.visibility = 'Public' for what the route serves by default."
-    ),
 }
+
+#: `malls_deals`, a view derived by a rule or a table filled from the routes (docs/schema.md);
+#: the same words either way, what it holds being the route's.
+MALLS_DEALS_TEXT = (
+    "GET /malls/{id}/deals with its default visibility (Public): the mall's local Public deals "
+    "(is_local 1, a store of the deal in the mall) and every national Public deal (is_local 0) "
+    "unless the mall sets exclude_national_deals. A view derived by that rule while it agrees "
+    "with the routes it is checked against, else a table filled from every mall's route "
+    "(`ccsync status` says which, and why)."
+)
 _OTHER_TEXT = {
     catalogue.HOURS_TABLE: "Opening hours per mall and date (GET /malls/{id}/hours), a rolling window.",
     catalogue.CURRENT_HOURS_TABLE: "GET /malls/{id}/current-hours, the body as served (JSON).",
@@ -59,7 +68,10 @@ def _content_text(rtype: catalogue.ResourceType) -> str:
         "(absolute stamps in UTC, YYYY-MM-DDTHH:MM:SS.sssZ)."
     )
     if rtype.level == "mall":
-        text += " mall_id: the mall whose route lists it."
+        text += (
+            f" mall_id: the lowest mall that lists it (NULL when none does), a convenience: "
+            f"every mall that lists it is in {memberships.table(rtype.name)}."
+        )
     if not rtype.listable:
         text += " Arrives only beside the rows that link to it; unreferenced rows are pruned."
     if rtype.name == "images":
@@ -104,12 +116,23 @@ def datasette_metadata(mirror_path: Path) -> dict[str, Any]:
                     f"{other}), in the order served (position)."
                 )
             }
+    for name in memberships.MEMBER_TYPES:
+        mall, row = memberships.columns(name)
+        tables[memberships.table(name)] = {
+            "description": (
+                f"Which malls list each of {name} (GET /malls/{{id}}/{name}): one row per "
+                f"(mall, row) pair, {mall} -> malls.id, {row} -> {name}.id."
+            )
+        }
     for name in VIEWS:
         tables[name] = {"description": _VIEW_TEXT.get(name, "")}
+    tables["malls_deals"] = {"description": MALLS_DEALS_TEXT}  # a view, or a table
     for name, text in _OTHER_TEXT.items():
         tables[name] = {"description": text}
-    for name in BOOKKEEPING_TABLES:
+    # Every `_sync_*` the file holds (an older or newer sync's too), and SQLite's own counter.
+    for name in {*BOOKKEEPING_TABLES, *(n for n in present if n.startswith("_sync_"))}:
         tables[name] = {"hidden": True, "description": "sync's bookkeeping."}
+    tables[SQLITE_SEQUENCE] = {"hidden": True, "description": "SQLite's AUTOINCREMENT counters."}
     tables = {name: meta for name, meta in tables.items() if name in present}
     return {
         "title": "sync mirror of the Channel Content API",

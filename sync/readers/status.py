@@ -23,6 +23,7 @@ from sync.jobs.lateness import META_KEY as LATENESS_KEY
 from sync.jobs.lateness import shown
 from sync.jobs.mallincludes import recorded
 from sync.jobs.pacing import keepable_bound
+from sync.jobs.probe import route_words
 from sync.readers import verdict as daemon_health
 from sync.readers.backlog import queue_drain, queue_line
 from sync.readers.running import (
@@ -356,31 +357,9 @@ def detail_lines(data: dict[str, Any]) -> list[str]:
     profile = data.get("upstream_profile") or {}
     if profile.get("routes"):
         out.append(f"upstream profile (probed {profile.get('probed_at') or 'at run time'}):")
-        for key, r in sorted(profile["routes"].items()):
-            refused = sorted(p for p, v in (r.get("includes") or {}).items() if v == "refused")
-            bare = sorted(p for p, v in (r.get("includes") or {}).items() if v == "no linkage")
-            how = (
-                "walked by updated_at"
-                if r.get("sort") in ("honoured", "unknown")
-                else ("polled unsorted (sort not honoured)")
-            )
-            line = f"  {key:<28} {how}; etag {r.get('etag', 'unknown')}"
-            if refused:
-                sources = r.get("linkage_from") or {}
-                errors = r.get("include_errors") or {}
-                line += "; include refused: " + ", ".join(
-                    f"{p} ({errors[p] + '; ' if errors.get(p) else ''}"
-                    f"linkage {_source(sources.get(p))})"
-                    for p in refused
-                )
-            if bare:
-                line += f"; include serves no linkage: {', '.join(bare)}"
-            if r.get("compares") in ("finer", "rounded"):
-                line += (
-                    f"; date filters compare below the served millisecond ({r['compares']}): "
-                    "tie runs read to the next millisecond"
-                )
-            out.append(line)
+        out += [
+            f"  {key:<28} {route_words(key, r)}" for key, r in sorted(profile["routes"].items())
+        ]
     if data.get("accounts"):
         out.append("accounts (which one reads each type, learned from the upstream's 403s):")
         for name, email in sorted(data["accounts"].items()):
@@ -499,8 +478,3 @@ def proof_lines(proof: dict[str, Any]) -> list[str]:
         if parts:
             out.append(f"change lag {name}: " + "; ".join(parts))
     return out
-
-
-def _source(route: str | None) -> str:
-    """Where a refused include path's linkage comes from, for `ccsync status`."""
-    return "not mirrored" if route in (None, "not mirrored") else f"from {route}"

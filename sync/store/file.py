@@ -12,6 +12,7 @@ migrations) are `Mirror.open`'s.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import sqlite3
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from sync.core.errors import MirrorError
 from sync.core.logs import get_logger
 from sync.store.faults import storage_fault
-from sync.store.lock import WriterLock, open_database, take
+from sync.store.lock import WriterLock, holder_file, open_database, take
 from sync.store.schema import SCHEMA_VERSION
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -172,6 +173,40 @@ def close(conn: sqlite3.Connection, lock: WriterLock | None) -> None:
 def release(lock: WriterLock | None) -> None:
     if lock is not None:
         lock.release()
+
+
+def identity(p: Path) -> tuple[int, int] | None:
+    """The file's (device, inode), or None when there is no file at `p`."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def discard(p: Path, created: tuple[int, int]) -> bool:
+    """Remove the mirror file `created` (its `identity` when this process made it) with its
+    `-wal`, `-shm` and `.lock`, once closed: a one-shot command that never got past the
+    upstream's login leaves nothing behind. Only that very file (same inode), and only while
+    no other process holds its writer lock; a mirror that existed before is never passed here.
+    Whether it was removed."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != created:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # another writer opened it meanwhile: it is theirs now
+        for path in (Path(f"{p}-wal"), Path(f"{p}-shm"), holder_file(p), p):
+            path.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _check_header(p: Path) -> None:

@@ -88,10 +88,15 @@ def _unwritable(p: Path, exc: OSError) -> MirrorError:
     )
 
 
+def holder_file(p: Path) -> Path:
+    """`<real path>.lock`, where a holder writes its pid and command line."""
+    return Path(os.path.realpath(p) + ".lock")
+
+
 def take(p: Path, fd: int) -> WriterLock:
     """Lock the database open on `fd` (named `p` by the caller) for this process, or raise a
     MirrorError naming the holder. On failure `fd` is left open for the caller to close."""
-    info_path = Path(os.path.realpath(p) + ".lock")
+    info_path = holder_file(p)
     try:
         info = os.open(info_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
@@ -122,7 +127,7 @@ def holder_pid(p: Path) -> int | None:
     takes no lock and opens no descriptor of the database (closing one would drop this
     process's SQLite locks on it, see the module docstring), so a reader (`ccsync status`)
     never keeps a writer from starting."""
-    info_path = Path(os.path.realpath(p) + ".lock")
+    info_path = holder_file(p)
     if os.path.exists("/proc/locks"):
         for path in (p, info_path):
             with contextlib.suppress(OSError):

@@ -1,8 +1,10 @@
 """Per-type sync status in `_sync_types`: when each type last synced, and its last error.
 
-The jobs record each type's outcome (`TypeStatuses.record`, errors stored redacted); `ccsync
-status` and `/healthz` read one line per listable type (`TypeStatuses.lines`): its row count,
-last sync, newest cursor and last error.
+The jobs record each type's outcome (`TypeStatuses.record`, errors stored redacted), and the
+queue worker the notices it applied (`TypeStatuses.took_change`): a type's last sync is the
+later of its last successful poll and the last change it took. `ccsync status` and `/healthz`
+read one line per listable type (`TypeStatuses.lines`): its row count, last sync, newest
+cursor and last error.
 """
 
 from __future__ import annotations
@@ -60,6 +62,17 @@ class TypeStatuses:
                 "error_at = excluded.error_at",
                 (type_name, None if error is None else redact_text(error), at),
             )
+
+    def took_change(self, type_name: str, *, at: str) -> None:
+        """Notices of `type_name` were applied at `at` (the queue worker): its last sync, and
+        so the lag `ccsync status` shows, counts from then unless a poll synced it later. Its
+        last error stays: a poll's success clears that."""
+        self.conn.execute(
+            "INSERT INTO _sync_types (type, last_sync_at) VALUES (?, ?) "
+            "ON CONFLICT(type) DO UPDATE SET "
+            "last_sync_at = max(coalesce(last_sync_at, ''), excluded.last_sync_at)",
+            (type_name, at),
+        )
 
     def lines(self) -> list[TypeStatus]:
         """One line of `ccsync status` per listable type with a table or bookkeeping."""

@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 from sync.channel.client import ChannelClient
 from sync.core.errors import AuthError, UnreachableError
 from sync.emulator import Emulator
+from sync.jobs.backfill import run_backfill as backfill_command
 from sync.readers.status import status_data, status_lines
 from sync.store import Mirror
 from tests.support.backfilled import run_backfill
@@ -84,6 +85,27 @@ async def test_a_backfill_that_cannot_reach_the_upstream_changes_nothing(
     with pytest.raises(UnreachableError):
         await run_backfill(unreachable)
     assert _bookkeeping(db) == before
+
+
+async def test_a_first_backfill_that_never_logged_in_leaves_no_file(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """`ccsync backfill` refused at login or unable to reach the upstream removes the mirror
+    it created (and its -wal, -shm and .lock); a mirror that existed stays, whatever it holds."""
+    db = tmp_path / "new" / "m.db"
+    db.parent.mkdir()
+    with pytest.raises(AuthError):
+        await backfill_command(settings_for(emulator, db, password="wrong", **TYPES), quiet=True)
+    assert list(db.parent.iterdir()) == []
+    unreachable = {**TYPES, "base_url": "http://127.0.0.1:9", "retry_budget": 0.2}
+    with pytest.raises(UnreachableError):
+        await backfill_command(settings_for(emulator, db, **unreachable), quiet=True)
+    assert list(db.parent.iterdir()) == []
+    # An existing mirror, even one without a row, is never removed.
+    Mirror.open(db).close()
+    with pytest.raises(AuthError):
+        await backfill_command(settings_for(emulator, db, password="wrong", **TYPES), quiet=True)
+    assert db.exists()
 
 
 async def test_a_backfill_failing_midway_keeps_every_completed_type_complete(

@@ -16,6 +16,7 @@ from sync.emulator import Emulator
 from sync.readers.datasette import BOOKKEEPING_TABLES, datasette_metadata
 from sync.store import Mirror
 from tests.support.backfilled import backfill
+from tests.support.paths import ROOT
 
 
 async def test_datasette_follows_foreign_keys_and_searches(
@@ -78,6 +79,7 @@ async def test_metadata_command_prints_what_datasette_reads(
     tables = doc["databases"]["mirror"]["tables"]
     assert "replace(url, size_parameter" in tables["images"]["description"]
     assert "national" in tables["malls_deals"]["description"]
+
     assert tables["_sync_runs"]["hidden"] is True
     assert all(t.get("description") for t in tables.values())
     conn = sqlite3.connect(db)
@@ -87,3 +89,33 @@ async def test_metadata_command_prints_what_datasette_reads(
     conn.close()
     assert set(tables) <= present
     assert not [t for t in tables if t.startswith(("mgmt_", "articles"))]
+
+
+async def test_the_metadata_agrees_with_the_schema_page_and_hides_what_is_not_data(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Every table and view of a backfilled mirror is described or hidden; `sqlite_sequence`
+    and every `_sync_*` table are hidden; the words are docs/schema.md's (#48)."""
+    db = tmp_path / "mirror.db"
+    await backfill(emulator, db)
+    conn = sqlite3.connect(db)
+    names = {
+        r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+    }
+    conn.close()
+    tables = datasette_metadata(db)["databases"]["mirror"]["tables"]
+    shown = {n for n in names if "_fts" not in n}  # Datasette hides the FTS tables itself
+    assert shown <= set(tables), sorted(shown - set(tables))
+    hidden = {n for n, meta in tables.items() if meta.get("hidden")}
+    assert hidden == {n for n in names if n.startswith("_sync_")} | {"sqlite_sequence"}
+    assert all(tables[n]["description"] for n in shown - hidden)
+    assert "the lowest mall that lists it (NULL when none does)" in tables["stores"]["description"]
+    assert "malls_stores" in tables["stores"]["description"]
+    assert "(mall, row)" in tables["malls_stores"]["description"]
+    words = tables["malls_deals"]["description"]
+    assert (
+        "default visibility (Public)" in words and "a table filled from every mall's route" in words
+    )
+    schema = (ROOT / "docs" / "schema.md").read_text()
+    assert "the *lowest* mall that lists the row (NULL when none does)" in schema
+    assert "**table filled from every mall's route**" in schema

@@ -44,6 +44,7 @@ class Recorded:
     def __init__(self) -> None:
         self.pages: dict[str, int] = {}
         self.rows: dict[str, int] = {}
+        self.done_types: list[str] = []
 
     def add_pages(self, type_name: str, pages: int) -> None:
         pass
@@ -53,7 +54,7 @@ class Recorded:
         self.rows[type_name] = self.rows.get(type_name, 0) + rows
 
     def done(self, type_name: str) -> None:
-        pass
+        self.done_types.append(type_name)
 
     def __enter__(self) -> Recorded:
         return self
@@ -94,3 +95,31 @@ async def test_a_resumed_backfill_reports_the_pages_its_progress_showed(
     t = report.types["articles"]
     assert t.resumed >= 3 and t.pages >= 1
     assert progress.pages["articles"] == t.pages + t.resumed
+
+
+async def test_only_the_types_that_completed_are_reported_done(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """A run stopped midway (Ctrl-C, an upstream gone) logs no `backfill.type_done` for the
+    types it did not finish: `done` only follows a type's completion."""
+    settings = make_settings(
+        emulator, tmp_path / "m.db", types=["malls", "articles"], page_size=5, concurrency=1
+    )
+    progress = Recorded()
+    mirror = Mirror.open(settings.mirror.path)
+    try:
+        async with ChannelClient(settings.upstream, store=mirror.meta) as client:
+            real = client.list_response
+
+            async def list_response(listing: Any, number: int, **kw: Any) -> Any:
+                if listing.scope.rtype.name == "articles" and number > 2:
+                    raise UnreachableError("gone", url="x")
+                return await real(listing, number, **kw)
+
+            client.list_response = list_response  # type: ignore[method-assign]
+            with pytest.raises(UnreachableError):
+                await Backfill(client, mirror, settings, progress=progress).run()
+    finally:
+        mirror.close()
+    assert progress.pages["articles"] >= 1
+    assert progress.done_types == ["malls"]

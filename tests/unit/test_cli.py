@@ -31,7 +31,7 @@ def test_short_and_long_help_list_every_command_once() -> None:
 def test_an_unknown_command_is_a_usage_error_and_resolves_to_none() -> None:
     result = CliRunner().invoke(main, ["backfil"])
     assert result.exit_code == 2
-    assert "No such command 'backfil'." in result.stderr
+    assert "No such command 'backfil'. Did you mean 'backfill'?" in result.stderr
     assert main.get_command(click.Context(main), "backfil") is None
 
 

@@ -79,3 +79,37 @@ def test_a_configuration_error_exits_2_before_probing(tmp_path: Path) -> None:
     result = CliRunner().invoke(probe_module.probe_command, ["--config", str(bad)])
     assert result.exit_code == 2
     assert "upstream.base_url: must start with http:// or https://" in result.stderr
+
+
+def test_the_deletions_feed_row_says_what_it_means(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its filter and ETag are `not probed`, and a note says its sort is on created_at and
+    what `unknown` means there (#48)."""
+    feed = UpstreamProfile(signing_window=5.0, routes={"/deletions": RouteProfile("/deletions")})
+
+    async def probe(settings: Settings) -> UpstreamProfile:
+        return feed
+
+    monkeypatch.setattr(probe_module, "probe", probe)
+    upstream = {"base_url": "http://127.0.0.1:1", "email": "a@x", "password": "pw"}
+    cfg = write_config(tmp_path / "sync.toml", upstream=upstream)
+    result = CliRunner().invoke(probe_module.probe_command, ["--config", str(cfg)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    row = next(line for line in lines if line.startswith("/deletions"))
+    assert row.split() == [
+        "/deletions",
+        "unknown",
+        "unknown",
+        "not",
+        "probed",
+        "unknown",
+        "not",
+        "probed",
+        "-",
+    ]
+    assert (
+        "note: /deletions is the deletions feed: its sort, -sort and compares are on created_at (unknown: fewer than two entries to compare"
+        in result.stdout
+    )

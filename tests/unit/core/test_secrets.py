@@ -68,6 +68,21 @@ def test_each_source_that_cannot_be_read_says_why(
         find_secret(None, None, None, "secret", "pw")
 
 
+def test_an_empty_source_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`SYNC_PASSWORD=` (set, empty) is a configuration error, not a login refused later."""
+    monkeypatch.setenv("U1_EMPTY_VAR", "")
+    with pytest.raises(ValueError, match=r"^password_env names \$U1_EMPTY_VAR, which is set but "):
+        find_secret(None, "U1_EMPTY_VAR", None, "password", None)
+    (tmp_path / "empty").write_text("\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"password_file '.*empty' is empty; write the password"):
+        find_secret(None, None, tmp_path / "empty", "password", None)
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    with pytest.raises(ValueError, match=r"password_credential 'empty' is empty in "):
+        find_secret(None, None, None, "password", "empty")
+
+
 def test_a_file_or_credential_is_read_stripped_and_registered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,4 +1,5 @@
-"""sync.daemon.demo: its settings, the sync.toml it leaves, its status lines, the mutator."""
+"""sync.daemon.demo: its settings, the sync.toml it leaves, a fresh mirror each time, its status
+lines, the mutator."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from sync.core.config import parse_config
-from sync.daemon.demo import demo_settings, mutate, status_line, write_config
+from sync.core.errors import MirrorError
+from sync.daemon.demo import demo_settings, fresh_mirror, mutate, status_line, write_config
 from sync.store import Mirror
 
 EMU: Any = SimpleNamespace(
@@ -74,3 +78,38 @@ async def test_the_mutator_changes_the_upstream_until_stopped() -> None:
     emu = SimpleNamespace(mutate_randomly=lambda n, seed: (again.append(seed), stop.set()))
     await mutate(emu, 1e6, stop, [0])
     assert again == seeds[:1]  # the same sequence each run (seeded)
+
+
+def test_a_second_demo_starts_from_a_fresh_mirror_and_says_so(tmp_path: Path) -> None:
+    """The old demo mirror followed an emulator that is gone (#48): removed, with its -wal,
+    -shm and .lock, once its own sync.toml says a demo wrote it; nothing there: nothing said."""
+    settings = demo_settings(EMU, tmp_path, "x" * 32)
+    assert fresh_mirror(settings.mirror.path) is None
+    Mirror.open(settings.mirror.path).close()
+    write_config(settings, EMU, tmp_path / "sync.toml")
+    said = fresh_mirror(settings.mirror.path)
+    assert said is not None and said.startswith(
+        f"removed the previous demo's {settings.mirror.path}"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sync.toml"]
+
+
+def test_a_mirror_no_demo_wrote_is_moved_aside_never_removed(tmp_path: Path) -> None:
+    db = tmp_path / "mirror.db"
+    Mirror.open(db).close()
+    (tmp_path / "sync.toml").write_text("[upstream]\n")  # someone's own configuration
+    said = fresh_mirror(db)
+    assert said is not None and said.startswith(f"moved {db} aside to {db}.")
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("mirror.db.")]
+    assert not db.exists() and aside.stat().st_size > 0
+
+
+def test_a_mirror_in_use_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "mirror.db"
+    held = Mirror.open(db)
+    try:
+        with pytest.raises(MirrorError, match="in use by process"):
+            fresh_mirror(db)
+        assert db.exists()
+    finally:
+        held.close()

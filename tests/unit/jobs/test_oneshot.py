@@ -1,5 +1,5 @@
 """`sync.jobs.oneshot`: a one-shot job's mirror is opened before its client and closed on the
-way out, whatever the job did."""
+way out, whatever the job did; one it created and never logged in for is removed."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from sync.core.config import Settings, parse_config
 from sync.core.errors import MirrorError
 from sync.jobs.oneshot import connected
+from sync.store import Mirror
 
 
 def _settings(db: Path) -> Settings:
@@ -32,6 +33,16 @@ async def test_the_mirror_is_open_inside_and_closed_after_a_failure(tmp_path: Pa
             raise RuntimeError("the job failed")
     with pytest.raises(sqlite3.ProgrammingError):
         kept.conn.execute("SELECT 1")
+    # Created here and never logged in: removed with its -wal, -shm and .lock.
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_mirror_that_existed_is_kept_whatever_failed(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    Mirror.open(db).close()
+    with pytest.raises(RuntimeError, match="the job failed"):
+        async with connected(_settings(db)):
+            raise RuntimeError("the job failed")
     assert db.exists()
 
 

@@ -3,8 +3,10 @@ thing the upstream does that sync cannot use."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from sync.channel.profile import RouteProfile, UpstreamProfile
-from sync.jobs.probe import api_version, unusable
+from sync.jobs.probe import api_version, route_words, unusable
 
 
 def test_the_api_version_or_what_was_not_served() -> None:
@@ -46,3 +48,18 @@ def test_a_refused_descending_sort_alone_is_not_reported_as_polled_unsorted() ->
     lines = unusable(UpstreamProfile(api_version="1", routes={"/deals": deals}))
     assert not [line for line in lines if "polled unsorted" in line], lines
     assert "/deals: sort=-updated_at refused; polls need only the ascending" in lines
+
+
+def test_the_deletions_feed_is_worded_in_its_own_terms() -> None:
+    """`/deletions unknown unknown unknown unknown` said nothing (#48): the feed has no
+    `updated_at`, so status says what its `unknown` means and what is not probed."""
+    assert route_words("/deletions", asdict(RouteProfile("/deletions"))) == (
+        "the deletions feed, read from its cursor (sort by created_at unknown; unknown: fewer "
+        "than two entries to compare); filter and etag not probed"
+    )
+    sorted_feed = asdict(RouteProfile("/deletions", sort="honoured"))
+    assert route_words("/deletions", sorted_feed).startswith(
+        "the deletions feed, read from its cursor (sort by created_at honoured); "
+    )
+    deals = asdict(RouteProfile("/deals", sort="honoured", etag="304"))
+    assert route_words("/deals", deals) == "walked by updated_at; etag 304"

@@ -1,5 +1,5 @@
-"""`sync.jobs.progress`: the rate's 7 characters, the log lines of `LogProgress`, and which
-progress a terminal gets."""
+"""`sync.jobs.progress`: the rate's 7 characters, the log lines of `LogProgress`, a bar never
+full before its type is done, and which progress a terminal gets."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import io
 import sys
 
 import pytest
+from rich.console import Console
 from structlog.testing import capture_logs
 
-from sync.jobs.progress import LogProgress, NullProgress, _rate, for_terminal
+from sync.jobs.progress import LogProgress, NullProgress, RichProgress, _rate, for_terminal
 
 
 def test_a_rate_fits_in_seven_characters() -> None:
@@ -57,3 +58,27 @@ def test_quiet_is_no_progress_and_a_pipe_gets_log_lines(monkeypatch: pytest.Monk
         null.add_pages("deals", 1)
         null.advance("deals", 1)
         null.done("deals")
+
+
+def _rendered(bar: RichProgress) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=RichProgress.WIDTH, force_terminal=True, color_system=None)
+    console.print(bar.table())
+    return out.getvalue()
+
+
+def test_a_bar_caught_up_with_a_growing_total_is_not_full_until_its_type_is_done() -> None:
+    """A mall-scoped type's total grows scope by scope: pages done equal to pages known so far
+    is not 100 % (#48): the bar stops at 99 % and the total reads `N+` until `done`."""
+    bar = RichProgress()
+    bar.add_pages("stores", 3)  # the first mall's listing: 3 pages
+    bar.advance("stores", 300, pages=3)
+    (task,) = bar._bar.tasks
+    assert task.percentage < 100 and "3/3+ pages" in _rendered(bar)
+    bar.add_pages("stores", 2)  # the next mall's
+    bar.advance("stores", 150, pages=1)
+    assert "4/5 pages" in _rendered(bar)
+    bar.advance("stores", 50, pages=1)
+    assert task.percentage < 100 and "5/5+ pages" in _rendered(bar)
+    bar.done("stores")
+    assert task.percentage == 100 and "5/5 pages" in _rendered(bar)

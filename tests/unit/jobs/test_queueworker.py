@@ -228,3 +228,22 @@ async def test_a_small_delivery_is_fetched_beside_a_giant_one_not_behind_it(
     assert asked[2] == ("", [50_000]) and len(asked) == 102
     assert asked[1] == ("", list(range(20_001, 20_101)))
     assert ids(mirror, "articles") == [50_000] and worker.queue.depth() == 0
+
+
+async def test_applied_notices_count_as_the_types_last_sync(mirror: Mirror) -> None:
+    """`ccsync status`'s lag of a type whose webhook changes landed a moment ago counts from
+    them, not from a poll an hour old (#48); the poll's error stays until a poll clears it."""
+    mirror.types.record("articles", ok=True, at="2020-01-01T00:00:00.000Z")
+    mirror.types.record("articles", ok=False, error="poll: HTTP 500", at="2020-01-01T00:00:01.000Z")
+    client = FakeClient()
+    client.serve(Scope(ARTICLES), [res(1, "articles", stamp(5))])
+    worker = _worker(client, mirror)
+    worker.queue.enqueue(_notices("update", "articles", [1]))
+    assert await worker.drain_type("articles") == 1
+    (line,) = [t for t in mirror.types.lines() if t.type_name == "articles"]
+    assert line.last_sync_at is not None and line.last_sync_at > "2020-01-01T00:00:01.000Z"
+    assert line.last_error == "poll: HTTP 500"
+    # A poll recorded earlier than a change taken never moves the last sync back.
+    mirror.types.took_change("articles", at="2020-01-02T00:00:00.000Z")
+    (again,) = [t for t in mirror.types.lines() if t.type_name == "articles"]
+    assert again.last_sync_at == line.last_sync_at

@@ -94,3 +94,22 @@ def test_a_missing_directory_is_made_but_a_missing_file_is_not_read(tmp_path: Pa
     assert not (tmp_path / "a").exists()
     assert _open(p) is True
     assert p.is_file()
+
+
+def test_discard_removes_only_the_file_it_was_given_and_never_a_held_one(tmp_path: Path) -> None:
+    """`discard` takes the (device, inode) of the file this process created: another file at
+    the path, or one another writer holds, is left as it is."""
+    p = tmp_path / "m.db"
+    assert file.identity(p) is None
+    _open(p)
+    made = file.identity(p)
+    assert made is not None and (tmp_path / "m.db.lock").exists()
+    conn, lock = file.connect(p, readonly=False)  # another writer holds it
+    try:
+        assert not file.discard(p, made) and p.exists()
+    finally:
+        file.close(conn, lock)
+    assert not file.discard(p, (made[0], made[1] + 1)) and p.exists()
+    assert file.discard(p, made)
+    assert list(tmp_path.iterdir()) == []
+    assert not file.discard(p, made)

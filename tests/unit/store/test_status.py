@@ -35,3 +35,11 @@ def test_an_error_is_stored_redacted(mirror: Mirror) -> None:
     mirror.types.record("deals", ok=False, error="GET /deals?token=s3cret failed", at="t1")
     [line] = mirror.types.lines()
     assert line.last_error is not None and "s3cret" not in line.last_error
+
+
+def test_a_change_taken_moves_the_last_sync_forward_only(mirror: Mirror) -> None:
+    mirror.types.took_change("deals", at="2026-01-01T00:00:05.000Z")  # no line yet: made
+    mirror.types.record("deals", ok=False, error="boom", at="2026-01-01T00:00:06.000Z")
+    mirror.types.took_change("deals", at="2026-01-01T00:00:04.000Z")  # older: no effect
+    [line] = mirror.types.lines()
+    assert (line.last_sync_at, line.last_error) == ("2026-01-01T00:00:05.000Z", "boom")

@@ -9,8 +9,9 @@ from typing import Any
 import click
 
 from sync.commands.wiring import config_option, fail_cleanly, run_async, settings_from
-from sync.core.config import ManagementSettings, Settings
+from sync.core.config import Settings
 from sync.core.errors import ConfigError
+from sync.core.sections import ManagementSettings
 from sync.management.client import ManagementClient
 from sync.management.fields import load_update
 

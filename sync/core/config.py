@@ -9,14 +9,11 @@ held as `SecretStr` so they never print.
 
 from __future__ import annotations
 
-import difflib
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Self, get_args
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -25,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from sync.core.configerrors import describe
 from sync.core.errors import ConfigError
 from sync.core.secrets import (
     SecretsNeeded,
@@ -35,23 +33,13 @@ from sync.core.secrets import (
     resolving_webhook,
     sources,
 )
+from sync.core.sections import ManagementSettings, Section, http_url
 from sync.model import catalogue
 
 DEFAULT_PATH = Path("sync.toml")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _http_url(v: str) -> str:
-    """A base URL: http(s) only, without a trailing slash (paths are appended to it)."""
-    if not v.startswith(("http://", "https://")):
-        raise ValueError("must start with http:// or https://")
-    return v.rstrip("/")
-
-
-class _PasswordSource(_Section):
+class _PasswordSource(Section):
     """An account's password, given by exactly one source (inline, `*_env`, `*_file` or
     `*_credential`), resolved as every secret is (`read_secret`): the single account of
     `[upstream]` and each `[[upstream.accounts]]` share these keys and this check."""
@@ -147,7 +135,7 @@ class UpstreamSettings(_PasswordSource):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        return _http_url(v)
+        return http_url(v)
 
     @field_validator("types")
     @classmethod
@@ -210,7 +198,7 @@ CheckpointMode = Literal["sqlite", "litestream"]
 CHECKPOINT_MODES: tuple[str, ...] = get_args(CheckpointMode)
 
 
-class MirrorSettings(_Section):
+class MirrorSettings(Section):
     """`[mirror]`: the SQLite file."""
 
     path: Path = Field(default=Path("mirror.db"), description="Path of the SQLite mirror file")
@@ -234,7 +222,7 @@ class MirrorSettings(_Section):
         return v
 
 
-class BackfillSettings(_Section):
+class BackfillSettings(Section):
     """`[backfill]`: the one-shot bulk load (`ccsync backfill`, and `ccsync run` on an empty mirror)."""
 
     parse_workers: int = Field(
@@ -259,7 +247,7 @@ MISSING_WEBHOOK_SECRET = (
 NOTICE_BODY_FLOOR = 16 << 20
 
 
-class WebhookSettings(_Section):
+class WebhookSettings(Section):
     """`[webhooks]`: the receiver the upstream posts change notices to."""
 
     enabled: bool = Field(default=True, description="Run the webhook receiver in `ccsync run`")
@@ -326,7 +314,7 @@ class WebhookSettings(_Section):
         return int(self.listen.rpartition(":")[2])
 
 
-class ScheduleSettings(_Section):
+class ScheduleSettings(Section):
     """`[schedule]`: how often the daemon's jobs run, in seconds."""
 
     poll_interval: float = Field(default=60.0, gt=0, description="Incremental poll per type")
@@ -377,7 +365,7 @@ class ScheduleSettings(_Section):
     )
 
 
-class LogSettings(_Section):
+class LogSettings(Section):
     """`[logging]`."""
 
     level: Literal["debug", "info", "warning", "error"] = Field(
@@ -388,89 +376,7 @@ class LogSettings(_Section):
     )
 
 
-class ManagementSettings(_Section):
-    """`[management]` (optional): the management API v1 (press releases, article/message updates)."""
-
-    base_url: str = Field(description="Base URL of the management API, without a trailing /")
-    product: str = Field(description="API product, sent as X-Product-Name")
-    loyalty_club: str = Field(description="Loyalty club slug, sent as X-Loyalty-Club-Slug")
-    customer: str | None = Field(default=None, description="Customer, sent as X-Customer")
-    client_id: str = Field(default="sync", description="Client identifier, sent as X-User-Agent")
-    bearer_token: SecretStr | None = Field(
-        default=None,
-        description="User token (Authorization: Bearer); the press release list and the message "
-        "update need it",
-    )
-    bearer_token_env: str | None = Field(
-        default=None, description="Environment variable holding the bearer token"
-    )
-    bearer_token_file: Path | None = Field(
-        default=None, description="File holding the bearer token"
-    )
-    bearer_token_credential: str | None = Field(
-        default=None, description="systemd credential holding the bearer token"
-    )
-    client_token: SecretStr | None = Field(
-        default=None, description="Client token (X-Client-Authorization)"
-    )
-    client_token_env: str | None = Field(
-        default=None, description="Environment variable holding the client token"
-    )
-    client_token_file: Path | None = Field(
-        default=None, description="File holding the client token"
-    )
-    client_token_credential: str | None = Field(
-        default=None, description="systemd credential holding the client token"
-    )
-    locales: list[str] = Field(
-        default_factory=lambda: ["en"], description="Locales (X-Locale) to mirror press releases in"
-    )
-    per_page: int = Field(
-        default=100, ge=1, le=100, description="per_page of the press release listing"
-    )
-    press_releases_interval: float = Field(
-        default=3600.0,
-        gt=0,
-        description="Seconds between full press release listings in the daemon",
-    )
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return _http_url(v)
-
-    @field_validator("locales")
-    @classmethod
-    def _locales(cls, v: list[str]) -> list[str]:
-        if not v:
-            raise ValueError('name at least one locale, e.g. ["en"]')
-        return v
-
-    @model_validator(mode="after")
-    def _tokens(self, info: ValidationInfo) -> ManagementSettings:
-        resolve = resolving(info)
-        keys = ("bearer_token", "client_token")
-        bearer, client = (read_secret(*given(self, k), resolve=resolve) for k in keys)
-        if not any(sources(*given(self, k)) for k in keys):
-            raise ValueError("set a bearer_token or a client_token (inline, *_env or *_file)")
-        object.__setattr__(self, "bearer_token", bearer)
-        object.__setattr__(self, "client_token", client)
-        return self
-
-    def require_user_token(self, operation: str) -> SecretStr:
-        """The user token, or a ConfigError naming the key to set: the spec labels the press
-        release list and the message update "Authorization: user token", while the article
-        update takes either credential (a client token alone is enough there)."""
-        if self.bearer_token is None:
-            raise ConfigError(
-                f"[management] bearer_token is required for {operation}: the spec labels it "
-                '"user token" (Authorization: Bearer) and a client_token alone is not enough; '
-                "set bearer_token, bearer_token_env, bearer_token_file or bearer_token_credential"
-            )
-        return self.bearer_token
-
-
-class Settings(_Section):
+class Settings(Section):
     """The whole configuration file."""
 
     upstream: UpstreamSettings
@@ -520,44 +426,6 @@ class Settings(_Section):
         return out
 
 
-def _describe(err: dict[str, Any], path: Path) -> str:
-    key = ".".join(str(p) for p in err["loc"]) or "(file)"
-    kind = err["type"]
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if kind == "missing":
-        section, _, name = key.rpartition(".")
-        if not section:
-            return f"{path}: section [{name}] is required; add it (see config.example.toml)"
-        return f"{path}: [{section}] {name} is required; add it (see config.example.toml)"
-    if kind == "extra_forbidden":
-        close = difflib.get_close_matches(str(err["loc"][-1]), _known_keys(err["loc"][:-1]), n=1)
-        if close:
-            return f"{path}: unknown key {key}; did you mean {close[0]}? (see config.example.toml)"
-        return f"{path}: unknown key {key}; remove it or check its spelling against config.example.toml"
-    return f"{path}: {key}: {msg}"
-
-
-def _known_keys(loc: tuple[Any, ...]) -> list[str]:
-    """The keys the model at `loc` (a section, `upstream.accounts.0`, the file) knows."""
-    model: type[BaseModel] = Settings
-    for part in loc:
-        if isinstance(part, int):  # an item of a list: the list's model
-            continue
-        field = model.model_fields.get(str(part))
-        annotation = field.annotation if field is not None else None
-        # `X | None` and `list[X] | None`: the model inside.
-        found = [
-            t
-            for a in (annotation, *get_args(annotation))
-            for t in (a, *get_args(a))
-            if isinstance(t, type) and issubclass(t, BaseModel)
-        ]
-        if not found:
-            return []
-        model = found[0]
-    return list(model.model_fields)
-
-
 def parse_config(
     data: dict[str, Any], path: Path = DEFAULT_PATH, *, secrets: bool | SecretsNeeded = True
 ) -> Settings:
@@ -568,7 +436,7 @@ def parse_config(
         return Settings.model_validate(data, context={"secrets": secrets})
     except ValidationError as exc:
         errors = exc.errors()
-        lines = [_describe(dict(e), path) for e in errors]
+        lines = [describe(dict(e), path, Settings) for e in errors]
         raise ConfigError("; ".join(lines)) from None
 
 

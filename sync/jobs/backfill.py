@@ -38,9 +38,10 @@ from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
 from sync.channel.paging import PAST_END, next_number, reask
 from sync.core import tally
-from sync.core.config import ManagementSettings, Settings
+from sync.core.config import Settings
 from sync.core.errors import ForbiddenError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
+from sync.core.sections import ManagementSettings
 from sync.jobs import backfillrun, backfilltail
 from sync.jobs.backfillrun import BackfillReport, TypeReport
 from sync.jobs.evidence import Evidence, confirm_mall_gone

@@ -11,9 +11,10 @@ releases (`sync.jobs.press`).
 from __future__ import annotations
 
 from sync.channel.client import ChannelClient
-from sync.core.config import ManagementSettings, Settings
+from sync.core.config import Settings
 from sync.core.errors import ForbiddenError, ListingUnsettledError
 from sync.core.logs import get_logger
+from sync.core.sections import ManagementSettings
 from sync.jobs.mallroutes import MallRoutes
 from sync.jobs.press import mirror_press
 from sync.jobs.relroutes import RelatedRoutes

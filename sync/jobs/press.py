@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sync.core.config import ManagementSettings
+from sync.core.sections import ManagementSettings
 from sync.management.client import ManagementClient
 from sync.management.press import mirror_press_releases
 from sync.store import Mirror

@@ -23,8 +23,8 @@ import aiohttp
 import orjson
 
 from sync.channel.transport import Response, RetryPolicy, Transport, TransportSettings
-from sync.core.config import ManagementSettings
 from sync.core.errors import BadResponseError, InvalidParametersError, NotFoundError, UpstreamError
+from sync.core.sections import ManagementSettings
 
 
 def segment(value: object) -> str:

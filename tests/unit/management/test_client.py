@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from sync.core.config import ManagementSettings
 from sync.core.errors import ConfigError, InvalidParametersError
+from sync.core.sections import ManagementSettings
 from sync.management.client import ManagementClient
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from sync.core.config import ManagementSettings
 from sync.core.errors import BadResponseError
+from sync.core.sections import ManagementSettings
 from sync.management import press
 from sync.management.press import PRESS_ORDER, PRESS_PATH, PressReleaseList, _refuses_sort
 from sync.management.walk import Walk

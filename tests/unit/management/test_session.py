@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from sync.core.config import ManagementSettings
 from sync.core.errors import BadResponseError, InvalidParametersError, NotFoundError, UpstreamError
+from sync.core.sections import ManagementSettings
 from sync.management.session import ManagementSession
 
 URL = "https://m.example/v1/x"

@@ -15,6 +15,7 @@ the recently active malls the worker tries first. Nothing else runs meanwhile (n
 proof), so the count is the notice's path alone.
 
 Run:  PYTHONPATH=. .venv/bin/python bench/creation_cost.py [--malls 1000] [--resources 20000]
+      [--creations 5] [--json]
 Bounded: about a minute at 1,000 malls and 20,000 resources on a 2-core machine.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import tempfile
 import time
@@ -126,9 +128,13 @@ async def main() -> None:
     ap.add_argument("--malls", type=int, default=1000)
     ap.add_argument("--resources", type=int, default=20_000)
     ap.add_argument("--creations", type=int, default=5)
+    ap.add_argument("--json", action="store_true", help="the figures as one JSON line")
     args = ap.parse_args()
     configure("warning")
     got = await measure(args.malls, args.resources, args.creations)
+    if args.json:
+        print(json.dumps(got))
+        return
     for where in ("cold", "hot"):
         per = got[where]
         print(

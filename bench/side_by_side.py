@@ -34,7 +34,7 @@ ROUTE_MALLS = (40, 200, 1000)
 #: Route requests an hour before #47 as route_cost.py's author measured them (extrapolated the
 #: same way), for a run without `--before`.
 QUOTED_BEFORE = {40: 1220, 200: 6100}
-LAST_CREATION = 42.0  # requests per creation at 1,000 malls per mall, the daemon run before
+LAST_CREATION = 42.0  # requests per creation at 1,000 malls per mall, as issue #47 quotes it
 
 
 def _against(tree: str, script: str, *args: str) -> list[dict[str, Any]]:
@@ -148,9 +148,8 @@ async def run(args: argparse.Namespace) -> None:
             m = creation_cost.mean(per)
             print(f"{label:<7} {where:<27} {_seq(per):<34} {m:>7,.1f} {m / goal:>6.2f}")
     print(
-        f"goal {goal:g} per creation (ratio <= 1); last measured {LAST_CREATION:g} "
-        f"(bench/upstream_cost.py's daemon run, 2026-11-24 method: requests while awaited less "
-        f"the idle rate); creations not in the mirror: "
+        f"goal {goal:g} per creation (ratio <= 1); last measured {LAST_CREATION:g} (as issue "
+        f"#47 quotes it: a daemon run); creations not in the mirror: "
         + ", ".join(f"{label} {got['missing']}" for label, got in runs)
     )
 

@@ -27,9 +27,17 @@ First, what the rolling proof costs with the default `staleness_bound` at 200,00
 1,000,000 rows, beside the polls and the verify (`bench/proof_cost.py`: arithmetic on the
 emulator's data set, seconds); `--proof-only` prints that alone.
 
+`--side-by-side` prints instead issue #47's figures in one bounded run, in process, in about a
+minute (`bench/side_by_side.py`): idle requests an hour at 40, 200 and 1,000 malls where the
+mall routes are the source of `malls_deals` (`bench/route_cost.py`; with `--before <tree>` the
+same against older code), requests per mall-scoped creation at 1,000 malls on the per-mall path
+(`bench/creation_cost.py`), and the proof's share of the budget at 200,000 and 1,000,000.
+
 Run:  .venv/bin/python bench/upstream_cost.py [--malls 1000,200] [--resources 200000]
       [--latency 0.05] [--idle 125] [--changes 45] [--creations 10] [--no-fallback]
       [--proof-only]
+      [--side-by-side [--before /tmp/before] [--route-resources 2000] [--polls 5]
+       [--creation-malls 1000] [--creation-resources 20000] [--creations 10]]
 It takes about 7 minutes per row on a 2-core machine (most of it waiting on purpose).
 """
 
@@ -54,6 +62,7 @@ from typing import Any
 
 import aiohttp
 import proof_cost
+import side_by_side
 
 ROOT = Path(__file__).resolve().parent.parent
 EMAIL, PASSWORD = "demo@example.com", "demo-password"
@@ -464,7 +473,22 @@ async def main() -> None:
     ap.add_argument(
         "--proof-only", action="store_true", help="print the rolling proof's cost alone"
     )
+    ap.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="issue #47's figures in one bounded in-process run (bench/side_by_side.py)",
+    )
+    ap.add_argument("--before", help="--side-by-side: a tree of older code, its route figures too")
+    ap.add_argument("--before-label", default="before", help="--side-by-side: its name")
+    ap.add_argument("--route-resources", type=int, default=2000, help="--side-by-side: part 1")
+    ap.add_argument("--polls", type=int, default=5, help="--side-by-side: deals polls")
+    ap.add_argument("--creation-malls", type=int, default=1000, help="--side-by-side: parts 2, 3")
+    ap.add_argument("--creation-resources", type=int, default=20_000, help="--side-by-side")
     args = ap.parse_args()
+    if args.side_by_side:
+        args.proof_resources = args.resources
+        await side_by_side.run(args)
+        return
     malls = int(args.malls.split(",")[0])
     print("\n".join(proof_cost.table(args.resources, malls)), flush=True)
     if args.proof_only:

@@ -63,6 +63,11 @@ MISSING_SHARE = 0.1
 #: Malls remembered as recently active (`touch`), and how many `locate` tries per mall.
 HOT_MALLS = 64
 HOT_TRIES = 3
+#: The most malls a creation is looked for in by `filter[id]` on the per-mall path (the hot
+#: ones first, then those whose rows of the type changed last); what is not found there is
+#: the next scheduled poll's (#47: a creation costs at most this many requests, not one per
+#: mall).
+LOCATE_MALLS = 10
 #: (type, id) fetched in the mall that named it and not served there (a program no longer
 #: current, say): not fetched again until its `updated_at` changes. Bounded.
 TRIED_KEPT = 50_000
@@ -250,7 +255,11 @@ class MallIncludes:
             seen = await self._walk((rtype.name,), self._hot_pages(), written, until=wanted)
             return wanted & seen
         found: set[int] = set()
-        for mall in list(reversed(self.hot))[:HOT_TRIES]:
+        hot = list(reversed(self.hot))[:HOT_TRIES]
+        busy = self.mirror.table(rtype.name).busiest_malls(LOCATE_MALLS)
+        known = set(self.malls())
+        order = [m for m in dict.fromkeys([*hot, *busy]) if not known or m in known]
+        for mall in order[:LOCATE_MALLS]:
             rest = sorted(wanted - found)
             if not rest:
                 break

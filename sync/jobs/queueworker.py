@@ -275,8 +275,10 @@ class QueueWorker:
 
     async def _locate(self, rtype: ResourceType, ids: list[int]) -> None:
         """Rows of a mall-scoped type the mirror does not hold (creations announced by
-        webhooks): found through the malls' linkage, or by `filter[id]` in recently active
-        malls; per mall, what is still not found makes a poll of every mall."""
+        webhooks): found through the malls' linkage, or by `filter[id]` in the malls most
+        likely to hold them (`MallIncludes.locate`: `LOCATE_MALLS` at most). What is still not
+        found is left to the type's next scheduled poll, which reads every mall anyway: a
+        creation costs a few requests, never a walk of every mall (#47)."""
         try:
             found = await self.members.locate(rtype, ids)
         except UpstreamError as exc:
@@ -285,8 +287,11 @@ class QueueWorker:
             self.members.fall_back(f"GET /malls?include= answered {exc.status} (locate)")
             found = set()
         if len(found) < len(set(ids)) and self.members.mode(rtype) == PER_MALL:
-            await self.poller.poll_type(
-                rtype, list(self.mirror.table("malls").ids()), self.concurrency
+            self.log.debug(
+                "worker.located_by_poll",
+                type=rtype.name,
+                ids=sorted(set(ids) - found)[:20],
+                hint="not in the malls asked: the next poll of every mall finds them",
             )
 
     async def _left_malls(self, rtype: ResourceType, ids: Sequence[int]) -> None:

@@ -223,6 +223,22 @@ def count_in_mall(conn: sqlite3.Connection, type_name: str, mall_id: int) -> int
     )
 
 
+def busiest(conn: sqlite3.Connection, type_name: str, n: int) -> list[int]:
+    """The `n` malls whose rows of `type_name` changed last (the newest `updated_at` of a row
+    they list first): where a new row of the type most likely is."""
+    if n <= 0 or not _exists(conn, table(type_name)):
+        return []
+    mall, row = columns(type_name)
+    return [
+        int(r[0])
+        for r in conn.execute(
+            f"SELECT m.[{mall}] FROM [{table(type_name)}] m JOIN [{type_name}] t "
+            f"ON t.id = m.[{row}] GROUP BY m.[{mall}] ORDER BY max(t.updated_at) DESC LIMIT ?",
+            (n,),
+        )
+    ]
+
+
 def migrate(conn: sqlite3.Connection, create: Callable[[str], None]) -> None:
     """A mirror written before memberships: each row's `mall_id` becomes its first pair.
 

@@ -149,6 +149,12 @@ class TypeTable:
         """The malls whose routes list a mall-scoped row (its memberships), ascending."""
         return memberships.malls_of(self.conn, self.name, rid)
 
+    def busiest_malls(self, n: int) -> list[int]:
+        """The `n` malls whose rows of this type changed last (`memberships.busiest`)."""
+        if "updated_at" not in self.schema.columns(self.name):
+            return []
+        return memberships.busiest(self.conn, self.name, n)
+
     def by_mall(self, ids: Iterable[int]) -> dict[int, list[int]]:
         """`ids` grouped by each mall that lists them (a row in several malls is in each),
         malls ascending."""

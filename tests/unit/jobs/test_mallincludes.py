@@ -15,6 +15,7 @@ from sync.jobs.evidence import Evidence
 from sync.jobs.mallincludes import INCLUDE, PER_MALL, Decision, MallIncludes, recorded, refused
 from sync.model import catalogue
 from sync.model.scopes import Scope
+from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
 from tests.support.jobfakes import FakeClient, ids, page, res, stamp, table
 
@@ -154,3 +155,26 @@ def test_recently_active_malls_are_bounded_and_their_pages_come_first(
     assert includes.pages() == 4
     # Mall 9 (page 3) was the latest, then mall 5 (page 2); then every page in order.
     assert includes._hot_pages() == [3, 2, 1, 4]
+
+
+async def test_a_creation_is_looked_for_in_ten_malls_at_most_on_the_per_mall_path(
+    mirror: Mirror,
+) -> None:
+    """#47: a store the mirror lacks, at 1,000 malls on the per-mall path: asked by
+    `filter[id]` in the recently active malls, then in those whose stores changed last,
+    `LOCATE_MALLS` requests at most, never one per mall (1,000 before)."""
+    from sync.jobs.mallincludes import LOCATE_MALLS
+
+    malls = list(range(1, 1001))
+    for i in range(1, 201):  # store i in mall 5 i, the last changed: store 49
+        mirror.write_staged(stage_resources(STORES, [res(i, "stores", stamp(i % 50))], (), i * 5))
+    client = FakeClient()
+    client.serve(Scope(STORES, 245), [res(9999, "stores", stamp(60))])  # store 49's mall
+    members = MallIncludes(client, mirror, Evidence(client, mirror), [STORES], lambda: malls)
+    assert members.mode(STORES) == "per_mall"
+    members.touch(3)
+    found = await members.locate(STORES, [9999])
+    asked = [a for k, a in client.asked if k == "ids"]
+    assert len(asked) <= LOCATE_MALLS == 10
+    assert found == {9999}  # mall 245 lists the store changed last (stamp 49)
+    assert asked[0] == ("mall=3", [9999])

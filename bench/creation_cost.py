@@ -36,7 +36,7 @@ from sync.daemon.bodies import Bodies
 from sync.daemon.running import Running, open_running
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.model.notices import WebhookNotice
 from sync.store.queue import ChangeQueue
 

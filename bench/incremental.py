@@ -19,8 +19,8 @@ from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.config import parse_config
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
-from sync.jobs.poll import Poller
+from sync.jobs.backfilling.backfill import Backfill
+from sync.jobs.incremental.poll import Poller
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.store import Mirror

@@ -1,6 +1,6 @@
 """What the rolling proof costs the upstream with the default bound, beside the polls and the verify.
 
-The proof's cycle is arithmetic on the data set's shape (`sync.jobs.pacing`): a sparse listing
+The proof's cycle is arithmetic on the data set's shape (`sync.jobs.proving.pacing`): a sparse listing
 page per 100 rows of each scope (each top-level type, deals once per visibility), the
 mall-scoped types in one walk of `GET /malls?include=` pages (100 malls a request; per mall and
 type without it), once per `staleness_bound` (3,600 s). Beside it, with the shipped defaults:
@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from sync.emulator import Emulator
-from sync.jobs.pacing import cycle_cost, keepable_bound
+from sync.jobs.proving.pacing import cycle_cost, keepable_bound
 from sync.model import catalogue
 
 BUDGET = 20.0  # the shipped [upstream] max_requests_per_second

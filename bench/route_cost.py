@@ -35,7 +35,7 @@ from sync.daemon.running import open_running
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.model import catalogue
 
 ROUTE = "/malls/{id}/deals"

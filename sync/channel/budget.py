@@ -51,7 +51,7 @@ class Priority(IntEnum):
     POLL = 1
     RECONCILE = 2
     HOURS = 3
-    #: The rolling proof (`sync.jobs.proof`): only what no one else waits for.
+    #: The rolling proof (`sync.jobs.proving.proof`): only what no one else waits for.
     PROOF = 4
 
 

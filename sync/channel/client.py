@@ -247,7 +247,7 @@ class ChannelClient:
 
         `etag`: sent as `If-None-Match`; a 304 comes back as an empty page whose
         `not_modified` is set. Returns the page and its ETag, which the caller keeps only once
-        it has acted on the page (`sync.jobs.mallincludes`): a 304 must never hide an unapplied change."""
+        it has acted on the page (`sync.jobs.malls.mallincludes`): a 304 must never hide an unapplied change."""
         query = {
             **self.session.page_query(number, size),
             "sort": "id",

@@ -138,7 +138,7 @@ class UpstreamClock:
 
     def now_ts(self) -> float:
         """Now on the stamps' scale (a lower bound), in Unix seconds: what a lag is measured
-        against (`sync.jobs.freshness`)."""
+        against (`sync.jobs.incremental.freshness`)."""
         return self.at(self.local())
 
     def now(self) -> str:

@@ -6,7 +6,7 @@ Rather than lose the listing, the client asks each path alone (one row, `Profile
 marks the refused ones in the upstream profile (`sync.channel.profile`, kept in the mirror), and
 sends the listing again without them; every later listing of that route leaves them out
 (`includes.paths`). Their linkage then comes from the relationship's own route
-(`sync.jobs.relroutes`), from the included rows of the path's parent, or is not mirrored, which
+(`sync.jobs.malls.relroutes`), from the included rows of the path's parent, or is not mirrored, which
 `ccsync status` says. A refused `a.b` is that path only: `a` is asked on its own.
 
 Some upstreams fail on one path with a 5xx instead (a framework whose prefetch breaks on

@@ -21,7 +21,7 @@ and `links.last` as an address the upstream computes. Neither is taken on trust:
   than the walk assumed) ends the walk with `NoProgressError`, naming the page, instead of
   asking the same rows again at the whole request budget. Callers read it as a failed listing
   (nothing inferred gone from what was not reached); the polls' keyed walk ends there with
-  what it read and reports why (`sync.jobs.walks`). A page-number walk's requests are then at
+  what it read and reports why (`sync.jobs.incremental.walks`). A page-number walk's requests are then at
   most the distinct pages the listing serves, plus the one past the end.
 - **A refused size is retried smaller.** A 400 that names `page[size]` drops the size asked to
   the spec's default of 25 (then halves it) and remembers it.
@@ -29,10 +29,10 @@ and `links.last` as an address the upstream computes. Neither is taken on trust:
 `Paging.more` is the stop rule and `Paging.walk` the one loop built on it (dlt's paginator: one
 object holds the state and the rule, one loop asks the pages). Every listing walks through them:
 `ChannelClient.walk` (page-number listings: collections, `filter[id]`, deletions, webhooks,
-relationship routes), the polls' keyed walk (`sync.jobs.poll.walk_by_stamp`, whose next position
+relationship routes), the polls' keyed walk (`sync.jobs.incremental.poll.walk_by_stamp`, whose next position
 is a stamp), and the pages past `links.last` of the walks that first ask the pages it names side
-by side (`sync.jobs.backfill`, `sync.jobs.mallroutes`). The membership fast path
-(`sync.jobs.mallincludes`) is no walk: it asks chosen pages of `/malls` (the busiest malls'
+by side (`sync.jobs.backfilling.backfill`, `sync.jobs.malls.mallroutes`). The membership fast path
+(`sync.jobs.malls.mallincludes`) is no walk: it asks chosen pages of `/malls` (the busiest malls'
 first) and those `links.last` reveals, not the next page until a stop.
 """
 
@@ -79,7 +79,7 @@ class Paged(Protocol):
     def digest(self) -> int: ...  # what the page holds: ids and stamps (the progress rule)
 
 
-#: Where a walk is: a page number, or what a keyed walk asks by (`sync.jobs.poll`).
+#: Where a walk is: a page number, or what a keyed walk asks by (`sync.jobs.incremental.poll`).
 Position = TypeVar("Position")
 #: The pages a walk yields.
 PageT = TypeVar("PageT", bound=Paged)
@@ -139,7 +139,7 @@ class Paging:
         """The one paging loop: `fetch(start)`, then `fetch(step(position, page))` after every
         page the stop rule (`more`, pages asked with `page[size]=asked`) says is not the last.
         Each page is yielded before the rule is asked, so a caller that stops early (a page
-        out of order, `sync.jobs.poll.OutOfOrder`) asks nothing more.
+        out of order, `sync.jobs.incremental.poll.OutOfOrder`) asks nothing more.
 
         A page past what the upstream promised (the one after a page at or past its
         `links.last`, or whose `links.next` is null; `promised=False`: already the first one
@@ -151,7 +151,7 @@ class Paging:
 
         A non-empty page whose rows and stamps equal a page this walk already read raises
         `NoProgressError` before it is yielded (the progress rule, module docstring); `held`
-        carries the digests across several calls that make up one walk (`sync.jobs.walks`)."""
+        carries the digests across several calls that make up one walk (`sync.jobs.incremental.walks`)."""
         position = start
         earlier = promised_by
         seen: set[int] = set() if held is None else held

@@ -11,7 +11,7 @@ only), per route:
   between the ones seen);
 - **compares**: does `filter[updated_at][gte]=T&filter[updated_at][lte]=T` hold the rows served
   at T (`served`), or none of them (`finer`: the upstream keeps and compares stamps below the
-  millisecond it serves, `sync.jobs.walks.Compares`); polls learn it too (`learned_compares`);
+  millisecond it serves, `sync.jobs.incremental.walks.Compares`); polls learn it too (`learned_compares`);
 - **includes**: each include path the mirror would ask: refused (4xx, or a 5xx that path alone
   causes: the request without `include=` succeeds), served with linkage
   (`relationships.<name>.data`), or served without it; why a path was refused
@@ -21,7 +21,7 @@ only), per route:
 
 and, for the whole upstream, the page size it serves (`Paging`), its clock offset and API version.
 The profile is kept in the mirror (`_sync_meta`, `upstream_profile`), shown by `ccsync status`
-and printed by `ccsync probe` (which writes no rows). Strategies read it (`sync.jobs.poll`: a route
+and printed by `ccsync probe` (which writes no rows). Strategies read it (`sync.jobs.incremental.poll`: a route
 whose sort is not honoured is walked without assuming order; the client drops refused include
 paths; polls make conditional requests only where the ETag proved reliable), and a contradiction
 seen at run time (rows out of order, a 400 on an include) updates it and is logged.
@@ -63,12 +63,12 @@ class RouteProfile:
     #: Set when a run saw the route contradict the probe (`contradicted`).
     note: str = ""
     #: Per refused include path: where its linkage comes from instead (the relationship's own
-    #: route, `sync.jobs.relroutes`; for a nested path, `include=<parent>` whose included rows
+    #: route, `sync.jobs.malls.relroutes`; for a nested path, `include=<parent>` whose included rows
     #: carry it), or "not mirrored".
     linkage_from: dict[str, str] = field(default_factory=dict)
     #: Per refused include path: what the upstream answered ("HTTP 400: ...", "HTTP 500 ...").
     include_errors: dict[str, str] = field(default_factory=dict)
-    #: What the route's date filter compares (`sync.jobs.walks.Comparison`): "served" (at the
+    #: What the route's date filter compares (`sync.jobs.incremental.walks.Comparison`): "served" (at the
     #: served millisecond), "finer" (below it, stamps cut), "rounded", or "unknown".
     compares: str = "unknown"
 

@@ -12,8 +12,8 @@ from sync.core.errors import SyncError
 from sync.daemon.demo import run_demo
 from sync.daemon.service import Daemon
 from sync.ingest.subscriptions import manage
-from sync.jobs.proof import run_proof_cycle
-from sync.jobs.verify import run_verify
+from sync.jobs.proving.proof import run_proof_cycle
+from sync.jobs.proving.verify import run_verify
 
 
 @click.command("run")

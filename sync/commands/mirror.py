@@ -16,7 +16,7 @@ from sync.commands.wiring import (
     run_async,
     settings_from,
 )
-from sync.jobs.backfill import run_backfill
+from sync.jobs.backfilling.backfill import run_backfill
 from sync.model import catalogue
 from sync.readers.changes import changes
 from sync.readers.status import status_data, status_lines

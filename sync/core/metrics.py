@@ -200,7 +200,7 @@ class Metrics:
         self.late_arrivals = Counter(
             "sync_late_arrivals",
             "Rows (and feed entries, type deletions) that committed after a poll had read past "
-            "their stamp (`sync.jobs.lateness`)",
+            "their stamp (`sync.jobs.incremental.lateness`)",
             ["type"],
             registry=r,
         )
@@ -224,7 +224,7 @@ class Metrics:
         )
 
     def lateness(self, type_name: str, late: int, lookback: float) -> None:
-        """After a poll (`sync.jobs.poll.Poller`): its late arrivals and the type's lookback."""
+        """After a poll (`sync.jobs.incremental.poll.Poller`): its late arrivals and the type's lookback."""
         if late:
             self.late_arrivals.labels(type=type_name).inc(late)
         self.poll_lookback.labels(type=type_name).set(lookback)

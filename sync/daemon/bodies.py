@@ -29,14 +29,14 @@ from sync.daemon.running import Running
 from sync.daemon.schedule import poll_cycle, verify_share
 from sync.ingest.subscriptions import Subscriptions
 from sync.jobs.fanout import bounded
-from sync.jobs.hours import MallHours
-from sync.jobs.mallincludes import refused
-from sync.jobs.mallroutes import ROUTED_BY_MALL, MallRoutes
-from sync.jobs.pacing import keepable_bound, proof_share
-from sync.jobs.poll import poll_types
+from sync.jobs.incremental.poll import poll_types
+from sync.jobs.incremental.tombstoneties import TombstoneTies
+from sync.jobs.malls.hours import MallHours
+from sync.jobs.malls.mallincludes import refused
+from sync.jobs.malls.mallroutes import ROUTED_BY_MALL, MallRoutes
+from sync.jobs.malls.touchedmalls import TouchedMalls
 from sync.jobs.press import mirror_press
-from sync.jobs.tombstoneties import TombstoneTies
-from sync.jobs.touchedmalls import TouchedMalls
+from sync.jobs.proving.pacing import keepable_bound, proof_share
 from sync.jobs.typefaults import record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
@@ -66,7 +66,9 @@ class Bodies:
         self.proof_checked = False  # whether the budget can keep the bound was logged
         #: Requests the rolling verify may spend (`verify_step`); may be set to run a whole cycle.
         self.verify_credit = 0.0
-        self.members_detected = False  # `detect_members` has decided (`sync.jobs.mallincludes`)
+        self.members_detected = (
+            False  # `detect_members` has decided (`sync.jobs.malls.mallincludes`)
+        )
         self.ties = TombstoneTies(running.evidence)
         #: One lane per type for the polls (`sync.daemon.lanes`).
         self.lanes = Lanes(self.settings.upstream.concurrency)
@@ -75,7 +77,7 @@ class Bodies:
 
     async def poll_all(self) -> None:
         """Incremental poll of every type and scope: the mall-scoped types on the fast path
-        in one walk of `/malls?include=` (`sync.jobs.mallincludes`), the others by listing, each
+        in one walk of `/malls?include=` (`sync.jobs.malls.mallincludes`), the others by listing, each
         type in its own lane (`sync.daemon.lanes`, `concurrency` at a time), so a slow or
         failing route holds up only its own type: one still polling after `poll_interval`
         goes on in its lane while the job ends. A type that fails is recorded and backs off
@@ -111,7 +113,7 @@ class Bodies:
         parts: list[Callable[[], Awaitable[None]]] = [walk, lambda: listed(others)]
         await bounded(parts, len(parts), lambda part: part())
         # Copies this cycle (or the notices, the proof) met stamped their tombstone's very
-        # moment: `filter[id]` decides (`sync.jobs.tombstoneties`); a failure asks next cycle.
+        # moment: `filter[id]` decides (`sync.jobs.incremental.tombstoneties`); a failure asks next cycle.
         try:
             await self.ties.settle(t.name for t in self.types)
         except UpstreamError as exc:
@@ -132,7 +134,7 @@ class Bodies:
         )
         if rtype.name in ROUTED_BY_MALL:
             # Where the malls' contacts or deals come from their routes, the rows changed since
-            # (by any path) are asked of the routes, once per change (`sync.jobs.touchedmalls`).
+            # (by any path) are asked of the routes, once per change (`sync.jobs.malls.touchedmalls`).
             await TouchedMalls(self.client, self.mirror).follow(rtype.name, self.malls())
         self.ok(rtype.name)
         if changed:
@@ -198,7 +200,7 @@ class Bodies:
     # -- repairs -------------------------------------------------------------------------------
 
     async def proof_step(self) -> None:
-        """The next share of the rolling proof (`sync.jobs.proof`): a cycle per
+        """The next share of the rolling proof (`sync.jobs.proving.proof`): a cycle per
         `[schedule] staleness_bound`. At a cycle's start the mall-scoped types' polling and the
         upstream profile are checked again, as before the daily reconcile."""
         bound = self.settings.schedule.staleness_bound
@@ -238,7 +240,7 @@ class Bodies:
             )
 
     async def verify_step(self) -> None:
-        """The next share of the rolling verify (`sync.jobs.verify`); repairs are counted."""
+        """The next share of the rolling verify (`sync.jobs.proving.verify`); repairs are counted."""
         malls = self.malls()
         interval = self.settings.schedule.verify_interval
         self.verify_credit += verify_share(self.verifier.cost(self.types, malls), interval)
@@ -265,7 +267,7 @@ class Bodies:
     async def probe_quietly(self) -> None:
         """Beside the first jobs: the upstream profile, and the `malls_deals` derivation a
         backfill left unchecked, or an older version took as agreed with nothing
-        (`sync.jobs.mallroutes`)."""
+        (`sync.jobs.malls.mallroutes`)."""
         with priority(Priority.POLL):
             await self.probe_if_stale()
             routes = MallRoutes(self.client, self.mirror)

@@ -26,14 +26,14 @@ from sync.daemon.health import Gauges, Health
 from sync.daemon.runs import JobRuns
 from sync.daemon.state import SyncState
 from sync.jobs.evidence import Evidence
-from sync.jobs.mallincludes import MallIncludes
-from sync.jobs.poll import Poller
+from sync.jobs.incremental.poll import Poller
+from sync.jobs.incremental.queueworker import QueueWorker
+from sync.jobs.malls.mallincludes import MallIncludes
 from sync.jobs.progress import Progress
-from sync.jobs.proof import Proof
-from sync.jobs.queueworker import QueueWorker
-from sync.jobs.reconcile import Reconciler
+from sync.jobs.proving.proof import Proof
+from sync.jobs.proving.reconcile import Reconciler
+from sync.jobs.proving.verify import Verifier
 from sync.jobs.typefaults import TypeFaults
-from sync.jobs.verify import Verifier
 from sync.model.catalogue import ResourceType
 from sync.store import Mirror
 from sync.store import proof as proof_book

@@ -27,7 +27,7 @@ from sync.core.errors import SyncError
 from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
 from sync.daemon.schedule import JOB_PRIORITY
-from sync.jobs.reconcile import MassDeleteRefused
+from sync.jobs.proving.reconcile import MassDeleteRefused
 from sync.model.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.watch import StorageWatch

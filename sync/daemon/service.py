@@ -4,7 +4,7 @@ This module is the daemon's lifecycle: it opens its parts (one `Running` value, 
 in `sync.daemon.running`), backfills first when the mirror has never been filled, schedules the
 jobs, and stops. The parts, each in its own module: the HTTP app (`sync.daemon.http`) hands
 webhook deliveries to the receiver (`sync.ingest.receiver`), which writes notices to the durable
-queue (`sync.store.queue`); the queue worker (`sync.jobs.queueworker`) drains it; APScheduler 3.x
+queue (`sync.store.queue`); the queue worker (`sync.jobs.incremental.queueworker`) drains it; APScheduler 3.x
 jobs (coalesced, one instance each) run the job bodies (`sync.daemon.bodies`: the incremental
 polls and the deletions feed, the rolling proof and verify, the hours window, the subscription
 check), each run recorded by `sync.daemon.runs`, at times `sync.daemon.schedule` computes;
@@ -48,9 +48,9 @@ from sync.daemon.state import SyncState
 from sync.daemon.systemd import Notifier, watchdog_loop
 from sync.ingest.receiver import Receiver
 from sync.ingest.subscriptions import Subscriptions
-from sync.jobs.backfill import Backfill
-from sync.jobs.pacing import proof_tick
+from sync.jobs.backfilling.backfill import Backfill
 from sync.jobs.progress import Progress, for_terminal
+from sync.jobs.proving.pacing import proof_tick
 from sync.jobs.typefaults import TypeFaults
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms

@@ -2,9 +2,9 @@
 
 Every path that must know whether rows live asks here (`Evidence.ask`) and gets a `Verdict`
 back: the queue worker's notices, the polls' and the feed's ties, copies tied with their
-tombstones (`sync.jobs.tombstoneties`), rows created again (`sync.jobs.recreated`), the proof's
-diff (`sync.jobs.proofdiff`), the reconcile and the backfill's missed-row pass
-(`sync.jobs.reconcile`), and a mall-scoped row's memberships. The rules, once:
+tombstones (`sync.jobs.incremental.tombstoneties`), rows created again (`sync.jobs.incremental.recreated`), the proof's
+diff (`sync.jobs.proving.proofdiff`), the reconcile and the backfill's missed-row pass
+(`sync.jobs.proving.reconcile`), and a mall-scoped row's memberships. The rules, once:
 
 - **Where.** `filter[id]` in every scope of a group: a type's top-level scopes (each deal
   visibility), or one mall's; a row asked in several groups is served if any serves it.

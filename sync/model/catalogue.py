@@ -236,7 +236,7 @@ TYPES: dict[str, ResourceType] = {
 }
 
 #: Relationships the spec gives a route of their own (`GET /<type>/{id}/<relationship>`): the
-#: way to their linkage when the upstream refuses them in `include=` (`sync.jobs.relroutes`).
+#: way to their linkage when the upstream refuses them in `include=` (`sync.jobs.malls.relroutes`).
 RELATED_ROUTES: dict[str, frozenset[str]] = {
     "articles": frozenset({"images", "malls", "products", "tags"}),
     "deals": frozenset({"stores", "images", "tags"}),

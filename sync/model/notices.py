@@ -1,6 +1,6 @@
 """Webhook notices: the `{data: [...]}` bodies the upstream posts, parsed and validated.
 
-The upstream does not sign notices, so they are only hints (see `sync.jobs.queueworker`); parsing is strict so
+The upstream does not sign notices, so they are only hints (see `sync.jobs.incremental.queueworker`); parsing is strict so
 that anything off-spec is rejected with a precise reason before it reaches the queue. Unknown
 resource types are not errors: they are acknowledged and ignored.
 

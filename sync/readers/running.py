@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sync.core.redact import redact_text
-from sync.jobs.backfillrun import STARTED_AT, STARTED_LOCAL
+from sync.jobs.backfilling.backfillrun import STARTED_AT, STARTED_LOCAL
 from sync.model.stamps import iso_ms
 from sync.store import Mirror
 from sync.store.lock import command_of, holder_pid

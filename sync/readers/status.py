@@ -18,12 +18,12 @@ from typing import Any
 
 from sync.core.redact import redact_text
 from sync.jobs.accountmap import account_of_types
-from sync.jobs.feed import unknown_types
-from sync.jobs.lateness import META_KEY as LATENESS_KEY
-from sync.jobs.lateness import shown
-from sync.jobs.mallincludes import recorded
-from sync.jobs.pacing import keepable_bound
+from sync.jobs.incremental.feed import unknown_types
+from sync.jobs.incremental.lateness import META_KEY as LATENESS_KEY
+from sync.jobs.incremental.lateness import shown
+from sync.jobs.malls.mallincludes import recorded
 from sync.jobs.probe import route_words
+from sync.jobs.proving.pacing import keepable_bound
 from sync.readers import verdict as daemon_health
 from sync.readers.backlog import queue_drain, queue_line
 from sync.readers.running import (
@@ -236,11 +236,11 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             "problems": problems,
             # The running daemon's storage state (None when no daemon runs, or it is healthy).
             "storage": storage,
-            # The rolling verify's place in its cycle (`sync.jobs.verify`; None at the start of
+            # The rolling verify's place in its cycle (`sync.jobs.proving.verify`; None at the start of
             # a cycle), and when its last whole cycle finished.
             "verify_position": mirror.meta.get("verify_position"),
             "verify_cycle_finished_at": mirror.meta.get("verify_cycle_finished_at"),
-            # The rolling proof (`sync.jobs.proof`): proven ages, repairs, freshness.
+            # The rolling proof (`sync.jobs.proving.proof`): proven ages, repairs, freshness.
             "proof": proof_data(
                 mirror,
                 now,
@@ -256,9 +256,9 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
                 **json.loads(mirror.meta.get("request_budget") or "{}"),
             },
             # How the mall-scoped types are polled: through `GET /malls?include=` or per mall,
-            # as the daemon last detected (`sync.jobs.mallincludes`), with why.
+            # as the daemon last detected (`sync.jobs.malls.mallincludes`), with why.
             "mall_members": recorded(mirror),
-            # Where the malls' contacts and deals memberships come from (`sync.jobs.mallroutes`):
+            # Where the malls' contacts and deals memberships come from (`sync.jobs.malls.mallroutes`):
             # `include` linkage, a `derived` view checked against the routes, or the `route`s.
             "mall_routes": json.loads(mirror.meta.get("mall_routes") or "{}") or None,
             # What each of those rests on: the malls' routes the rule was checked against, or
@@ -273,10 +273,10 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # Values that did not fit their declared type, per type: refused (the row kept
             # its last good copy; the last one shown) and coerced losslessly.
             "values": mirror.values.faults(),
-            # Deletions feed entries skipped: their resource_type maps to no type (`sync.jobs.feed`).
+            # Deletions feed entries skipped: their resource_type maps to no type (`sync.jobs.incremental.feed`).
             "feed_unknown_types": unknown_types(mirror),
             # Late commits the polls measured and the lookback each type learned
-            # (`sync.jobs.lateness`).
+            # (`sync.jobs.incremental.lateness`).
             "lateness": shown(mirror.meta.get(LATENESS_KEY), now.timestamp()),
         }
     finally:

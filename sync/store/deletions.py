@@ -18,7 +18,7 @@ Two kinds of deletion, and only one keeps anything from coming back:
   clock nor one precision: stamps of whole seconds give a row deleted and created again within
   one second a stamp up to a second *before* its entry, and so does an app server whose clock
   is behind the feed's. Within the window a stamp is no evidence either way: the copy is left
-  out and noted (`Deletions.ties`), and `filter[id]` decides (`sync.jobs.tombstoneties`,
+  out and noted (`Deletions.ties`), and `filter[id]` decides (`sync.jobs.incremental.tombstoneties`,
   `sync.jobs.evidence`): served after the tombstone was written, it is written under
   `Deletions.vouched` and lifts it. A row found live that way further from its entry than the
   window widens it (`Deletions.widen`, kept in `_sync_meta`).
@@ -91,7 +91,7 @@ class FeedApplied:
     unstamped: int = 0
     #: Rows stamped the very moment of their entry: no evidence either way (an upstream whose
     #: stamps count whole seconds creates a row again in the second it was deleted), left
-    #: untouched and untombstoned for `filter[id]` to decide (`sync.jobs.feed`).
+    #: untouched and untombstoned for `filter[id]` to decide (`sync.jobs.incremental.feed`).
     tied: list[int] = field(default_factory=list)
 
 

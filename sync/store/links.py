@@ -5,7 +5,7 @@ related column, `position`), declared by `sync.model.catalogue`; a to-one relati
 column of the owner's own table. An owner's links are replaced as a whole whenever a copy of
 the owner is written with that relationship's linkage (its members and their order are what
 the copy says), and go with the owner when it is deleted. Routes that list one relationship or
-one mall's related rows (`sync.jobs.relroutes`, `sync.jobs.mallroutes`) replace just that.
+one mall's related rows (`sync.jobs.malls.relroutes`, `sync.jobs.malls.mallroutes`) replace just that.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class Malls:
                 memberships.drop_mall(self.conn, mall_id)
 
     def deals(self, mall_id: int) -> list[int]:
-        """The deals `malls_deals` gives a mall, ascending (`sync.jobs.mallroutes`)."""
+        """The deals `malls_deals` gives a mall, ascending (`sync.jobs.malls.mallroutes`)."""
         return links.mall_deals(self.conn, mall_id)
 
     def referenced(self) -> set[int]:

@@ -11,7 +11,7 @@ no longer names (once `filter[id]` in that mall agrees), and a mall's deletion r
 
 Absent from one mall's listing is a change of membership, never a deletion: a row leaves the
 mirror only when the deletions feed lists it, or when no mall lists it any more and `filter[id]`
-finds it in no mall (`orphans`, confirmed by `sync.jobs.reconcile`).
+finds it in no mall (`orphans`, confirmed by `sync.jobs.proving.reconcile`).
 
 The row's `mall_id` column stays as a convenience for readers: the lowest-numbered mall that
 lists it (NULL when none does), kept in step with the table here, so it never names a mall the
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 #: Types whose rows belong to malls by the routes that list them.
 MEMBER_TYPES: tuple[str, ...] = tuple(n for n, t in catalogue.TYPES.items() if t.level == "mall")
-#: Top-level types whose malls may be known from `/malls/{id}/<type>` (`sync.jobs.mallroutes`):
+#: Top-level types whose malls may be known from `/malls/{id}/<type>` (`sync.jobs.malls.mallroutes`):
 #: `malls_contacts` (also the malls' `contacts` linkage) and `malls_deals` (when a table).
 ROUTED_TABLES = ("malls_contacts", "malls_deals")
 

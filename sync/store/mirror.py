@@ -232,7 +232,7 @@ class Mirror:
         links: dict[str, list[tuple[int, list[int]]]],
         stamps: dict[int, Any],
     ) -> int:
-        """A reconcile page's sideloads (`sync.jobs.sideloads`): the included rows, and the
+        """A reconcile page's sideloads (`sync.jobs.malls.sideloads`): the included rows, and the
         links of the listed owners whose mirrored `updated_at` equals the listed one (`stamps`),
         in one transaction. Owners not mirrored, or mirrored at another stamp, are left alone.
         Returns how many owners' links were replaced."""

@@ -1,4 +1,4 @@
-"""The proof's bookkeeping (`sync.jobs.proof`): its listing so far, its place, and what it proved.
+"""The proof's bookkeeping (`sync.jobs.proving.proof`): its listing so far, its place, and what it proved.
 
 The rolling proof lists each scope a few pages a tick, so a listing outlives the tick (and the
 process): its pages land in `_sync_proof_listing`, keyed by unit, until the unit's listing is
@@ -8,7 +8,7 @@ reads it from the mirror alone:
 - `proof_position`: the unit, scope and page the cycle stands at (a restart resumes there);
 - `proof_proven`: per type, when a whole cycle over its scopes last ended with nothing
   unresolved (`proven_at`), and per type the unresolved difference, if any;
-- `repairs`: per type and kind, the rows the proof and the verify repaired (`sync.jobs.proof`
+- `repairs`: per type and kind, the rows the proof and the verify repaired (`sync.jobs.proving.proof`
   names the kinds);
 - `change_lag`: per type and path, a small summary of the time from a change's stamp to its
   commit (count, and a bounded sample for p50/p99).

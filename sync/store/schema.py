@@ -100,7 +100,7 @@ VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
     # `GET /malls/{id}/deals`: the mall's local deals (a linked store is in the mall) and the
     # national ones (`is_local` false) unless the mall sets `exclude_national_deals`, Public
     # (the route's default visibility). Derived rather than listed per mall: national deals x
-    # malls rows would dwarf the mirror. The spec states no such rule: `sync.jobs.mallroutes` checks
+    # malls rows would dwarf the mirror. The spec states no such rule: `sync.jobs.malls.mallroutes` checks
     # it against a few malls' routes and replaces the view by a table filled from every mall's
     # route when they disagree. A store's malls are its memberships (`sync.store.memberships`).
     "malls_deals": (

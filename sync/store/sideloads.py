@@ -1,7 +1,7 @@
 """Sideloads: included rows no listing owns, kept in step by the reconcile, and pruned.
 
 Images, tags and groups reach the mirror only as included resources of the rows that link to
-them. The reconcile (`sync.jobs.sideloads`) lists owners with their linkage and includes: a
+them. The reconcile (`sync.jobs.malls.sideloads`) lists owners with their linkage and includes: a
 linkage may change under an unchanged `updated_at`, so it replaces the links (and to-one
 columns) of exactly those owners whose mirrored stamp equals the listed one (`same_stamp`,
 `write_to_one`); others are the refetch's. A sideloaded row that nothing links to any more is

@@ -105,7 +105,7 @@ class TypeTable:
     def tombstone_ties(self) -> dict[int, set[int | None]]:
         """Rows a copy stamped their tombstone's very moment reached since the last call, with
         the malls that listed them (None: top-level): `filter[id]` decides
-        (`sync.jobs.tombstoneties`). Taken: asked once."""
+        (`sync.jobs.incremental.tombstoneties`). Taken: asked once."""
         return self.deletions.take_ties(self.name)
 
     def note_ties(self, ties: Mapping[int, set[int | None]]) -> None:
@@ -175,7 +175,7 @@ class TypeTable:
 
     def replace_mall_links(self, mall_id: int, ids: Sequence[int]) -> int:
         """`malls_<type>` of one mall becomes `ids` (as its route lists them, in order):
-        contacts and deals known from the mall routes (`sync.jobs.mallroutes`)."""
+        contacts and deals known from the mall routes (`sync.jobs.malls.mallroutes`)."""
         return links.replace_mall_links(self.conn, self.schema, self.name, mall_id, ids)
 
     def count_in_mall_links(self, mall_id: int) -> int:
@@ -184,7 +184,7 @@ class TypeTable:
 
     def settle_mall_links(self, mall_id: int, asked: Sequence[int], listed: Sequence[int]) -> int:
         """Of `asked`, those the mall's route `listed` (by `filter[id]`) are in `malls_<type>`
-        of `mall_id`, the others not; the mall's other rows stay (`sync.jobs.touchedmalls`).
+        of `mall_id`, the others not; the mall's other rows stay (`sync.jobs.malls.touchedmalls`).
         Returns the memberships changed."""
         return links.settle_mall_links(self.conn, self.schema, self.name, mall_id, asked, listed)
 
@@ -194,17 +194,17 @@ class TypeTable:
         self, rel: catalogue.Relationship, owner: int, targets: Sequence[int]
     ) -> None:
         """One owner's links of one to-many relationship become `targets`, in order (its own
-        route's answer, `sync.jobs.relroutes`)."""
+        route's answer, `sync.jobs.malls.relroutes`)."""
         links.replace(self.conn, self.schema, self._resource(), rel, owner, targets)
 
     def set_to_one(self, column: str, rid: int, target: int | None) -> None:
-        """One owner's to-one column (its relationship's own route, `sync.jobs.relroutes`)."""
+        """One owner's to-one column (its relationship's own route, `sync.jobs.malls.relroutes`)."""
         links.set_to_one(self.conn, self.schema, self._resource(), column, rid, target)
 
     def write_to_one(
         self, column: str, values: Sequence[tuple[int, Any]], stamps: dict[int, Any]
     ) -> int:
-        """A reconcile page's to-one linkage (`sync.jobs.sideloads`): `column` of the listed
+        """A reconcile page's to-one linkage (`sync.jobs.malls.sideloads`): `column` of the listed
         owners whose mirrored `updated_at` equals the listed one; others are left to the
         reconcile's refetch. Returns the rows changed."""
         return sideloads.write_to_one(

@@ -20,7 +20,7 @@ from sync.cli import main
 from sync.core.config import Settings, parse_config
 from sync.emulator import Emulator
 from sync.ingest.subscriptions import Subscriptions
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.model import catalogue
 from sync.model.scopes import Scope
 from sync.store import Mirror

@@ -18,7 +18,7 @@ from sync.channel.listing import Listing
 from sync.channel.transport import Response
 from sync.emulator import Emulator
 from sync.emulator.hours import hours as served_hours
-from sync.jobs.hours import MallHours
+from sync.jobs.malls.hours import MallHours
 from sync.model import catalogue
 from sync.store import Mirror
 from tests.support.backfilled import run_backfill
@@ -137,7 +137,7 @@ async def test_included_rows_cross_once_and_every_linked_row_lands(
 async def test_hours_of_a_mall_deleted_upstream_are_skipped(
     emulator: Emulator, tmp_path: Path
 ) -> None:
-    """The hours run beside the pages (`sync.jobs.hours`): a mall gone upstream (404) must not
+    """The hours run beside the pages (`sync.jobs.malls.hours`): a mall gone upstream (404) must not
     stop the others."""
     settings = make_settings(emulator, tmp_path / "m.db")
     gone, kept = sorted(int(m) for m in emulator.ids("malls"))[:2]

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from sync.channel.client import ChannelClient
 from sync.core.errors import AuthError, UnreachableError
 from sync.emulator import Emulator
-from sync.jobs.backfill import run_backfill as backfill_command
+from sync.jobs.backfilling.backfill import run_backfill as backfill_command
 from sync.readers.status import status_data, status_lines
 from sync.store import Mirror
 from tests.support.backfilled import run_backfill

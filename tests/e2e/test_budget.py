@@ -136,7 +136,7 @@ async def test_a_429_storm_upstream_slows_a_backfill_which_still_mirrors_exactly
     make_emulator: Any, tmp_path: Path
 ) -> None:
     from sync.channel.client import ChannelClient
-    from sync.jobs.backfill import Backfill
+    from sync.jobs.backfilling.backfill import Backfill
     from sync.store import Mirror
     from tests.support.compare import compare
     from tests.support.settings import settings_for

@@ -1,4 +1,4 @@
-"""The missed-row signal "a row changed since the backfill started" (`sync.jobs.changedsince`):
+"""The missed-row signal "a row changed since the backfill started" (`sync.jobs.backfilling.changedsince`):
 rows the walk read as they are prove nothing; a row changed under the walk still does."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from sync.channel.client import ChannelClient
 from sync.channel.transport import Response
 from sync.emulator import Emulator
-from sync.jobs.reconcile import Reconciler
+from sync.jobs.proving.reconcile import Reconciler
 from tests.support.backfilled import run_backfill
 from tests.support.compare import compare
 from tests.support.settings import make_settings

@@ -21,7 +21,7 @@ from sync.channel.client import ChannelClient
 from sync.core.errors import LoginRefusedError
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.store import Mirror
 from tests.support.compare import compare
 from tests.support.daemon import running

@@ -19,9 +19,9 @@ from sync.channel.pages import Page
 from sync.channel.paging import Paging
 from sync.emulator.hard import Hard
 from sync.jobs.evidence import Evidence
-from sync.jobs.mallroutes import MallRoutes
-from sync.jobs.poll import Poller
-from sync.jobs.reconcile import Reconciler, reconcile_every_type
+from sync.jobs.incremental.poll import Poller
+from sync.jobs.malls.mallroutes import MallRoutes
+from sync.jobs.proving.reconcile import Reconciler, reconcile_every_type
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms, now_iso, shift
@@ -411,7 +411,7 @@ def test_a_derivation_agreed_with_nothing_is_checked_again(tmp_path: Path) -> No
 def MallRoutesMeta(mirror: Mirror) -> dict[str, str]:
     import orjson
 
-    from sync.jobs.mallroutes import META_KEY
+    from sync.jobs.malls.mallroutes import META_KEY
 
     return dict(orjson.loads(mirror.meta.get(META_KEY) or "{}"))
 

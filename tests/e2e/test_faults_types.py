@@ -19,7 +19,7 @@ from sync.channel.client import ChannelClient
 from sync.commands.mirror import status_command
 from sync.core.metrics import Metrics
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.model import catalogue
 from sync.pipeline.checks import VALUE_CHARS, coerce
 from sync.pipeline.pageworker import from_wire, to_wire

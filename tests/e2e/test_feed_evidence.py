@@ -19,10 +19,10 @@ from structlog.testing import capture_logs
 
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
-from sync.jobs.feed import FeedEntries, unknown_types
-from sync.jobs.poll import Poller
-from sync.jobs.proof import run_proof_cycle
-from sync.jobs.reconcile import run_reconcile
+from sync.jobs.incremental.feed import FeedEntries, unknown_types
+from sync.jobs.incremental.poll import Poller
+from sync.jobs.proving.proof import run_proof_cycle
+from sync.jobs.proving.reconcile import run_reconcile
 from sync.model import catalogue
 from sync.model.catalogue import normalize_type
 from sync.model.scopes import scopes_of
@@ -310,7 +310,7 @@ async def test_an_unknown_type_in_the_feed_makes_the_backfill_run_its_missed_row
 ) -> None:
     """An entry whose type maps to nothing may be this type's: the pass runs (it was skipped)."""
     from sync.emulator.records import Rec
-    from sync.jobs.missedrows import MissedRows
+    from sync.jobs.backfilling.missedrows import MissedRows
 
     async with make_emulator(resources=100, seed=6) as emu:
         db = tmp_path / "m.db"

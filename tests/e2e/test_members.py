@@ -1,4 +1,4 @@
-"""The mall-scoped types through `GET /malls?include=` (`sync.jobs.mallincludes`): detection, polls,
+"""The mall-scoped types through `GET /malls?include=` (`sync.jobs.malls.mallincludes`): detection, polls,
 creations located without polling every mall, and the per-mall fallback, each leaving the
 mirror exactly equal to the emulator."""
 
@@ -16,9 +16,9 @@ import pytest
 from sync.channel.client import ChannelClient
 from sync.core.errors import BadResponseError, UpstreamError
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.jobs.evidence import Evidence
-from sync.jobs.mallincludes import INCLUDE, PER_MALL, MallIncludes, recorded, refused
+from sync.jobs.malls.mallincludes import INCLUDE, PER_MALL, MallIncludes, recorded, refused
 from sync.model import catalogue
 from sync.readers.status import status_data
 from sync.store import Mirror

@@ -14,7 +14,7 @@ from typing import Any
 
 from sync.channel.client import ChannelClient
 from sync.channel.profile import UpstreamProfile
-from sync.jobs.poll import Poller
+from sync.jobs.incremental.poll import Poller
 from sync.jobs.probe import probe
 from sync.model import catalogue
 from sync.model.scopes import scopes_of

@@ -14,7 +14,7 @@ from rich.console import Console
 from sync.channel.client import ChannelClient
 from sync.core.errors import UnreachableError
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.jobs.progress import RichProgress
 from sync.store import Mirror
 from tests.support.backfilled import run_backfill

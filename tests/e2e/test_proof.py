@@ -17,7 +17,7 @@ from sync.core.metrics import Metrics
 from sync.daemon.health import Gauges
 from sync.daemon.state import SyncState
 from sync.emulator import Emulator
-from sync.jobs.proof import Proof, run_proof_cycle
+from sync.jobs.proving.proof import Proof, run_proof_cycle
 from sync.model import catalogue
 from sync.model.stamps import shift
 from sync.readers.status import status_data, status_lines
@@ -264,7 +264,7 @@ async def test_a_poll_measures_the_lag_of_the_changes_it_commits(
 ) -> None:
     """`sync_change_lag_seconds{path="poll"}`: one lag per row whose stamp the poll moved
     (rows the poll's overlap re-reads unchanged count for nothing)."""
-    from sync.jobs.poll import Poller
+    from sync.jobs.incremental.poll import Poller
     from sync.model.scopes import scopes_of
 
     async with make_emulator(resources=600, seed=43) as emu:
@@ -295,7 +295,7 @@ async def test_a_poll_measures_the_lag_of_the_changes_it_commits(
 def test_status_says_the_bound_the_budget_can_keep() -> None:
     """A cycle the request budget cannot fit in the bound: status names the bound it can
     keep and by how much the configured one falls short."""
-    from sync.jobs.pacing import keepable_bound
+    from sync.jobs.proving.pacing import keepable_bound
     from sync.readers.status import proof_lines
 
     lines = proof_lines(

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sync.core.config import Settings
-from sync.jobs.reconcile import run_reconcile
+from sync.jobs.proving.reconcile import run_reconcile
 from sync.store import Mirror
 from tests.support.backfilled import run_backfill
 from tests.support.compare import compare

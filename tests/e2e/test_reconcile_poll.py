@@ -12,9 +12,9 @@ from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.config import Settings
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
-from sync.jobs.poll import Poller
-from sync.jobs.reconcile import MassDeleteRefused, Reconciler, group_by_mall
+from sync.jobs.backfilling.backfill import Backfill
+from sync.jobs.incremental.poll import Poller
+from sync.jobs.proving.reconcile import MassDeleteRefused, Reconciler, group_by_mall
 from sync.model import catalogue
 from sync.model.scopes import Scope, scopes_of
 from sync.store import Mirror

@@ -13,7 +13,7 @@ import pytest
 
 from sync.emulator.dataset import Dataset
 from sync.emulator.query import QueryError, parse
-from sync.jobs.reconcile import run_reconcile
+from sync.jobs.proving.reconcile import run_reconcile
 from sync.model import catalogue
 from sync.store import Mirror
 from sync.store.schema import VIEWS

@@ -16,8 +16,8 @@ from sync.daemon.bodies import Bodies
 from sync.daemon.state import SyncState
 from sync.emulator.hard import Hard
 from sync.jobs.evidence import Evidence
-from sync.jobs.mallroutes import MallRoutes
-from sync.jobs.poll import Poller
+from sync.jobs.incremental.poll import Poller
+from sync.jobs.malls.mallroutes import MallRoutes
 from sync.jobs.typefaults import TypeFaults
 from sync.model import catalogue
 from sync.model.scopes import scopes_of

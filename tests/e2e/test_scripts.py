@@ -14,7 +14,7 @@ from sync.channel.client import ChannelClient
 from sync.emulator import Emulator
 from sync.emulator.responses import SCRIPTS
 from sync.jobs.evidence import Evidence
-from sync.jobs.poll import Poller
+from sync.jobs.incremental.poll import Poller
 from sync.model import catalogue
 from sync.model.scopes import Scope, scopes_of
 from sync.store import Mirror

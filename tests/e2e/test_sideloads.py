@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sync.jobs.reconcile import run_reconcile
+from sync.jobs.proving.reconcile import run_reconcile
 from sync.store import Mirror
 from tests.support.backfilled import backfill
 from tests.support.pages import write_page
@@ -69,7 +69,7 @@ async def test_sideload_changes_and_deletions_reach_the_mirror_in_one_reconcile(
 
 
 def test_prune_removes_only_unreferenced_rows(tmp_path: Path) -> None:
-    from sync.jobs import sideloads
+    from sync.jobs.malls import sideloads
     from sync.model import catalogue
 
     m = Mirror.open(tmp_path / "m.db")

@@ -24,9 +24,9 @@ from sync.core.errors import ListingMissingError, NotFoundError
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
 from sync.jobs.evidence import Evidence
-from sync.jobs.mallincludes import MallIncludes
+from sync.jobs.malls.mallincludes import MallIncludes
 from sync.jobs.probe import probe
-from sync.jobs.reconcile import Reconciler, reconcile_every_type
+from sync.jobs.proving.reconcile import Reconciler, reconcile_every_type
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.readers.status import status_data, status_lines

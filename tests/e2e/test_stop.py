@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sync.emulator import Emulator
-from sync.jobs.reconcile import run_reconcile
+from sync.jobs.proving.reconcile import run_reconcile
 from tests.support.backfilled import run_backfill
 from tests.support.compare import compare
 from tests.support.mirror_rows import query

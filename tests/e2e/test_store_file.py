@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sync.core.errors import MirrorError
-from sync.jobs.reconcile import run_reconcile
-from sync.jobs.verify import run_verify
+from sync.jobs.proving.reconcile import run_reconcile
+from sync.jobs.proving.verify import run_verify
 from sync.store import Mirror, PageCheckpoint, links
 from tests.support.compare import compare
 from tests.support.emulator_client import MakeEmulator

@@ -11,10 +11,10 @@ from sync.channel.client import ChannelClient
 from sync.channel.clock import FALLBACK_LAG, UpstreamClock
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.jobs.evidence import Evidence
-from sync.jobs.hours import MallHours
-from sync.jobs.poll import Poller
+from sync.jobs.incremental.poll import Poller
+from sync.jobs.malls.hours import MallHours
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
@@ -266,7 +266,7 @@ async def test_a_tie_run_is_read_by_id_and_a_run_not_in_id_order_is_refused() ->
     (every row once at least); where `lte` is not honoured the check refuses the run
     (`TieOrder`), and the unsorted walk the poll falls back to reads every row."""
     from sync.channel.paging import Paging
-    from sync.jobs.walks import TieOrder, walk_by_stamp, walk_unsorted
+    from sync.jobs.incremental.walks import TieOrder, walk_by_stamp, walk_unsorted
 
     t, later = "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.000Z"
     rows = [(i, t) for i in range(1, 251)] + [(i, later) for i in range(251, 261)]
@@ -323,7 +323,7 @@ def test_late_arrivals_and_the_lookback_are_metrics() -> None:
 def test_the_lookback_grows_with_lateness_decays_has_a_ceiling_and_a_deep_re_read() -> None:
     """1.5x the lateness seen at once, halving its excess each hour, never above the ceiling;
     every 3rd poll of a scope reads from cursor - ceiling; kept in `_sync_meta`."""
-    from sync.jobs.lateness import HALF_LIFE, Lookbacks
+    from sync.jobs.incremental.lateness import HALF_LIFE, Lookbacks
 
     now = [T0]
     meta: dict[str, str] = {}

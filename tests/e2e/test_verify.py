@@ -18,8 +18,8 @@ from sync.core.errors import UpstreamError
 from sync.daemon.schedule import verify_share, verify_tick
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
-from sync.jobs.reconcile import run_reconcile
-from sync.jobs.verify import POSITION_KEY, Verifier, run_verify
+from sync.jobs.proving.reconcile import run_reconcile
+from sync.jobs.proving.verify import POSITION_KEY, Verifier, run_verify
 from sync.model.catalogue import LISTABLE, TYPES
 from sync.pipeline.staging import stage_resources
 from sync.readers.status import status_data

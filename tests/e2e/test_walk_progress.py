@@ -16,7 +16,7 @@ from sync.channel.client import ChannelClient
 from sync.channel.profile import DELETIONS_ROUTE
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
-from sync.jobs.poll import Poller
+from sync.jobs.incremental.poll import Poller
 from sync.model import catalogue
 from sync.model.scopes import scopes_of
 from sync.store import Mirror

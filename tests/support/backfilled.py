@@ -9,7 +9,7 @@ from typing import Any
 from sync.channel.client import ChannelClient
 from sync.core.config import Settings
 from sync.emulator import Emulator
-from sync.jobs.backfill import Backfill
+from sync.jobs.backfilling.backfill import Backfill
 from sync.store import Mirror
 from tests.support.settings import settings_for
 

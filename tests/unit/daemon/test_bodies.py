@@ -11,8 +11,8 @@ from sync.core.errors import ForbiddenError, SyncError, UpstreamError
 from sync.daemon.bodies import Bodies
 from sync.daemon.state import SyncState
 from sync.jobs.evidence import Evidence
+from sync.jobs.proving.verify import VerifyReport
 from sync.jobs.typefaults import TypeFaults
-from sync.jobs.verify import VerifyReport
 from sync.model import catalogue
 from sync.store import Mirror
 

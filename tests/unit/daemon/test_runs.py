@@ -14,7 +14,7 @@ from sync.core.errors import StorageFault, SyncError
 from sync.core.metrics import Metrics
 from sync.daemon.runs import JobRuns, record_budget
 from sync.daemon.schedule import parse_stamp
-from sync.jobs.reconcile import MassDeleteRefused
+from sync.jobs.proving.reconcile import MassDeleteRefused
 from sync.store import Mirror
 from sync.store.watch import StorageWatch
 

@@ -131,7 +131,7 @@ def test_the_poll_cycle_and_its_staleness_bound() -> None:
 
 
 def test_the_proof_ticks_at_most_every_minute_and_a_cycle_takes_the_bound() -> None:
-    from sync.jobs.pacing import PROOF_TICK, cycle_cost, proof_share, proof_tick
+    from sync.jobs.proving.pacing import PROOF_TICK, cycle_cost, proof_share, proof_tick
 
     assert proof_tick(3600.0) == PROOF_TICK
     assert proof_tick(300.0) == 15.0  # a short bound: still about 20 ticks a cycle
@@ -144,7 +144,7 @@ def test_the_proof_ticks_at_most_every_minute_and_a_cycle_takes_the_bound() -> N
 
 
 def test_the_bound_the_request_budget_can_keep() -> None:
-    from sync.jobs.pacing import keepable_bound
+    from sync.jobs.proving.pacing import keepable_bound
 
     # 1M rows: 10,000 requests an hour is 2.8 / s, 14 % of 20 / s: it fits.
     fits = keepable_bound(10_000, 20.0, 3600.0)

@@ -53,7 +53,9 @@ def test_apply_feed_tombstones_and_keeps_a_newer_row(mirror: Mirror) -> None:
     assert set(mirror.table("deals").tombstones([1, 2, 3])) == {1, 2}
     write_page(mirror, DEALS, [res(1, T1)])  # an older copy: the tombstone refuses it
     assert mirror.table("deals").get(1) is None
-    assert mirror.table("deals").get(3) is not None  # a tie: filter[id] decides (sync.jobs.poll)
+    assert (
+        mirror.table("deals").get(3) is not None
+    )  # a tie: filter[id] decides (sync.jobs.incremental.poll)
 
 
 def test_listing_of_one_mall_diffs_against_its_memberships(mirror: Mirror) -> None:

@@ -25,18 +25,15 @@ import argparse
 import asyncio
 import json
 import random
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from sync.core.config import parse_config
+from _inprocess import backfilled
+
 from sync.core.logs import configure
 from sync.daemon.bodies import Bodies
-from sync.daemon.running import Running, open_running
-from sync.daemon.service import Daemon
+from sync.daemon.running import Running
 from sync.emulator import Emulator
-from sync.jobs.backfilling.backfill import Backfill
 from sync.model.notices import WebhookNotice
 from sync.store.queue import ChangeQueue
 
@@ -58,54 +55,29 @@ async def measure(malls: int, resources: int, creations: int, seed: int = 1) -> 
     rng = random.Random(seed)
     emu = Emulator(resources=resources, seed=7, malls=malls)
     emu.app.mall_includes = False
-    async with emu.serve(port=0):
-        db = Path(tempfile.mkdtemp()) / "m.db"
-        settings = parse_config(
-            {
-                "upstream": {
-                    "base_url": emu.base_url,
-                    "email": emu.email,
-                    "password": emu.password,
-                    "max_requests_per_second": 0,
-                },
-                "mirror": {"path": str(db)},
-            }
-        )
-        d = Daemon(settings)
-        async with open_running(
-            settings,
-            state=d.state,
-            metrics=d.metrics,
-            faults=d.type_faults,
-            storage=d.storage,
-            progress=d.progress,
-            stop=d.stop,
-        ) as running:
-            t0 = time.monotonic()
-            await Backfill(running.client, running.mirror, settings).run()
-            backfill_s = time.monotonic() - t0
-            bodies = Bodies(running, subscriptions=None)  # type: ignore[arg-type]
-            t0 = time.monotonic()
-            n0 = emu.requests.total
-            await bodies.poll_all()  # detects the includes first: per mall here
-            cycle = emu.requests.total - n0
-            cycle_s = time.monotonic() - t0
-            fast = [t.name for t in running.members.fast()]
-            mall_ids = [int(m) for m in emu.ids("malls")]
-            out: dict[str, list[int]] = {"cold": [], "hot": []}
-            missing = 0
-            for where in ("cold", "hot"):
-                for i in range(creations):
-                    name = MALL_ONLY[i % len(MALL_ONLY)]
-                    mall = rng.choice(mall_ids)
-                    if where == "hot":
-                        held = int(rng.choice(emu.ids(name)))
-                        mall = int(emu.mall_of(name, held) or mall)
-                        emu.update(name, held)
-                        await _announce(emu, running, name, held)  # its mall is now active
-                    rid = int(emu.create(name, None, mall_id=mall))
-                    out[where].append(await _announce(emu, running, name, rid))
-                    missing += running.mirror.table(name).get(rid) is None
+    async with emu.serve(port=0), backfilled(emu) as (running, backfill_s):
+        bodies = Bodies(running, subscriptions=None)  # type: ignore[arg-type]
+        t0 = time.monotonic()
+        n0 = emu.requests.total
+        await bodies.poll_all()  # detects the includes first: per mall here
+        cycle = emu.requests.total - n0
+        cycle_s = time.monotonic() - t0
+        fast = [t.name for t in running.members.fast()]
+        mall_ids = [int(m) for m in emu.ids("malls")]
+        out: dict[str, list[int]] = {"cold": [], "hot": []}
+        missing = 0
+        for where in ("cold", "hot"):
+            for i in range(creations):
+                name = MALL_ONLY[i % len(MALL_ONLY)]
+                mall = rng.choice(mall_ids)
+                if where == "hot":
+                    held = int(rng.choice(emu.ids(name)))
+                    mall = int(emu.mall_of(name, held) or mall)
+                    emu.update(name, held)
+                    await _announce(emu, running, name, held)  # its mall is now active
+                rid = int(emu.create(name, None, mall_id=mall))
+                out[where].append(await _announce(emu, running, name, rid))
+                missing += running.mirror.table(name).get(rid) is None
     return {
         "malls": malls,
         "resources": resources,

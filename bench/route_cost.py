@@ -23,19 +23,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from sync.core.config import parse_config
+from _inprocess import backfilled
+
 from sync.core.logs import configure
 from sync.daemon.bodies import Bodies
-from sync.daemon.running import open_running
-from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.emulator.hard import Hard
-from sync.jobs.backfilling.backfill import Backfill
 from sync.model import catalogue
 
 ROUTE = "/malls/{id}/deals"
@@ -53,32 +49,7 @@ async def measure(malls: int, resources: int, polls: int) -> dict[str, Any]:
     """Route requests and all requests per deals poll after one deal edit, at `malls` malls."""
     emu = Emulator(resources=resources, seed=23, malls=malls, hard=Hard(deals_without_stores=True))
     async with emu.serve(port=0):
-        db = Path(tempfile.mkdtemp()) / "m.db"
-        settings = parse_config(
-            {
-                "upstream": {
-                    "base_url": emu.base_url,
-                    "email": emu.email,
-                    "password": emu.password,
-                    "types": ["stores", "deals"],
-                    "max_requests_per_second": 0,
-                },
-                "mirror": {"path": str(db)},
-            }
-        )
-        d = Daemon(settings)
-        async with open_running(
-            settings,
-            state=d.state,
-            metrics=d.metrics,
-            faults=d.type_faults,
-            storage=d.storage,
-            progress=d.progress,
-            stop=d.stop,
-        ) as running:
-            t0 = time.monotonic()
-            await Backfill(running.client, running.mirror, settings).run()
-            backfill_s = time.monotonic() - t0
+        async with backfilled(emu, types=["stores", "deals"]) as (running, backfill_s):
             listed = [x for x in emu.ids("deals", visibility="Public") if emu.malls_of("deals", x)]
             edited = listed[0]
             emu.update("deals", edited, {"visibility": "Private"})

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import orjson
+
 from sync.model.stamps import now_iso
 
 
@@ -34,6 +36,24 @@ class Meta:
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    def numbers(self, key: str) -> dict[str, int]:
+        """A record of names to whole numbers kept under `key` (a change feed position per
+        type, ...); {} when absent or damaged."""
+        raw = self.get(key)
+        try:
+            out = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            return {}
+        if not isinstance(out, dict):
+            return {}
+        return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+    def set_number(self, key: str, name: str, value: int) -> None:
+        """Set `name` to `value` in the record of numbers kept under `key` (`numbers`)."""
+        now = self.numbers(key)
+        now[name] = value
+        self.set(key, orjson.dumps(now).decode())
 
 
 class Cursors:

@@ -315,20 +315,11 @@ class MallRoutes:
     def followed(self) -> dict[str, int]:
         """Per routed type, the change feed's sequence number through which its rows' changes
         have had their malls asked (`sync.jobs.malls.touchedmalls`); none kept: no number."""
-        raw = self.mirror.meta.get(FOLLOWED_KEY)
-        try:
-            out = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError:
-            return {}
-        if not isinstance(out, dict):
-            return {}
-        return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
+        return self.mirror.meta.numbers(FOLLOWED_KEY)
 
     def mark_followed(self, name: str, seq: int) -> None:
         """`name`'s changes through `seq` have had their malls asked."""
-        now = self.followed()
-        now[name] = seq
-        self.mirror.meta.set(FOLLOWED_KEY, orjson.dumps(now).decode())
+        self.mirror.meta.set_number(FOLLOWED_KEY, name, seq)
 
 
 def route_scope(name: str, mall: int) -> Scope:

@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from sync.channel.client import ChannelClient
 from sync.channel.pages import Page, to_page
 from sync.channel.profile import RouteProfile, route_key
@@ -112,15 +110,13 @@ class RelatedRoutes:
     def _owners(self, name: str, upto: int) -> list[int] | None:
         """The owners of `name` with a new version since the last fill (None: no fill
         recorded, or the change feed pruned past it)."""
-        since = _numbers(self.mirror.meta.get(FILLED_KEY)).get(name)
+        since = self.mirror.meta.numbers(FILLED_KEY).get(name)
         if since is None or since < self.mirror.changes.pruned_through():
             return None
         return self.mirror.changes.new_versions(name, since, upto)
 
     def _filled(self, name: str, seq: int) -> None:
-        now = _numbers(self.mirror.meta.get(FILLED_KEY))
-        now[name] = seq
-        self.mirror.meta.set(FILLED_KEY, orjson.dumps(now).decode())
+        self.mirror.meta.set_number(FILLED_KEY, name, seq)
 
     async def _one(self, rtype: ResourceType, rel: Relationship, rid: int) -> None:
         path = f"/{rtype.path}/{rid}/{rel.name.replace('_', '-')}"
@@ -149,14 +145,3 @@ class RelatedRoutes:
         if not target.listable and related:
             self.mirror.write_staged(stage_resources(target, related))
         self.mirror.table(rtype).replace_links(rel, rid, [parse_id(r["id"]) for r in related])
-
-
-def _numbers(raw: str | None) -> dict[str, int]:
-    """`FILLED_KEY`'s record ({} when absent or damaged)."""
-    try:
-        out = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        return {}
-    if not isinstance(out, dict):
-        return {}
-    return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}

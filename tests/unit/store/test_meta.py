@@ -52,3 +52,15 @@ def test_a_write_inside_a_transaction_stays_in_it(mirror: Mirror) -> None:
     mirror.cursors.set("deals", "", "c")
     mirror.conn.execute("ROLLBACK")
     assert mirror.meta.get("k") is None and mirror.cursors.get("deals", "") is None
+
+
+def test_a_record_of_numbers_survives_damage_and_keeps_each_name(mirror: Mirror) -> None:
+    meta = mirror.meta
+    assert meta.numbers("k") == {}
+    meta.set_number("k", "deals", 7)
+    meta.set_number("k", "contacts", 9)
+    assert meta.numbers("k") == {"deals": 7, "contacts": 9}
+    meta.set("k", '{"deals": true, "x": "y", "contacts": 3}')  # only whole numbers are kept
+    assert meta.numbers("k") == {"contacts": 3}
+    meta.set("k", "not json")
+    assert meta.numbers("k") == {}

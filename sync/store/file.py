@@ -176,10 +176,11 @@ def release(lock: WriterLock | None) -> None:
 
 
 def identity(p: Path) -> tuple[int, int] | None:
-    """The file's (device, inode), or None when there is no file at `p`."""
+    """The file's (device, inode), or None when there is no file at `p` (nor can be: a parent
+    that is a file, a directory it may not search; opening it names that problem)."""
     try:
         st = os.stat(p)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return None
     return st.st_dev, st.st_ino
 
@@ -192,7 +193,7 @@ def discard(p: Path, created: tuple[int, int]) -> bool:
     Whether it was removed."""
     try:
         fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return False
     try:
         st = os.fstat(fd)

@@ -6,7 +6,8 @@ fetches and writes they call for, and only then `ack`s them: at-least-once, and 
 replay because every write is an idempotent upsert or a confirmed delete.
 
 An id already waiting costs nothing when it is notified again: the row it has moves to the
-newer delivery, and no row is added. Only a row the worker has taken (`taken`, its fetch under
+newer delivery and takes the newer `received_at` (what a poll page answers is judged by it,
+`answered`), and no row is added. Only a row the worker has taken (`taken`, its fetch under
 way) is not matched, so a change notified while its id is being fetched is kept for another
 fetch, never lost to the older one's `ack`. Nothing is taken when a queue is opened (a process
 opens one for its worker), nor when a type's lane starts (`release`): rows a crash or a fault
@@ -113,8 +114,8 @@ class ChangeQueue:
         if rows:
             with write_transaction(self.conn):
                 self.conn.executemany(
-                    "UPDATE _sync_queue SET delivery = ?5 WHERE kind = ?1 AND type_name = ?2 "
-                    "AND resource_id = ?3 AND taken = 0",
+                    "UPDATE _sync_queue SET delivery = ?5, received_at = ?4 WHERE kind = ?1 "
+                    "AND type_name = ?2 AND resource_id = ?3 AND taken = 0",
                     rows,
                 )
                 self.conn.executemany(
@@ -208,6 +209,23 @@ class ChangeQueue:
         row_ids = [(i,) for item in items for i in item.row_ids]
         with write_transaction(self.conn):
             self.conn.executemany("DELETE FROM _sync_queue WHERE id = ?", row_ids)
+
+    def answered(self, type_name: str, ids: Sequence[int], asked_at: str) -> int:
+        """Remove the waiting update notices of `ids` received before `asked_at`: a request
+        asked after them served those rows, and the mirror holds what it served (the caller
+        says so, `sync.jobs.incremental.answered`). Taken rows are the worker's, its fetch under
+        way; a notice received at `asked_at` or after is kept. Returns how many went."""
+        wanted = sorted(set(ids))
+        gone = 0
+        with write_transaction(self.conn):
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                gone += self.conn.execute(
+                    "DELETE FROM _sync_queue WHERE kind = 'update' AND type_name = ? AND taken = 0 "
+                    f"AND received_at < ? AND resource_id IN ({','.join('?' * len(chunk))})",
+                    (type_name, asked_at, *chunk),
+                ).rowcount
+        return gone
 
     def fail(self, items: Sequence[QueueItem], error: str) -> None:
         """Keep items for a later attempt, waiting again, and record why this one failed."""

@@ -105,3 +105,33 @@ def test_a_change_notified_while_its_id_is_taken_is_kept_for_another_fetch(
     assert len(queue.take("deals")) == 1
     reopened = ChangeQueue(mirror.conn)  # a restart: nothing is in flight
     assert len(reopened.take("deals")) + len(reopened.take("deals")) == 2
+
+
+def test_answered_removes_only_waiting_updates_of_those_ids_received_before_the_ask(
+    mirror: Mirror,
+) -> None:
+    """#47: what a poll page served after the notice was received needs no fetch of its own;
+    a deletion, a notice the worker has taken, another id, or one received at the ask or after
+    stays, and a notice received again while it waits counts from then."""
+    queue = ChangeQueue(mirror.conn)
+    queue.enqueue([_notice("update", "deals", i) for i in (1, 2, 3, 4, 5)])
+    queue.enqueue([_notice("deletion", "deals", 1), _notice("update", "events", 1)])
+    mirror.conn.execute("UPDATE _sync_queue SET received_at = '2026-01-01T00:00:00.000Z'")
+    mirror.conn.commit()
+    (taken,) = queue.claim("update", "deals", limit=1)  # id 1: its fetch under way
+    queue.enqueue([_notice("update", "deals", 4)])  # received again, now
+    asked = "2026-01-01T00:00:01.000Z"
+    assert queue.answered("deals", [1, 2, 4, 6], asked) == 1  # only 2
+    assert queue.answered("deals", [3], "2026-01-01T00:00:00.000Z") == 0  # received at the ask
+    left = mirror.conn.execute(
+        "SELECT kind, type_name, resource_id FROM _sync_queue ORDER BY kind, type_name, resource_id"
+    ).fetchall()
+    assert left == [
+        ("deletion", "deals", 1),
+        ("update", "deals", 1),
+        ("update", "deals", 3),
+        ("update", "deals", 4),
+        ("update", "deals", 5),
+        ("update", "events", 1),
+    ]
+    queue.ack([taken])

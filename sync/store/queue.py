@@ -15,7 +15,11 @@ left taken are waiting again.
 
 Each delivery is a lane (`delivery`, one number per body the receiver takes): `take` serves a
 type's lanes in turn, a batch of ids from each, so a small delivery is fetched within a few
-requests while a batch of 100,000 drains beside it at its share of the budget.
+requests while a batch of 100,000 drains beside it at its share of the budget. Within a lane
+the newest notices go first: a poll walks stamps upwards from its cursor, so it reads the
+oldest changes of a burst first and its pages answer their notices
+(`sync.jobs.incremental.answered`); taken oldest first, the worker would walk the same rows as
+the poll, just ahead of it, and each would spend a request on every version.
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ class ChangeQueue:
         ]
 
     def take(self, type_name: str, limit: int = 100) -> list[QueueItem]:
-        """The next lane's oldest `limit` waiting ids of one kind, taken (see the module
+        """The next lane's newest `limit` waiting ids of one kind, taken (see the module
         docstring): after the lane served last, in (delivery, kind) order, round again."""
         after = self._turn.get(type_name, (-1, ""))
         lane = "SELECT delivery, kind FROM _sync_queue WHERE type_name = ? AND taken = 0"
@@ -158,7 +162,7 @@ class ChangeQueue:
             int(r[0])
             for r in self.conn.execute(
                 "SELECT resource_id FROM _sync_queue WHERE type_name = ? AND taken = 0 "
-                "AND delivery = ? AND kind = ? ORDER BY id LIMIT ?",
+                "AND delivery = ? AND kind = ? ORDER BY id DESC LIMIT ?",
                 (type_name, delivery, kind, limit),
             )
         ]

@@ -305,7 +305,9 @@ class ChannelClient:
     async def fetch_ids(self, scope: Scope, ids: Sequence[str | int]) -> Page:
         """Up to 100 resources of `scope` by `filter[id]`, every page of the answer read (an
         upstream that serves fewer rows a page than asked answers in several): what is not in
-        the result is not served in this scope, which a short first page alone never proves."""
+        the result is not served in this scope, which a short first page alone never proves.
+        Once every id asked is served no page can hold more, so a full last page is not
+        followed by a request for the empty one after it (#47: 100 ids cost one request)."""
         if len(ids) > MAX_IDS:
             raise ValueError(f"fetch_ids takes at most {MAX_IDS} ids, got {len(ids)}")
         if not ids:
@@ -316,7 +318,13 @@ class ChannelClient:
         def fetch(number: int) -> Awaitable[Page]:
             return self.list_page(listing, number)
 
-        pages = [page async for page in self.session.walk(fetch)]
+        pages: list[Page] = []
+        unserved = {str(i) for i in ids}
+        async for page in self.session.walk(fetch):  # a walk may be left early (`Paging.walk`)
+            pages.append(page)
+            unserved.difference_update(str(r.get("id")) for r in page.resources)
+            if not unserved:
+                break
         if len(pages) == 1:
             return pages[0]
         return Page(

@@ -29,6 +29,10 @@ class Page:
     api_version: str | None
     #: A conditional request answered 304: the listing is as it was (no rows here).
     not_modified: bool = False
+    #: When its caller asked for it, before the request was sent (this machine's clock, the
+    #: API's format), or None: a notice received before it is answered by its rows
+    #: (`sync.jobs.incremental.answered`).
+    asked_at: str | None = None
 
     @property
     def rows(self) -> int:

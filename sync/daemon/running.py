@@ -132,6 +132,7 @@ def build(
         on_lag=recorder.lagged,
         lookback_max=s.schedule.poll_lookback_max,
         on_lateness=metrics.lateness,
+        notices=queue,  # the notices a poll page answered leave it (`incremental.answered`)
     )
     reconciler = Reconciler(client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share)
     evidence = reconciler.evidence  # one evidence for the reconcile, the fast path and the notices

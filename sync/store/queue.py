@@ -6,7 +6,8 @@ fetches and writes they call for, and only then `ack`s them: at-least-once, and 
 replay because every write is an idempotent upsert or a confirmed delete.
 
 An id already waiting costs nothing when it is notified again: the row it has moves to the
-newer delivery, and no row is added. Only a row the worker has taken (`taken`, its fetch under
+newer delivery and takes the newer `received_at` (what a poll page answers is judged by it,
+`answered`), and no row is added. Only a row the worker has taken (`taken`, its fetch under
 way) is not matched, so a change notified while its id is being fetched is kept for another
 fetch, never lost to the older one's `ack`. Nothing is taken when a queue is opened (a process
 opens one for its worker), nor when a type's lane starts (`release`): rows a crash or a fault
@@ -14,7 +15,11 @@ left taken are waiting again.
 
 Each delivery is a lane (`delivery`, one number per body the receiver takes): `take` serves a
 type's lanes in turn, a batch of ids from each, so a small delivery is fetched within a few
-requests while a batch of 100,000 drains beside it at its share of the budget.
+requests while a batch of 100,000 drains beside it at its share of the budget. Within a lane
+the newest notices go first: a poll walks stamps upwards from its cursor, so it reads the
+oldest changes of a burst first and its pages answer their notices
+(`sync.jobs.incremental.answered`); taken oldest first, the worker would walk the same rows as
+the poll, just ahead of it, and each would spend a request on every version.
 """
 
 from __future__ import annotations
@@ -113,8 +118,8 @@ class ChangeQueue:
         if rows:
             with write_transaction(self.conn):
                 self.conn.executemany(
-                    "UPDATE _sync_queue SET delivery = ?5 WHERE kind = ?1 AND type_name = ?2 "
-                    "AND resource_id = ?3 AND taken = 0",
+                    "UPDATE _sync_queue SET delivery = ?5, received_at = ?4 WHERE kind = ?1 "
+                    "AND type_name = ?2 AND resource_id = ?3 AND taken = 0",
                     rows,
                 )
                 self.conn.executemany(
@@ -138,7 +143,7 @@ class ChangeQueue:
         ]
 
     def take(self, type_name: str, limit: int = 100) -> list[QueueItem]:
-        """The next lane's oldest `limit` waiting ids of one kind, taken (see the module
+        """The next lane's newest `limit` waiting ids of one kind, taken (see the module
         docstring): after the lane served last, in (delivery, kind) order, round again."""
         after = self._turn.get(type_name, (-1, ""))
         lane = "SELECT delivery, kind FROM _sync_queue WHERE type_name = ? AND taken = 0"
@@ -157,7 +162,7 @@ class ChangeQueue:
             int(r[0])
             for r in self.conn.execute(
                 "SELECT resource_id FROM _sync_queue WHERE type_name = ? AND taken = 0 "
-                "AND delivery = ? AND kind = ? ORDER BY id LIMIT ?",
+                "AND delivery = ? AND kind = ? ORDER BY id DESC LIMIT ?",
                 (type_name, delivery, kind, limit),
             )
         ]
@@ -208,6 +213,23 @@ class ChangeQueue:
         row_ids = [(i,) for item in items for i in item.row_ids]
         with write_transaction(self.conn):
             self.conn.executemany("DELETE FROM _sync_queue WHERE id = ?", row_ids)
+
+    def answered(self, type_name: str, ids: Sequence[int], asked_at: str) -> int:
+        """Remove the waiting update notices of `ids` received before `asked_at`: a request
+        asked after them served those rows, and the mirror holds what it served (the caller
+        says so, `sync.jobs.incremental.answered`). Taken rows are the worker's, its fetch under
+        way; a notice received at `asked_at` or after is kept. Returns how many went."""
+        wanted = sorted(set(ids))
+        gone = 0
+        with write_transaction(self.conn):
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                gone += self.conn.execute(
+                    "DELETE FROM _sync_queue WHERE kind = 'update' AND type_name = ? AND taken = 0 "
+                    f"AND received_at < ? AND resource_id IN ({','.join('?' * len(chunk))})",
+                    (type_name, asked_at, *chunk),
+                ).rowcount
+        return gone
 
     def fail(self, items: Sequence[QueueItem], error: str) -> None:
         """Keep items for a later attempt, waiting again, and record why this one failed."""

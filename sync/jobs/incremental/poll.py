@@ -22,6 +22,7 @@ listing and writes only the rows stamped since the cursor.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sync.channel.client import ChannelClient
@@ -42,6 +43,7 @@ from sync.core.errors import NoProgressError, NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.evidence import Evidence, confirm_mall_gone
 from sync.jobs.fanout import bounded
+from sync.jobs.incremental.answered import WaitingNotices, answer_notices
 from sync.jobs.incremental.feed import FeedEntries
 from sync.jobs.incremental.freshness import OnLag, changed_lags, new_versions
 from sync.jobs.incremental.lateness import Lookbacks
@@ -60,7 +62,7 @@ from sync.jobs.incremental.walks import (
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
-from sync.model.stamps import iso_ms, normalize_or_none, shift
+from sync.model.stamps import iso_ms, normalize_or_none, now_iso, shift
 from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
@@ -89,21 +91,22 @@ class Poller:
         on_lag: OnLag | None = None,
         lookback_max: float = LOOKBACK_MAX,
         on_lateness: OnLateness | None = None,
+        notices: WaitingNotices | None = None,
     ) -> None:
         self.client = client
+        #: The durable queue: the update notices a page answered leave it (`answered`).
+        self.notices = notices
         self.mirror = mirror
         self.page_size = page_size
         self.overlap = overlap
         #: Told (resource_type, entries) of feed entries of a type it cannot map (metrics).
         self.on_unknown_type = on_unknown_type
-        self.on_lag = (
-            on_lag  # the changes a poll commits, and how late (`sync.jobs.incremental.freshness`)
-        )
+        #: The changes a poll commits, and how late (`sync.jobs.incremental.freshness`).
+        self.on_lag = on_lag
         self.lookbacks = Lookbacks(
             mirror.meta.get, mirror.meta.set, overlap=overlap, ceiling=lookback_max
         )
-        self.on_lateness = on_lateness
-        self.log = get_logger("sync.poll")
+        self.on_lateness, self.log = on_lateness, get_logger("sync.poll")
         #: Rows created again under a deleted id: their owners and malls asked once each.
         self.recreated = Recreated(Evidence(client, mirror))
         #: Copies the walk met within the window of their tombstone: `filter[id]` decides.
@@ -120,8 +123,8 @@ class Poller:
 
     async def poll_type(self, rtype: ResourceType, malls: Sequence[int], concurrency: int) -> int:
         """Poll every scope of `rtype` (one per mall for mall-scoped types), `concurrency` at a
-        time; the rows changed (versions the mirror did not hold, `PollResult.changed`). A scope never polled (a mall that appeared since the backfill)
-        starts from a day before now on the stamps' scale (`sync.channel.clock`)."""
+        time; the rows changed (`PollResult.changed`). A scope never polled (a mall that
+        appeared since the backfill) starts a day before now (`sync.channel.clock`)."""
         changed = 0
 
         async def one(scope: Scope) -> None:
@@ -160,16 +163,16 @@ class Poller:
             params = {f"filter[updated_at][{op}]": anchor, "sort": sort}
             if until is not None:
                 params[f"filter[updated_at][{until_op}]"] = until
+            asked = now_iso()  # before the request waits for the budget (`answered`)
             page = await self.client.list_page(
                 Listing(scope, params, size=self.page_size),
                 number,
-                # Nothing changed since the same query last answered: 304, no body to move
-                # (only where the ETag proved reliable, when a profile is known).
+                # Unchanged since it last answered: 304, no body (where the ETag proved reliable).
                 conditional=route is None or route.conditional,
             )
             if not page.resources:  # no row to write, but the type's scripts may have changed
                 self.mirror.write_scripts(rtype, page.meta.get("scripts"))
-            return page
+            return replace(page, asked_at=asked)
 
         late: list[float] = []
         changed = 0
@@ -187,6 +190,7 @@ class Poller:
             )
             after = self.mirror.table(rtype.name).stamps(ids) if ids else {}
             changed += new_versions(before, after)
+            answer_notices(self.notices, rtype.name, page, after)
             if self.on_lag is not None and ids:
                 now = self.client.clock.now_ts()
                 self.on_lag(rtype.name, "poll", changed_lags(before, after, now))

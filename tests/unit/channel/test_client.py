@@ -80,6 +80,27 @@ async def test_fetch_ids_reads_every_page_of_an_upstream_that_serves_fewer_rows(
     assert {s.params["filter[id]"] for s in fake.sent[1:]} == {"1,2,3,4,5"}
 
 
+async def test_fetch_ids_asks_no_page_after_every_id_asked_is_served() -> None:
+    """#47: a full page holding the last id asked ends the walk (it asked the empty page after
+    it: 100 ids cost two requests); a page short of an id still asks the next."""
+
+    def deals(sent: Sent) -> Response:
+        ids = [int(i) for i in sent.params["filter[id]"].split(",") if int(i) != 9]
+        size, number = int(sent.params["page[size]"]), int(sent.params["page[number]"])
+        rows = ids[(number - 1) * size : number * size]
+        return listing(rows, number=number, last=-(-len(ids) // size))
+
+    fake = FakeTransport(Upstream({"/deals": deals}))
+    async with channel_client(transport=fake, page_size=2) as client:
+        served = await client.fetch_ids(DEALS, [1, 2, 3, 4])
+        assert [r["id"] for r in served.resources] == ["1", "2", "3", "4"]
+        assert [s.params["page[number]"] for s in fake.sent[1:]] == ["1", "2"]
+        fake.sent.clear()
+        served = await client.fetch_ids(DEALS, [1, 2, 3, 9])  # 9 is not served
+        assert [r["id"] for r in served.resources] == ["1", "2", "3"]
+        assert [s.params["page[number]"] for s in fake.sent] == ["1", "2"]  # 2 is short
+
+
 async def test_fetch_ids_with_no_ids_asks_nothing_and_more_than_a_batch_is_refused() -> None:
     fake = FakeTransport(Upstream({"/deals": lambda sent: listing([1])}))
     async with channel_client(transport=fake) as client:

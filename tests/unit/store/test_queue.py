@@ -81,9 +81,10 @@ def test_an_id_notified_again_while_it_waits_adds_no_row_and_moves_to_the_newer_
     queue.enqueue([_notice("update", "deals", 250)], small)
     assert queue.depth() == 300
     first, second, third = (queue.take("deals", limit=100) for _ in range(3))
-    assert [i.resource_id for i in first] == list(range(1, 101))
+    big_lane = [i for i in range(300, 0, -1) if i != 250]  # newest first (#47)
+    assert [i.resource_id for i in first] == big_lane[:100]
     assert [i.resource_id for i in second] == [250]  # the small lane's turn
-    assert [i.resource_id for i in third] == list(range(101, 201))
+    assert [i.resource_id for i in third] == big_lane[100:200]
 
 
 def test_a_change_notified_while_its_id_is_taken_is_kept_for_another_fetch(
@@ -105,3 +106,33 @@ def test_a_change_notified_while_its_id_is_taken_is_kept_for_another_fetch(
     assert len(queue.take("deals")) == 1
     reopened = ChangeQueue(mirror.conn)  # a restart: nothing is in flight
     assert len(reopened.take("deals")) + len(reopened.take("deals")) == 2
+
+
+def test_answered_removes_only_waiting_updates_of_those_ids_received_before_the_ask(
+    mirror: Mirror,
+) -> None:
+    """#47: what a poll page served after the notice was received needs no fetch of its own;
+    a deletion, a notice the worker has taken, another id, or one received at the ask or after
+    stays, and a notice received again while it waits counts from then."""
+    queue = ChangeQueue(mirror.conn)
+    queue.enqueue([_notice("update", "deals", i) for i in (1, 2, 3, 4, 5)])
+    queue.enqueue([_notice("deletion", "deals", 1), _notice("update", "events", 1)])
+    mirror.conn.execute("UPDATE _sync_queue SET received_at = '2026-01-01T00:00:00.000Z'")
+    mirror.conn.commit()
+    (taken,) = queue.claim("update", "deals", limit=1)  # id 1: its fetch under way
+    queue.enqueue([_notice("update", "deals", 4)])  # received again, now
+    asked = "2026-01-01T00:00:01.000Z"
+    assert queue.answered("deals", [1, 2, 4, 6], asked) == 1  # only 2
+    assert queue.answered("deals", [3], "2026-01-01T00:00:00.000Z") == 0  # received at the ask
+    left = mirror.conn.execute(
+        "SELECT kind, type_name, resource_id FROM _sync_queue ORDER BY kind, type_name, resource_id"
+    ).fetchall()
+    assert left == [
+        ("deletion", "deals", 1),
+        ("update", "deals", 1),
+        ("update", "deals", 3),
+        ("update", "deals", 4),
+        ("update", "deals", 5),
+        ("update", "events", 1),
+    ]
+    queue.ack([taken])

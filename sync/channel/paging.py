@@ -177,7 +177,7 @@ class Paging:
             if page.rows:
                 digest = page.digest()
                 if digest in seen:
-                    _log.warning("upstream.walk_no_progress", page=page.number, rows=page.rows)
+                    _log.debug("upstream.walk_no_progress", page=page.number, rows=page.rows)
                     raise NoProgressError(
                         f"page {page.number} served again {page.rows} rows this walk had "
                         "already read: the walk ended there instead of asking them again",

@@ -112,6 +112,11 @@ class TypeTable:
         """Note `ties` (taken by `tombstone_ties`, not settled) again, for the next run."""
         self.deletions.note_ties(self.name, ties)
 
+    def widen_window(self, gap_s: float) -> bool:
+        """`filter[id]` found a row live `gap_s` seconds before its tombstone's moment: the
+        window around feed entries covers it from now on (`Deletions.widen`)."""
+        return self.deletions.widen(gap_s)
+
     def vouched(self, ids: Iterable[int]) -> contextlib.AbstractContextManager[None]:
         """While the block runs, copies of `ids` stamped their tombstone's very moment are
         written and lift it (`filter[id]` served them after the tombstone was written)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from sync.channel.clock import stamp_seconds as seconds
 from sync.core.logs import get_logger
 from sync.jobs.evidence import Evidence
 from sync.model import catalogue
@@ -47,6 +48,7 @@ class TombstoneTies:
             for rid, malls in sorted(ties.items()):
                 for mall in self._where(rtype.level, malls):
                     groups.setdefault(mall, []).append(rid)
+            dated = table.tombstones(list(ties))  # before the write lifts them
             try:
                 with table.vouched(ties):
                     made, served = await self.evidence.fetch_in_malls(rtype, groups)
@@ -54,6 +56,7 @@ class TombstoneTies:
                 table.note_ties(ties)  # asked again by the next run
                 raise
             asked += made
+            self._measure(name, served, dated)
             self.log.info(
                 "tombstone.tie_settled",
                 type=name,
@@ -64,6 +67,19 @@ class TombstoneTies:
                 "decided (served: created again, tombstone lifted; not served: it holds)",
             )
         return asked
+
+    def _measure(self, name: str, served: set[int], dated: dict[int, str | None]) -> None:
+        """Rows found live stamped before their tombstone's moment: the gap measures how far
+        the upstream's clocks and precisions put a row from its entry, and the window grows to
+        cover it (`TypeTable.widen_window`)."""
+        stamps = self.mirror.table(name).stamps(sorted(served & set(dated)))
+        gaps = [
+            seconds(at) - seconds(stamp)
+            for rid, stamp in stamps.items()
+            if stamp and (at := dated.get(rid)) and stamp < at
+        ]
+        if gaps:
+            self.mirror.table(name).widen_window(max(gaps))
 
     def _where(self, level: str, malls: set[int | None]) -> list[int | None]:
         """Where to ask a tied row: a top-level type's scopes (None), else the malls whose

@@ -108,3 +108,30 @@ async def test_a_failure_notes_the_ties_again_for_the_next_run(mirror: Mirror) -
     client.serve(Scope(STORES, 3), [res(11, "stores", stamp(30))])
     assert await ties.settle(["stores"]) == 1
     assert _ids(mirror, "stores") == [11]
+
+
+async def test_a_tombstone_a_copy_contradicts_a_proof_cycle_later_is_asked_and_widens_the_window(
+    mirror: Mirror,
+) -> None:
+    """#46: a copy stamped 20 s before its tombstone is refused (a page made before the
+    deletion). Served again an hour later (no lagging replica lags that long), the tombstone
+    is doubted: `filter[id]` serves the row, it is written, and the window around entries
+    grows to cover that gap (kept in the mirror), so such a row is asked at once next time."""
+    from sync.store.deletions import CONTRADICTED_AFTER_SECONDS, WINDOW_KEY
+
+    _deleted_at(mirror, stamp(30), 4)
+    deletions = mirror.table("articles").deletions
+    now = [1000.0]
+    deletions.clock = lambda: now[0]
+    copy = res(4, "articles", stamp(10), title="alive")
+    mirror.write_staged(stage_resources(ARTICLES, [copy]))
+    client = FakeClient()
+    client.serve(Scope(ARTICLES), [copy])
+    ties = TombstoneTies(Evidence(client, mirror))
+    assert await ties.settle(["articles"]) == 0 and _ids(mirror, "articles") == []  # refused
+    now[0] += CONTRADICTED_AFTER_SECONDS
+    mirror.write_staged(stage_resources(ARTICLES, [copy]))
+    assert await ties.settle(["articles"]) == 1
+    assert _ids(mirror, "articles") == [4]
+    assert deletions.window == 30.0  # 20 s found, with a margin
+    assert mirror.meta.get(WINDOW_KEY) == "30.0"

@@ -64,8 +64,7 @@ class Gauges:
         return self.queue.depth()
 
     def budget(self) -> dict[str, float | int]:
-        budget = self.client.session.budget
-        return budget.snapshot() if budget else {}
+        return self.client.budget_snapshot()
 
     def proof(self) -> tuple[dict[str, float], dict[str, int]]:
         """Per type, seconds since it was last proven complete (the process's age when never
@@ -88,7 +87,7 @@ class Gauges:
         return ages, unresolved
 
     def upstream_statuses(self) -> dict[int, int]:
-        return dict(self.client.session.stats.statuses)
+        return dict(self.client.stats.statuses)
 
 
 class Health:
@@ -165,6 +164,8 @@ class Health:
         problems = []
         if self.state.backfill_failed is not None:
             problems.append(self.state.backfill_failed)  # logged as daemon.backfill_failed too
+        # The session's own state, read there: a client property that only returned it is
+        # the forward `tests/unit/channel/test_client.py` forbids (#41).
         if unreachable := self.client.session.unreachable:
             problems.append(unreachable)  # logged as upstream.unreachable too
         return problems

@@ -74,7 +74,6 @@ class FakeClient:
         self.unlisted: set[int] = set()  # ids listings skip (paged by number); filter[id] serves
         self.asked: list[tuple[str, Any]] = []
         self.profile: Any = None  # no upstream profile learned
-        self.session = self  # the session's members (`paging`, `walk`) offered by the fake too
 
     def serve(self, scope: Scope, rows: Sequence[dict[str, Any]]) -> None:
         self.served[(scope.rtype.name, scope.key)] = sorted(rows, key=lambda r: int(r["id"]))

@@ -72,8 +72,7 @@ async def begin(
     started_at = mirror.meta.get(STARTED_AT)
     if not restart and started_at is not None:
         return started_at
-    if not client.session.credentials.has_token:
-        await client.session.login()
+    await client.log_in()
     mirror.meta.set(STARTED_LOCAL, f"{clock():.3f}")
     started_at = client.clock.now()
     prefilled = [t.name for t in settings.upstream.mirrored_types() if mirror.table(t.name).count()]

@@ -56,7 +56,7 @@ async def changed_since(
             page = await client.list_page(Listing(scope, since, fields, include=False), number)
             if _evidence(mirror, rtype, page.resources, several=several):
                 return True
-            if not client.session.paging.more(page):
+            if not client.paging.more(page):
                 break
             if number >= PAGES:
                 return True  # more than `PAGES` pages changed: run the pass

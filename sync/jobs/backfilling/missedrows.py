@@ -107,7 +107,7 @@ class MissedRows:
     def saw_page(self, name: str, *, number: int, last: int, rows: int, walked_last: int) -> None:
         """Note what one page says about its listing (`walked_last`: the `links.last`
         the walk started from)."""
-        if number < last and rows < self.client.session.paging.size:
+        if number < last and rows < self.client.paging.size:
             self.short_pages.add(name)
         if last != walked_last and rows:
             # `links.last` moved while the listing was walked: rows left it or joined it, and
@@ -192,7 +192,7 @@ class MissedRows:
         return out
 
     async def _deletions_since(self, since: str) -> AsyncIterator[Page]:
-        async for page in self.client.session.walk(
+        async for page in self.client.paging.walk_numbers(
             lambda n: self.client.list_deletions(n, since=since)
         ):
             yield page

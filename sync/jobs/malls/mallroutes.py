@@ -235,8 +235,8 @@ class MallRoutes:
         try:
             first = await page(1)
             pages = [first]
-            if self.client.session.paging.more(first) and first.last > 1:
-                limit = asyncio.Semaphore(self.client.session.settings.concurrency)
+            if self.client.paging.more(first) and first.last > 1:
+                limit = asyncio.Semaphore(self.client.settings.concurrency)
 
                 async def bounded(number: int) -> Page:
                     async with limit:
@@ -258,8 +258,8 @@ class MallRoutes:
 
                 pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))
             tail = pages[-1]
-            if self.client.session.paging.more(tail) and tail.number >= first.last:
-                walk = self.client.session.walk(
+            if self.client.paging.more(tail) and tail.number >= first.last:
+                walk = self.client.paging.walk_numbers(
                     page, tail.number + 1, promised=tail.number < tail.last
                 )
                 pages += [p async for p in walk]

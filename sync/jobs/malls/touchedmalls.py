@@ -64,7 +64,7 @@ class TouchedMalls:
     async def _ask(self, name: str, ids: list[int], malls: Sequence[int]) -> None:
         """Every mall's membership of `ids`, `concurrency` malls at a time."""
         batches = [ids[i : i + MAX_IDS] for i in range(0, len(ids), MAX_IDS)]
-        size = self.client.session.paging.size
+        size = self.client.paging.size
         table = self.mirror.table(name)
         changed = 0
 
@@ -88,6 +88,6 @@ class TouchedMalls:
                     return
                 changed += table.settle_mall_links(mall, batch, sorted(listed))
 
-        await bounded(malls, self.client.session.settings.concurrency, one)
+        await bounded(malls, self.client.settings.concurrency, one)
         if changed:
             _log.info("mall_routes.followed", type=name, rows=len(ids), memberships=changed)

@@ -292,7 +292,7 @@ class Proof:
                     for r in page.resources
                 ),
             )
-            if self.client.session.paging.more(page):
+            if self.client.paging.more(page):
                 pos["page"] += 1
                 pos["promised"] = page.number < page.last
             else:

@@ -30,11 +30,13 @@ class StartClient:
         self.credentials = SimpleNamespace(has_token=False)
         self.logins = 0
         self.clock = UpstreamClock(local=lambda: local)
-        self.session = self  # the session's `credentials` and `login`, offered by the fake
 
-    async def login(self) -> None:
+    async def log_in(self, *, every: bool = False) -> int:
+        if self.credentials.has_token and not every:
+            return 0
         self.logins += 1
         self.credentials.has_token = True
+        return 1
 
 
 def _settings() -> Settings:
@@ -87,7 +89,7 @@ async def test_a_start_is_taken_once_and_kept_across_resumes(mirror: Mirror) -> 
 
 async def test_a_refused_login_leaves_the_mirror_as_it_was(mirror: Mirror) -> None:
     class Refused(StartClient):
-        async def login(self) -> None:
+        async def log_in(self, *, every: bool = False) -> int:
             raise RuntimeError("login refused")
 
     mirror.conn.execute("INSERT INTO _sync_meta VALUES (?, ?)", (STARTED_AT, stamp(5)))

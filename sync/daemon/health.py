@@ -19,7 +19,6 @@ from sync.daemon.state import SyncState
 from sync.jobs.typefaults import TypeFaults
 from sync.readers.status import job_problems, proof_problems
 from sync.store import Mirror
-from sync.store import proof as proof_book
 from sync.store.queue import ChangeQueue
 from sync.store.watch import StorageWatch
 
@@ -70,7 +69,7 @@ class Gauges:
         """Per type, seconds since it was last proven complete (the process's age when never
         since the mirror began), and the rows its last proof left unresolved."""
         now = time.time()
-        recorded = proof_book.proven(self.mirror.conn)
+        recorded = self.mirror.proof.proven()
         ages: dict[str, float] = {}
         unresolved: dict[str, int] = {}
         for t in self.types:

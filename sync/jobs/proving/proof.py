@@ -50,8 +50,6 @@ from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
 from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
-from sync.store import proof as book_meta
-from sync.store.proof import ProofBook
 
 #: The kinds of repair counted in `sync_repairs_total{kind}` (the verify's are
 #: `same_stamp_content` and `membership`).
@@ -104,7 +102,7 @@ class Proof:
         self.mirror = mirror
         self.types = list(types)
         self.reconciler = Reconciler(client, mirror, max_delete_share=max_delete_share)
-        self.book = ProofBook(mirror.conn)
+        self.book = mirror.proof.book()
         self.on_repair = on_repair
         self.prefix = prefix  # keeps a one-off cycle's listing apart from the rolling one
         # Rolling: a unit that fails leaves its type unproven and the cycle goes on. One-off
@@ -202,7 +200,7 @@ class Proof:
             if pos is None:
                 pos = self._fresh()
             pos = await self._advance(units, pos)
-            book_meta.set_position(self.mirror.conn, pos)
+            self.mirror.proof.set_position(pos)
             if pos is None:
                 report.cycle_done = True
                 self.mirror.meta.set("proof_cycle_finished_at", iso_ms(time.time()))
@@ -214,7 +212,7 @@ class Proof:
         return {"unit": None, "index": 0, "scope": 0, "page": 1, "started_at": iso_ms(time.time())}
 
     def _position(self, units: Sequence[Unit] | None = None) -> dict[str, Any] | None:
-        pos = book_meta.position(self.mirror.conn)
+        pos = self.mirror.proof.position()
         if pos is None or units is None:
             return pos
         keys = [u.key for u in units]
@@ -379,7 +377,7 @@ class Proof:
             return
         kinds = self._report.repairs.setdefault(type_name, {})
         kinds[kind] = kinds.get(kind, 0) + n
-        book_meta.count_repairs(self.mirror.conn, type_name, kind, n)
+        self.mirror.proof.count_repairs(type_name, kind, n)
         if self.on_repair is not None:
             self.on_repair(type_name, kind, n)
 
@@ -395,8 +393,7 @@ class Proof:
 
     def _type_done(self, type_name: str, entry: dict[str, Any]) -> None:
         unresolved = int(entry.get("unresolved", 0))
-        book_meta.record_proven(
-            self.mirror.conn,
+        self.mirror.proof.record_proven(
             type_name,
             at=entry.get("started"),
             unresolved=unresolved,

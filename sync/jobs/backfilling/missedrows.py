@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.backfilling.changedsince import changed_since
+from sync.jobs.backfilling.changedsince import Listed, changed_since
 from sync.jobs.fanout import bounded
 from sync.jobs.proving.reconcile import Reconciler
 from sync.model import catalogue
@@ -36,6 +36,13 @@ MALL_PASSES = 6
 Revalidate = Callable[[Scope, int, str], Awaitable[bool]]
 
 
+class Missed(Listed, Protocol):
+    """What `MissedRows` asks of the upstream client (`ChannelClient`, or a test's fake):
+    `changed_since`'s listings, and the deletions feed."""
+
+    async def list_deletions(self, number: int, *, since: str | None = None) -> Page: ...
+
+
 @dataclass
 class Repair:
     """What the missed-row pass over one (type, mall) did; `settled`: a pass saw its listing
@@ -49,7 +56,7 @@ class Repair:
 class MissedRows:
     """What the backfill's walk noticed, and the decision whether a type needs the pass."""
 
-    def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
+    def __init__(self, client: Missed, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
         self.log = get_logger("sync.backfill")

@@ -19,11 +19,11 @@ new version since the last fill (`changed_only`), never every owner again (#47).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
-from sync.channel.profile import RouteProfile, route_key
+from sync.channel.paging import Paging
+from sync.channel.profile import RouteProfile, UpstreamProfile, route_key
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.model import catalogue
@@ -57,10 +57,26 @@ def routed(rtype: ResourceType, route: RouteProfile | None) -> tuple[list[Relati
     return [r for r in rels if r.name in have], sorted(r.name for r in rels if r.name not in have)
 
 
+class Routed(Protocol):
+    """What `RelatedRoutes` asks of the upstream client (`ChannelClient`, or a test's fake):
+    the profile (which include paths were refused), the relationship routes and their walk."""
+
+    paging: Paging
+
+    @property
+    def profile(self) -> UpstreamProfile | None: ...
+
+    def learn_profile(self) -> object: ...
+
+    async def related_one(self, path: str) -> Any: ...
+
+    async def related_page(self, path: str, number: int) -> Page: ...
+
+
 class RelatedRoutes:
     """Fills the linkage of refused include paths from the relationships' own routes."""
 
-    def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
+    def __init__(self, client: Routed, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
 

@@ -78,7 +78,7 @@ async def test_a_to_many_route_is_paged_into_the_owner_links(mirror: Mirror) -> 
         "/articles/2/products": [res(7, "products", stamp(1))],
     }  # article 3: deleted upstream meanwhile (404), its links left alone
     with capture_logs():
-        filled = await RelatedRoutes(client, mirror).fill([ARTICLES])  # type: ignore[arg-type]
+        filled = await RelatedRoutes(client, mirror).fill([ARTICLES])
     assert filled == {"articles": 3}
     links = mirror.conn.execute(
         "SELECT articles_id, malls_id FROM articles_malls ORDER BY 1, 2"
@@ -112,7 +112,7 @@ async def test_a_to_one_route_sets_the_column_and_unrouted_paths_are_reported(
     client = RoutesClient(profile)
     client.docs = {"/job-listings/1/store": 9, "/job-listings/2/store": None}
     with capture_logs() as logs:
-        filled = await RelatedRoutes(client, mirror).fill([JOBS, catalogue.TYPES["stores"]])  # type: ignore[arg-type]
+        filled = await RelatedRoutes(client, mirror).fill([JOBS, catalogue.TYPES["stores"]])
     assert filled == {"job_listings": 2}
     rows = mirror.conn.execute("SELECT id, store_id FROM job_listings ORDER BY id").fetchall()
     assert [tuple(r) for r in rows] == [(1, 9), (2, None)]

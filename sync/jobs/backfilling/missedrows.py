@@ -22,7 +22,7 @@ from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
 from sync.jobs.backfilling.changedsince import Listed, changed_since
 from sync.jobs.fanout import bounded
-from sync.jobs.proving.reconcile import Reconciler
+from sync.jobs.proving.reconcile import ReconcileResult
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
@@ -34,6 +34,12 @@ from sync.store import Mirror
 MALL_PASSES = 6
 #: Whether page `number` of a scope still answers 304 to `If-None-Match` with its ETag.
 Revalidate = Callable[[Scope, int, str], Awaitable[bool]]
+
+
+class Reconciles(Protocol):
+    """What the missed-row pass asks of the reconcile (`Reconciler`, or a test's fake)."""
+
+    async def reconcile(self, scopes: Sequence[Scope]) -> ReconcileResult: ...
 
 
 class Missed(Listed, Protocol):
@@ -171,7 +177,7 @@ class MissedRows:
             return True
         return False
 
-    async def repair(self, reconciler: Reconciler, scopes: Sequence[Scope]) -> Repair:
+    async def repair(self, reconciler: Reconciles, scopes: Sequence[Scope]) -> Repair:
         """The missed-row pass over one (type, mall): the reconcile of its scopes. A mall's
         listing is passed again until one pass sees it hold still: a row leaving it mid-pass
         (moved, made private: no feed entry, no new stamp) shifts later rows under the pass

@@ -120,15 +120,15 @@ async def test_a_mall_listing_is_passed_again_until_it_holds_still(mirror: Mirro
     passes = Passes(
         [ReconcileResult(fetched=2), ReconcileResult(left=1, removed=1), ReconcileResult()]
     )
-    out = await missed.repair(passes, [Scope(STORES, 5)])  # type: ignore[arg-type]
+    out = await missed.repair(passes, [Scope(STORES, 5)])
     assert (passes.calls, out.fetched, out.removed, out.settled) == (3, 2, 1, True)
     # A top-level type: one pass, whatever it did.
     top = Passes([ReconcileResult(fetched=4)])
-    assert (await missed.repair(top, [Scope(ARTICLES)])).fetched == 4  # type: ignore[arg-type]
+    assert (await missed.repair(top, [Scope(ARTICLES)])).fetched == 4
     assert top.calls == 1
     # The mall went: no more passes.
     gone = Passes([ReconcileResult(fetched=1, mall_gone=True)])
-    assert (await missed.repair(gone, [Scope(STORES, 5)])).settled is True  # type: ignore[arg-type]
+    assert (await missed.repair(gone, [Scope(STORES, 5)])).settled is True
     assert gone.calls == 1
 
 
@@ -136,7 +136,7 @@ async def test_a_listing_that_never_holds_still_is_reported_unsettled(mirror: Mi
     missed = MissedRows(FakeClient(), mirror)
     passes = Passes([])
     with capture_logs() as logs:
-        out = await missed.repair(passes, [Scope(STORES, 5)])  # type: ignore[arg-type]
+        out = await missed.repair(passes, [Scope(STORES, 5)])
     assert (passes.calls, out.fetched, out.settled) == (MALL_PASSES, MALL_PASSES, False)
     assert [(e["event"], e["mall_id"], e["passes"]) for e in logs] == [
         ("backfill.listing_unsettled", 5, MALL_PASSES)

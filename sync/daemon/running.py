@@ -84,7 +84,7 @@ class Running:
     recorder: Recorder
     evidence: Evidence
     poller: Poller
-    reconciler: Reconciler
+    reconciler: Reconciler[ChannelClient]
     verifier: Verifier
     proof: Proof
     members: MallIncludes

@@ -25,9 +25,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
 from sync.channel.paging import PAST_END
 from sync.core.config import Settings
@@ -43,8 +42,8 @@ from sync.jobs.malls.mallroutes import MallRoutes
 from sync.jobs.malls.relroutes import RelatedRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.proving.pacing import cycle_cost
-from sync.jobs.proving.proofdiff import OnRepair, UnitDiff, scope_key
-from sync.jobs.proving.reconcile import Reconciler, upstream_malls
+from sync.jobs.proving.proofdiff import Clocked, OnRepair, UnitDiff, scope_key
+from sync.jobs.proving.reconcile import Reconciler, Upstream, upstream_malls
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
@@ -66,6 +65,11 @@ class Unit:
     kind: Literal["list", "members", "orphans", "finish"]
 
 
+class Proved(Upstream, Clocked, Protocol):
+    """What `Proof` asks of the upstream client (`ChannelClient`, or a test's fake): what a
+    reconcile of every type asks (`Upstream`), and "now" on the stamps' scale (`UnitDiff`)."""
+
+
 @dataclass
 class ProofReport:
     """What a proof (one whole cycle, or one rolling step) did."""
@@ -85,7 +89,7 @@ class Proof:
 
     def __init__(
         self,
-        client: ChannelClient,
+        client: Proved,
         mirror: Mirror,
         types: Sequence[ResourceType],
         *,

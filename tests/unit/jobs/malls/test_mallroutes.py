@@ -31,7 +31,7 @@ class MallsClient(FakeClient):
         self.refuse = refuse
 
     async def list_members(
-        self, rels: Sequence[str], number: int, *, size: int
+        self, rels: Sequence[str], number: int, *, size: int, etag: str | None = None
     ) -> tuple[Any, None]:
         self.asked.append(("members", (tuple(rels), number, size)))
         if self.refuse is not None:

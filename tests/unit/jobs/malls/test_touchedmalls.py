@@ -4,7 +4,6 @@ when nothing changed."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -32,11 +31,6 @@ class RoutesClient(FakeClient):
             self.asked.append(("ids", (scope.key, sorted(int(i) for i in wanted))))
             return await self.list_page(scope, 1)
         return await super().fetch_ids(scope, wanted)
-
-    async def list_members(
-        self, rels: Sequence[str], number: int, *, size: int
-    ) -> tuple[Any, str | None]:
-        raise AssertionError("the touched malls never ask `GET /malls` with members")
 
 
 def _mirror(mirror: Mirror, held: dict[int, list[int]]) -> None:

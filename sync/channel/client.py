@@ -11,8 +11,9 @@ subscriptions). As httpx's `Client(transport=...)`, the transport can be given
 (`ChannelClient(settings, transport=...)`): tests answer requests with a function
 (`tests/support/transport.py`). What the listings teach is the client's: "now" on the stamps'
 scale (`clock`) and the upstream profile (`profile`, changed only through `learn_profile`);
-what the session asks with (page size, accounts) is the session's. Callers reach the session
-for what is the session's (`client.session.paging`, `.stats`, `.walk`, `.request`).
+what the session asks with (page size, accounts) is the session's, and the client holds those
+parts for its callers (`client.paging`, `.accounts`, `.stats`): nobody outside `sync.channel`
+reaches through `client.session`.
 
 A listing request is a value (`sync.channel.listing.Listing`: a `Scope` and what is asked of
 it), built once and handed down, as httpx hands a `Request`.
@@ -78,6 +79,17 @@ class ChannelClient:
         self.session = ChannelSession(
             settings, transport=transport, sleep=sleep, clock=clock, fail_fast=fail_fast
         )
+        #: The session's parts its callers use, held here so nobody reaches through the
+        #: session: the page size and the stop rule (`sync.channel.paging`: `paging.size`,
+        #: `paging.more`, `paging.walk_numbers`), the accounts (tokens, budgets, pinning) and
+        #: the request counts (`Stats`).
+        self.paging = self.session.paging
+        self.accounts = self.session.accounts
+        self.stats = self.session.stats
+        #: What the client was built with: `settings.concurrency` bounds callers' fan-out too;
+        #: `fail_fast`, whether an unreachable upstream raises at once (see `ChannelSession`).
+        self.settings = settings
+        self.fail_fast = fail_fast
         self._clock = clock
         #: "Now" on the scale of the stamps served, learned from them (`sync.channel.clock`);
         #: the `Date` header's offset (`session.clock_offset`) is for signing only.
@@ -138,6 +150,21 @@ class ChannelClient:
         if save and self._store is not None:
             self._store.set(PROFILE_KEY, self._profile.to_json())
         return self._profile
+
+    async def log_in(self, *, every: bool = False) -> int:
+        """Log in the first account unless it holds a token already (a backfill's first
+        request: a refused login leaves the mirror as it was); `every`: each configured account,
+        token or not (`ccsync check`). The number of accounts logged in."""
+        accounts = self.accounts.all if every else [self.accounts.first]
+        asked = [a for a in accounts if every or not a.credentials.has_token]
+        for account in asked:
+            await self.session.login(account)
+        return len(asked)
+
+    def budget_snapshot(self) -> dict[str, float | int]:
+        """The request budget's state (`RequestBudget.snapshot`); empty when it is off."""
+        budget = self.session.budget
+        return budget.snapshot() if budget else {}
 
     def query(self, listing: Listing, number: int) -> dict[str, str]:
         """Every parameter of page `number` of `listing`, explicit (the auth parameters are
@@ -374,6 +401,19 @@ class ChannelClient:
                 url=f"{self.session.base}/{rtype.path}/{rid}",
             )
         return data
+
+    async def related_one(self, path: str) -> Any:
+        """The `data` of a to-one relationship route (`/<type>/{id}/<rel>`) as sent (None when
+        the answer holds none): `sync.jobs.malls.relroutes` reads what an include refused."""
+        doc, _ = await self.session.get_document(path, {})
+        return doc.get("data") if isinstance(doc, dict) else None
+
+    async def related_page(self, path: str, number: int) -> Page:
+        """Page `number` of a to-many relationship route (`/<type>/{id}/<rel>`), every
+        parameter explicit; no sort, include or ETag (the route takes none)."""
+        query = {"page[size]": str(self.session.page_size()), "page[number]": str(number)}
+        doc, _ = await self.session.get_document(path, query)
+        return to_page(doc, number, path, 200, self.session.api_version)
 
     # -- hours ---------------------------------------------------------------------------------
 

@@ -192,6 +192,15 @@ class Paging:
             promised = page.number < page.last
             position = step(position, page)
 
+    def walk_numbers(
+        self, fetch: Callable[[int], Awaitable[PageT]], start: int = 1, *, promised: bool = True
+    ) -> AsyncIterator[PageT]:
+        """`walk` by page number, as every listing is walked: pages from `start` (`promised=False`:
+        page `start` is past the `links.last` already read, so a 404 there is the end;
+        promised, page `start - 1` is the one whose promise is asked again when it answers 404)."""
+        by = start - 1 if start > 1 else None
+        return self.walk(fetch, start, next_number, promised=promised, promised_by=by)
+
     def learn(self, served: int) -> None:
         """The upstream served `served` rows on a page that was not its last."""
         if served <= 0 or (self.served is not None and served >= self.served):

@@ -46,7 +46,7 @@ import orjson
 
 from sync.channel.accounts import Account, Accounts, route_of
 from sync.channel.pages import Page, decode, to_page
-from sync.channel.paging import Paging, next_number
+from sync.channel.paging import Paging
 from sync.channel.protocols import MetaStore, Sender
 from sync.channel.signing import Credentials
 from sync.channel.transport import (
@@ -492,9 +492,5 @@ class ChannelSession:
     def walk(
         self, fetch: Callable[[int], Awaitable[Page]], start: int = 1, *, promised: bool = True
     ) -> AsyncIterator[Page]:
-        """The page-number loop every listing walks through: pages from `start` until the
-        stop rule of `Paging.more` (see `Paging.walk`; `promised=False`: page `start` is past
-        the `links.last` already read, so a 404 there is the end; promised, page `start - 1`
-        is the one whose promise is asked again when it answers 404)."""
-        by = start - 1 if start > 1 else None
-        return self.paging.walk(fetch, start, next_number, promised=promised, promised_by=by)
+        """The page-number loop every listing walks through (`Paging.walk_numbers`)."""
+        return self.paging.walk_numbers(fetch, start, promised=promised)

@@ -36,7 +36,6 @@ from sync.jobs.proving.verify import Verifier
 from sync.jobs.typefaults import TypeFaults
 from sync.model.catalogue import ResourceType
 from sync.store import Mirror
-from sync.store import proof as proof_book
 from sync.store.queue import ChangeQueue
 from sync.store.repair import Repair
 from sync.store.watch import StorageWatch
@@ -55,7 +54,7 @@ class Recorder:
         summary `ccsync status` reads."""
         for value in seconds:
             self.metrics.change_lag.labels(type=type_name, path=path).observe(value)
-        proof_book.record_lags(self.mirror.conn, type_name, path, list(seconds))
+        self.mirror.proof.record_lags(type_name, path, list(seconds))
 
     def repaired(self, type_name: str, kind: str, n: int) -> None:
         """A repair the proof (or the verify) made: `sync_repairs_total{type,kind}`."""
@@ -64,7 +63,7 @@ class Recorder:
     def verify_repaired(self, r: Repair) -> None:
         kind = "membership" if tuple(r.what) == ("membership",) else "same_stamp_content"
         self.metrics.verify_repairs.labels(type=r.type).inc()
-        proof_book.count_repairs(self.mirror.conn, r.type, kind, 1)
+        self.mirror.proof.count_repairs(r.type, kind, 1)
         self.repaired(r.type, kind, 1)
 
 
@@ -85,7 +84,7 @@ class Running:
     recorder: Recorder
     evidence: Evidence
     poller: Poller
-    reconciler: Reconciler
+    reconciler: Reconciler[ChannelClient]
     verifier: Verifier
     proof: Proof
     members: MallIncludes
@@ -115,7 +114,7 @@ def build(
     mirror.values.on_values = lambda t, outcome, n: metrics.values.labels(
         type=t, outcome=outcome
     ).inc(n)
-    queue = ChangeQueue(mirror.conn)
+    queue = mirror.queue.open()
     recorder = Recorder(metrics, mirror)
 
     def malls() -> list[int]:

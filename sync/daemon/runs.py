@@ -122,7 +122,7 @@ class JobRuns:
         finally:
             if task is not None:
                 self.running.discard(task)
-            record_budget(self.mirror, self.client.session.accounts.budgets())
+            record_budget(self.mirror, self.client.accounts.budgets())
             self.mirror.jobs.finished(
                 name,
                 at=iso_ms(time.time()),

@@ -56,7 +56,6 @@ from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms
 from sync.readers import verdict
 from sync.store import Mirror
-from sync.store.faults import write_check
 from sync.store.runs import HEARTBEAT_S
 from sync.store.watch import StorageWatch
 
@@ -344,9 +343,7 @@ class Daemon:
         writer's lock (it runs every few seconds, on the event loop), and a full disk must
         have room again on its file system too."""
         fault = self.storage.fault
-        write_check(
-            mirror.conn,
-            mirror.path,
+        mirror.storage.check_writes(
             busy_ms=200 if degraded else None,
             room=fault is not None and fault.reason == "disk_full",
         )

@@ -74,7 +74,7 @@ class Subscriptions:
     async def _ours(self) -> dict[str, list[Held]]:
         """topic -> every subscription of ours to it, lowest id first, over every account."""
         mine: dict[str, list[Held]] = {}
-        accounts = self.client.session.accounts
+        accounts = self.client.accounts
         for account in accounts.all:
             with accounts.pinned(account):
                 hooks = await self.client.webhooks.list_all()
@@ -89,7 +89,7 @@ class Subscriptions:
         """The account that subscribes `topic`: the one that reads that type's listing, else
         the first."""
         rtype = catalogue.TYPES.get(topic)
-        accounts = self.client.session.accounts
+        accounts = self.client.accounts
         return accounts.reader(route_key(rtype)) if rtype is not None else accounts.first
 
     async def ensure(self) -> list[str]:
@@ -117,7 +117,7 @@ class Subscriptions:
     async def _subscribe(self, topic: str, tries: int = 3) -> None:
         """`POST /webhooks` once; after an answer that may follow its effect, look before
         sending again."""
-        accounts = self.client.session.accounts
+        accounts = self.client.accounts
         for attempt in range(1, tries + 1):
             try:
                 with accounts.pinned(self._subscriber(topic)):
@@ -139,7 +139,7 @@ class Subscriptions:
 
     async def _unsubscribe(self, held: Held) -> None:
         """DELETE a subscription as the account that holds it (no other may)."""
-        with self.client.session.accounts.pinned(held.account):
+        with self.client.accounts.pinned(held.account):
             await self.client.webhooks.unsubscribe(held.id)
 
 

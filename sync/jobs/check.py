@@ -52,6 +52,4 @@ async def log_in(settings: Settings) -> int:
     A refused login raises `LoginRefusedError`, an upstream that cannot be reached
     `UnreachableError`, as every command's first request would."""
     async with ChannelClient(settings.upstream) as client:
-        for account in client.session.accounts.all:
-            await client.session.login(account)
-        return len(client.session.accounts.all)
+        return await client.log_in(every=True)

@@ -30,7 +30,7 @@ async def connected(settings: Settings) -> AsyncIterator[tuple[ChannelClient, Mi
             try:
                 yield client, mirror
             finally:
-                logged_in = any(a.credentials.has_token for a in client.session.accounts.all)
+                logged_in = any(a.credentials.has_token for a in client.accounts.all)
     finally:
         mirror.close()
         if created is not None and not logged_in:

@@ -13,7 +13,6 @@ from sync.core.sections import ManagementSettings
 from sync.management.client import ManagementClient
 from sync.management.press import mirror_press_releases
 from sync.store import Mirror
-from sync.store.press import PressReleases
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ async def mirror_press(
     """List every press release into the mirror; `fail_fast=False` in the daemon (an
     unreachable API is logged and retried)."""
     async with ManagementClient(settings, fail_fast=fail_fast) as client:
-        result = await mirror_press_releases(client, PressReleases(mirror.conn), settings.locales)
+        result = await mirror_press_releases(client, mirror.press.open(), settings.locales)
     return PressResult(
         rows=sum(rows for rows, _ in result.values()),
         removed=sum(removed for _, removed in result.values()),

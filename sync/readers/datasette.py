@@ -88,12 +88,7 @@ def _present(mirror_path: Path) -> set[str]:
     """The tables and views of the mirror (read-only; MirrorError when it cannot be read)."""
     mirror = Mirror.open(mirror_path, readonly=True)
     try:
-        return {
-            str(row[0])
-            for row in mirror.conn.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-            )
-        }
+        return mirror.schema.names()
     finally:
         mirror.close()
 

@@ -9,7 +9,6 @@ process holds, and is shown as not running since it was last seen; a backfill's,
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +72,7 @@ def backfill_state(mirror: Mirror) -> dict[str, Any]:
     the types it started that no backfill ever completed (the daemon copies those, and only
     those: with no configuration read, status knows no other types)."""
     last = mirror.runs.last("backfill")  # however many daemon starts came after it
-    try:
-        types = sorted(
-            str(t) for (t,) in mirror.conn.execute("SELECT DISTINCT type FROM _sync_backfill")
-        )
-    except sqlite3.OperationalError:  # a read-only open of a mirror without the tables
-        types = []
+    types = mirror.backfills.started_types()
     done = mirror.backfills.completed_types()
     run = None
     if last is not None:

@@ -33,7 +33,7 @@ from sync.readers.running import (
     daemon_state,
 )
 from sync.readers.verdict import verdict, verdict_lines
-from sync.store import Mirror, queue
+from sync.store import Mirror
 from sync.store import proof as proof_book
 from sync.store.watch import read_health
 
@@ -117,7 +117,7 @@ def proof_problems(mirror: Mirror, now: datetime, bound: float | None) -> list[s
     problems = []
     recorded_bound = mirror.meta.get("staleness_bound")
     bound = bound or (float(recorded_bound) if recorded_bound else None)
-    for name, entry in sorted(proof_book.proven(mirror.conn).items()):
+    for name, entry in sorted(mirror.proof.proven().items()):
         if entry.get("unresolved"):
             problems.append(f"proof of {name}: {entry.get('why') or 'differences unresolved'}")
         age = _lag(entry.get("proven_at"), now)
@@ -138,8 +138,8 @@ def proof_data(mirror: Mirror, now: datetime, rate: float | None) -> dict[str, A
     cost_text = mirror.meta.get("proof_cycle_cost")
     verify = mirror.meta.get("verify_interval")
     types = {}
-    scopes = proof_book.scopes(mirror.conn)
-    for name, entry in sorted(proof_book.proven(mirror.conn).items()):
+    scopes = mirror.proof.scopes()
+    for name, entry in sorted(mirror.proof.proven().items()):
         per_scope = scopes.get(name, {})
         types[name] = {
             **entry,
@@ -150,7 +150,7 @@ def proof_data(mirror: Mirror, now: datetime, rate: float | None) -> dict[str, A
             "oldest_scope_age_s": _lag(per_scope.get("oldest_at"), now),
         }
     lags: dict[str, dict[str, Any]] = {}
-    for name, paths in sorted(proof_book.lags(mirror.conn).items()):
+    for name, paths in sorted(mirror.proof.lags().items()):
         for path, summary in sorted(paths.items()):
             sample = [float(x) for x in summary.get("sample") or []]
             lags.setdefault(name, {})[path] = {
@@ -168,9 +168,9 @@ def proof_data(mirror: Mirror, now: datetime, rate: float | None) -> dict[str, A
         "verify_interval_s": float(verify) if verify else None,
         "cycle_requests": int(cost_text) if cost_text else None,
         "budget": keep,
-        "position": proof_book.position(mirror.conn),
+        "position": mirror.proof.position(),
         "types": types,
-        "repairs": proof_book.repairs(mirror.conn),
+        "repairs": mirror.proof.repairs(),
         "change_lag": lags,
     }
 
@@ -216,11 +216,11 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # The first line of `ccsync status` (`sync.readers.verdict`).
             "verdict": verdict(daemon, problems),
             "mirror": str(path),
-            "queue_depth": queue.waiting(mirror.conn),
+            "queue_depth": mirror.queue.waiting(),
             # The `filter[id]` requests the queue needs at least, and the seconds they take at
             # the request budget (None without one): `queue_drain`.
             **queue_drain(
-                queue.lanes(mirror.conn),
+                mirror.queue.lanes(),
                 _page_size(mirror),
                 max_per_second
                 or json.loads(mirror.meta.get("request_budget") or "{}").get("max_rate"),

@@ -103,6 +103,15 @@ class Backfills:
             (cp.last, cp.type_name, cp.scope),
         )
 
+    def started_types(self) -> list[str]:
+        """The types any backfill started, sorted (none on a read-only open of a mirror
+        without the table)."""
+        try:
+            rows = self.conn.execute("SELECT DISTINCT type FROM _sync_backfill").fetchall()
+        except sqlite3.OperationalError:
+            return []
+        return sorted(str(t) for (t,) in rows)
+
     def completed_types(self) -> dict[str, str]:
         """The types some backfill finished, with when: recorded as each type finishes, and
         for a mirror written before that record, a type whose every checkpoint is finished or

@@ -141,3 +141,15 @@ def write_check(
     finally:
         if before is not None:
             conn.execute(f"PRAGMA busy_timeout={before}")
+
+
+class StorageCheck:
+    """The storage watch's write check on one mirror file (`Mirror.storage`)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._path = path
+
+    def check_writes(self, *, busy_ms: int | None = None, room: bool = False) -> None:
+        """`write_check` on this mirror's connection and file."""
+        write_check(self._conn, self._path, busy_ms=busy_ms, room=room)

@@ -40,6 +40,7 @@ from sync.store import links as link_store
 from sync.store.backfills import Backfills, PageCheckpoint
 from sync.store.changes import ChangeFeed
 from sync.store.deletions import Deletions
+from sync.store.faults import StorageCheck
 from sync.store.groupcommit import GroupCommit
 from sync.store.hours import Hours
 from sync.store.indexes import END_PHASE as END_PHASE
@@ -49,6 +50,9 @@ from sync.store.lock import WriterLock
 from sync.store.malls import Malls
 from sync.store.meta import Cursors, Meta
 from sync.store.pagewrite import PageWriter, WriteResult
+from sync.store.press import PressTables
+from sync.store.proof import ProofRecords
+from sync.store.queue import QueueTable
 from sync.store.repair import Repair, differences
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
 from sync.store.scripts import Scripts
@@ -95,6 +99,14 @@ class Mirror:
         self._writer = PageWriter(conn, self.schema)
         self._deletions = Deletions(conn, self.schema)
         self._scripts = Scripts(conn)
+        #: Tables made on first use, held as parts whose reads make nothing (readers use them
+        #: on a read-only open): the proof's records and listing (`sync.store.proof`), the
+        #: webhook queue (`sync.store.queue`), the press releases (`sync.store.press`); and
+        #: the storage watch's write check (`sync.store.faults`).
+        self.proof = ProofRecords(conn)
+        self.queue = QueueTable(conn)
+        self.press = PressTables(conn)
+        self.storage = StorageCheck(conn, path)
         # Included resources (images, tags...) repeat on page after page: remember what was
         # last committed for each, and skip identical rows (bounded, `sync.pipeline.seen.Seen`).
         self._included_seen = Seen(INCLUDED_SEEN)

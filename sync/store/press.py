@@ -117,3 +117,15 @@ class PressReleases:
                     f"DELETE FROM {TABLE} WHERE id = ? AND locale = ? AND seen_run != ?", row
                 ).rowcount
         return removed
+
+
+class PressTables:
+    """The press releases' tables as the mirror holds them (`Mirror.press`): made on first
+    use, so a read-only open never makes them."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def open(self) -> PressReleases:
+        """The writes of one listing run per locale (`PressReleases`), the tables made."""
+        return PressReleases(self._conn)

@@ -217,6 +217,48 @@ def record_lags(conn: sqlite3.Connection, type_name: str, path: str, seconds: li
     _set(conn, LAG_KEY, data)
 
 
+class ProofRecords:
+    """The proof's small JSON records (`proof_position`, `proof_proven`, `repairs`,
+    `change_lag`, and the scopes proven) on one mirror connection: `Mirror.proof`. Reading
+    makes nothing, so a read-only open (`ccsync status`) reads them too."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def book(self) -> ProofBook:
+        """The proof's listing pages (`ProofBook`; its tables made on first use)."""
+        return ProofBook(self._conn)
+
+    def position(self) -> dict[str, Any] | None:
+        return position(self._conn)
+
+    def set_position(self, value: dict[str, Any] | None) -> None:
+        set_position(self._conn, value)
+
+    def proven(self) -> dict[str, dict[str, Any]]:
+        return proven(self._conn)
+
+    def record_proven(
+        self, type_name: str, *, at: str | None, unresolved: int = 0, why: str | None = None
+    ) -> None:
+        record_proven(self._conn, type_name, at=at, unresolved=unresolved, why=why)
+
+    def scopes(self) -> dict[str, dict[str, Any]]:
+        return scopes(self._conn)
+
+    def repairs(self) -> dict[str, dict[str, int]]:
+        return repairs(self._conn)
+
+    def count_repairs(self, type_name: str, kind: str, n: int) -> None:
+        count_repairs(self._conn, type_name, kind, n)
+
+    def lags(self) -> dict[str, dict[str, dict[str, Any]]]:
+        return lags(self._conn)
+
+    def record_lags(self, type_name: str, path: str, seconds: list[float]) -> None:
+        record_lags(self._conn, type_name, path, seconds)
+
+
 def percentile(sample: list[float], q: float) -> float | None:
     """The `q` quantile (0..1) of `sample` (nearest rank), None when empty."""
     if not sample:

@@ -76,6 +76,26 @@ def lanes(conn: sqlite3.Connection) -> list[int]:
     return [int(r[0]) for r in conn.execute(f"SELECT count(*) FROM _sync_queue GROUP BY {lane}")]
 
 
+class QueueTable:
+    """`_sync_queue` as the mirror holds it (`Mirror.queue`): what it holds, counted
+    (`waiting`, `lanes`: reading makes nothing, so readers count on a read-only open), and
+    the queue itself (`open`)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def open(self) -> ChangeQueue:
+        """The queue (`ChangeQueue`), its table made or upgraded and taken notices released:
+        the daemon's, once per run; never on a read-only open."""
+        return ChangeQueue(self._conn)
+
+    def waiting(self) -> int:
+        return waiting(self._conn)
+
+    def lanes(self) -> list[int]:
+        return lanes(self._conn)
+
+
 @dataclass(frozen=True)
 class QueueItem:
     """One logical change: every queued row for the same (kind, type, id)."""

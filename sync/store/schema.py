@@ -226,6 +226,11 @@ class Schema:
                 self._columns[table] = cols
         return cols
 
+    def names(self) -> set[str]:
+        """The mirror's tables and views, by name."""
+        rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        return {str(row[0]) for row in rows}
+
     def has_table(self, table: str) -> bool:
         """Whether `table` exists (a view counts: it has columns too)."""
         return bool(self.columns(table))

@@ -272,7 +272,7 @@ class Backfill:
                 self.mirror,
                 self.settings.management,
                 self.report,
-                fail_fast=self.client.session.fail_fast,
+                fail_fast=self.client.fail_fast,
             )
         if self.mirror.cursors.get(DELETIONS, "") is None:
             self.mirror.cursors.set(DELETIONS, "", self.cursor_start(started_at))
@@ -399,7 +399,7 @@ class Backfill:
             return  # resumed: the tail was read by an earlier attempt
         # Past `links.last`: an upstream whose `links.last` is short (or a listing that grew
         # while walked) has more behind a full last page. Asked one at a time.
-        paging = self.client.session.paging
+        paging = self.client.paging
         if not tail[0] or not paging.more_after(*tail, self._asked()):
             return
 
@@ -444,7 +444,7 @@ class Backfill:
         return resp.status == 304
 
     def _asked(self) -> int:
-        return self.client.session.page_size()
+        return self.client.paging.size
 
     async def _fetch(self, scope: Scope, number: int) -> StagedPage:
         """Download one page here; parse and stage it in the page pool (another core)."""

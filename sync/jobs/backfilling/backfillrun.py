@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from sync.channel.client import ChannelClient
+from sync.channel.clock import UpstreamClock
 from sync.core.config import Settings
 from sync.model.stamps import iso_ms
 from sync.store import Mirror
@@ -57,8 +58,17 @@ class BackfillReport:
         return sum(t.rows for t in self.types.values())
 
 
+class Started(Protocol):
+    """What a backfill's start asks of the upstream client (`ChannelClient`, or a test's
+    fake): a login, and "now" on the stamps' scale."""
+
+    clock: UpstreamClock
+
+    async def log_in(self, *, every: bool = False) -> int: ...
+
+
 async def begin(
-    client: ChannelClient,
+    client: Started,
     mirror: Mirror,
     settings: Settings,
     *,
@@ -72,8 +82,7 @@ async def begin(
     started_at = mirror.meta.get(STARTED_AT)
     if not restart and started_at is not None:
         return started_at
-    if not client.session.credentials.has_token:
-        await client.session.login()
+    await client.log_in()
     mirror.meta.set(STARTED_LOCAL, f"{clock():.3f}")
     started_at = client.clock.now()
     prefilled = [t.name for t in settings.upstream.mirrored_types() if mirror.table(t.name).count()]
@@ -89,7 +98,7 @@ def finish(mirror: Mirror) -> None:
     mirror.meta.set(STARTED_LOCAL, None)
 
 
-def cursor_start(client: ChannelClient, mirror: Mirror, started_at: str) -> str:
+def cursor_start(client: Started, mirror: Mirror, started_at: str) -> str:
     """The cursors a finished scope gets: the local moment the backfill first started, on the
     stamps' scale as the client knows it *now* (`sync.channel.clock`): the offset learned by
     the end is the best one, and still a lower bound of the stamps' "now" at the start, so the

@@ -27,12 +27,13 @@ reconcile's listings catch it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
+from sync.channel.pages import Page
+from sync.channel.paging import Paging
 from sync.model.catalogue import ResourceType
-from sync.model.scopes import scopes_of
+from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import normalize_or_none
 from sync.store import Mirror
 
@@ -40,8 +41,17 @@ from sync.store import Mirror
 PAGES = 4
 
 
+class Listed(Protocol):
+    """What `changed_since` asks of the upstream client (`ChannelClient`, or a test's fake):
+    listing pages, and the stop rule (`paging`)."""
+
+    paging: Paging
+
+    async def list_page(self, request: Scope | Listing, number: int) -> Page: ...
+
+
 async def changed_since(
-    client: ChannelClient, mirror: Mirror, rtype: ResourceType, started_at: str
+    client: Listed, mirror: Mirror, rtype: ResourceType, started_at: str
 ) -> bool:
     """Whether a row of a top-level type shows a change since `started_at` that the walk may
     not have read (see the module docstring)."""
@@ -56,7 +66,7 @@ async def changed_since(
             page = await client.list_page(Listing(scope, since, fields, include=False), number)
             if _evidence(mirror, rtype, page.resources, several=several):
                 return True
-            if not client.session.paging.more(page):
+            if not client.paging.more(page):
                 break
             if number >= PAGES:
                 return True  # more than `PAGES` pages changed: run the pass

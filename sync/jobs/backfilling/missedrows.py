@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.core.errors import UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.backfilling.changedsince import changed_since
+from sync.jobs.backfilling.changedsince import Listed, changed_since
 from sync.jobs.fanout import bounded
-from sync.jobs.proving.reconcile import Reconciler
+from sync.jobs.proving.reconcile import ReconcileResult
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
@@ -34,6 +34,19 @@ from sync.store import Mirror
 MALL_PASSES = 6
 #: Whether page `number` of a scope still answers 304 to `If-None-Match` with its ETag.
 Revalidate = Callable[[Scope, int, str], Awaitable[bool]]
+
+
+class Reconciles(Protocol):
+    """What the missed-row pass asks of the reconcile (`Reconciler`, or a test's fake)."""
+
+    async def reconcile(self, scopes: Sequence[Scope]) -> ReconcileResult: ...
+
+
+class Missed(Listed, Protocol):
+    """What `MissedRows` asks of the upstream client (`ChannelClient`, or a test's fake):
+    `changed_since`'s listings, and the deletions feed."""
+
+    async def list_deletions(self, number: int, *, since: str | None = None) -> Page: ...
 
 
 @dataclass
@@ -49,7 +62,7 @@ class Repair:
 class MissedRows:
     """What the backfill's walk noticed, and the decision whether a type needs the pass."""
 
-    def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
+    def __init__(self, client: Missed, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
         self.log = get_logger("sync.backfill")
@@ -107,7 +120,7 @@ class MissedRows:
     def saw_page(self, name: str, *, number: int, last: int, rows: int, walked_last: int) -> None:
         """Note what one page says about its listing (`walked_last`: the `links.last`
         the walk started from)."""
-        if number < last and rows < self.client.session.paging.size:
+        if number < last and rows < self.client.paging.size:
             self.short_pages.add(name)
         if last != walked_last and rows:
             # `links.last` moved while the listing was walked: rows left it or joined it, and
@@ -164,7 +177,7 @@ class MissedRows:
             return True
         return False
 
-    async def repair(self, reconciler: Reconciler, scopes: Sequence[Scope]) -> Repair:
+    async def repair(self, reconciler: Reconciles, scopes: Sequence[Scope]) -> Repair:
         """The missed-row pass over one (type, mall): the reconcile of its scopes. A mall's
         listing is passed again until one pass sees it hold still: a row leaving it mid-pass
         (moved, made private: no feed entry, no new stamp) shifts later rows under the pass
@@ -192,7 +205,7 @@ class MissedRows:
         return out
 
     async def _deletions_since(self, since: str) -> AsyncIterator[Page]:
-        async for page in self.client.session.walk(
+        async for page in self.client.paging.walk_numbers(
             lambda n: self.client.list_deletions(n, since=since)
         ):
             yield page

@@ -234,7 +234,7 @@ class Poller:
         moved its cursor as far as that reaches; the poll then fails naming the listing and
         why, so health and `ccsync status` say so (the type's faults, the job's record)."""
         if result.stalled is None:
-            limit = in_proportion(result, self.client.session.paging.size)
+            limit = in_proportion(result, self.client.paging.size)
             if result.requests > limit:
                 result.stalled = (
                     f"{result.requests} requests for {result.distinct} distinct rows, more "
@@ -303,7 +303,7 @@ class Poller:
         key that meets a page out of order re-probes the route and goes on unsorted; a tie run
         whose read by id fails its check goes on unsorted from the run's stamp."""
 
-        paging = self.client.session.paging
+        paging = self.client.paging
         if sorted_ok is None or sorted_ok.sorted_walk:
             try:
                 return await walk_by_stamp(

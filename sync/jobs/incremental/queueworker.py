@@ -32,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import structlog
 
@@ -43,7 +44,7 @@ from sync.core.logs import get_logger
 from sync.jobs.evidence import Evidence
 from sync.jobs.incremental.freshness import OnLag, changed_lags
 from sync.jobs.incremental.poll import Poller
-from sync.jobs.malls.mallincludes import PER_MALL, MallIncludes, refused
+from sync.jobs.malls.mallincludes import PER_MALL, refused
 from sync.jobs.typefaults import TypeFaults, record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
@@ -58,6 +59,19 @@ LOOK_EVERY = 1.0
 SUMMARY_EVERY = 10.0
 
 
+class Located(Protocol):
+    """What the worker asks of the mall members' fast path (`MallIncludes`, or a test's fake):
+    where rows the mirror lacks are (`locate`), noting a mall's activity, its fallback."""
+
+    def touch(self, mall_id: int) -> None: ...
+
+    async def locate(self, rtype: ResourceType, ids: Iterable[int]) -> set[int]: ...
+
+    def fall_back(self, reason: str) -> None: ...
+
+    def mode(self, rtype: ResourceType) -> str: ...
+
+
 class QueueWorker:
     """Drains the change queue; `wake()` after enqueueing, `run(stop)` until stopped."""
 
@@ -68,7 +82,7 @@ class QueueWorker:
         evidence: Evidence,
         types: Sequence[ResourceType],
         *,
-        members: MallIncludes,
+        members: Located,
         poller: Poller,
         concurrency: int,
         faults: TypeFaults,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
+from typing import Any, Protocol
 
-from sync.channel.client import ChannelClient
+from sync.channel.clock import UpstreamClock
 from sync.core.errors import ForbiddenError, NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
@@ -19,11 +20,21 @@ from sync.pipeline.hours import stage_hours
 from sync.store import Mirror
 
 
+class HoursAsked(Protocol):
+    """What `MallHours` asks of the upstream client (`ChannelClient`, or a test's fake)."""
+
+    clock: UpstreamClock
+
+    async def hours(self, mall_id: int, start: date, end: date) -> list[dict[str, Any]]: ...
+
+    async def current_hours(self, mall_id: int) -> Any: ...
+
+
 class MallHours:
     """Refreshes the hours of malls from the upstream into the mirror."""
 
     def __init__(
-        self, client: ChannelClient, mirror: Mirror, *, clock: Callable[[], float] = time.time
+        self, client: HoursAsked, mirror: Mirror, *, clock: Callable[[], float] = time.time
     ) -> None:
         self.client = client
         self.mirror = mirror

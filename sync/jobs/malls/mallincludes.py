@@ -35,11 +35,10 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
-from sync.channel.client import ChannelClient
 from sync.channel.pages import Page
 from sync.channel.paging import PAST_END
 from sync.core.errors import BadResponseError, UpstreamError
@@ -113,12 +112,21 @@ def _stamps(page: Page) -> dict[tuple[str, int], str | None]:
     return out
 
 
+class Members(Protocol):
+    """What `MallIncludes` asks of the upstream client (`ChannelClient`, or a test's fake):
+    `GET /malls` carrying its malls' members, conditional on an ETag."""
+
+    async def list_members(
+        self, rels: Sequence[str], number: int, *, size: int, etag: str | None = None
+    ) -> tuple[Page, str | None]: ...
+
+
 class MallIncludes:
     """The mall-scoped types' fast path and its fallback; see the module docstring."""
 
     def __init__(
         self,
-        client: ChannelClient,
+        client: Members,
         mirror: Mirror,
         evidence: Evidence,
         types: Sequence[ResourceType],

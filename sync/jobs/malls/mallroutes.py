@@ -32,17 +32,16 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 import orjson
 
-from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
 from sync.channel.pages import Page
-from sync.channel.paging import PAST_END, reask
+from sync.channel.paging import PAST_END, Paging, reask
 from sync.core.errors import ListingUnsettledError, NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.evidence import confirm_mall_gone
+from sync.jobs.evidence import Asked, confirm_mall_gone
 from sync.model import catalogue
 from sync.model.scopes import Scope
 from sync.pipeline.encoding import parse_id
@@ -80,10 +79,34 @@ class _Shrank(Exception):
     """A page page 1 promised went while a mall route was walked (`MallRoutes._route_walk`)."""
 
 
+class Fanout(Protocol):
+    """The settings a fan-out reads: how many requests at once (`UpstreamSettings`)."""
+
+    @property
+    def concurrency(self) -> int: ...
+
+
+class Routes(Asked, Protocol):
+    """What `MallRoutes` (and `TouchedMalls`) ask of the upstream client (`ChannelClient`,
+    or a test's fake): `GET /malls` with members, the mall routes and their walk, the
+    evidence that a mall is gone, and how many requests to send at once."""
+
+    paging: Paging
+
+    @property
+    def settings(self) -> Fanout: ...
+
+    async def list_members(
+        self, rels: Sequence[str], number: int, *, size: int
+    ) -> tuple[Page, str | None]: ...
+
+    async def list_page(self, request: Scope | Listing, number: int) -> Page: ...
+
+
 class MallRoutes:
     """Decides the source of the malls' contacts and deals memberships, and keeps them."""
 
-    def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
+    def __init__(self, client: Routes, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
 
@@ -235,8 +258,8 @@ class MallRoutes:
         try:
             first = await page(1)
             pages = [first]
-            if self.client.session.paging.more(first) and first.last > 1:
-                limit = asyncio.Semaphore(self.client.session.settings.concurrency)
+            if self.client.paging.more(first) and first.last > 1:
+                limit = asyncio.Semaphore(self.client.settings.concurrency)
 
                 async def bounded(number: int) -> Page:
                     async with limit:
@@ -258,8 +281,8 @@ class MallRoutes:
 
                 pages += await asyncio.gather(*(bounded(n) for n in range(2, first.last + 1)))
             tail = pages[-1]
-            if self.client.session.paging.more(tail) and tail.number >= first.last:
-                walk = self.client.session.walk(
+            if self.client.paging.more(tail) and tail.number >= first.last:
+                walk = self.client.paging.walk_numbers(
                     page, tail.number + 1, promised=tail.number < tail.last
                 )
                 pages += [p async for p in walk]

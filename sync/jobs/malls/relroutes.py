@@ -18,12 +18,12 @@ new version since the last fill (`changed_only`), never every owner again (#47).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol
 
-from sync.channel.client import ChannelClient
-from sync.channel.pages import Page, to_page
-from sync.channel.profile import RouteProfile, route_key
+from sync.channel.pages import Page
+from sync.channel.paging import Paging
+from sync.channel.profile import RouteProfile, UpstreamProfile, route_key
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.model import catalogue
@@ -57,10 +57,26 @@ def routed(rtype: ResourceType, route: RouteProfile | None) -> tuple[list[Relati
     return [r for r in rels if r.name in have], sorted(r.name for r in rels if r.name not in have)
 
 
+class Routed(Protocol):
+    """What `RelatedRoutes` asks of the upstream client (`ChannelClient`, or a test's fake):
+    the profile (which include paths were refused), the relationship routes and their walk."""
+
+    paging: Paging
+
+    @property
+    def profile(self) -> UpstreamProfile | None: ...
+
+    def learn_profile(self) -> object: ...
+
+    async def related_one(self, path: str) -> Any: ...
+
+    async def related_page(self, path: str, number: int) -> Page: ...
+
+
 class RelatedRoutes:
     """Fills the linkage of refused include paths from the relationships' own routes."""
 
-    def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
+    def __init__(self, client: Routed, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
 
@@ -122,22 +138,16 @@ class RelatedRoutes:
         path = f"/{rtype.path}/{rid}/{rel.name.replace('_', '-')}"
         try:
             if rel.to_one:
-                doc, _ = await self.client.session.get_document(path, {})
-                data = doc.get("data") if isinstance(doc, dict) else None
+                data = await self.client.related_one(path)
                 one = parse_id(data["id"]) if isinstance(data, dict) else None
                 self.mirror.table(rtype).set_to_one(rel.column, rid, one)
                 return
             related: list[dict[str, Any]] = []
 
-            async def fetch(number: int) -> Page:
-                query = {
-                    "page[size]": str(self.client.session.page_size()),
-                    "page[number]": str(number),
-                }
-                doc, _ = await self.client.session.get_document(path, query)
-                return to_page(doc, number, path, 200, self.client.session.api_version)
+            def fetch(number: int) -> Awaitable[Page]:
+                return self.client.related_page(path, number)
 
-            async for page in self.client.session.walk(fetch):
+            async for page in self.client.paging.walk_numbers(fetch):
                 related += page.resources
         except NotFoundError:
             return  # the owner is gone: the deletions feed or the reconcile removes it

@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from sync.channel.client import MAX_IDS, ChannelClient
+from sync.channel.client import MAX_IDS
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.evidence import confirm_mall_gone
 from sync.jobs.fanout import bounded
-from sync.jobs.malls.mallroutes import MallRoutes, route_scope
+from sync.jobs.malls.mallroutes import MallRoutes, Routes, route_scope
 from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 
@@ -38,7 +38,7 @@ _log = get_logger("sync.mallroutes")
 class TouchedMalls:
     """Keeps the routed memberships of the rows that changed (see the module docstring)."""
 
-    def __init__(self, client: ChannelClient, mirror: Mirror) -> None:
+    def __init__(self, client: Routes, mirror: Mirror) -> None:
         self.client = client
         self.mirror = mirror
         self.routes = MallRoutes(client, mirror)
@@ -64,7 +64,7 @@ class TouchedMalls:
     async def _ask(self, name: str, ids: list[int], malls: Sequence[int]) -> None:
         """Every mall's membership of `ids`, `concurrency` malls at a time."""
         batches = [ids[i : i + MAX_IDS] for i in range(0, len(ids), MAX_IDS)]
-        size = self.client.session.paging.size
+        size = self.client.paging.size
         table = self.mirror.table(name)
         changed = 0
 
@@ -88,6 +88,6 @@ class TouchedMalls:
                     return
                 changed += table.settle_mall_links(mall, batch, sorted(listed))
 
-        await bounded(malls, self.client.session.settings.concurrency, one)
+        await bounded(malls, self.client.settings.concurrency, one)
         if changed:
             _log.info("mall_routes.followed", type=name, rows=len(ids), memberships=changed)

@@ -25,9 +25,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
 from sync.channel.paging import PAST_END
 from sync.core.config import Settings
@@ -43,15 +42,14 @@ from sync.jobs.malls.mallroutes import MallRoutes
 from sync.jobs.malls.relroutes import RelatedRoutes
 from sync.jobs.oneshot import connected
 from sync.jobs.proving.pacing import cycle_cost
-from sync.jobs.proving.proofdiff import OnRepair, UnitDiff, scope_key
-from sync.jobs.proving.reconcile import Reconciler, upstream_malls
+from sync.jobs.proving.position import Position
+from sync.jobs.proving.proofdiff import Clocked, OnRepair, UnitDiff, scope_key
+from sync.jobs.proving.reconcile import Reconciler, Upstream, upstream_malls
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
 from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
-from sync.store import proof as book_meta
-from sync.store.proof import ProofBook
 
 #: The kinds of repair counted in `sync_repairs_total{kind}` (the verify's are
 #: `same_stamp_content` and `membership`).
@@ -66,6 +64,11 @@ class Unit:
     type: str
     mall: int | None
     kind: Literal["list", "members", "orphans", "finish"]
+
+
+class Proved(Upstream, Clocked, Protocol):
+    """What `Proof` asks of the upstream client (`ChannelClient`, or a test's fake): what a
+    reconcile of every type asks (`Upstream`), and "now" on the stamps' scale (`UnitDiff`)."""
 
 
 @dataclass
@@ -87,7 +90,7 @@ class Proof:
 
     def __init__(
         self,
-        client: ChannelClient,
+        client: Proved,
         mirror: Mirror,
         types: Sequence[ResourceType],
         *,
@@ -104,7 +107,7 @@ class Proof:
         self.mirror = mirror
         self.types = list(types)
         self.reconciler = Reconciler(client, mirror, max_delete_share=max_delete_share)
-        self.book = ProofBook(mirror.conn)
+        self.book = mirror.proof.book()
         self.on_repair = on_repair
         self.prefix = prefix  # keeps a one-off cycle's listing apart from the rolling one
         # Rolling: a unit that fails leaves its type unproven and the cycle goes on. One-off
@@ -186,7 +189,7 @@ class Proof:
         self._report = report = ProofReport()
         malls = self.malls()
         units = self.units(malls)
-        pos: dict[str, Any] | None = self._fresh()
+        pos: Position | None = self._fresh()
         while pos is not None:
             pos = await self._advance(units, pos)
         report.cycle_done = True
@@ -202,33 +205,35 @@ class Proof:
             if pos is None:
                 pos = self._fresh()
             pos = await self._advance(units, pos)
-            book_meta.set_position(self.mirror.conn, pos)
+            self.mirror.proof.set_position(None if pos is None else pos.to_json())
             if pos is None:
                 report.cycle_done = True
                 self.mirror.meta.set("proof_cycle_finished_at", iso_ms(time.time()))
                 break
         return report
 
-    def _fresh(self) -> dict[str, Any]:
+    def _fresh(self) -> Position:
         self.book.clear_prefix(self.prefix)
-        return {"unit": None, "index": 0, "scope": 0, "page": 1, "started_at": iso_ms(time.time())}
+        return Position(started_at=iso_ms(time.time()))
 
-    def _position(self, units: Sequence[Unit] | None = None) -> dict[str, Any] | None:
-        pos = book_meta.position(self.mirror.conn)
+    def _position(self, units: Sequence[Unit] | None = None) -> Position | None:
+        pos = Position.from_json(self.mirror.proof.position())
         if pos is None or units is None:
             return pos
         keys = [u.key for u in units]
-        if pos.get("unit") in keys:
-            pos["index"] = keys.index(pos["unit"])
-        elif not 0 <= int(pos.get("index", 0)) < len(units):
+        if pos.unit in keys:
+            pos.index = keys.index(pos.unit)
+        elif not 0 <= pos.index < len(units):
             return None  # the cycle's shape changed past where it stood: start over
         return pos
 
-    async def _advance(self, units: Sequence[Unit], pos: dict[str, Any]) -> dict[str, Any] | None:
+    async def _advance(self, units: Sequence[Unit], pos: Position) -> Position | None:
         """One page of the unit at `pos`, or its diff once listed; the position after it."""
-        unit = units[pos["index"]]
-        pos["unit"] = unit.key
-        types: dict[str, dict[str, Any]] = pos.setdefault("types", {})
+        unit = units[pos.index]
+        pos.unit = unit.key
+        if pos.types is None:
+            pos.types = {}
+        types = pos.types
         if unit.type:
             types.setdefault(unit.type, {"started": iso_ms(time.time()), "unresolved": 0})
         try:
@@ -241,14 +246,14 @@ class Proof:
             done = True
         if not done:
             return pos
-        nxt = pos["index"] + 1
+        nxt = pos.index + 1
         if unit.type and (nxt >= len(units) or units[nxt].type != unit.type):
             self._type_done(unit.type, types.pop(unit.type))
         if nxt >= len(units):
             return None
-        return {**pos, "unit": units[nxt].key, "index": nxt, "scope": 0, "page": 1}
+        return pos.next_unit(units[nxt].key, nxt)
 
-    async def _unit(self, unit: Unit, pos: dict[str, Any]) -> bool:
+    async def _unit(self, unit: Unit, pos: Position) -> bool:
         """Work on `unit` at `pos` (one page, or the rest at once); True when it is done."""
         if unit.kind == "finish":
             await self._finish()
@@ -260,22 +265,22 @@ class Proof:
             await self._orphans(rtype, pos)
             return True
         scopes = scopes_of(rtype, [] if unit.mall is None else [unit.mall])
-        if unit.mall is not None and unit.type in pos.get("walked", ()):
-            pos["scope"] = len(scopes)  # its listing came with the walk of `/malls` pages
-        if pos["scope"] < len(scopes):
-            scope = scopes[pos["scope"]]
-            key = scope_key(unit.key, pos["scope"])
-            if pos["page"] == 1:
+        if unit.mall is not None and unit.type in (pos.walked or ()):
+            pos.scope = len(scopes)  # its listing came with the walk of `/malls` pages
+        if pos.scope < len(scopes):
+            scope = scopes[pos.scope]
+            key = scope_key(unit.key, pos.scope)
+            if pos.page == 1:
                 self.book.clear(key)
             fields, extra = sideloads.params(rtype)
             try:
                 page = await self.client.list_page(
-                    Listing(scope, extra, fields, include=False), pos["page"]
+                    Listing(scope, extra, fields, include=False), pos.page
                 )
             except UpstreamError as exc:
-                if exc.status in PAST_END and pos["page"] > 1 and not pos.get("promised", True):
+                if exc.status in PAST_END and pos.page > 1 and pos.promised is False:
                     # A page past what the upstream promised (`sync.channel.paging`): the end.
-                    pos["scope"], pos["page"] = pos["scope"] + 1, 1
+                    pos.scope, pos.page = pos.scope + 1, 1
                     return False
                 if not isinstance(exc, NotFoundError) or unit.mall is None:
                     raise
@@ -292,11 +297,11 @@ class Proof:
                     for r in page.resources
                 ),
             )
-            if self.client.session.paging.more(page):
-                pos["page"] += 1
-                pos["promised"] = page.number < page.last
+            if self.client.paging.more(page):
+                pos.page += 1
+                pos.promised = page.number < page.last
             else:
-                pos["scope"], pos["page"] = pos["scope"] + 1, 1
+                pos.scope, pos.page = pos.scope + 1, 1
             return False
         outcome = await self.differ.diff(unit.key, scopes)
         self._report.requests += outcome.requests
@@ -313,18 +318,18 @@ class Proof:
                 self.book.clear(scope_key(unit.key, i))
         return True
 
-    async def _members(self, pos: dict[str, Any]) -> bool:
+    async def _members(self, pos: Position) -> bool:
         """One page of `GET /malls?include=<fast types>`: each mall's linkage and its members'
         stamps land in the book as that (type, mall)'s listing; a type whose linkage a mall
         does not serve is listed per mall after all. True after the last page."""
-        if pos["page"] == 1:
-            pos["walked"] = names = self._fast_names()
+        if pos.page == 1:
+            pos.walked = names = self._fast_names()
             for name in names:
                 self.book.clear_prefix(f"{self.prefix}{name}@")
-        names = list(pos.get("walked") or [])
+        names = list(pos.walked or [])
         if not names:
             return True
-        page, _ = await self.client.list_members(names, pos["page"], size=self.members_page_size)
+        page, _ = await self.client.list_members(names, pos.page, size=self.members_page_size)
         self._report.requests += 1
         stamps = _stamps(page)
         for mall in page.resources:
@@ -336,13 +341,13 @@ class Proof:
                     continue
                 key = scope_key(f"{self.prefix}{name}@{mall_id}", 0)
                 self.book.add(key, ((rid, stamps.get((name, rid))) for rid in ids))
-        pos["walked"] = names
+        pos.walked = names
         if page.resources and page.number < page.last:
-            pos["page"] += 1
+            pos.page += 1
             return False
         return True
 
-    async def _orphans(self, rtype: ResourceType, pos: dict[str, Any]) -> None:
+    async def _orphans(self, rtype: ResourceType, pos: Position) -> None:
         """Rows of a mall-scoped type no mall listed (`UnitDiff.orphans`: confirmed with the
         malls' canaries); then the type's mall listings kept for those canaries go."""
         malls = (
@@ -379,24 +384,23 @@ class Proof:
             return
         kinds = self._report.repairs.setdefault(type_name, {})
         kinds[kind] = kinds.get(kind, 0) + n
-        book_meta.count_repairs(self.mirror.conn, type_name, kind, n)
+        self.mirror.proof.count_repairs(type_name, kind, n)
         if self.on_repair is not None:
             self.on_repair(type_name, kind, n)
 
-    def _unresolved(self, pos: dict[str, Any], type_name: str, n: int, why: str) -> None:
+    def _unresolved(self, pos: Position, type_name: str, n: int, why: str) -> None:
         if not type_name:
             return
-        entry = pos.setdefault("types", {}).setdefault(
-            type_name, {"started": iso_ms(time.time()), "unresolved": 0}
-        )
+        if pos.types is None:
+            pos.types = {}
+        entry = pos.types.setdefault(type_name, {"started": iso_ms(time.time()), "unresolved": 0})
         entry["unresolved"] = int(entry.get("unresolved", 0)) + n
         entry["why"] = why
         self._report.unresolved[type_name] = why
 
     def _type_done(self, type_name: str, entry: dict[str, Any]) -> None:
         unresolved = int(entry.get("unresolved", 0))
-        book_meta.record_proven(
-            self.mirror.conn,
+        self.mirror.proof.record_proven(
             type_name,
             at=entry.get("started"),
             unresolved=unresolved,

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from sync.channel.client import MAX_IDS, ChannelClient
+from sync.channel.client import MAX_IDS
+from sync.channel.clock import UpstreamClock
 from sync.core.logs import get_logger
 from sync.jobs.evidence import Evidence
 from sync.jobs.incremental.freshness import OnLag, lags
@@ -71,12 +73,19 @@ class UnitOutcome:
     mall_gone: bool = False
 
 
+class Clocked(Protocol):
+    """What `UnitDiff` asks of the upstream client (`ChannelClient`, or a test's fake): "now"
+    on the stamps' scale (the lags it reports); the rows it asks go through `Evidence`."""
+
+    clock: UpstreamClock
+
+
 class UnitDiff:
     """Diffs a completed unit listing with the mirror and repairs what differs."""
 
     def __init__(
         self,
-        client: ChannelClient,
+        client: Clocked,
         mirror: Mirror,
         evidence: Evidence,
         book: ProofBook,

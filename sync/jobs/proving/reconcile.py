@@ -30,19 +30,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
-from sync.channel.client import ChannelClient
 from sync.channel.listing import Listing
 from sync.channel.pages import Page
 from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.evidence import Evidence, confirm_mall_gone
+from sync.jobs.evidence import Asked, Evidence, confirm_mall_gone
 from sync.jobs.incremental.poll import apply_feed_first
 from sync.jobs.incremental.tombstoneties import TombstoneTies
 from sync.jobs.malls import sideloads
-from sync.jobs.malls.mallroutes import MallRoutes
-from sync.jobs.malls.relroutes import RelatedRoutes
+from sync.jobs.malls.mallroutes import MallRoutes, Routes
+from sync.jobs.malls.relroutes import RelatedRoutes, Routed
 from sync.jobs.oneshot import connected
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
@@ -94,12 +94,29 @@ class MassDeleteRefused(Exception):
     """More rows would be deleted than the guard allows; nothing was deleted."""
 
 
-class Reconciler:
-    """Brings one (type, mall) of the mirror in line with a full listing of the upstream."""
+class Reconciled(Asked, Protocol):
+    """What `Reconciler` asks of the upstream client (`ChannelClient`, or a test's fake): whole
+    listings, and rows by `filter[id]` and a mall's fate (`Evidence`)."""
+
+    def iter_pages(self, request: Scope | Listing, start: int = 1) -> AsyncIterator[Page]: ...
+
+
+class Upstream(Reconciled, Routes, Routed, Protocol):
+    """What `reconcile_every_type` asks besides: the relationship routes (`RelatedRoutes`) and
+    the mall routes (`MallRoutes`)."""
+
+
+ClientT = TypeVar("ClientT", bound=Reconciled)
+UpstreamT = TypeVar("UpstreamT", bound=Upstream)
+
+
+class Reconciler(Generic[ClientT]):
+    """Brings one (type, mall) of the mirror in line with a full listing of the upstream;
+    generic in its client, so `reconcile_every_type` asks more of it than a reconcile does."""
 
     def __init__(
         self,
-        client: ChannelClient,
+        client: ClientT,
         mirror: Mirror,
         *,
         max_delete_share: float | None = None,
@@ -275,7 +292,7 @@ class EveryTypeResult:
     pruned: dict[str, int] = field(default_factory=dict)
 
 
-async def upstream_malls(client: ChannelClient) -> list[int]:
+async def upstream_malls(client: Reconciled) -> list[int]:
     """Every mall id the upstream lists (ids and `updated_at` only)."""
     malls = catalogue.TYPES["malls"]
     out: list[int] = []
@@ -287,7 +304,7 @@ async def upstream_malls(client: ChannelClient) -> list[int]:
 
 
 async def reconcile_every_type(
-    reconciler: Reconciler,
+    reconciler: Reconciler[UpstreamT],
     types: Sequence[ResourceType],
     *,
     each: Callable[[ResourceType, Awaitable[None]], Awaitable[None]] | None = None,
@@ -357,7 +374,7 @@ async def reconcile_every_type(
 
 
 async def _one_type(
-    reconciler: Reconciler, rtype: ResourceType, malls: Sequence[int], out: EveryTypeResult
+    reconciler: Reconciler[ClientT], rtype: ResourceType, malls: Sequence[int], out: EveryTypeResult
 ) -> None:
     fetched = removed = 0
     for group in group_by_mall(scopes_of(rtype, malls)):

@@ -27,18 +27,19 @@ their order is one; the malls are given in ascending order (``TypeTable.ids``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import islice
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
-from sync.channel.client import ChannelClient
+from sync.channel.listing import Listing
+from sync.channel.pages import Page
 from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.evidence import confirm_mall_gone
+from sync.jobs.evidence import Asked, confirm_mall_gone
 from sync.jobs.malls import sideloads
 from sync.jobs.oneshot import connected
 from sync.model.catalogue import ResourceType
@@ -81,12 +82,19 @@ class Position:
     started_at: str
 
 
+class Verified(Asked, Protocol):
+    """What `Verifier` asks of the upstream client (`ChannelClient`, or a test's fake):
+    rows by `filter[id]`, a mall's whole listing, the evidence that a mall is gone."""
+
+    def iter_pages(self, request: Scope | Listing, start: int = 1) -> AsyncIterator[Page]: ...
+
+
 class Verifier:
     """Verifies units of the mirror against whole copies from the upstream."""
 
     def __init__(
         self,
-        client: ChannelClient,
+        client: Verified,
         mirror: Mirror,
         *,
         on_repair: Callable[[Repair], None] | None = None,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from sync.channel.client import ChannelClient
 from sync.core.errors import StorageFault
 from sync.daemon import health as health_module
 from sync.daemon.health import Gauges, Health
@@ -43,7 +44,9 @@ def _client(unreachable: str | None = None, statuses: dict[int, int] | None = No
         budget=budget,
         stats=SimpleNamespace(statuses=statuses or {}),
     )
-    return SimpleNamespace(session=session)
+    client = SimpleNamespace(session=session, stats=session.stats)
+    client.budget_snapshot = lambda: ChannelClient.budget_snapshot(client)
+    return client
 
 
 def _state(started: float, **last_ok: float) -> SyncState:
@@ -186,5 +189,5 @@ def test_gauges_age_the_proof_and_count_what_it_left_unresolved(mirror: Mirror) 
     )
     gauges = Gauges(_state(MONO - 70.0), mirror, _client(), ChangeQueue(mirror.conn))
     assert gauges.proof() == ({"deals": 60.0, "stores": 70.0}, {"deals": 3, "stores": 0})
-    gauges.client = SimpleNamespace(session=SimpleNamespace(budget=None))
+    gauges.client.session.budget = None
     assert gauges.budget() == {}

@@ -29,7 +29,7 @@ class FakeBudget:
 
 def _runs(mirror: Mirror, tmp_path: Path, *budgets: FakeBudget) -> JobRuns:
     accounts = SimpleNamespace(budgets=lambda: list(budgets))
-    client: Any = SimpleNamespace(session=SimpleNamespace(accounts=accounts))
+    client: Any = SimpleNamespace(accounts=accounts)
     metrics = Metrics()
     storage = StorageWatch(tmp_path / "m.db", metrics=metrics)
     return JobRuns(mirror, client, metrics=metrics, storage=storage, stop=asyncio.Event())

@@ -64,7 +64,6 @@ class _Client:
             accounts=[{"email": e, "password": "pw"} for e in emails],  # type: ignore[misc]
         )
         self.accounts = Accounts(settings)
-        self.session = self  # the session's `accounts`, offered by the fake itself
         self.webhooks = _Upstream()
 
 

@@ -79,8 +79,8 @@ async def test_a_top_level_404_is_raised(mirror: Mirror) -> None:
 async def test_confirm_mall_gone_returns_only_on_the_malls_own_404() -> None:
     client = FakeClient()
     exc = NotFoundError("x", url="http://u/malls/5/stores", status=404)
-    await confirm_mall_gone(client, 5, exc)  # type: ignore[arg-type]
+    await confirm_mall_gone(client, 5, exc)
     client.malls = {5}
     with pytest.raises(ListingMissingError, match="nothing was deleted"):
-        await confirm_mall_gone(client, 5, exc)  # type: ignore[arg-type]
+        await confirm_mall_gone(client, 5, exc)
     assert client.asked == [("resource", ("malls", 5)), ("resource", ("malls", 5))]

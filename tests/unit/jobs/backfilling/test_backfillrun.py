@@ -30,11 +30,13 @@ class StartClient:
         self.credentials = SimpleNamespace(has_token=False)
         self.logins = 0
         self.clock = UpstreamClock(local=lambda: local)
-        self.session = self  # the session's `credentials` and `login`, offered by the fake
 
-    async def login(self) -> None:
+    async def log_in(self, *, every: bool = False) -> int:
+        if self.credentials.has_token and not every:
+            return 0
         self.logins += 1
         self.credentials.has_token = True
+        return 1
 
 
 def _settings() -> Settings:
@@ -65,7 +67,7 @@ async def test_a_start_is_taken_once_and_kept_across_resumes(mirror: Mirror) -> 
     table(mirror, "events", [])
     client = StartClient()
     client.clock.observe(stamp(0), NOW)  # the stamps' clock: the local one
-    started = await begin(client, mirror, _settings(), restart=False, clock=lambda: 123.25)  # type: ignore[arg-type]
+    started = await begin(client, mirror, _settings(), restart=False, clock=lambda: 123.25)
     assert started == stamp(0) and client.logins == 1
     meta = _meta(mirror)
     assert (meta[STARTED_AT], meta[STARTED_LOCAL], meta[PREFILLED]) == (
@@ -75,11 +77,11 @@ async def test_a_start_is_taken_once_and_kept_across_resumes(mirror: Mirror) -> 
     )
     # A resume keeps it, without a login.
     later = StartClient(NOW + 600)
-    assert await begin(later, mirror, _settings(), restart=False, clock=lambda: 999.0) == stamp(0)  # type: ignore[arg-type]
+    assert await begin(later, mirror, _settings(), restart=False, clock=lambda: 999.0) == stamp(0)
     assert later.logins == 0 and _meta(mirror)[STARTED_LOCAL] == "123.250"
     # A restart takes a new one.
     later.clock.observe(stamp(600), NOW + 600)
-    assert await begin(later, mirror, _settings(), restart=True, clock=lambda: 999.0) == stamp(600)  # type: ignore[arg-type]
+    assert await begin(later, mirror, _settings(), restart=True, clock=lambda: 999.0) == stamp(600)
     finish(mirror)
     assert _meta(mirror).get(STARTED_AT) is None
     assert _meta(mirror).get(STARTED_LOCAL) is None
@@ -87,26 +89,26 @@ async def test_a_start_is_taken_once_and_kept_across_resumes(mirror: Mirror) -> 
 
 async def test_a_refused_login_leaves_the_mirror_as_it_was(mirror: Mirror) -> None:
     class Refused(StartClient):
-        async def login(self) -> None:
+        async def log_in(self, *, every: bool = False) -> int:
             raise RuntimeError("login refused")
 
     mirror.conn.execute("INSERT INTO _sync_meta VALUES (?, ?)", (STARTED_AT, stamp(5)))
     mirror.conn.commit()
     with pytest.raises(RuntimeError, match="login refused"):
-        await begin(Refused(), mirror, _settings(), restart=True, clock=lambda: 1.0)  # type: ignore[arg-type]
+        await begin(Refused(), mirror, _settings(), restart=True, clock=lambda: 1.0)
     assert _meta(mirror).get(STARTED_AT) == stamp(5)
 
 
 def test_the_cursors_start_at_the_local_start_on_the_clock_known_now(mirror: Mirror) -> None:
     client = StartClient(NOW)
     # No local start kept (an older version's run), or no stamp seen yet: the start as taken.
-    assert cursor_start(client, mirror, stamp(0)) == stamp(0)  # type: ignore[arg-type]
+    assert cursor_start(client, mirror, stamp(0)) == stamp(0)
     mirror.conn.execute("INSERT INTO _sync_meta VALUES (?, ?)", (STARTED_LOCAL, f"{NOW - 60:.3f}"))
     mirror.conn.commit()
-    assert cursor_start(client, mirror, stamp(0)) == stamp(0)  # type: ignore[arg-type]
+    assert cursor_start(client, mirror, stamp(0)) == stamp(0)
     # The stamps run 30 s behind the local clock: the local start a minute ago, on their scale.
     client.clock.observe(stamp(0), NOW + 30)
-    assert cursor_start(client, mirror, "ignored") == "2025-12-31T23:58:30.000Z"  # type: ignore[arg-type]
+    assert cursor_start(client, mirror, "ignored") == "2025-12-31T23:58:30.000Z"
     mirror.conn.execute("UPDATE _sync_meta SET value = 'junk' WHERE key = ?", (STARTED_LOCAL,))
     mirror.conn.commit()
-    assert cursor_start(client, mirror, stamp(0)) == stamp(0)  # type: ignore[arg-type]
+    assert cursor_start(client, mirror, stamp(0)) == stamp(0)

@@ -21,7 +21,7 @@ START = stamp(0)
 
 
 def test_a_short_page_before_the_last_and_a_moving_last_are_noted(mirror: Mirror) -> None:
-    missed = MissedRows(FakeClient(size=10), mirror)  # type: ignore[arg-type]
+    missed = MissedRows(FakeClient(size=10), mirror)
     missed.saw_page("deals", number=1, last=3, rows=10, walked_last=3)
     missed.saw_page("deals", number=3, last=3, rows=2, walked_last=3)  # the last: short is fine
     assert missed.short_pages == set() and missed.shifted == set()
@@ -35,7 +35,7 @@ def test_a_short_page_before_the_last_and_a_moving_last_are_noted(mirror: Mirror
 
 
 def test_only_mall_scopes_of_several_pages_are_kept(mirror: Mirror) -> None:
-    missed = MissedRows(FakeClient(), mirror)  # type: ignore[arg-type]
+    missed = MissedRows(FakeClient(), mirror)
     missed.saw_scope("deals", "", level="top", last=9)
     missed.saw_scope("stores", "mall=1", level="mall", last=1)
     missed.saw_scope("stores", "mall=2", level="mall", last=3)
@@ -49,7 +49,7 @@ def test_only_mall_scopes_of_several_pages_are_kept(mirror: Mirror) -> None:
 async def test_a_mall_scope_moved_unless_every_page_but_the_last_still_answers_304(
     mirror: Mirror,
 ) -> None:
-    missed = MissedRows(FakeClient(), mirror)  # type: ignore[arg-type]
+    missed = MissedRows(FakeClient(), mirror)
     one, two, three, four = (Scope(STORES, m) for m in (1, 2, 3, 4))
     for scope in (two, three, four):
         missed.saw_scope("stores", scope.key, level="mall", last=3)
@@ -73,7 +73,7 @@ async def test_the_pass_is_needed_on_evidence_only(mirror: Mirror) -> None:
     table(mirror, "articles", [(1, stamp(5))])
     client = FakeClient()
     client.serve(Scope(ARTICLES), [res(1, "articles", stamp(5))])
-    missed = MissedRows(client, mirror)  # type: ignore[arg-type]
+    missed = MissedRows(client, mirror)
     assert await missed.needed(ARTICLES, START) is False
     assert ("deletions", (1, START)) in client.asked
     # A deletion of another type since the start: still no evidence for articles.
@@ -116,27 +116,27 @@ class Passes:
 
 
 async def test_a_mall_listing_is_passed_again_until_it_holds_still(mirror: Mirror) -> None:
-    missed = MissedRows(FakeClient(), mirror)  # type: ignore[arg-type]
+    missed = MissedRows(FakeClient(), mirror)
     passes = Passes(
         [ReconcileResult(fetched=2), ReconcileResult(left=1, removed=1), ReconcileResult()]
     )
-    out = await missed.repair(passes, [Scope(STORES, 5)])  # type: ignore[arg-type]
+    out = await missed.repair(passes, [Scope(STORES, 5)])
     assert (passes.calls, out.fetched, out.removed, out.settled) == (3, 2, 1, True)
     # A top-level type: one pass, whatever it did.
     top = Passes([ReconcileResult(fetched=4)])
-    assert (await missed.repair(top, [Scope(ARTICLES)])).fetched == 4  # type: ignore[arg-type]
+    assert (await missed.repair(top, [Scope(ARTICLES)])).fetched == 4
     assert top.calls == 1
     # The mall went: no more passes.
     gone = Passes([ReconcileResult(fetched=1, mall_gone=True)])
-    assert (await missed.repair(gone, [Scope(STORES, 5)])).settled is True  # type: ignore[arg-type]
+    assert (await missed.repair(gone, [Scope(STORES, 5)])).settled is True
     assert gone.calls == 1
 
 
 async def test_a_listing_that_never_holds_still_is_reported_unsettled(mirror: Mirror) -> None:
-    missed = MissedRows(FakeClient(), mirror)  # type: ignore[arg-type]
+    missed = MissedRows(FakeClient(), mirror)
     passes = Passes([])
     with capture_logs() as logs:
-        out = await missed.repair(passes, [Scope(STORES, 5)])  # type: ignore[arg-type]
+        out = await missed.repair(passes, [Scope(STORES, 5)])
     assert (passes.calls, out.fetched, out.settled) == (MALL_PASSES, MALL_PASSES, False)
     assert [(e["event"], e["mall_id"], e["passes"]) for e in logs] == [
         ("backfill.listing_unsettled", 5, MALL_PASSES)

@@ -5,7 +5,7 @@ backed off in their own lane while other types drain, and creations of mall rows
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,12 @@ class Members:
     def touch(self, mall_id: int) -> None:
         self.touched.append(mall_id)
 
-    async def locate(self, rtype: Any, wanted: Sequence[int]) -> set[int]:
+    async def locate(self, rtype: Any, wanted: Iterable[int]) -> set[int]:
         self.located.append((rtype.name, sorted(wanted)))
         return set()
+
+    def fall_back(self, reason: str) -> None:
+        raise AssertionError(f"no fallback expected: {reason}")
 
     def mode(self, rtype: Any) -> str:
         return PER_MALL
@@ -75,8 +78,8 @@ def _worker(client: FakeClient, mirror: Mirror, **kw: Any) -> QueueWorker:
         ChangeQueue(mirror.conn),
         Evidence(client, mirror),
         [ARTICLES, EVENTS, STORES],
-        members=kw.pop("members", Members()),  # type: ignore[arg-type]
-        poller=kw.pop("poller", Poller()),  # type: ignore[arg-type]
+        members=kw.pop("members", Members()),
+        poller=kw.pop("poller", Poller()),
         concurrency=3,
         faults=kw.pop("faults", TypeFaults(clock=lambda: 0.0)),
         storage=StorageWatch(Path(mirror.conn.execute("PRAGMA database_list").fetchone()[2])),

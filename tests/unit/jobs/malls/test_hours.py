@@ -43,7 +43,7 @@ class HoursClient:
 
 async def test_every_mall_gets_the_window_and_its_current_hours(mirror: Mirror) -> None:
     client = HoursClient()
-    hours = MallHours(client, mirror, clock=lambda: NOON)  # type: ignore[arg-type]
+    hours = MallHours(client, mirror, clock=lambda: NOON)
     assert hours.window(2) == (date(2026, 5, 9), date(2026, 5, 12))
     await hours.refresh_all([1, 2], 2, limit=1)
     assert client.asked == [
@@ -59,7 +59,7 @@ async def test_every_mall_gets_the_window_and_its_current_hours(mirror: Mirror) 
 async def test_a_refused_or_gone_mall_is_logged_and_the_others_go_on(mirror: Mirror) -> None:
     client = HoursClient()
     client.forbidden, client.gone = {1}, {2}
-    hours = MallHours(client, mirror, clock=lambda: NOON)  # type: ignore[arg-type]
+    hours = MallHours(client, mirror, clock=lambda: NOON)
     with capture_logs() as logs:
         await hours.refresh_all([1, 2, 3], 0, limit=3)
     events = sorted((e["event"], e["mall_id"]) for e in logs)

@@ -75,7 +75,7 @@ def _includes(
     client: MembersClient, mirror: Mirror, types: Sequence[Any] = (STORES,), **kw: Any
 ) -> MallIncludes:
     evidence = Evidence(client, mirror)
-    return MallIncludes(client, mirror, evidence, types, lambda: [1, 2], **kw)  # type: ignore[arg-type]
+    return MallIncludes(client, mirror, evidence, types, lambda: [1, 2], **kw)
 
 
 async def test_off_in_config_decides_per_mall_without_a_request(mirror: Mirror) -> None:
@@ -149,7 +149,7 @@ def test_recently_active_malls_are_bounded_and_their_pages_come_first(
 ) -> None:
     monkeypatch.setattr(mallincludes, "HOT_MALLS", 2)
     includes = MallIncludes(
-        MembersClient({}),  # type: ignore[arg-type]
+        MembersClient({}),
         mirror,
         None,  # type: ignore[arg-type]
         [STORES],

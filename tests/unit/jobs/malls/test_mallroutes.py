@@ -4,6 +4,7 @@ and what it rests on kept in `_sync_meta`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,7 +30,9 @@ class MallsClient(FakeClient):
         self.linkage = linkage
         self.refuse = refuse
 
-    async def list_members(self, rels: list[str], number: int, *, size: int) -> tuple[Any, None]:
+    async def list_members(
+        self, rels: Sequence[str], number: int, *, size: int, etag: str | None = None
+    ) -> tuple[Any, None]:
         self.asked.append(("members", (tuple(rels), number, size)))
         if self.refuse is not None:
             raise UpstreamError("include refused", url="/malls", status=self.refuse)
@@ -44,7 +47,7 @@ def _meta(mirror: Mirror, key: str) -> Any:
 
 async def test_contacts_linked_through_include_need_no_route(mirror: Mirror) -> None:
     client = MallsClient(linkage={"data": [{"type": "contacts", "id": "4"}]})
-    assert await MallRoutes(client, mirror).refresh(["contacts"], [1, 2]) == {}  # type: ignore[arg-type]
+    assert await MallRoutes(client, mirror).refresh(["contacts"], [1, 2]) == {}
     assert client.asked == [("members", (("contacts",), 1, 1))]
     assert _meta(mirror, META_KEY) == {"contacts": "include"}
     assert _meta(mirror, WHY_KEY) == {"contacts": "GET /malls?include=contacts serves linkage"}
@@ -59,7 +62,7 @@ async def test_without_linkage_every_malls_route_fills_its_contacts(mirror: Mirr
     client.lost_listings = {2}  # mall 2 is gone: GET /malls/2 answers 404 too
     table(mirror, "malls", [(1, stamp(1)), (2, stamp(1))])
     table(mirror, "contacts", [(i, stamp(i)) for i in (1, 3, 5, 7, 9)])
-    routes = MallRoutes(client, mirror)  # type: ignore[arg-type]
+    routes = MallRoutes(client, mirror)
     assert await routes.refresh(["contacts"], [1, 2]) == {"contacts": 5}
     held = mirror.conn.execute("SELECT malls_id, contacts_id FROM malls_contacts").fetchall()
     assert sorted(tuple(r) for r in held) == [(1, 1), (1, 3), (1, 5), (1, 7), (1, 9)]
@@ -72,22 +75,22 @@ async def test_without_linkage_every_malls_route_fills_its_contacts(mirror: Mirr
 
 async def test_a_refused_include_means_the_routes_and_a_throttle_is_raised(mirror: Mirror) -> None:
     refused = MallsClient(refuse=400)
-    assert await MallRoutes(refused, mirror).refresh(["contacts"], [1]) == {"contacts": 0}  # type: ignore[arg-type]
-    assert MallRoutes(refused, mirror).decisions() == {"contacts": "route"}  # type: ignore[arg-type]
+    assert await MallRoutes(refused, mirror).refresh(["contacts"], [1]) == {"contacts": 0}
+    assert MallRoutes(refused, mirror).decisions() == {"contacts": "route"}
     with pytest.raises(UpstreamError):
-        await MallRoutes(MallsClient(refuse=429), mirror).refresh(["contacts"], [1])  # type: ignore[arg-type]
+        await MallRoutes(MallsClient(refuse=429), mirror).refresh(["contacts"], [1])
 
 
 async def test_no_deal_mirrored_leaves_the_derivation_unchecked(mirror: Mirror) -> None:
     client = MallsClient()
-    routes = MallRoutes(client, mirror)  # type: ignore[arg-type]
+    routes = MallRoutes(client, mirror)
     assert await routes.refresh(["deals"], [1], check_deals=False) == {}
     assert routes.decisions() == {"deals": "unchecked"}
     assert routes.reasons() == {"deals": "no deal mirrored yet"}
     assert routes.deals_unproven() is True
     assert client.asked == []
     # No malls: nothing to decide, nothing asked.
-    assert await MallRoutes(client, mirror).refresh(["contacts", "deals"], []) == {}  # type: ignore[arg-type]
+    assert await MallRoutes(client, mirror).refresh(["contacts", "deals"], []) == {}
 
 
 def test_a_damaged_record_reads_as_no_decision(mirror: Mirror) -> None:
@@ -95,7 +98,7 @@ def test_a_damaged_record_reads_as_no_decision(mirror: Mirror) -> None:
         "INSERT INTO _sync_meta (key, value) VALUES (?, ?)", [(META_KEY, "{x"), (WHY_KEY, "[1]")]
     )
     mirror.conn.commit()
-    routes = MallRoutes(MallsClient(), mirror)  # type: ignore[arg-type]
+    routes = MallRoutes(MallsClient(), mirror)
     assert routes.decisions() == {} and routes.reasons() == {}
     assert routes.deals_unproven() is False
 
@@ -136,7 +139,7 @@ def _routed(mirror: Mirror, client: ShrinkingClient) -> MallRoutes:
     ]
     table(mirror, "malls", [(1, stamp(1))])
     table(mirror, "contacts", [(i, stamp(i)) for i in (1, 3, 5, 7, 9)])
-    return MallRoutes(client, mirror)  # type: ignore[arg-type]
+    return MallRoutes(client, mirror)
 
 
 async def test_a_mall_route_that_shrank_under_its_walk_is_walked_again_not_called_lost(

@@ -7,12 +7,13 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
+from sync.channel.pages import Page
 from sync.channel.profile import RouteProfile, UpstreamProfile
 from sync.core.errors import NotFoundError
 from sync.jobs.malls.relroutes import RelatedRoutes, routed
 from sync.model import catalogue
 from sync.store import Mirror
-from tests.support.jobfakes import FakeClient, res, stamp, table
+from tests.support.jobfakes import FakeClient, page, res, stamp, table
 
 ARTICLES = catalogue.TYPES["articles"]
 JOBS = catalogue.TYPES["job_listings"]
@@ -44,28 +45,26 @@ class RoutesClient(FakeClient):
     def __init__(self, profile: UpstreamProfile) -> None:
         super().__init__(size=2)
         self.profile = profile
-        self.api_version = None
         self.docs: dict[str, Any] = {}
         self.learned = 0
 
     def learn_profile(self) -> None:
         self.learned += 1
 
-    def page_size(self) -> int:
-        return self.paging.size
-
-    async def get_document(self, path: str, query: dict[str, str]) -> tuple[Any, None]:
-        self.asked.append(("get", (path, query.get("page[number]"))))
+    def _body(self, path: str, number: str | None) -> Any:
+        self.asked.append(("get", (path, number)))
         if path not in self.docs:
             raise NotFoundError("gone", url=path, status=404)
-        body = self.docs[path]
-        if not isinstance(body, list):
-            return {"data": None if body is None else {"id": str(body), "type": "stores"}}, None
-        number = int(query["page[number]"])
+        return self.docs[path]
+
+    async def related_one(self, path: str) -> Any:
+        body = self._body(path, None)
+        return None if body is None else {"id": str(body), "type": "stores"}
+
+    async def related_page(self, path: str, number: int) -> Page:
+        body = self._body(path, str(number))
         rows = body[(number - 1) * 2 : number * 2]
-        last = max(1, -(-len(body) // 2))
-        links = {"last": f"http://u.test{path}?page%5Bnumber%5D={last}&page%5Bsize%5D=2"}
-        return {"data": rows, "links": links}, None
+        return page(rows, number, max(1, -(-len(body) // 2)))
 
 
 async def test_a_to_many_route_is_paged_into_the_owner_links(mirror: Mirror) -> None:
@@ -79,7 +78,7 @@ async def test_a_to_many_route_is_paged_into_the_owner_links(mirror: Mirror) -> 
         "/articles/2/products": [res(7, "products", stamp(1))],
     }  # article 3: deleted upstream meanwhile (404), its links left alone
     with capture_logs():
-        filled = await RelatedRoutes(client, mirror).fill([ARTICLES])  # type: ignore[arg-type]
+        filled = await RelatedRoutes(client, mirror).fill([ARTICLES])
     assert filled == {"articles": 3}
     links = mirror.conn.execute(
         "SELECT articles_id, malls_id FROM articles_malls ORDER BY 1, 2"
@@ -113,7 +112,7 @@ async def test_a_to_one_route_sets_the_column_and_unrouted_paths_are_reported(
     client = RoutesClient(profile)
     client.docs = {"/job-listings/1/store": 9, "/job-listings/2/store": None}
     with capture_logs() as logs:
-        filled = await RelatedRoutes(client, mirror).fill([JOBS, catalogue.TYPES["stores"]])  # type: ignore[arg-type]
+        filled = await RelatedRoutes(client, mirror).fill([JOBS, catalogue.TYPES["stores"]])
     assert filled == {"job_listings": 2}
     rows = mirror.conn.execute("SELECT id, store_id FROM job_listings ORDER BY id").fetchall()
     assert [tuple(r) for r in rows] == [(1, 9), (2, None)]

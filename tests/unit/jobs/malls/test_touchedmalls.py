@@ -66,7 +66,7 @@ async def test_nothing_changed_asks_nothing(mirror: Mirror) -> None:
     again) walked every mall's route."""
     client = RoutesClient({1: [1, 2, 3, 4, 5], 2: [6, 7, 8, 9]})
     _mirror(mirror, {1: [1, 2, 3, 4, 5], 2: [6, 7, 8, 9]})
-    touched = TouchedMalls(client, mirror)  # type: ignore[arg-type]
+    touched = TouchedMalls(client, mirror)
     assert await touched.follow("contacts", [1, 2]) == 0
     _changed(mirror, 3, op="links")  # the routes' own writes are no change of the row
     assert await touched.follow("contacts", [1, 2]) == 0
@@ -78,7 +78,7 @@ async def test_a_changed_row_is_asked_of_every_mall_once(mirror: Mirror) -> None
     client = RoutesClient({1: [1, 2, 4, 5, 6], 2: [3, 7, 8, 9, 10]})
     _mirror(mirror, {1: [1, 2, 3, 4, 5, 6], 2: [7, 8, 9, 10, 11]})
     _changed(mirror, 3)
-    touched = TouchedMalls(client, mirror)  # type: ignore[arg-type]
+    touched = TouchedMalls(client, mirror)
     assert await touched.follow("contacts", [1, 2]) == 1
     assert sorted(client.asked) == [("ids", ("mall=1", [3])), ("ids", ("mall=2", [3]))]
     assert _held(mirror) == {1: [1, 2, 4, 5, 6], 2: [3, 7, 8, 9, 10, 11]}  # the rest stays
@@ -91,7 +91,7 @@ async def test_a_small_route_or_one_ignoring_filter_id_is_walked_whole(mirror: M
     client = RoutesClient({1: [1], 2: [3, 7, 8, 9, 10]}, ignore_ids=True)
     _mirror(mirror, {1: [1, 2], 2: [7, 8, 9, 10, 11]})
     _changed(mirror, 3)
-    assert await TouchedMalls(client, mirror).follow("contacts", [1, 2]) == 1  # type: ignore[arg-type]
+    assert await TouchedMalls(client, mirror).follow("contacts", [1, 2]) == 1
     # Mall 1 holds 2 rows: one page, no dearer than a `filter[id]` request; mall 2's answer
     # to `filter[id]` lists rows not asked: its route is walked.
     assert ("ids", ("mall=1", [3])) not in client.asked and ("ids", ("mall=2", [3])) in client.asked
@@ -102,7 +102,7 @@ async def test_no_number_followed_walks_every_route_once(mirror: Mirror) -> None
     client = RoutesClient({1: [1, 2], 2: [3]})
     _mirror(mirror, {})
     mirror.meta.set(FOLLOWED_KEY, "{}")
-    touched = TouchedMalls(client, mirror)  # type: ignore[arg-type]
+    touched = TouchedMalls(client, mirror)
     await touched.follow("contacts", [1, 2])
     assert _held(mirror) == {1: [1, 2], 2: [3]}
     assert touched.routes.followed() == {"contacts": 0}  # the feed's number as the walk began
@@ -116,5 +116,5 @@ async def test_types_not_listed_from_the_routes_are_left_alone(mirror: Mirror) -
     _mirror(mirror, {1: [1]})
     mirror.meta.set(META_KEY, orjson.dumps({"contacts": "include"}).decode())
     _changed(mirror, 1)
-    assert await TouchedMalls(client, mirror).follow("contacts", [1]) == 0  # type: ignore[arg-type]
+    assert await TouchedMalls(client, mirror).follow("contacts", [1]) == 0
     assert client.asked == []

@@ -22,7 +22,7 @@ PROGRAMS = catalogue.TYPES["programs"]
 
 def test_a_cycle_lists_each_type_then_finishes(mirror: Mirror) -> None:
     proof = Proof(
-        FakeClient(),  # type: ignore[arg-type]
+        FakeClient(),
         mirror,
         [CONTACTS, STORES, PROGRAMS],
         max_delete_share=0.5,
@@ -48,7 +48,7 @@ def test_the_cost_is_a_page_per_hundred_rows_of_each_scope(mirror: Mirror) -> No
     table(mirror, "contacts", [(i, None) for i in range(1, 151)])
     table(mirror, "deals", [(i, None) for i in range(1, 251)])
     proof = Proof(
-        FakeClient(),  # type: ignore[arg-type]
+        FakeClient(),
         mirror,
         [CONTACTS, DEALS, STORES],
         max_delete_share=None,
@@ -67,7 +67,7 @@ async def test_a_rolling_step_keeps_its_page_and_a_listed_unit_is_diffed(mirror:
     told: list[tuple[str, str, int]] = []
     proof = Proof(
         client, mirror, [CONTACTS], max_delete_share=0.5, on_repair=lambda *a: told.append(a)
-    )  # type: ignore[arg-type]
+    )
     assert proof.at_cycle_start
     first = await proof.step(1)
     assert (first.requests, first.cycle_done) == (1, False)
@@ -95,11 +95,11 @@ async def test_a_failing_unit_leaves_its_type_unproven_and_the_cycle_goes_on(
     table(mirror, "contacts", [(1, stamp(1))])
     table(mirror, "articles", [])
     articles = catalogue.TYPES["articles"]
-    proof = Proof(Failing(), mirror, [CONTACTS, articles], max_delete_share=0.5)  # type: ignore[arg-type]
+    proof = Proof(Failing(), mirror, [CONTACTS, articles], max_delete_share=0.5)
     report = await proof.run_all()
     assert report.cycle_done and report.proven == ["articles"]
     assert report.unresolved == {"contacts": "contacts: 503 three times"}
     assert ids(mirror, "contacts") == [1]
-    once = Proof(Failing(), mirror, [CONTACTS], max_delete_share=0.5, isolate=False)  # type: ignore[arg-type]
+    once = Proof(Failing(), mirror, [CONTACTS], max_delete_share=0.5, isolate=False)
     with pytest.raises(RetriesExhaustedError):
         await once.run_all()

@@ -22,7 +22,7 @@ def _diff(
     book = ProofBook(mirror.conn)
     told: list[tuple[str, str, int]] = []
     diff = UnitDiff(
-        client,  # type: ignore[arg-type]
+        client,
         mirror,
         Evidence(client, mirror),
         book,

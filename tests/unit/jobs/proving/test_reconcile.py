@@ -3,8 +3,12 @@ only what `filter[id]` confirms, and the mass-delete guard refuses with a messag
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
+from sync.channel.listing import Listing
+from sync.channel.pages import Page
 from sync.core.errors import NotFoundError
 from sync.jobs.proving.reconcile import MassDeleteRefused, Reconciler, group_by_mall
 from sync.model import catalogue
@@ -40,7 +44,7 @@ async def test_missing_and_stale_rows_are_fetched_and_confirmed_ones_deleted(
         ],
     )
     client.unlisted = {5}
-    reconciler = Reconciler(client, mirror, max_delete_share=0.5)  # type: ignore[arg-type]
+    reconciler = Reconciler(client, mirror, max_delete_share=0.5)
     result = await reconciler.reconcile([Scope(CONTACTS)])
     assert (result.listed, result.local, result.fetched, result.removed) == (3, 4, 2, 1)
     assert ids(mirror, "contacts") == [1, 2, 4, 5]
@@ -52,7 +56,7 @@ async def test_missing_and_stale_rows_are_fetched_and_confirmed_ones_deleted(
 async def test_an_empty_listing_is_refused_before_any_filter_id(mirror: Mirror) -> None:
     table(mirror, "contacts", [(i, stamp(1)) for i in range(1, 13)])
     client = FakeClient()
-    reconciler = Reconciler(client, mirror, max_delete_share=0.5)  # type: ignore[arg-type]
+    reconciler = Reconciler(client, mirror, max_delete_share=0.5)
     with pytest.raises(MassDeleteRefused) as refused:
         await reconciler.reconcile([Scope(CONTACTS)])
     assert str(refused.value) == (
@@ -72,19 +76,19 @@ async def test_confirmed_deletions_past_the_share_are_refused_and_none_is_applie
     with pytest.raises(
         MassDeleteRefused, match=r"refusing to delete 16 of 30 rows \(confirmed gone"
     ):
-        await Reconciler(client, mirror, max_delete_share=0.5).reconcile([Scope(CONTACTS)])  # type: ignore[arg-type]
+        await Reconciler(client, mirror, max_delete_share=0.5).reconcile([Scope(CONTACTS)])
     assert len(ids(mirror, "contacts")) == 30
     # Without a guard (`--force`) they go; the floor of 10 lets a small table lose a few.
-    result = await Reconciler(client, mirror).reconcile([Scope(CONTACTS)])  # type: ignore[arg-type]
+    result = await Reconciler(client, mirror).reconcile([Scope(CONTACTS)])
     assert result.removed == 16 and ids(mirror, "contacts") == list(range(1, 15))
 
 
 async def test_a_top_level_listing_404_is_raised(mirror: Mirror) -> None:
     class Lost(FakeClient):
-        def iter_pages(self, request: object, start: int = 1) -> object:
+        def iter_pages(self, request: Scope | Listing, start: int = 1) -> AsyncIterator[Page]:
             raise NotFoundError("route gone", url="/contacts", status=404)
 
     table(mirror, "contacts", [(1, stamp(1))])
     with pytest.raises(NotFoundError):
-        await Reconciler(Lost(), mirror).reconcile([Scope(CONTACTS)])  # type: ignore[arg-type]
+        await Reconciler(Lost(), mirror).reconcile([Scope(CONTACTS)])
     assert ids(mirror, "contacts") == [1]

@@ -48,7 +48,7 @@ async def test_a_row_changed_under_its_stamp_is_repaired_and_one_not_served_is_l
         ],
     )
     repairs: list[Repair] = []
-    report = await Verifier(client, mirror, on_repair=repairs.append).run_all([CONTACTS], [])  # type: ignore[arg-type]
+    report = await Verifier(client, mirror, on_repair=repairs.append).run_all([CONTACTS], [])
     assert (report.rows, report.requests, report.repairs, report.cycle_done) == (
         3,
         1,
@@ -64,7 +64,7 @@ async def test_a_row_changed_under_its_stamp_is_repaired_and_one_not_served_is_l
 async def test_the_rolling_step_keeps_its_place_and_ends_the_cycle(mirror: Mirror) -> None:
     _contacts(mirror, 150)
     client = FakeClient()
-    verifier = Verifier(client, mirror)  # type: ignore[arg-type]
+    verifier = Verifier(client, mirror)
     first = await verifier.step([CONTACTS], [], budget=1)
     assert (first.rows, first.requests, first.cycle_done) == (100, 1, False)
     assert _position(mirror) is not None
@@ -97,7 +97,7 @@ async def test_no_types_is_a_cycle_done_and_the_cost_counts_scopes_and_batches(
     mirror.conn.execute("CREATE TABLE deals (id INTEGER PRIMARY KEY, updated_at TEXT)")
     mirror.conn.executemany("INSERT INTO deals VALUES (?, NULL)", [(i,) for i in range(1, 11)])
     mirror.conn.commit()
-    verifier = Verifier(FakeClient(), mirror)  # type: ignore[arg-type]
+    verifier = Verifier(FakeClient(), mirror)
     assert (await verifier.step([], [], budget=10)).cycle_done is True
     # contacts: 2 batches of 100; deals: 1 batch in each of 3 visibilities.
     assert verifier.cost([CONTACTS, DEALS], []) == 2 + 3

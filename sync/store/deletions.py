@@ -101,12 +101,6 @@ def stampless_horizon(now: str) -> str:
     return shift(now, -STAMPLESS_TOMBSTONE_SECONDS)
 
 
-def tombstone_holds(deleted_at: str | None, stamp: Any, horizon: str) -> bool:
-    """Whether a tombstone of `deleted_at` keeps a copy stamped `stamp` out of the mirror (it
-    refuses it, or holds it for `filter[id]`): `tombstone_verdict` is not "lifted"."""
-    return tombstone_verdict(deleted_at, stamp, Judge(horizon)) != "lifted"
-
-
 @dataclass(frozen=True)
 class Judge:
     """What `tombstone_verdict` compares with, fixed once per page so no row asks the clock:

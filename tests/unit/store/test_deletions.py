@@ -11,8 +11,9 @@ from sync.store import Mirror
 from sync.store.deletions import (
     STAMPLESS_TOMBSTONE_SECONDS,
     Deletions,
+    Judge,
     stampless_horizon,
-    tombstone_holds,
+    tombstone_verdict,
 )
 from tests.support.store_units import rows, staged, write
 
@@ -35,20 +36,25 @@ def _res(
 
 
 @pytest.mark.parametrize(
-    ("deleted_at", "stamp", "now", "holds"),
+    ("deleted_at", "stamp", "now", "verdict"),
     [
-        (None, T2, T2, True),  # a tombstone from before versions
-        (T1, T0, T2, True),
-        (T1, T1, T2, True),  # stamped at the deletion: the copy was made before it
-        (T1, T2, T2, False),  # stamped after: created again
-        (T1, None, shift(T1, STAMPLESS_TOMBSTONE_SECONDS - 1), True),
-        (T1, None, shift(T1, STAMPLESS_TOMBSTONE_SECONDS), False),
+        (None, T2, T2, "refused"),  # a tombstone from before versions
+        (T1, T0, T2, "refused"),  # a day before: a copy made before the deletion
+        (T1, T1, T2, "tied"),  # stamped at the deletion: filter[id] decides
+        (T1, shift(T1, -1), T2, "tied"),  # a second before (another clock): within the window
+        (T1, shift(T1, 1), T2, "tied"),
+        (T1, shift(T1, 2), T2, "lifted"),  # past the window: created again
+        (T1, T2, T2, "lifted"),
+        (T1, None, shift(T1, STAMPLESS_TOMBSTONE_SECONDS - 1), "refused"),
+        (T1, None, shift(T1, STAMPLESS_TOMBSTONE_SECONDS), "lifted"),
     ],
 )
 def test_which_copies_a_tombstone_refuses(
-    deleted_at: str | None, stamp: str | None, now: str, holds: bool
+    deleted_at: str | None, stamp: str | None, now: str, verdict: str
 ) -> None:
-    assert tombstone_holds(deleted_at, stamp, stampless_horizon(now)) is holds
+    """The one rule (`tombstone_verdict`): refused, tied (held for `filter[id]`) or lifted;
+    a tombstone keeps out every copy it does not lift."""
+    assert tombstone_verdict(deleted_at, stamp, Judge(stampless_horizon(now))) == verdict
 
 
 def test_an_entry_without_a_moment_spares_stamped_rows_and_takes_stampless_ones(

@@ -17,7 +17,8 @@ diff (`sync.jobs.proving.proofdiff`), the reconcile and the backfill's missed-ro
 - **Canaries.** Ids known alive may ride along in each request (`Canaries`, the proof's
   listing): one answered gone too makes absence no evidence (`Verdict.doubted`), asked again
   with the next canaries `CANARY_TRIES` times at most.
-- **The write.** What is served is written through the guarded page write. A copy within the
+- **The write.** What is served is written through the guarded page write (or, for the
+  rolling verify, `Mirror.repair`, which also says which rows differed: `repaired`). A copy within the
   window of a tombstone that existed before the request was sent is taken (`filter[id]` served
   it after the deletion was recorded: `TypeTable.vouched`), never refused for good.
 - **No claim without the data.** A row counts as served (`Verdict.served`) only when the mirror
@@ -42,6 +43,7 @@ from sync.model.stamps import normalize_or_none
 from sync.pipeline.encoding import id_or_none
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
+from sync.store.repair import Repair
 
 #: Requests per scope, each with the next canaries, before an answer is doubted.
 CANARY_TRIES = 3
@@ -57,6 +59,8 @@ class Asked(Protocol):
 
 #: Ids known alive in a scope to ask beside the rows, per round (0 first).
 Canaries = Callable[[Scope, int], list[int]]
+#: Told the rows a verify's write found different (`Mirror.repair`).
+Repaired = Callable[[list[Repair]], None]
 
 
 async def confirm_mall_gone(client: Asked, mall_id: int | str, exc: NotFoundError) -> None:
@@ -121,6 +125,7 @@ class Evidence:
         *,
         canaries: Canaries | None = None,
         within: Sequence[Scope] | None = None,
+        repaired: Repaired | None = None,
     ) -> Verdict:
         """Ask for the ids of each group (a mall, or None: `rtype`'s top-level scopes) by
         `filter[id]` in every scope of the group (of those `within`, when given), write what
@@ -140,7 +145,7 @@ class Evidence:
                 for start in range(0, len(wanted), step):
                     chunk = wanted[start : start + step]
                     for scope in _scopes(rtype, mall, within):
-                        got, doubt = await self._one(scope, chunk, canaries, out)
+                        got, doubt = await self._one(scope, chunk, canaries, out, repaired)
                         served.update(got)
                         if doubt:
                             doubted.update(chunk)
@@ -157,7 +162,12 @@ class Evidence:
         return out
 
     async def _one(
-        self, scope: Scope, ids: list[int], canaries: Canaries | None, out: Verdict
+        self,
+        scope: Scope,
+        ids: list[int],
+        canaries: Canaries | None,
+        out: Verdict,
+        repaired: Repaired | None = None,
     ) -> tuple[dict[int, str | None], bool]:
         """One request (with canaries: up to `CANARY_TRIES`) for `ids` in `scope`, written;
         the ids served with their stamps, and whether the answer is doubted."""
@@ -172,7 +182,7 @@ class Evidence:
             before = set(table.tombstones(ids)) if table.exists else set()
             out.requests += 1
             page = await self.client.fetch_ids(scope, [*ids, *extra])
-            answer = self._write(scope, page, before)
+            answer = self._write(scope, page, before, repaired)
             served.update((i, s) for i, s in answer.items() if i in ids)
             if canaries is None:
                 return served, False
@@ -184,7 +194,9 @@ class Evidence:
                 return served, False
         return served, True
 
-    def _write(self, scope: Scope, page: Page, before: set[int]) -> dict[int, str | None]:
+    def _write(
+        self, scope: Scope, page: Page, before: set[int], repaired: Repaired | None = None
+    ) -> dict[int, str | None]:
         """Write what `page` serves; copies the write held for `filter[id]` (within the window
         of a tombstone that existed before the request) are taken. The ids served, with their
         normalised `updated_at`."""
@@ -194,10 +206,11 @@ class Evidence:
             self.mirror.write_scripts(rtype, page.meta.get("scripts"))
             return {}
         table = self.mirror.table(rtype.name)
-        self.mirror.write_staged(
-            stage_resources(rtype, page.resources, page.included, scope.mall_id),
-            scripts=page.meta.get("scripts"),
-        )
+        staged = stage_resources(rtype, page.resources, page.included, scope.mall_id)
+        if repaired is not None:
+            repaired(self.mirror.repair(staged))
+        else:
+            self.mirror.write_staged(staged, scripts=page.meta.get("scripts"))
         answer = {
             rid: normalize_or_none((r.get("attributes") or {}).get("updated_at"))
             for r in page.resources

@@ -39,7 +39,7 @@ from sync.channel.pages import Page
 from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.evidence import Asked, confirm_mall_gone
+from sync.jobs.evidence import Asked, Evidence, confirm_mall_gone
 from sync.jobs.malls import sideloads
 from sync.jobs.oneshot import connected
 from sync.model.catalogue import ResourceType
@@ -101,6 +101,8 @@ class Verifier:
     ) -> None:
         self.client = client
         self.mirror = mirror
+        #: Every `filter[id]` question is the evidence part's (`sync.jobs.evidence`).
+        self.evidence = Evidence(client, mirror)
         self.on_repair = on_repair
         self.log = get_logger("sync.verify")
 
@@ -222,29 +224,18 @@ class Verifier:
     async def verify_ids(
         self, scopes: Sequence[Scope], ids: Sequence[int], report: VerifyReport
     ) -> set[int]:
-        """Fetch `ids` whole in every scope of their group; repair what differs; returns the
-        ids found. Ids found in no scope are left to the reconcile (deletions are its job,
+        """Fetch `ids` whole in every scope of their group (`Evidence.ask`, writing through
+        `Mirror.repair`); repair what differs; returns the ids found. Ids found in no scope are left to the reconcile (deletions are its job,
         with its guard)."""
         report.rows += len(ids)
-        found: set[int] = set()
-        for scope in scopes:
-            report.requests += 1
-            try:
-                page = await self.client.fetch_ids(scope, ids)
-            except NotFoundError as exc:
-                if scope.mall_id is None:
-                    raise
-                await confirm_mall_gone(self.client, scope.mall_id, exc)
-                continue  # the mall is gone: the reconcile removes its rows
-            if page.resources:
-                found.update(parse_id(r["id"]) for r in page.resources)
-                self._repaired(
-                    self.mirror.repair(
-                        stage_resources(scope.rtype, page.resources, page.included, scope.mall_id)
-                    ),
-                    report,
-                )
-        return found
+        verdict = await self.evidence.ask(
+            scopes[0].rtype,
+            {scopes[0].mall_id: ids},
+            within=scopes,
+            repaired=lambda repairs: self._repaired(repairs, report),
+        )
+        report.requests += verdict.requests
+        return verdict.served | set(verdict.refused)
 
     async def verify_current(
         self, rtype: ResourceType, malls: Sequence[int], report: VerifyReport

@@ -295,14 +295,11 @@ async def _read_run(
                 )
             last_id = ids[-1]
             read.update(ids)
-    except (NoProgressError, UpstreamError) as exc:
-        if (
-            isinstance(exc, UpstreamError)
-            and exc.status != 400
-            and not isinstance(exc, NoProgressError)
-        ):
+    except UpstreamError as exc:
+        # A run page served again (`NoProgressError`) or the bound refused (a 400 naming
+        # `lt`): the run is read unsorted. Any other failure is the walk's.
+        if not isinstance(exc, NoProgressError) and exc.status != 400:
             raise
-        # The bound refused (a 400 naming `lt`) or a run page served again: read unsorted.
         raise TieOrder(
             f"a run of {stamp_field} = {at} could not be read by id: {exc}", low, result.cursor
         ) from exc

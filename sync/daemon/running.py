@@ -25,7 +25,7 @@ from sync.core.metrics import Metrics
 from sync.daemon.health import Gauges, Health
 from sync.daemon.runs import JobRuns
 from sync.daemon.state import SyncState
-from sync.jobs.evidence import Evidence
+from sync.jobs.evidence import Evidence, Settling
 from sync.jobs.incremental.poll import Poller
 from sync.jobs.incremental.queueworker import QueueWorker
 from sync.jobs.malls.mallincludes import MallIncludes
@@ -133,7 +133,13 @@ def build(
         on_lateness=metrics.lateness,
         notices=queue,  # the notices a poll page answered leave it (`incremental.answered`)
     )
-    reconciler = Reconciler(client, mirror, max_delete_share=s.schedule.reconcile_max_delete_share)
+    settling = Settling(client.clock.now_ts, s.schedule.poll_lookback_max)
+    reconciler = Reconciler(
+        client,
+        mirror,
+        max_delete_share=s.schedule.reconcile_max_delete_share,
+        settling=settling,
+    )
     evidence = reconciler.evidence  # one evidence for the reconcile, the fast path and the notices
     members = MallIncludes(
         client,
@@ -153,6 +159,7 @@ def build(
         on_lag=recorder.lagged,
         fast=lambda: [t.name for t in members.fast()],
         members_page_size=s.upstream.members_page_size,
+        settling=settling,
     )
     worker = QueueWorker(
         mirror,

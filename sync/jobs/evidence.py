@@ -25,6 +25,13 @@ diff (`sync.jobs.proving.proofdiff`), the reconcile and the backfill's missed-ro
   holds it afterwards at the version served or newer; otherwise it is `Verdict.refused`, with
   why (a tombstone, a value the mirror refused). Callers report those unresolved, never
   repaired.
+- **When an equal stamp proves the same version** (`Settling`). A listing's stamp equal to the
+  mirror's says nothing yet while a second version under that stamp can still become visible:
+  stamps of whole seconds let two versions of a row share one, and a change may commit late by
+  as much as the polls' lookback covers (`[schedule] poll_lookback_max`). Rows listed under
+  their mirrored stamp within that horizon of now are asked again by the paths that compare a
+  listing with the mirror (the proof's diff, the reconcile) and compared whole (`refetch`):
+  only content that differed is claimed, as `same_stamp`.
 """
 
 from __future__ import annotations
@@ -39,10 +46,11 @@ from sync.core.errors import ListingMissingError, NotFoundError
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
-from sync.model.stamps import normalize_or_none
+from sync.model.stamps import iso_ms, normalize_or_none
 from sync.pipeline.encoding import id_or_none
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
+from sync.store.deletions import TIE_WINDOW_SECONDS
 from sync.store.repair import Repair
 
 #: Requests per scope, each with the next canaries, before an answer is doubted.
@@ -78,6 +86,39 @@ async def confirm_mall_gone(client: Asked, mall_id: int | str, exc: NotFoundErro
         status=404,
         hint="the upstream lost that listing; nothing was deleted, it is asked again next run",
     ) from exc
+
+
+@dataclass(frozen=True)
+class Settling:
+    """The horizon within which an equal stamp is not yet evidence of the same version (module
+    docstring): `now` on the stamps' scale (`UpstreamClock.now_ts`), and the lateness the polls
+    cover (`[schedule] poll_lookback_max`)."""
+
+    now: Callable[[], float]
+    ceiling: float
+
+    def since(self) -> str:
+        """The oldest stamp under which the mirror's copy may still differ from the version the
+        upstream will serve: a stamp's granularity (a second, `TIE_WINDOW_SECONDS`) and the
+        ceiling of lateness behind now."""
+        return iso_ms(self.now() - self.ceiling - TIE_WINDOW_SECONDS)
+
+
+@dataclass
+class Refetched:
+    """What rows a listing showed missing, stale or unsettled turned out to be (`refetch`)."""
+
+    verdict: Verdict
+    #: Not held before, held now.
+    created: list[int] = field(default_factory=list)
+    #: Held before under another stamp, held now under the one served.
+    changed: list[int] = field(default_factory=list)
+    #: Held before under the stamp served, with content that differed (`Mirror.repair`).
+    same_stamp: list[int] = field(default_factory=list)
+
+    @property
+    def repaired(self) -> int:
+        return len(self.created) + len(self.changed) + len(self.same_stamp)
 
 
 @dataclass
@@ -208,7 +249,7 @@ class Evidence:
         table = self.mirror.table(rtype.name)
         staged = stage_resources(rtype, page.resources, page.included, scope.mall_id)
         if repaired is not None:
-            repaired(self.mirror.repair(staged))
+            repaired(self.mirror.repair(staged, scripts=page.meta.get("scripts")))
         else:
             self.mirror.write_staged(staged, scripts=page.meta.get("scripts"))
         answer = {
@@ -261,6 +302,31 @@ class Evidence:
         the ids the mirror now holds as served."""
         verdict = await self.ask(scopes[0].rtype, {scopes[0].mall_id: ids}, within=scopes)
         return verdict.served
+
+    async def refetch(self, scopes: Sequence[Scope], ids: Sequence[int]) -> Refetched:
+        """`ids` (a batch of `Listing.missing_or_stale`) asked in the group of `scopes`, written
+        whole through the compare-and-repair write: which were created, which changed stamp,
+        which differed under the stamp the mirror held; rows already as served are none."""
+        rtype = scopes[0].rtype
+        table = self.mirror.table(rtype.name)
+        before = table.stamps(ids) if table.exists else {}
+        differed: list[Repair] = []
+        verdict = await self.ask(
+            rtype, {scopes[0].mall_id: ids}, within=scopes, repaired=differed.extend
+        )
+        after = table.stamps([i for i in ids if i in verdict.served])
+        same = {r.id for r in differed if r.type == rtype.name and "missing" not in r.what}
+        out = Refetched(verdict)
+        for i in ids:
+            if i not in verdict.served:
+                continue
+            if i not in before:
+                out.created.append(i)
+            elif after.get(i) != before[i]:
+                out.changed.append(i)
+            elif i in same:
+                out.same_stamp.append(i)
+        return out
 
     async def fetch_and_write(self, scopes: Sequence[Scope], ids: Sequence[int]) -> int:
         """`fetch_found`, counted."""

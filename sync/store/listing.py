@@ -84,23 +84,31 @@ class Listing:
             (self.mall_id,),
         )
 
-    def missing_or_stale(self) -> Iterator[list[int]]:
-        """Batches of listed ids that are absent locally or older locally than upstream."""
+    def missing_or_stale(self, unsettled_since: str | None = None) -> Iterator[list[int]]:
+        """Batches of listed ids that are absent locally or older locally than upstream; with
+        `unsettled_since` (`sync.jobs.evidence.Settling`), also those held under the very stamp
+        listed when that stamp is at or after it: an equal stamp is not yet evidence of the
+        same version there (two versions of a row may share a stamp of whole seconds, and the
+        second may commit late)."""
         if not self._table_exists():
             sql = (
                 f"SELECT l.id FROM temp.[{self.name}] l WHERE l.id > ? ORDER BY l.id LIMIT {BATCH}"
             )
-        else:
-            stale = (
-                " OR (l.updated_at IS NOT NULL AND (t.updated_at IS NULL OR l.updated_at > t.updated_at))"
-                if self._has_column("updated_at")
-                else ""
-            )
-            sql = (
-                f"SELECT l.id FROM temp.[{self.name}] l LEFT JOIN [{self.table}] t ON t.id = l.id "
-                f"WHERE l.id > ? AND (t.id IS NULL{stale}) ORDER BY l.id LIMIT {BATCH}"
-            )
-        yield from self._keyset(sql, ())
+            yield from self._keyset(sql, ())
+            return
+        params: tuple[str, ...] = ()
+        stale = ""
+        if self._has_column("updated_at"):
+            newer = "t.updated_at IS NULL OR l.updated_at > t.updated_at"
+            stale = f" OR (l.updated_at IS NOT NULL AND ({newer}))"
+            if unsettled_since is not None:
+                stale += " OR (l.updated_at = t.updated_at AND l.updated_at >= ?)"
+                params = (unsettled_since,)
+        sql = (
+            f"SELECT l.id FROM temp.[{self.name}] l LEFT JOIN [{self.table}] t ON t.id = l.id "
+            f"WHERE l.id > ? AND (t.id IS NULL{stale}) ORDER BY l.id LIMIT {BATCH}"
+        )
+        yield from self._keyset(sql, params)
 
     def claim_mall(self) -> int:
         """Record this listing's mall as a mall of every listed row the table holds: the route
@@ -135,7 +143,7 @@ class Listing:
         )
         yield from self._keyset(sql, params)
 
-    def _keyset(self, sql: str, params: tuple[int, ...]) -> Iterator[list[int]]:
+    def _keyset(self, sql: str, params: tuple[int | str, ...]) -> Iterator[list[int]]:
         last = -(1 << 63)
         while True:
             batch = [int(r[0]) for r in self.conn.execute(sql, (last, *params))]

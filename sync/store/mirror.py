@@ -270,14 +270,14 @@ class Mirror:
             self._included_seen.clear()
         return removed
 
-    def repair(self, batches: list[Staged]) -> list[Repair]:
+    def repair(self, batches: list[Staged], *, scripts: Any = None) -> list[Repair]:
         """The verify's write (`sync.store.repair`): compare a staged page of whole copies
-        with the mirror, write it, and return the repairs (rows whose content differed under
-        an equal stamp, or were missing)."""
+        with the mirror, write it (with its `scripts`, as `write_staged`), and return the
+        repairs (rows whose content differed under an equal stamp, or were missing)."""
         self._writer.ensure_schema(batches)
         repairs: list[Repair] = []
         for b in batches:
             repairs += differences(self.schema, self._deletions, b)
             self._included_seen.forget(b.type, b.ids)  # compared: write it whatever
-        self.write_staged(batches)
+        self.write_staged(batches, scripts=scripts)
         return repairs

@@ -32,7 +32,7 @@ from sync.channel.paging import PAST_END
 from sync.core.config import Settings
 from sync.core.errors import NotFoundError, UpstreamError
 from sync.core.logs import get_logger
-from sync.jobs.evidence import Evidence, confirm_mall_gone
+from sync.jobs.evidence import Evidence, Settling, confirm_mall_gone
 from sync.jobs.incremental.freshness import OnLag
 from sync.jobs.incremental.poll import apply_feed_first
 from sync.jobs.incremental.tombstoneties import TombstoneTies
@@ -102,11 +102,14 @@ class Proof:
         isolate: bool = True,
         fast: Callable[[], Sequence[str]] | None = None,
         members_page_size: int = 100,
+        settling: Settling | None = None,
     ) -> None:
         self.client = client
         self.mirror = mirror
         self.types = list(types)
-        self.reconciler = Reconciler(client, mirror, max_delete_share=max_delete_share)
+        self.reconciler = Reconciler(
+            client, mirror, max_delete_share=max_delete_share, settling=settling
+        )
         self.book = mirror.proof.book()
         self.on_repair = on_repair
         self.prefix = prefix  # keeps a one-off cycle's listing apart from the rolling one
@@ -127,6 +130,7 @@ class Proof:
             force=force,
             on_repair=self._count,
             on_lag=on_lag,
+            settling=settling,
         )
         self._report = ProofReport()
         self.log = get_logger("sync.proof")
@@ -431,6 +435,7 @@ async def run_proof_cycle(
             force=force,
             prefix="once:",
             isolate=False,
+            settling=Settling(client.clock.now_ts, settings.schedule.poll_lookback_max),
         )
         report = await proof.run_all()
         # Copies its listings met stamped their tombstone's very moment: `filter[id]` decides.

@@ -3,10 +3,12 @@
 A unit is one (type, mall) group of scopes (`sync.jobs.proving.proof`). Its listing (ids and stamps,
 kept page by page in `sync.store.proof`) is diffed with the reconcile's `Listing`:
 
-- listed ids the mirror lacks, or holds with an older stamp, are fetched by `filter[id]` and
-  written through the guarded write (`sync.jobs.evidence`): a `missed_creation` or a
-  `missed_change` only when the mirror holds them afterwards; one it refused (a tombstone, a
-  value) is unresolved with why, never "repaired";
+- listed ids the mirror lacks, or holds with an older stamp, or holds under the stamp listed
+  while that stamp is not yet settled (`Settling`: a second version may share it), are fetched
+  by `filter[id]` and written through the compare-and-repair write (`Evidence.refetch`): a
+  `missed_creation`, a `missed_change` or a `same_stamp_content` only when the mirror holds
+  them afterwards and they differed; one it refused (a tombstone, a value) is unresolved with
+  why, never "repaired";
 - a mall listing's rows the mirror does not know in that mall join it, and rows it lacks leave
   it once `filter[id]` in that mall agrees, with that mall's canaries: `membership` (the row
   itself stays);
@@ -32,7 +34,7 @@ from typing import Protocol
 from sync.channel.client import MAX_IDS
 from sync.channel.clock import UpstreamClock
 from sync.core.logs import get_logger
-from sync.jobs.evidence import Evidence
+from sync.jobs.evidence import Evidence, Settling
 from sync.jobs.incremental.freshness import OnLag, lags
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
@@ -94,8 +96,10 @@ class UnitDiff:
         force: bool = False,
         on_repair: OnRepair | None = None,
         on_lag: OnLag | None = None,
+        settling: Settling | None = None,
     ) -> None:
         self.client = client
+        self.settling = settling
         self.mirror = mirror
         self.evidence = evidence
         self.book = book
@@ -148,23 +152,21 @@ class UnitDiff:
                 self.log.info("proof.repaired", type=rtype.name, kind="membership", rows=joined)
                 if self.on_repair is not None:
                     self.on_repair(rtype.name, "membership", joined)
-            for ids in listing.missing_or_stale():
-                known = self.mirror.table(rtype.name).stamps(ids)
-                verdict = await self.evidence.ask(rtype, {mall_id: ids}, within=scopes)
-                out.requests += verdict.requests
-                found = verdict.served
-                created = [i for i in ids if i in found and i not in known]
-                changed = [i for i in ids if i in found and i in known]
-                self.repaired(out, rtype.name, "missed_creation", created)
-                self.repaired(out, rtype.name, "missed_change", changed)
-                if verdict.refused:
-                    self._refused(out, rtype.name, verdict.refused)
-                if self.on_lag is not None and (created or changed):
+            since = self.settling.since() if self.settling is not None else None
+            for ids in listing.missing_or_stale(since):
+                got = await self.evidence.refetch(scopes, ids)
+                out.requests += got.verdict.requests
+                self.repaired(out, rtype.name, "missed_creation", got.created)
+                self.repaired(out, rtype.name, "missed_change", got.changed)
+                self.repaired(out, rtype.name, "same_stamp_content", got.same_stamp)
+                if got.verdict.refused:
+                    self._refused(out, rtype.name, got.verdict.refused)
+                if self.on_lag is not None and (got.created or got.changed):
                     now = self.client.clock.now_ts()
                     self.on_lag(
                         rtype.name,
                         "proof",
-                        lags((listed_stamps[i] for i in created + changed), now),
+                        lags((listed_stamps[i] for i in got.created + got.changed), now),
                     )
             absent = [i for batch in listing.absent() for i in batch]
             listed, local = listing.counts()

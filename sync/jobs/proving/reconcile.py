@@ -37,7 +37,7 @@ from sync.channel.pages import Page
 from sync.core.config import Settings
 from sync.core.errors import NotFoundError
 from sync.core.logs import get_logger
-from sync.jobs.evidence import Asked, Evidence, confirm_mall_gone
+from sync.jobs.evidence import Asked, Evidence, Settling, confirm_mall_gone
 from sync.jobs.incremental.poll import apply_feed_first
 from sync.jobs.incremental.tombstoneties import TombstoneTies
 from sync.jobs.malls import sideloads
@@ -120,11 +120,15 @@ class Reconciler(Generic[ClientT]):
         mirror: Mirror,
         *,
         max_delete_share: float | None = None,
+        settling: Settling | None = None,
     ) -> None:
         self.client = client
         self.mirror = mirror
         self.evidence = Evidence(client, mirror)
         self.max_delete_share = max_delete_share
+        # None: an equal stamp is taken as the same version (the backfill's missed-row pass,
+        # which the polls' lookback follows at once).
+        self.settling = settling
         self.log = get_logger("sync.reconcile")
 
     async def reconcile(self, scopes: Sequence[Scope]) -> ReconcileResult:
@@ -193,8 +197,9 @@ class Reconciler(Generic[ClientT]):
                 self.log.info(
                     "reconcile.joined_mall", type=rtype.name, mall_id=mall_id, rows=result.joined
                 )
-            for ids in listing.missing_or_stale():
-                result.fetched += await self.evidence.fetch_and_write(scopes, ids)
+            since = self.settling.since() if self.settling is not None else None
+            for ids in listing.missing_or_stale(since):
+                result.fetched += (await self.evidence.refetch(scopes, ids)).repaired
             absent = [i for batch in listing.absent() for i in batch]
         self._log_repaired(rtype, mall_id, result)
         return absent
@@ -405,7 +410,12 @@ async def run_reconcile(
     out: dict[str, tuple[int, int]] = {}
     async with connected(settings) as (client, mirror):
         share = None if force else settings.schedule.reconcile_max_delete_share
-        reconciler = Reconciler(client, mirror, max_delete_share=share)
+        reconciler = Reconciler(
+            client,
+            mirror,
+            max_delete_share=share,
+            settling=Settling(client.clock.now_ts, settings.schedule.poll_lookback_max),
+        )
         types = settings.upstream.mirrored_types()
         applied = await apply_feed_first(client, mirror, settings, types)
         if applied is not None:

@@ -30,6 +30,22 @@ def test_stamps_compare_normalised_and_batches_cover_every_id(mirror: Mirror) ->
     )
 
 
+def test_an_equal_stamp_at_or_after_the_settling_horizon_is_listed_again(mirror: Mirror) -> None:
+    """`unsettled_since`: rows held under the very stamp listed, that stamp not before it, are
+    asked again (a second version may share the stamp); older equal stamps, newer held stamps
+    and a table without stamps are not."""
+    _page(mirror, "deals", [1, 2])  # held at T0
+    with Listing(mirror.conn, "deals", None, "_unit_settle") as listing:
+        listing.add([(1, T0), (2, T1), (3, T0)])
+        assert list(listing.missing_or_stale()) == [[2, 3]]
+        assert list(listing.missing_or_stale(T0)) == [[1, 2, 3]]
+        assert list(listing.missing_or_stale(T1)) == [[2, 3]]
+    _page(mirror, "tags", [1])
+    with Listing(mirror.conn, "tags", None, "_unit_settle_tags") as listing:
+        listing.add([(1, None)])
+        assert list(listing.missing_or_stale(T0)) == []
+
+
 def test_a_table_without_stamps_is_diffed_by_ids_alone(mirror: Mirror) -> None:
     _page(mirror, "tags", [1, 2, 3])
     with Listing(mirror.conn, "tags", None, "_unit_tags") as listing:

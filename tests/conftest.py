@@ -1,9 +1,12 @@
 """Shared fixtures, defined here once: the bundled emulator served over real HTTP on 127.0.0.1 (a
-free port), a client of it, and an empty mirror in the test's directory."""
+free port), a client of it, an empty mirror in the test's directory, and a private PostgreSQL
+server (`pg_dsn`, one per test process, started only when a test asks) with a fresh database
+per test (`pg_db`)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -60,3 +63,38 @@ def make_emulator() -> Callable[..., contextlib.AbstractAsyncContextManager[Emul
             yield emu
 
     return make
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """A PostgreSQL server's DSN: `SYNC_TEST_PG_DSN` when set, else a private server started
+    from the machine's binaries (`tests.support.postgres`), once per test process (each xdist
+    worker has its own) and only when a test asks for it; stopped at the end of the session.
+    No server is a failure with one line saying what to install, never a skip."""
+    from tests.support import postgres  # psycopg only for the tests that use it
+
+    given = os.environ.get(postgres.ENV_DSN)
+    if given:
+        yield given
+        return
+    try:
+        server = postgres.start()
+    except postgres.PostgresUnavailable as exc:
+        failure = str(exc)
+    else:
+        failure = ""
+    if failure:  # outside the except: the one line, without the exception it replaces
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield server.dsn
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_db(pg_dsn: str) -> Iterator[str]:
+    """The DSN of a new, empty database on `pg_dsn`'s server, dropped after the test."""
+    from tests.support.postgres import fresh_database
+
+    with fresh_database(pg_dsn) as dsn:
+        yield dsn

@@ -1,0 +1,11 @@
+"""The PostgreSQL mirror's store, beside the SQLite one (issue #49): so far its guarded page
+write (`pagewrite`), tested against a real server but not yet wired into `Mirror`, the
+configuration or the commands.
+
+This is the only place `sync` imports psycopg (the `postgres` extra): nothing imports this
+package unless it writes into PostgreSQL, so an SQLite user installs and loads none of it.
+"""
+
+from sync.store.pg.pagewrite import PageWriter
+
+__all__ = ["PageWriter"]

@@ -52,7 +52,8 @@ from sync.pipeline.encoding import parse_id
 from sync.store import Mirror
 
 #: The kinds of repair counted in `sync_repairs_total{kind}` (the verify's are
-#: `same_stamp_content` and `membership`).
+#: `same_stamp_content` and `membership`; the proof's `same_stamp_content` are rows listed under
+#: a stamp not yet settled, `sync.jobs.evidence.Settling`).
 KINDS = ("missed_change", "missed_creation", "missed_deletion", "same_stamp_content", "membership")
 
 

@@ -14,6 +14,19 @@ import orjson
 from sync.model.stamps import now_iso
 
 
+def read_numbers(raw: str | None) -> dict[str, int]:
+    """The record of names to whole numbers in `raw` (`Meta.numbers`): {} when absent, not JSON
+    or not an object; a value that is not a whole number (a bool, a string) is left out. Shared
+    with the PostgreSQL mirror's `Meta` (`sync.store.pg.bookkeeping`), so both read alike."""
+    try:
+        out = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(out, dict):
+        return {}
+    return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
 class Meta:
     """`_sync_meta`: the schema version, markers of unfinished phases, small JSON records; also
     the channel's `MetaStore`, where the client keeps what it learns of the upstream
@@ -40,14 +53,7 @@ class Meta:
     def numbers(self, key: str) -> dict[str, int]:
         """A record of names to whole numbers kept under `key` (a change feed position per
         type, ...); {} when absent or damaged."""
-        raw = self.get(key)
-        try:
-            out = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError:
-            return {}
-        if not isinstance(out, dict):
-            return {}
-        return {k: v for k, v in out.items() if isinstance(v, int) and not isinstance(v, bool)}
+        return read_numbers(self.get(key))
 
     def set_number(self, key: str, name: str, value: int) -> None:
         """Set `name` to `value` in the record of numbers kept under `key` (`numbers`)."""

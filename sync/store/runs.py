@@ -136,6 +136,10 @@ class Runs:
         """This process's running runs are alive now."""
         heartbeat(self.conn)
 
+    def close_orphans(self) -> int:
+        """Mark `interrupted` every run still `running` (`close_orphans`); how many there were."""
+        return close_orphans(self.conn)
+
     def recent(self, limit: int = 20) -> list[dict[str, Any]]:
         """The last `limit` run records, oldest first."""
         return recent(self.conn, limit)

@@ -1,0 +1,442 @@
+"""One active writer per PostgreSQL mirror, and a standby that takes over when it dies.
+
+Issue #49, item 3: two `ccsync run` on one PostgreSQL mirror (two hosts in production). The
+active one holds a **session-level advisory lock** on a connection of its own and writes; the
+other polls for the lock (`standby`), shows who holds it, and takes it within 30 s of the
+holder's death. The lock lives as long as the holder's server session: a clean exit unlocks
+it, a killed process (SIGKILL) closes its socket and the server ends the session at once, and a
+dead host (power, network) is reaped by TCP keepalives, below. Not wired into `Mirror`, the
+daemon or the configuration yet.
+
+**The key** is a bigint computed here, not on the server: the first 8 bytes of
+`sha256("ccsync.active:" + schema)`, signed big-endian (`lock_key`), so any tool, any server
+version and any Python agree on it. Advisory locks are per database, so the same schema name in
+two databases (or two servers) is two locks. `pg_locks` shows a bigint key as its high half in
+`classid`, its low half in `objid` and `objsubid = 1`; that is how the standby finds the holder
+(`holder`), joined with `pg_stat_activity` for its `application_name` (set here to
+`ccsync@<hostname>:<pid>`) and client address.
+
+**Within 30 s of a dead host.** A host that dies sends nothing: its session stays, and holds
+the lock, until the server's TCP gives up on the socket. The lock connection therefore sets,
+for its own session (any role may: they are user settings), `tcp_keepalives_idle = 10`,
+`tcp_keepalives_interval = 5`, `tcp_keepalives_count = 3` and `tcp_user_timeout = 25000` ms
+(PostgreSQL 12+). With L the last packet the server received from the holder: probes at L+10,
+L+15, L+20, and at L+25 the socket is dropped (Linux ends it once `tcp_user_timeout` has passed
+with a probe unanswered, or after the third; a reply the server sent and never saw
+acknowledged is dropped by the same timeout). The backend's read fails, it exits, and its
+locks go with it: released by L+25 <= death+25. A standby asking every `POLL` = 2 s has it by
+death+27 s. (Measured with the holder in a network namespace whose link was cut: taken over
+24 s after the cut.)
+
+**The holder gives up first.** The client's side is shorter, through libpq: `keepalives=1`,
+`keepalives_idle=4`, `keepalives_interval=2`, `keepalives_count=3`, `tcp_user_timeout=10000`:
+a round trip on a cut connection fails within 10 s, and a quiet one is found dead as soon.
+The active daemon asks `held()` every `CHECK` = 2 s, so the server has heard from it at most
+2 s before a cut (L >= cut-2: the lock is released no sooner than cut+23), while its own next
+`held()`, at most 2 s after the cut, fails by cut+12: the cut-off holder stops 11 s before the
+standby can start. (Over a Unix socket none of this applies, nor is needed: a dead process's
+socket is closed by its kernel, and the host is the server's.)
+
+**Never both writing.** `held()` is a round trip on the lock connection asking `pg_locks`
+whether our backend holds the key; any error (the server terminated us, the network dropped
+the socket) is `False` and closes the connection: the daemon must stop writing at once. The
+data are written on another connection, whose transactions can end with `fence(conn)`: the
+same question asked there, so a page commits only while our lock session still holds the lock
+(what is left is the time between that query and the COMMIT: one round trip, against the
+standby's poll).
+
+**Errors** are `MirrorError`s of one line naming `[mirror] url` and the fix: a URL that does
+not parse or connect, a role that may not connect or take the lock, a read-only replica. The
+password is never shown: a target is described from its parsed host, port, database and user,
+and every password the URL holds is masked in any text quoted from libpq or the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Final
+from urllib.parse import unquote, urlsplit
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from sync.core.errors import MirrorError
+
+#: What `state` says: holding the lock and writing, or waiting for it.
+ACTIVE: Final = "active"
+STANDBY: Final = "standby"
+
+#: Seconds between a standby's attempts (the takeover arithmetic above counts on 2).
+POLL = 2.0
+#: Seconds between the active daemon's `held()` (the arithmetic above counts on at most 2).
+CHECK = 2.0
+#: The server side, set by the lock's session: TCP keepalive (seconds) and user timeout (ms):
+#: idle + interval * count, so a socket with data in flight ends when an idle one would.
+SERVER_KEEPALIVE: Final = (10, 5, 3)
+SERVER_USER_TIMEOUT_MS = 25_000
+#: The client side, through libpq: shorter, so a cut-off holder knows before the server lets
+#: its lock go.
+CLIENT_KEEPALIVE: Final = (4, 2, 3)
+CLIENT_USER_TIMEOUT_MS = 10_000
+#: Seconds to wait for a connection to be made.
+CONNECT_TIMEOUT = 10
+#: PostgreSQL's longest `application_name`, in bytes (NAMEDATALEN - 1).
+MAX_NAME = 63
+
+#: Settings the lock session sets for itself: (first server version having it, name, value).
+#: `idle_session_timeout` off: a quiet holder is not a dead one.
+SESSION_SETTINGS: Final = (
+    (0, "tcp_keepalives_idle", str(SERVER_KEEPALIVE[0])),
+    (0, "tcp_keepalives_interval", str(SERVER_KEEPALIVE[1])),
+    (0, "tcp_keepalives_count", str(SERVER_KEEPALIVE[2])),
+    (120000, "tcp_user_timeout", str(SERVER_USER_TIMEOUT_MS)),
+    (140000, "idle_session_timeout", "0"),
+)
+
+#: The granted advisory lock on the key, in this database.
+_LOCK_ROW = """
+    l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+    AND l.classid = %(hi)s::bigint::oid AND l.objid = %(lo)s::bigint::oid
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+_HELD = f"SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE {_LOCK_ROW} AND l.pid = %(pid)s)"
+_HOLDER = f"""
+    SELECT l.pid, a.application_name, host(a.client_addr), a.client_port, a.backend_start
+    FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE {_LOCK_ROW}
+"""
+
+#: What libpq puts before the reason a connection failed (once per host it tried).
+_FAILED = re.compile(
+    r"^connection failed:\s*"
+    r'|connection to server (?:at|on) "[^"]*"(?:, port \d+)? failed:\s*'
+)
+#: A password in a conninfo string or URL that libpq could not parse.
+_PASSWORD_WORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def lock_key(schema: str) -> int:
+    """The advisory lock's bigint key for the mirror in `schema` (see the module docstring)."""
+    digest = hashlib.sha256(f"ccsync.active:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def application_name() -> str:
+    """`ccsync@<hostname>:<pid>`, what `pg_stat_activity` shows for the lock's session,
+    clipped to what the server keeps (the pid kept whole)."""
+    tail = f":{os.getpid()}"
+    host = socket.gethostname().encode("ascii", "replace")[: MAX_NAME - len(tail) - 7]
+    return f"ccsync@{host.decode('ascii')}{tail}"
+
+
+def passwords(dsn: str) -> list[str]:
+    """Every spelling of a password `dsn` holds (as written and decoded), longest first."""
+    found: set[str] = set()
+    with contextlib.suppress(psycopg.Error):
+        password = conninfo_to_dict(dsn).get("password")
+        if password:
+            found.add(str(password))
+    for m in _PASSWORD_WORD.finditer(dsn):
+        found.add(m.group(1).strip("'"))
+    with contextlib.suppress(ValueError):
+        raw = urlsplit(dsn).netloc.rpartition("@")[0].partition(":")[2]
+        if raw:
+            found |= {raw, unquote(raw)}
+    return sorted((p for p in found if p), key=len, reverse=True)
+
+
+def masked(text: str, dsn: str) -> str:
+    """`text` with every password of `dsn` replaced by `***`."""
+    for password in passwords(dsn):
+        text = text.replace(password, "***")
+    return text
+
+
+def target(dsn: str) -> str:
+    """`user@host:port/dbname` of `dsn`, for messages: built from its parts, so no password
+    (libpq's defaults, the environment's, are not filled in: what is not written is left out)."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "(a URL that does not parse)"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    where = str(parts.get("host") or parts.get("hostaddr") or "")
+    where += f":{parts['port']}" if parts.get("port") else ""
+    db = f"/{parts['dbname']}" if parts.get("dbname") else ""
+    return f"{user}{where}{db}" or "(libpq defaults)"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The session holding the lock, as `pg_locks` and `pg_stat_activity` show it. Fields other
+    than `pid` are None when hidden: another role's session, seen by a role without
+    `pg_read_all_stats`, shows no address."""
+
+    pid: int
+    application: str | None
+    address: str | None
+    port: int | None
+    since: datetime | None
+
+    def describe(self) -> str:
+        """`ccsync@h1:123 (backend pid 456 from 10.0.0.5:51234, connected ...)`: a status line."""
+        where = f" from {self.address}" if self.address else ""
+        where += f":{self.port}" if self.address and self.port and self.port > 0 else ""
+        since = f", connected {self.since.isoformat(timespec='seconds')}" if self.since else ""
+        detail = f"backend pid {self.pid}{where}{since}"
+        return f"{self.application} ({detail})" if self.application else detail
+
+
+class ActiveLock:
+    """The active/standby lock of the mirror in `schema` of the database `dsn` names.
+
+    `try_acquire` takes it if free; `wait` polls until it does; `held` asks whether it is still
+    ours; `release` gives it up (and `with ActiveLock(...) as lock:` releases on the way out).
+    One dedicated connection, in autocommit, made on first use and made again after one is
+    lost. Not safe for use from several threads at once.
+    """
+
+    def __init__(self, dsn: str, schema: str, *, name: str | None = None) -> None:
+        self.schema = schema
+        self.key = lock_key(schema)
+        self.name = name or application_name()
+        self._dsn = dsn
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._pid: int | None = None
+        self._active = False
+        unsigned = self.key & 0xFFFFFFFFFFFFFFFF
+        self._halves = {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF}
+
+    def __repr__(self) -> str:  # never the DSN: it may hold the password
+        return f"ActiveLock({target(self._dsn)!r}, {self.schema!r}, {self.state})"
+
+    @property
+    def state(self) -> str:
+        """`active` while this process believes it holds the lock, else `standby`."""
+        return ACTIVE if self._active else STANDBY
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The server pid of the lock's session, None without a connection."""
+        return self._pid
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free: True when held (already, or now). A connection lost
+        since the last call is made again first; MirrorError when none can be made."""
+        if self._active and self.held():
+            return True
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", [self.key]).fetchone()
+            except psycopg.errors.InsufficientPrivilege as exc:
+                self._close()
+                raise self._refused("may not take advisory locks", exc) from None
+            except psycopg.Error as exc:
+                self._close()  # the server went away since the connection was made
+                if attempt == 2:
+                    raise self._unreachable(exc) from None
+                continue
+            self._active = bool(row and row[0])
+            return self._active
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def held(self) -> bool:
+        """Whether the lock is ours now: a round trip asking `pg_locks` for it under our
+        backend pid. Any error, a connection the server ended among them, is False, closes the
+        connection and makes the state `standby`: stop writing at once. Ask every `CHECK`
+        seconds; on a cut network it returns False within `CLIENT_USER_TIMEOUT_MS`."""
+        if not self._active or self._conn is None:
+            self._active = False
+            return False
+        try:
+            row = self._conn.execute(_HELD, {**self._halves, "pid": self._pid}).fetchone()
+        except psycopg.Error:
+            self._close()
+            return False
+        self._active = bool(row and row[0])
+        if not self._active:
+            self._close()
+        return self._active
+
+    def fence(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether our lock session still holds the lock, asked on `conn`, the caller's write
+        connection, inside its transaction: the last statement before a page's COMMIT, so no
+        page commits after the lock is gone (see the module docstring). Errors are the
+        caller's (its transaction has failed anyway)."""
+        if not self._active or self._pid is None:
+            return False
+        row = conn.execute(_HELD, {**self._halves, "pid": self._pid}).fetchone()
+        return bool(row and row[0])
+
+    def holder(self) -> Holder | None:
+        """The session holding the lock now (ours included), None when it is free. Errors are
+        MirrorErrors, as `try_acquire`'s."""
+        conn = self._connection()
+        try:
+            row = conn.execute(_HOLDER, self._halves).fetchone()
+        except psycopg.Error as exc:
+            self._close()
+            raise self._unreachable(exc) from None
+        if row is None:
+            return None
+        pid, app, address, port, since = row
+        return Holder(int(pid), app or None, address, port, since)
+
+    def status(self) -> str:
+        """One line for a status or health report: `active (...)` naming this session, or
+        `standby: active is ...` naming the holder (without a round trip when active)."""
+        if self._active:
+            return f"{ACTIVE} ({self.name}, backend pid {self._pid})"
+        try:
+            holder = self.holder()
+        except MirrorError as exc:
+            return f"{STANDBY}: {exc}"
+        if holder is None:
+            return f"{STANDBY}: the lock is free"
+        return f"{STANDBY}: active is {holder.describe()}"
+
+    async def wait(
+        self, poll: float = POLL, on_standby: Callable[[Holder | None], object] | None = None
+    ) -> None:
+        """Return once the lock is ours, trying every `poll` seconds; between tries
+        `on_standby(holder)` is told who holds it (None: nobody now, the next try takes it).
+        Each try is one short round trip, run on the event loop as the mirror's own queries
+        are; MirrorError when the server cannot be reached (the caller retries, as it retries
+        the upstream)."""
+        while not self.try_acquire():
+            if on_standby is not None:
+                on_standby(self.holder())
+            await asyncio.sleep(poll)
+
+    def release(self) -> None:
+        """Unlock and close the connection (closing alone would do: the lock is the
+        session's). Safe to call when nothing is held or the connection is gone."""
+        conn, self._active = self._conn, False
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock(%s)", [self.key])
+        self._close()
+
+    def __enter__(self) -> ActiveLock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """The lock's connection, made (and set up) when there is none or it was lost."""
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        self._close()
+        try:
+            conninfo = make_conninfo(
+                self._dsn,
+                application_name=self.name,
+                connect_timeout=str(CONNECT_TIMEOUT),
+                keepalives="1",
+                keepalives_idle=str(CLIENT_KEEPALIVE[0]),
+                keepalives_interval=str(CLIENT_KEEPALIVE[1]),
+                keepalives_count=str(CLIENT_KEEPALIVE[2]),
+                tcp_user_timeout=str(CLIENT_USER_TIMEOUT_MS),
+            )
+        except psycopg.Error:
+            raise MirrorError(
+                "[mirror] url is neither a postgresql:// URL nor a libpq connection string",
+                hint="write it as postgresql://user@host:5432/dbname",
+            ) from None
+        try:
+            conn = psycopg.connect(conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise self._unreachable(exc) from None
+        try:
+            self._set_up(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _set_up(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        """Set the session's keepalives (one round trip), learn its backend pid, and refuse a
+        read-only replica: a lock taken there would not keep anyone off the primary."""
+        version = conn.info.server_version
+        settings = [(n, v) for since, n, v in SESSION_SETTINGS if version >= since]
+        calls = ", ".join("set_config(%s, %s, false)" for _ in settings)
+        args = [x for pair in settings for x in pair]
+        try:
+            row = conn.execute(
+                f"SELECT pg_backend_pid(), pg_is_in_recovery(), {calls}", args
+            ).fetchone()
+        except psycopg.Error as exc:
+            raise self._unreachable(exc) from None
+        assert row is not None
+        if row[1]:
+            raise self._error(
+                f"PostgreSQL mirror {target(self._dsn)} is a read-only replica (in recovery)",
+                "point [mirror] url at the primary server",
+            )
+        self._pid = int(row[0])
+
+    def _close(self) -> None:
+        conn, self._conn, self._pid, self._active = self._conn, None, None, False
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _unreachable(self, exc: psycopg.Error) -> MirrorError:
+        """One line for a connection that failed or was lost: libpq's reason, masked, and the
+        fix it calls for."""
+        reason = _reason(str(exc))
+        low = reason.lower()
+        if "password" in low or "authentication" in low:
+            hint = "check the user and password in [mirror] url (or ~/.pgpass)"
+        elif "permission denied" in low or "privilege" in low:
+            return self._refused("may not connect", exc)
+        elif "does not exist" in low:
+            hint = "create it, or fix the name in [mirror] url"
+        else:
+            hint = "check the host and port in [mirror] url and that the server runs"
+        return self._error(f"PostgreSQL mirror {target(self._dsn)} cannot be used: {reason}", hint)
+
+    def _refused(self, what: str, exc: psycopg.Error) -> MirrorError:
+        """One line for a role without a right the lock needs."""
+        try:
+            user = conninfo_to_dict(self._dsn).get("user")
+        except psycopg.Error:
+            user = None
+        role = f"role {user}" if user else "the role of [mirror] url"
+        return self._error(
+            f"PostgreSQL mirror {target(self._dsn)}: {role} {what} ({_reason(str(exc))})",
+            "GRANT it CONNECT on the database and EXECUTE on pg_try_advisory_lock(bigint), "
+            "or name a role that has them in [mirror] url",
+        )
+
+    def _error(self, message: str, hint: str) -> MirrorError:
+        """A MirrorError with every password of the URL masked (in the reason quoted from the
+        server, or a user named as its own password)."""
+        return MirrorError(masked(message, self._dsn), hint=masked(hint, self._dsn))
+
+
+def _reason(message: str) -> str:
+    """libpq's or the server's message on one line, without its `connection failed: connection
+    to server at ... failed:` preamble (the target is named apart) or its level prefixes."""
+    text = _FAILED.sub("", message.strip())
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("Is the server running")]
+    cleaned = [re.sub(r"^(FATAL|ERROR|DETAIL|HINT):\s+", "", ln) for ln in lines]
+    return "; ".join(cleaned) or "(no message)"

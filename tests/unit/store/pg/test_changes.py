@@ -364,10 +364,13 @@ def test_a_page_the_guard_refused_wakes_no_one(
     pg: PostgresSide, listener: psycopg.Connection[Any]
 ) -> None:
     """Notifications arrive in commit order: a refused page committed before a changing one
-    would have been the first of two."""
+    would have been the first of two. A page of stores also writes its memberships again
+    (none new: the statement trigger appends no entry, and that wakes no one either)."""
     pg.page(_deals((1, T1, "a"), (2, T1, "b")))
-    assert _notes(listener, 2.0) == [("ccsync_changes", "")]
+    pg.page(_store(1, mall=7))
+    assert _notes(listener, 2.0) == [("ccsync_changes", "")] * 2
     pg.page(_deals((1, T1, "a"), (2, T0, "older")))  # unchanged, and older: all refused
+    pg.page(_store(1, mall=7))
     pg.page(_deals((3, T1, "c")))
     assert _notes(listener, 2.0) == [("ccsync_changes", "")]
 

@@ -12,7 +12,7 @@ AUTOINCREMENT, never a number again after a delete or a prune), `type`, `id`, `o
 triggers write: byte order is time order, as for the page write's stamps). `at` is the
 server's clock (`clock_timestamp()`), and so is `prune`'s cutoff: the writer and the server
 may run on two hosts whose clocks disagree. The last sequence number pruned is kept in
-`_sync_meta` (`changes_pruned_through`), made here if the store has not made it yet.
+`_sync_meta` (`changes_pruned_through`), one of the bookkeeping tables `ensure` makes.
 
 **Content triggers** are row-level, one PL/pgSQL function per table (`_sync_changes_<table>`)
 behind three triggers (insert, update, delete), so entries come one per row in the order the
@@ -63,6 +63,7 @@ from psycopg import sql
 from sync.model import catalogue
 from sync.store import memberships
 from sync.store.changes import PRUNED_KEY, Change, link_columns
+from sync.store.pg.bookkeeping import ensure_bookkeeping, exists
 from sync.store.pg.pagewrite import MAX_NAME, STAMP
 
 FEED = "_sync_changes"
@@ -163,29 +164,13 @@ def _install_triggers(
             conn.execute(_trigger(schema, table, name, when, fn), prepare=False)
 
 
-def _exists(conn: psycopg.Connection[Any], schema: str, table: str) -> bool:
-    """Whether `schema.table` exists: asked first, since a statement on a missing table would
-    abort the caller's transaction."""
-    row = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (_text(conn, sql.Identifier(schema, table)),)
-    ).fetchone()
-    return bool(row and row[0])
-
-
 def ensure(conn: psycopg.Connection[Any], schema: str) -> None:
-    """The schema, `_sync_changes` and `_sync_meta` (when missing), and the feed's lock and
-    wake-up triggers, in a transaction of their own (a savepoint inside the caller's)."""
+    """The schema and the bookkeeping tables (`sync.store.pg.bookkeeping`, `_sync_meta` among
+    them), `_sync_changes`, and the feed's lock and wake-up triggers, when missing; in a
+    transaction of their own (a savepoint inside the caller's), serialised with any other
+    process ensuring the schema by the bookkeeping's lock."""
     with conn.transaction():
-        conn.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)),
-            prepare=False,
-        )
-        conn.execute(
-            sql.SQL("CREATE TABLE IF NOT EXISTS {} (key text PRIMARY KEY, value text)").format(
-                sql.Identifier(schema, META)
-            ),
-            prepare=False,
-        )
+        ensure_bookkeeping(conn, schema)  # the schema and `_sync_meta`; its lock held to our end
         conn.execute(
             sql.SQL(_TABLE_SQL).format(feed=sql.Identifier(schema, FEED), stamp=sql.SQL(STAMP)),
             prepare=False,
@@ -295,7 +280,7 @@ def create_triggers(
         if (
             rtype is not None
             and rtype.level == "mall"
-            and _exists(conn, schema, memberships.table(table))
+            and exists(conn, schema, memberships.table(table))
         ):
             create_membership_triggers(conn, schema, table)
 
@@ -410,7 +395,7 @@ def read(
 
 def pruned_through(conn: psycopg.Connection[Any], schema: str) -> int:
     """The last sequence number retention dropped (0: none)."""
-    if not _exists(conn, schema, META):
+    if not exists(conn, schema, META):
         return 0
     row = conn.execute(
         sql.SQL("SELECT value FROM {} WHERE key = %s").format(sql.Identifier(schema, META)),
@@ -461,14 +446,14 @@ class ChangeFeed:
     ) -> list[Change]:
         """Entries after sequence number `since` (at most `upto`), of `types` or all, oldest
         first, at most `limit`."""
-        if not _exists(self.conn, self.schema, FEED):
+        if not exists(self.conn, self.schema, FEED):
             return []
         return read(self.conn, self.schema, since, limit, types, upto)
 
     def new_versions(self, type_name: str, since: int, upto: int) -> list[int]:
         """The rows of `type_name` given a version the mirror did not hold (`upsert`, `repair`:
         never a `links` entry) after `since`, through `upto`, ascending."""
-        if not _exists(self.conn, self.schema, FEED):
+        if not exists(self.conn, self.schema, FEED):
             return []
         query = sql.SQL(
             "SELECT DISTINCT id FROM {} WHERE seq > %s AND seq <= %s AND type = %s"
@@ -478,7 +463,7 @@ class ChangeFeed:
 
     def last(self) -> int:
         """The newest entry's sequence number, or the last one pruned when the feed is empty."""
-        if not _exists(self.conn, self.schema, FEED):
+        if not exists(self.conn, self.schema, FEED):
             return 0
         return max(last_seq(self.conn, self.schema), pruned_through(self.conn, self.schema))
 

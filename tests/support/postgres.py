@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,16 @@ DEBIAN_BINDIRS = Path("/usr/lib/postgresql")
 #: `free_port` and the server's bind.
 PORT_TRIES = 5
 START_TIMEOUT = 30.0
+#: The server's settings for the tests: no durability (the data is thrown away) and little
+#: memory (one server per xdist worker). `start(settings=...)` overrides any of them
+#: (`bench/pg_write.py` asks for the durability and memory of a server in use).
+SETTINGS: dict[str, str] = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "50",
+    "shared_buffers": "32MB",
+}
 
 
 class PostgresUnavailable(RuntimeError):
@@ -219,9 +229,9 @@ def _temp_root(run_as: RunAs) -> Path:
     return root
 
 
-def start() -> Server:
-    """Initialise and start a private server (see the module's docstring); raises
-    `PostgresUnavailable` with one line when it cannot."""
+def start(settings: Mapping[str, str] | None = None) -> Server:
+    """Initialise and start a private server (see the module's docstring), with `SETTINGS`
+    and `settings` over them; raises `PostgresUnavailable` with one line when it cannot."""
     began = time.monotonic()
     binaries = find_binaries()
     run_as = RunAs.for_this_process()
@@ -247,7 +257,7 @@ def start() -> Server:
             )
         for _ in range(PORT_TRIES):
             server.port = free_port()
-            if _start_on_port(server):
+            if _start_on_port(server, {**SETTINGS, **(settings or {})}):
                 break
         else:
             raise PostgresUnavailable(
@@ -262,20 +272,16 @@ def start() -> Server:
     return server
 
 
-def _start_on_port(server: Server) -> bool:
-    """Start the server on `server.port` and wait until it is ready: True; False when the port
-    was taken meanwhile (try another); `PostgresUnavailable` for any other failure."""
-    settings = {
+def _start_on_port(server: Server, settings: Mapping[str, str]) -> bool:
+    """Start the server on `server.port` with `settings` and wait until it is ready: True;
+    False when the port was taken meanwhile (try another); `PostgresUnavailable` for any other
+    failure."""
+    where = {
         "listen_addresses": "127.0.0.1",
         "port": str(server.port),
         "unix_socket_directories": str(server.root),
-        "fsync": "off",
-        "synchronous_commit": "off",
-        "full_page_writes": "off",
-        "max_connections": "50",
-        "shared_buffers": "32MB",
     }
-    options = " ".join(f"-c {k}={v}" for k, v in settings.items())
+    options = " ".join(f"-c {k}={v}" for k, v in {**settings, **where}.items())
     server.log.unlink(missing_ok=True)
     started = server.run(
         str(server.binaries.pg_ctl),

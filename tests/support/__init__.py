@@ -10,5 +10,6 @@ JSON:API schema. channel_fakes: the upstream faked at the HTTP seam for the clie
 chaos: the storm's config and faults. management: the management suites' config and runs.
 hostile: the hostile-input suites' mirror snapshot, error line and config. proxy: a tampering
 proxy in front of the emulator. readonly: a read-only mount, a group reader. pages: a resource as
-served, and a page written to a mirror.
+served, and a page written to a mirror. twin_stores: an SQLite mirror and a PostgreSQL schema
+filled by the same pages, for the PostgreSQL read parts' contract tests.
 """

@@ -1,0 +1,96 @@
+"""What the PostgreSQL mirror's schema holds: its tables and views, and the columns of each.
+
+Issue #49: the introspection half of `sync.store.schema.Schema` (`columns`, `names`,
+`has_table`, `forget`), which the reads (`sync.store.pg.reads`), the listing diff
+(`sync.store.pg.listing`) and the store's callers ask before they touch a table. Creating and
+widening tables is the page write's (`sync.store.pg.pagewrite.PageWriter.ensure`), not this
+class's. Not wired into `Mirror` yet.
+
+Everything is asked of the catalogue (`pg_class`, `pg_attribute`), never learnt from a failed
+statement: in PostgreSQL a failed statement aborts the caller's transaction, where SQLite's
+`PRAGMA table_info` of a missing table answers nothing and leaves it as it was. A table is one
+of the mirror's schema (`SCHEMA` unless told), never one found through `search_path`; the
+session's temporary tables (a listing's) are not the mirror's, as SQLite's `temp` schema is not
+in `sqlite_master` (SQLite's `PRAGMA table_info` of a bare name does find a temporary table, so
+its `has_table` answers yes for a listing's name; no caller asks that, and here it is no). Names are compared exactly: PostgreSQL's quoted identifiers are
+case-sensitive, where SQLite folds the case of table and column names.
+
+**The cache.** `columns` keeps what it read of a table that exists, as SQLite's `Schema` does:
+whoever adds a column through another object (the page writer) calls `forget` for that table.
+A table that does not exist is never cached, so one made later is seen at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import tuple_row
+
+from sync.store.pg.bookkeeping import SCHEMA
+
+#: The kinds of relation that have columns a reader can select: tables (plain and
+#: partitioned), views and materialised views (SQLite's `PRAGMA table_info` answers for views).
+READABLE = ("r", "p", "v", "m")
+
+
+def table_columns(conn: psycopg.Connection[Any], schema: str, table: str) -> list[str]:
+    """The columns of `schema.table` (a table or a view) in their order, read now (no cache);
+    [] when it does not exist."""
+    rows = (
+        conn.cursor(row_factory=tuple_row)
+        .execute(
+            "SELECT a.attname FROM pg_catalog.pg_attribute a"
+            " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = %s AND c.relkind = ANY(%s)"
+            " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            (schema, table, list(READABLE)),
+        )
+        .fetchall()
+    )
+    return [str(r[0]) for r in rows]
+
+
+class Schema:
+    """The tables of one PostgreSQL schema of the mirror, over one connection: the counterpart
+    of `sync.store.schema.Schema`'s reads (`conn` as there, `name` the schema's)."""
+
+    def __init__(self, conn: psycopg.Connection[Any], name: str = SCHEMA) -> None:
+        self.conn = conn
+        self.name = name
+        self._columns: dict[str, set[str]] = {}
+
+    def __repr__(self) -> str:
+        return f"<pg Schema {self.name!r}>"
+
+    def columns(self, table: str) -> set[str]:
+        """Current columns of `table` (empty when it does not exist)."""
+        cols = self._columns.get(table)
+        if cols is None:
+            cols = set(table_columns(self.conn, self.name, table))
+            if cols:
+                self._columns[table] = cols
+        return cols
+
+    def names(self) -> set[str]:
+        """The mirror's tables and views, by name (those of this schema only)."""
+        rows = (
+            self.conn.cursor(row_factory=tuple_row)
+            .execute(
+                "SELECT c.relname FROM pg_catalog.pg_class c"
+                " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = %s AND c.relkind = ANY(%s)",
+                (self.name, list(READABLE)),
+            )
+            .fetchall()
+        )
+        return {str(r[0]) for r in rows}
+
+    def has_table(self, table: str) -> bool:
+        """Whether `table` exists (a view counts: it has columns too)."""
+        return bool(self.columns(table))
+
+    def forget(self, table: str) -> None:
+        """Drop the cached columns of `table` (after a change made outside this class)."""
+        self._columns.pop(table, None)

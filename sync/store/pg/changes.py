@@ -63,8 +63,13 @@ from psycopg import sql
 from sync.model import catalogue
 from sync.store import memberships
 from sync.store.changes import PRUNED_KEY, Change, link_columns
-from sync.store.pg.bookkeeping import ensure_bookkeeping, exists
-from sync.store.pg.pagewrite import MAX_NAME, STAMP
+from sync.store.pg.bookkeeping import KEY, ensure_bookkeeping, exists
+
+#: PostgreSQL's longest identifier in bytes, and a stamp's type (text compared byte by byte):
+#: the page write's `MAX_NAME` and `STAMP`, not imported from it, since the page write imports
+#: the links, which note their changes here (`LinkNotes`).
+MAX_NAME = 63
+STAMP = KEY
 
 FEED = "_sync_changes"
 META = "_sync_meta"

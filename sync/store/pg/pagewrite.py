@@ -2,9 +2,15 @@
 its table by one guarded `INSERT ... ON CONFLICT`, in one transaction.
 
 Issue #49, item 2, and the first part of the PostgreSQL mirror: not wired into `Mirror` yet (no
-links, memberships, tombstones or change feed here; those come with the store around it). The
-rows arrive staged exactly as for SQLite (`sync.pipeline.batches.Staged`); this module binds
+tombstones here; the change feed's triggers are the store's to make, `sync.store.pg.changes`).
+The rows arrive staged exactly as for SQLite (`sync.pipeline.batches.Staged`); this module binds
 them and never stages them itself.
+
+**A page** (`ensure_page`, then `write_page`): every batch's rows and the links of the rows the
+guard lets through (`link_guard`, SQLite's rule: an older copy changes neither a row nor its
+links), then the listing mall's memberships of the listed type's rows, in one transaction;
+links and memberships are written only where they differ (`sync.store.pg.links`,
+`sync.store.pg.memberships`), so an unchanged page leaves no dead tuple in the mirror's tables.
 
 **The guard** is the SQLite page write's (`sync.store.pagewrite`), with one deliberate
 difference. A copy is written when its `updated_at` is newer than the stored one; an older copy
@@ -64,7 +70,8 @@ from sync.model.columns import COLUMN_TYPES, KEY_COLUMNS, VALUE_KINDS
 from sync.model.stamps import ABSOLUTE
 from sync.pipeline.batches import Staged
 from sync.pipeline.encoding import dumps
-from sync.store import memberships
+from sync.store.pg import changes, links, memberships
+from sync.store.pg.links import Links
 
 BIGINT = "bigint"
 DOUBLE = "double precision"
@@ -223,9 +230,12 @@ class PageWriter:
     """Writes staged batches into the tables of one PostgreSQL schema over one connection: the
     columns it has read or made (cached per table) and the upsert statements it built."""
 
-    def __init__(self, conn: psycopg.Connection[Any], schema: str) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], schema: str, *, bulk: bool = False) -> None:
         self.conn = conn
         self.schema = schema
+        #: A bulk load: no `links` entries in the feed, no triggers on membership tables made
+        #: (its feed is one `backfill` entry per type, `sync.store.pg.changes.note_backfill`).
+        self.bulk = bulk
         self._columns: dict[str, dict[str, Column]] = {}
         self._sql: dict[tuple[str, tuple[str, ...]], sql.Composed] = {}
 
@@ -424,3 +434,62 @@ class PageWriter:
             )
         self._sql[key] = found
         return found
+
+    def ensure_page(self, batches: Sequence[Staged]) -> None:
+        """`ensure` each batch, the link tables its linkage names, and the membership table of
+        a mall's listing of a mall-scoped type: before the page's transaction, as `ensure`."""
+        for b in batches:
+            self.ensure(b)
+            names = [
+                lt.relationship.name
+                for lt in b.rtype.link_tables
+                if lt.relationship.name in b.links and not self.columns(lt.table)
+            ]
+            if names:
+                links.ensure(self.conn, self.schema, b.rtype, names)
+        main = batches[0] if batches else None
+        if (
+            main is not None
+            and main.rtype.level == "mall"
+            and "mall_id" in main.columns
+            and not self.columns(memberships.table(main.type))
+        ):
+            memberships.ensure(self.conn, self.schema, main.type, bulk=self.bulk)
+
+    def write_page(self, batches: Sequence[Staged]) -> int:
+        """A page in one transaction (a savepoint inside a caller's): each batch's rows under
+        the guard and the links of those it lets through, in the page's order (the listed type
+        first, as SQLite), then the listing mall's memberships. `ensure_page` first. Returns
+        the rows inserted or updated."""
+        written = 0
+        with self.conn.transaction():
+            for b in batches:
+                own = self.link_guard(b)
+                notes = self.feed_notes() if own else None  # before the upsert, as SQLite
+                written += self.upsert(b)
+                links.write(self.conn, self.schema, b.rtype, own, notes=notes)
+            if batches:
+                self.write_memberships(batches[0])
+        return written
+
+    def write_memberships(self, b: Staged) -> None:
+        """The mall that listed a page's rows lists them: one (mall, row) pair each."""
+        if b.rtype.level != "mall" or not b.ids or "mall_id" not in b.columns:
+            return
+        pos = b.columns.index("mall_id") + 1
+        pairs = [(row[pos], row[0]) for row in b.rows if row[pos] is not None]
+        memberships.add(self.conn, self.schema, b.type, pairs)
+
+    def link_guard(self, b: Staged) -> Links:
+        """The batch's links less those of rows the upsert's guard will refuse (an older copy,
+        or one without a stamp over a stored one), where batch and table have `updated_at`."""
+        if not b.links or UPDATED_AT not in b.columns or UPDATED_AT not in self.columns(b.type):
+            return b.links
+        return links.guarded(self.conn, self.schema, b)
+
+    def feed_notes(self) -> changes.LinkNotes | None:
+        """Where a batch's link changes are entered in the change feed: nowhere in a bulk load
+        or a schema without the feed (asked of the catalogue until it is there)."""
+        if self.bulk or not self.columns(changes.FEED):
+            return None
+        return changes.LinkNotes(self.conn, self.schema)

@@ -11,5 +11,7 @@ chaos: the storm's config and faults. management: the management suites' config 
 hostile: the hostile-input suites' mirror snapshot, error line and config. proxy: a tampering
 proxy in front of the emulator. readonly: a read-only mount, a group reader. pages: a resource as
 served, and a page written to a mirror. twin_stores: an SQLite mirror and a PostgreSQL schema
-filled by the same pages, for the PostgreSQL read parts' contract tests.
+filled by the same pages, for the PostgreSQL read parts' contract tests. store_sides: an SQLite
+mirror and a PostgreSQL schema written by their own page writes, for the links' and the
+memberships' contract tests.
 """

@@ -1,5 +1,4 @@
 """The PostgreSQL mirror's store, beside the SQLite one (issue #49): so far its guarded page
-"""The PostgreSQL mirror's store, beside the SQLite one (issue #49): so far its guarded page
 write (`pagewrite`) with the links (`links`) and memberships (`memberships`) it writes, the
 active/standby lock (`lock`), the bookkeeping tables (`bookkeeping`), the change feed with its
 wake-ups (`changes`), and one type's reads (`reads`, over the schema's introspection, `schema`)

@@ -43,20 +43,21 @@ from sync.store.links import link_tables as link_tables
 from sync.store.pg import changes
 from sync.store.pg.bookkeeping import exists
 from sync.store.pg.changes import FEED, LinkNotes
+from sync.store.pg.schema import READABLE
 
 #: The stamp the page write's guard compares.
 UPDATED_AT = "updated_at"
 
 
 def relations(conn: psycopg.Connection[Any], schema: str) -> dict[str, set[str]]:
-    """The columns of every table and view of `schema`, by name, in one query."""
+    """The columns of every table and view of `schema`, by name, in one query (what
+    `sync.store.pg.schema.Schema.columns` reads table by table)."""
     out: dict[str, set[str]] = {}
     for name, column in conn.execute(
         "SELECT c.relname, a.attname FROM pg_class c"
         " JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid"
-        " WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v') AND a.attnum > 0"
-        " AND NOT a.attisdropped",
-        (schema,),
+        " WHERE n.nspname = %s AND c.relkind = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+        (schema, list(READABLE)),
     ):
         out.setdefault(name, set()).add(column)
     return out
@@ -190,23 +191,25 @@ def guarded(conn: psycopg.Connection[Any], schema: str, b: Staged) -> Links:
     """The batch's links, less those of rows the upsert's guard will refuse: an owner whose
     stored `updated_at` is newer than its copy's, or whose copy has none (SQLite's
     `PageWriter.link_guard`: a row's relationships are part of the row, and an older copy
-    changes neither). Read before the upsert, in its transaction; the table must have
-    `updated_at`, and so must the batch."""
+    changes neither). Read before the upsert, in its transaction, locking the owners' rows in id
+    order as the upsert would (no other writer changes them between the two); the table must
+    have `updated_at`, and so must the batch."""
     if not b.links or not b.ids:
         return b.links
     pos = b.columns.index(UPDATED_AT) + 1
     incoming = {row[0]: row[pos] for row in b.rows}
     owners = sorted({rid for pairs in b.links.values() for rid, _ in pairs})
     older = {
-        int(r[0])
-        for r in conn.execute(
+        int(rid)
+        for rid, refused in conn.execute(
             sql.SQL(
-                "SELECT t.id FROM {} t JOIN unnest(%s::bigint[], %s::text[]) AS c(id, at)"
-                ' ON t.id = c.id WHERE t.{at} IS NOT NULL AND (c.at IS NULL OR c.at COLLATE "C"'
-                " < t.{at})"
+                'SELECT t.id, t.{at} IS NOT NULL AND (c.at IS NULL OR c.at COLLATE "C" < t.{at})'
+                " FROM {} t JOIN unnest(%s::bigint[], %s::text[]) AS c(id, at) ON t.id = c.id"
+                " ORDER BY t.id FOR NO KEY UPDATE OF t"
             ).format(sql.Identifier(schema, b.type), at=sql.Identifier(UPDATED_AT)),
             (owners, [incoming.get(rid) for rid in owners]),
         )
+        if refused
     }
     if not older:
         return b.links

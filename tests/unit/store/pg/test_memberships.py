@@ -2,10 +2,10 @@
 
 The contract tests take `side` and run twice (`tests.support.store_sides`): on a SQLite mirror
 through `sync.store.memberships` and its page write, and on a fresh PostgreSQL database
-(`pg_db`) through `sync.store.pg.memberships` and `PageWriter.write_page`, with one expectation
-for both: the pairs a mall's listing adds, `mall_id` the lowest mall, a mall's end, orphans,
-the reads by mall, the busiest malls, and the feed's entries for a row joining or leaving a
-mall. The tests after them are PostgreSQL's own: the table's shape, a page listed again leaving
+(`pg_db`) through `sync.store.pg.memberships` and `PageWriter.write_page` (read back by
+`sync.store.pg.reads`), with one expectation for both: the pairs a mall's listing adds,
+`mall_id` the lowest mall, a mall's end, orphans, the reads by mall, the busiest malls, and the
+feed's entries for a row joining or leaving a mall. The tests after them are PostgreSQL's own: the table's shape, a page listed again leaving
 no dead tuple, and a bulk load's table made without the feed's triggers.
 """
 

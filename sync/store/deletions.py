@@ -33,10 +33,14 @@ Two kinds of deletion, and only one keeps anything from coming back:
   listing, a gone mall's rows) removes the row and leaves nothing behind: as soon as the
   upstream lists or serves the row again, whatever its stamp, it is written again. An
   inference is not proof of a deletion (a "current" list drops items that still exist).
+
+These rules are written once, in `DeletionRules`; `Deletions` gives them SQLite's statements,
+and the PostgreSQL mirror's (`sync.store.pg.deletions`) its own.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import sqlite3
 import time
@@ -134,16 +138,19 @@ def tombstone_verdict(deleted_at: str | None, stamp: Any, judge: Judge) -> TombV
     return "refused"
 
 
-class Deletions:
-    """Deletes rows with their links and memberships, and keeps their tombstones.
+class DeletionRules(abc.ABC):
+    """What `Deletions` decides, whatever store keeps the rows and the tombstones: the rules of
+    the module docstring (the window, what a tombstone makes of each copy, ties, vouched ids,
+    contradicted tombstones, which feed entries delete and which tombstone), and what this
+    process remembers for them. A store subclasses it with its SQL (the `_` methods below):
+    `Deletions` here over SQLite, `sync.store.pg.deletions.Deletions` over PostgreSQL, so one
+    rule holds in both.
 
     Whether any tombstone exists is looked up once and then kept: on a mirror that never
     deleted anything, a page write asks nothing of `_sync_tombstones`.
     """
 
-    def __init__(self, conn: sqlite3.Connection, schema: Schema) -> None:
-        self.conn = conn
-        self.schema = schema
+    def __init__(self) -> None:
         self._any: bool | None = None  # whether any tombstone exists; None until looked up
         #: Per type, rows a copy stamped their tombstone's very moment reached, with the malls
         #: whose listings served it (None: a top-level scope): for `filter[id]` to decide.
@@ -153,13 +160,49 @@ class Deletions:
         #: When each row a tombstone refused was first refused (monotonic seconds).
         self._refused: OrderedDict[tuple[str, int], float] = OrderedDict()
         self.clock = time.monotonic
-        #: The window in seconds (module docstring), restored from `_sync_meta`.
+        #: The window in seconds (module docstring); a store restores it from `_sync_meta`.
         self.window = TIE_WINDOW_SECONDS
-        with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
-            row = conn.execute("SELECT value FROM _sync_meta WHERE key = ?", (WINDOW_KEY,))
-            got = row.fetchone()
-            if got is not None:
-                self.window = min(TIE_WINDOW_MAX_SECONDS, max(TIE_WINDOW_SECONDS, float(got[0])))
+
+    # -- what a store provides ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _any_tombstone(self) -> bool:
+        """Whether `_sync_tombstones` holds any row."""
+
+    @abc.abstractmethod
+    def _tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
+        """The tombstones of those of `ids` (not empty) that have one: id -> deleted_at."""
+
+    @abc.abstractmethod
+    def _lift(self, type_name: str, ids: list[int]) -> None:
+        """Delete the tombstones of `ids` (inside the page's transaction)."""
+
+    @abc.abstractmethod
+    def _keep_window(self, value: str) -> None:
+        """Keep the window (seconds, as text) in `_sync_meta` under `WINDOW_KEY`, committed."""
+
+    @abc.abstractmethod
+    def _transaction(self) -> contextlib.AbstractContextManager[object]:
+        """A write transaction: its own, or a savepoint of the caller's."""
+
+    @abc.abstractmethod
+    def _stamped(self, type_name: str) -> bool:
+        """Whether the table of `type_name` has an `updated_at` column."""
+
+    @abc.abstractmethod
+    def _compared(self, type_name: str, dated: Mapping[int, str]) -> tuple[set[int], set[int]]:
+        """The ids of `dated` whose mirrored row is stamped after the entry's moment by more
+        than the window, and those within the window of it either side (module docstring)."""
+
+    @abc.abstractmethod
+    def _tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
+        """Write feed tombstones (id, deleted_at); one already there keeps the later moment."""
+
+    @abc.abstractmethod
+    def _delete(self, type_name: str, ids: list[int]) -> int:
+        """Inside a write transaction: the rows, their links and memberships; a mall's too."""
+
+    # -- the rules ----------------------------------------------------------------------------
 
     def widen(self, gap_s: float) -> bool:
         """`filter[id]` found a row live `gap_s` seconds from the entry that dated it (a row
@@ -169,12 +212,7 @@ class Deletions:
         if wanted <= self.window:
             return False
         self.window = wanted
-        with write_transaction(self.conn):
-            self.conn.execute(
-                "INSERT INTO _sync_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
-                "SET value = excluded.value",
-                (WINDOW_KEY, str(round(wanted, 3))),
-            )
+        self._keep_window(str(round(wanted, 3)))
         _log.warning(
             "tombstone.window_widened",
             seconds=round(wanted, 3),
@@ -186,19 +224,10 @@ class Deletions:
     def held(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
         """The tombstones of those of `ids` that have one: id -> deleted_at."""
         if self._any is None:
-            self._any = bool(self.conn.execute("SELECT 1 FROM _sync_tombstones LIMIT 1").fetchone())
+            self._any = self._any_tombstone()
         if not self._any or not ids:
             return {}
-        out: dict[int, str | None] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            for rid, at in self.conn.execute(
-                f"SELECT id, deleted_at FROM _sync_tombstones WHERE type = ? AND id IN "
-                f"({','.join('?' * len(chunk))})",
-                (type_name, *chunk),
-            ):
-                out[int(rid)] = at
-        return out
+        return self._tombstones(type_name, ids)
 
     def drop_tombstoned(self, b: Staged) -> None:
         """Leave out of `b` the rows a tombstone refuses; lift those a newer copy outlives."""
@@ -232,11 +261,7 @@ class Deletions:
                 keep.append(False)
         if lifted:
             # Created again (an id re-used) or changed after its deletion: the copy wins.
-            self.conn.execute(
-                f"DELETE FROM _sync_tombstones WHERE type = ? AND id IN "
-                f"({','.join('?' * len(lifted))})",
-                (b.rtype.name, *lifted),
-            )
+            self._lift(b.rtype.name, lifted)
             _log.info("tombstone.lifted", type=b.rtype.name, ids=lifted[:20], count=len(lifted))
         if not all(keep):
             b.keep(keep)
@@ -286,7 +311,7 @@ class Deletions:
         links naming them, in one transaction; no tombstone (see the module docstring)."""
         if not ids:
             return 0
-        with write_transaction(self.conn):
+        with self._transaction():
             return self._delete(type_name, ids)
 
     def apply_feed(self, type_name: str, entries: Mapping[int, str | None]) -> FeedApplied:
@@ -296,9 +321,9 @@ class Deletions:
         out = FeedApplied()
         if not entries:
             return out
-        stamped = "updated_at" in self.schema.columns(type_name)
+        stamped = self._stamped(type_name)
         now = now_iso()
-        with write_transaction(self.conn):
+        with self._transaction():
             dated = {i: at for i, at in entries.items() if at is not None}
             out.unstamped = len(entries) - len(dated)
             newer, tied = self._compared(type_name, dated) if stamped else (set(), set())
@@ -309,29 +334,80 @@ class Deletions:
             out.kept = sorted(newer)
             out.tied = sorted(tied)
             tombs = [
-                (type_name, i, at or now, FEED)
+                (i, at or now)
                 for i, at in entries.items()
                 if (at is not None or not stamped) and i not in tied
             ]
             if tombs:
                 self._any = True
-                self.conn.executemany(
-                    "INSERT INTO _sync_tombstones (type, id, deleted_at, source) VALUES "
-                    "(?, ?, ?, ?) ON CONFLICT (type, id) DO UPDATE SET deleted_at = max("
-                    "coalesce(_sync_tombstones.deleted_at, ''), excluded.deleted_at), "
-                    "source = excluded.source",
-                    tombs,
-                )
+                self._tombstone(type_name, tombs)
             out.removed = self._delete(type_name, [i for i in entries if i not in kept])
         return out
 
+
+class Deletions(DeletionRules):
+    """Deletes rows with their links and memberships, and keeps their tombstones, in the
+    SQLite mirror (`DeletionRules`: the rules)."""
+
+    def __init__(self, conn: sqlite3.Connection, schema: Schema) -> None:
+        super().__init__()
+        self.conn = conn
+        self.schema = schema
+        with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
+            row = conn.execute("SELECT value FROM _sync_meta WHERE key = ?", (WINDOW_KEY,))
+            got = row.fetchone()
+            if got is not None:
+                self.window = restored_window(got[0])
+
+    def _any_tombstone(self) -> bool:
+        return bool(self.conn.execute("SELECT 1 FROM _sync_tombstones LIMIT 1").fetchone())
+
+    def _tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
+        out: dict[int, str | None] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            for rid, at in self.conn.execute(
+                f"SELECT id, deleted_at FROM _sync_tombstones WHERE type = ? AND id IN "
+                f"({','.join('?' * len(chunk))})",
+                (type_name, *chunk),
+            ):
+                out[int(rid)] = at
+        return out
+
+    def _lift(self, type_name: str, ids: list[int]) -> None:
+        self.conn.execute(
+            f"DELETE FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(ids))})",
+            (type_name, *ids),
+        )
+
+    def _keep_window(self, value: str) -> None:
+        with write_transaction(self.conn):
+            self.conn.execute(
+                "INSERT INTO _sync_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                "SET value = excluded.value",
+                (WINDOW_KEY, value),
+            )
+
+    def _transaction(self) -> contextlib.AbstractContextManager[None]:
+        return write_transaction(self.conn)
+
+    def _stamped(self, type_name: str) -> bool:
+        return "updated_at" in self.schema.columns(type_name)
+
+    def _tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
+        self.conn.executemany(
+            "INSERT INTO _sync_tombstones (type, id, deleted_at, source) VALUES "
+            "(?, ?, ?, ?) ON CONFLICT (type, id) DO UPDATE SET deleted_at = max("
+            "coalesce(_sync_tombstones.deleted_at, ''), excluded.deleted_at), "
+            "source = excluded.source",
+            [(type_name, i, at, FEED) for i, at in tombs],
+        )
+
     def _compared(self, type_name: str, dated: Mapping[int, str]) -> tuple[set[int], set[int]]:
-        """The ids of `dated` whose mirrored row is stamped after the entry's moment by more
-        than the window, and those within the window of it either side (module docstring)."""
         newer: set[int] = set()
         tied: set[int] = set()
         ms = round(self.window * 1000)
-        items = [(rid, *_around(at, ms)) for rid, at in dated.items()]
+        items = [(rid, *around(at, ms)) for rid, at in dated.items()]
         for start in range(0, len(items), 300):
             chunk = items[start : start + 300]
             values = ",".join("(?, ?, ?)" for _ in chunk)
@@ -344,7 +420,6 @@ class Deletions:
         return newer, tied
 
     def _delete(self, type_name: str, ids: list[int]) -> int:
-        """Inside a write transaction: the rows, their links and memberships; a mall's too."""
         removed = 0
         if self.schema.columns(type_name):
             for start in range(0, len(ids), 500):
@@ -375,7 +450,13 @@ class Deletions:
         return int(n)
 
 
-def _around(at: str, ms: int) -> tuple[str, str]:
+def restored_window(value: Any) -> float:
+    """The window kept in `_sync_meta` as read back, within its bounds; TypeError or ValueError
+    for a value that is no number (the least window stays)."""
+    return min(TIE_WINDOW_MAX_SECONDS, max(TIE_WINDOW_SECONDS, float(value)))
+
+
+def around(at: str, ms: int) -> tuple[str, str]:
     """The window of `ms` milliseconds either side of a normalised stamp (the stamp itself
     when it is not in the normalised form)."""
     try:

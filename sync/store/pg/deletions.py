@@ -3,36 +3,39 @@ and memberships.
 
 Issue #49, the PostgreSQL side of `sync.store.deletions` (read that module's docstring first: the
 rules are there, written once in `DeletionRules`, and this module gives them PostgreSQL's
-statements only). Not wired into `Mirror` yet: the store around it calls `ensure` once, builds
+statements only). Not wired into `Mirror` yet: the store around it calls `ensure` once, keeps
 one `Deletions` per connection, and in each page's transaction calls `drop_tombstoned` on every
-batch before `sync.store.pg.pagewrite.PageWriter.upsert` writes it (the staged rows a tombstone
-refuses are left out of the batch, `Staged.dropped` counts them, and the tombstones a newer or
-vouched copy outlives are lifted in that same transaction).
+batch before `sync.store.pg.pagewrite.PageWriter.write_page` writes them: the staged rows a
+tombstone refuses leave the batch (their links with them; `Staged.dropped` counts them), and
+the tombstones a newer or vouched copy outlives are lifted in that same transaction, so a page
+rolled back keeps them.
 
 **The table** has SQLite's columns: `type` and `deleted_at` text `COLLATE "C"` (stamps in the
 normalised form, so byte order is time order and `GREATEST` keeps the later moment as SQLite's
 `max` does), `id` bigint, `source` text, keyed by (type, id). The window learned is kept in
-`_sync_meta` under `tie_window_seconds` (`sync.store.pg.bookkeeping.Meta`).
+`_sync_meta` under `tie_window_seconds` (`sync.store.pg.bookkeeping.Meta`). A feed entry's
+moment is compared with the row's `updated_at` byte by byte, as SQLite compares text.
 
-**Deleting a row** deletes, in this order and in one transaction as SQLite does: the rows, the
-link rows they own (`<type>_<rel>`), the link rows naming them in other types' tables (each
-owner whose list changed gets a `links` entry in the change feed, `sync.store.pg.changes
-.LinkNotes`, unless `bulk`), and their memberships (`malls_<type>`). A mall takes its members'
-pairs (their `mall_id` re-pointed to their lowest mall left), its rows of the mall-route tables,
-its hours and its current hours. The tables are SQLite's, by the same names and columns; one
-that does not exist (or is a view) is passed over. The rows go before their links and
-memberships, as in SQLite, so that the membership triggers of the feed see the row gone: the
-link and membership tables must not hold immediate foreign keys onto the rows.
+**Deleting a row** takes, in SQLite's order, in one transaction and in SQLite's chunks of 500
+ids (so the change feed gets the same entries): the rows, the link rows they own, the link rows
+naming them in other types' tables (each owner whose list changed gets a `links` entry, unless
+`bulk`: `sync.store.pg.links.feed_notes`), and their memberships; a mall takes its pairs (each
+member's `mall_id` re-pointed), its rows of the mall-route tables, its hours and current hours
+(`sync.store.pg.memberships.drop_mall`). The link and membership tables, and which of them
+exist, are `sync.store.pg.links`' and `sync.store.pg.memberships`'. The rows go before their
+links and memberships, as in SQLite, so the feed's membership triggers see the row gone (those
+tables declare no foreign keys, `sync.store.pg.links`).
 
 **Transactions**: each write runs in `conn.transaction()` (its own, or a savepoint inside the
-caller's page transaction). A missing table is looked up in the catalogue rather than caught,
-since a failed statement would abort the caller's transaction.
+caller's). Tables are asked of the catalogue first, never learnt from a failed statement, which
+would abort the caller's transaction: reading the window where `_sync_meta` does not exist
+keeps the least window, as SQLite's does.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -40,7 +43,6 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from sync.model import catalogue
-from sync.store import memberships
 from sync.store.deletions import (
     FEED,
     WINDOW_KEY,
@@ -48,14 +50,12 @@ from sync.store.deletions import (
     around,
     restored_window,
 )
+from sync.store.pg import links, memberships
 from sync.store.pg.bookkeeping import KEY, SCHEMA, Meta, ensure_bookkeeping, exists, no_nul
-from sync.store.pg.changes import LinkNotes
-from sync.store.pg.pagewrite import STAMP
+from sync.store.pg.schema import table_columns
 
 TOMBSTONES = "_sync_tombstones"
 META = "_sync_meta"
-#: The change feed's table (`sync.store.pg.changes`): links entries are noted only where it is.
-CHANGES = "_sync_changes"
 #: Ids per statement where SQLite deletes in chunks: the same chunks give the change feed the
 #: same `links` entries (each chunk's `LinkNotes` starts after the one before).
 CHUNK = 500
@@ -74,57 +74,10 @@ def ensure(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
         ensure_bookkeeping(conn, schema)
         conn.execute(
             sql.SQL(_TABLE_SQL).format(
-                t=sql.Identifier(schema, TOMBSTONES), key=sql.SQL(KEY), stamp=sql.SQL(STAMP)
+                t=sql.Identifier(schema, TOMBSTONES), key=sql.SQL(KEY), stamp=sql.SQL(KEY)
             ),
             prepare=False,
         )
-
-
-def tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
-    """The tables of `schema` (views left out, as SQLite's `memberships` checks `type =
-    'table'`)."""
-    rows = (
-        conn.cursor(row_factory=tuple_row)
-        .execute(
-            "SELECT c.relname FROM pg_catalog.pg_class c"
-            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
-            (schema,),
-        )
-        .fetchall()
-    )
-    return {str(r[0]) for r in rows}
-
-
-def columns(conn: psycopg.Connection[Any], schema: str, table: str) -> set[str]:
-    """The columns of `schema.table` (empty when it does not exist), asked of the catalogue
-    each time: another part of the store adds columns."""
-    rows = (
-        conn.cursor(row_factory=tuple_row)
-        .execute(
-            "SELECT a.attname FROM pg_catalog.pg_attribute a"
-            " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
-            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')"
-            " AND a.attnum > 0 AND NOT a.attisdropped",
-            (schema, table),
-        )
-        .fetchall()
-    )
-    return {str(r[0]) for r in rows}
-
-
-def pointing_at(held: set[str], target: str) -> list[tuple[str, str, str, str]]:
-    """(link table, owner type, owner column, related column) of each link table in `held`
-    whose rows name `target`, in the catalogue's order (`sync.store.links.pointing_at`)."""
-    out = []
-    for name, rtype in catalogue.TYPES.items():
-        for rel in rtype.relationships:
-            if rel.target == target and not rel.to_one:
-                table = rel.link_table(name)
-                if table in held:
-                    out.append((table, name, *rel.link_columns(name)))
-    return out
 
 
 class Deletions(DeletionRules):
@@ -176,7 +129,7 @@ class Deletions(DeletionRules):
         return self.conn.transaction()
 
     def _stamped(self, type_name: str) -> bool:
-        return "updated_at" in columns(self.conn, self.schema, type_name)
+        return "updated_at" in table_columns(self.conn, self.schema, type_name)
 
     def _tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
         """In id order (keys taken in one order by every writer); `GREATEST` as SQLite's
@@ -219,95 +172,45 @@ class Deletions(DeletionRules):
         return newer, tied
 
     def _delete(self, type_name: str, ids: list[int]) -> int:
-        held = tables(self.conn, self.schema)
         removed = 0
-        if type_name in held:
+        if table_columns(self.conn, self.schema, type_name):
             for start in range(0, len(ids), CHUNK):
-                removed += self._delete_rows(type_name, ids[start : start + CHUNK], held)
+                removed += self._delete_rows(type_name, ids[start : start + CHUNK])
         if type_name == "malls":
             # A mall's members lose it (their rows stay until no mall lists them), and its
             # hours and current hours go with it.
             for mall in ids:
-                self._drop_mall(mall, held)
+                memberships.drop_mall(self.conn, self.schema, mall)
         return removed
 
-    def _delete_rows(self, type_name: str, chunk: list[int], held: set[str]) -> int:
+    def _delete_rows(self, type_name: str, chunk: list[int]) -> int:
         """The rows of `chunk`, the links they own, the links naming them and their
         memberships (`sync.store.deletions.Deletions._delete_rows`)."""
         n = self._execute(
-            sql.SQL("DELETE FROM {} WHERE id = ANY(%s::bigint[])").format(self._id(type_name)),
+            sql.SQL("DELETE FROM {} WHERE id = ANY(%s::bigint[])").format(
+                sql.Identifier(self.schema, type_name)
+            ),
             (chunk,),
         ).rowcount
         rtype = catalogue.TYPES.get(type_name)
-        for lt in rtype.link_tables if rtype else ():
-            if lt.table in held:
-                self._delete_where(lt.table, lt.owner_column, chunk)
+        for table, owner in links.owned(self.conn, self.schema, rtype) if rtype else ():
+            self._execute(
+                sql.SQL("DELETE FROM {} WHERE {} = ANY(%s::bigint[])").format(
+                    sql.Identifier(self.schema, table), sql.Identifier(owner)
+                ),
+                (chunk,),
+            )
         # Other rows' links to the deleted rows go with them (a join row upstream): their
         # owners' link lists changed, which the change feed says.
-        notes = None if self.bulk or CHANGES not in held else LinkNotes(self.conn, self.schema)
-        for table, owner_type, owner, other in pointing_at(held, type_name):
+        notes = links.feed_notes(self.conn, self.schema, bulk=self.bulk)
+        for table, owner_type, owner, other in links.pointing_at(self.conn, self.schema, type_name):
             owners = self._execute(
                 sql.SQL("DELETE FROM {} WHERE {} = ANY(%s::bigint[]) RETURNING {}").format(
-                    self._id(table), sql.Identifier(other), sql.Identifier(owner)
+                    sql.Identifier(self.schema, table), sql.Identifier(other), sql.Identifier(owner)
                 ),
                 (chunk,),
             ).fetchall()
-            if notes is not None and owners and owner_type in held:
+            if notes is not None and owners:
                 notes.note(owner_type, (int(r[0]) for r in owners))
-        if memberships.table(type_name) in held:
-            _, row = memberships.columns(type_name)
-            self._delete_where(memberships.table(type_name), row, chunk)
+        memberships.drop_rows(self.conn, self.schema, type_name, chunk)
         return int(n)
-
-    def _drop_mall(self, mall_id: int, held: set[str]) -> None:
-        """A mall is gone: its pairs in every membership table (each member's `mall_id`
-        re-pointed), its rows of the mall-route tables, its hours and current hours
-        (`sync.store.memberships.drop_mall`)."""
-        for name in memberships.MEMBER_TYPES:
-            pairs = memberships.table(name)
-            if pairs not in held:
-                continue
-            mall, row = memberships.columns(name)
-            lost = self._execute(
-                sql.SQL("DELETE FROM {} WHERE {} = %s RETURNING {}").format(
-                    self._id(pairs), sql.Identifier(mall), sql.Identifier(row)
-                ),
-                (mall_id,),
-            ).fetchall()
-            if lost and name in held:
-                self._refresh_mall_id(name, sorted({int(r[0]) for r in lost}))
-        for routed in memberships.ROUTED_TABLES:  # contacts and deals known from the mall routes
-            if routed in held:
-                self._delete_where(routed, "malls_id", [mall_id])
-        for hours in (catalogue.HOURS_TABLE, catalogue.CURRENT_HOURS_TABLE):
-            if hours in held:
-                self._delete_where(hours, "mall_id", [mall_id])
-
-    def _refresh_mall_id(self, type_name: str, ids: list[int]) -> None:
-        """`mall_id` of `ids` becomes the lowest mall the membership table holds for each (NULL
-        for none), where the table has the column; a row whose value stays is not rewritten
-        (no dead tuple)."""
-        if "mall_id" not in columns(self.conn, self.schema, type_name):
-            return
-        mall, row = memberships.columns(type_name)
-        lowest = sql.SQL("(SELECT min(m.{}) FROM {} m WHERE m.{} = t.id)").format(
-            sql.Identifier(mall), self._id(memberships.table(type_name)), sql.Identifier(row)
-        )
-        self._execute(
-            sql.SQL(
-                "UPDATE {} t SET mall_id = {} WHERE t.id = ANY(%s::bigint[])"
-                " AND t.mall_id IS DISTINCT FROM {}"
-            ).format(self._id(type_name), lowest, lowest),
-            (ids,),
-        )
-
-    def _delete_where(self, table: str, column: str, ids: Iterable[int]) -> None:
-        self._execute(
-            sql.SQL("DELETE FROM {} WHERE {} = ANY(%s::bigint[])").format(
-                self._id(table), sql.Identifier(column)
-            ),
-            (list(ids),),
-        )
-
-    def _id(self, table: str) -> sql.Identifier:
-        return sql.Identifier(self.schema, table)

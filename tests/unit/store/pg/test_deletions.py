@@ -1,13 +1,18 @@
 """`sync.store.pg.deletions`: deletions and tombstones in PostgreSQL, held to SQLite's contract.
 
-The contract tests take `side` and run twice: `sqlite` is a `Mirror` opened on a file in the
-test's directory, its `Deletions` and its own page write; `postgres` a fresh database (`pg_db`)
-with the change feed (`sync.store.pg.changes`), `ensure`, a `Deletions` of this module, and a
-page written as the PostgreSQL store will write one: in one transaction, `drop_tombstoned` on
-each batch, then `PageWriter.upsert`, the batch's link rows and the listing mall's memberships
-(the link and membership tables made here with SQLite's names and columns: their own port is
-another part). `search_path` is the schema, so one statement reads the same on both sides. Each
-test asserts the same values of both. The tests after them are PostgreSQL's own.
+The contract tests take `s` and run twice: `sqlite` is a `Mirror` opened on a file in the test's
+directory, its `Deletions` and its own page write (`Mirror.write_staged`'s order); `postgres` a
+fresh database (`pg_db`) with the change feed (`sync.store.pg.changes`), `ensure`, a `Deletions`
+of this module, and each page written as the PostgreSQL store will write it: the tables and the
+feed's triggers first, then in one transaction `drop_tombstoned` on every batch and
+`PageWriter.write_page` (rows, links, memberships). Each test asserts the same values of both,
+read with one statement written once for both (`Side.rows`).
+
+As in `tests.support.store_sides`, the PostgreSQL schema has a name that must be quoted, the
+code under test runs on a connection whose `search_path` does not reach it (`rows` reads on a
+second one whose path does), and `public` holds tables named as the mirror's with other rows
+(`DECOYS`): a statement that forgot to name its schema fails or reads the wrong rows. The tests
+after the contract are PostgreSQL's own.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from structlog.testing import capture_logs
 
 from sync.model.stamps import now_iso, shift
 from sync.pipeline.batches import Staged
-from sync.store import Mirror, memberships
+from sync.store import Mirror
 from sync.store.deletions import (
     CONTRADICTED_AFTER_SECONDS,
     STAMPLESS_TOMBSTONE_SECONDS,
@@ -41,7 +46,20 @@ from sync.store.pg.pagewrite import PageWriter
 from sync.store.transaction import write_transaction
 from tests.support.store_units import staged
 
-SCHEMA = "ccsync"
+#: The schema in these tests: a name that must be quoted, out of the code's `search_path`.
+SCHEMA = 'Deletions "side"'
+#: Tables of `public` named as the mirror's, each with a row (1, 1) the mirror does not hold: a
+#: statement that forgot its schema reads or deletes the wrong rows.
+DECOYS = {
+    "_sync_tombstones": "type bigint, id bigint",
+    "_sync_meta": "key bigint, value bigint",
+    "deals": "id bigint, updated_at bigint",
+    "images": "id bigint, updated_at bigint",
+    "deals_images": "deals_id bigint, images_id bigint",
+    "stores_images": "stores_id bigint, images_id bigint",
+    "malls_stores": "malls_id bigint, stores_id bigint",
+    "current_hours": "mall_id bigint, body bigint",
+}
 T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"
 FEED = "SELECT type, id, op FROM _sync_changes WHERE seq > ? ORDER BY seq"
 
@@ -95,10 +113,15 @@ class PostgresSide:
 
     def __init__(self, dsn: str) -> None:
         self.conn = psycopg.connect(dsn, autocommit=True)
+        self.bare = psycopg.connect(dsn, autocommit=True)
+        for name, columns in DECOYS.items():
+            table = sql.Identifier("public", name)
+            self.conn.execute(sql.SQL("CREATE TABLE {} ({})").format(table, sql.SQL(columns)))
+            self.conn.execute(sql.SQL("INSERT INTO {} VALUES (1, 1)").format(table))
         changes.ensure(self.conn, SCHEMA)
         ensure(self.conn, SCHEMA)
-        self.conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(SCHEMA)))
-        self.conn.execute(
+        self.bare.execute("SELECT set_config('search_path', quote_ident(%s), false)", (SCHEMA,))
+        self.bare.execute(
             "CREATE TABLE current_hours (mall_id bigint PRIMARY KEY, body text, fetched_at text)"
         )
         self.writer = PageWriter(self.conn, SCHEMA)
@@ -107,66 +130,25 @@ class PostgresSide:
     def restart(self) -> DeletionRules:
         return Deletions(self.conn, SCHEMA)
 
-    def _pairs_table(self, table: str, owner: str, other: str) -> None:
-        """A link or membership table as SQLite's `link_sql` makes it (no foreign keys)."""
-        self.conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} ({} bigint NOT NULL, {} bigint NOT NULL,"
-                " position bigint, PRIMARY KEY ({}, {}))"
-            ).format(sql.Identifier(SCHEMA, table), *map(sql.Identifier, (owner, other) * 2))
-        )
-
     def page(self, *batches: Staged) -> list[Staged]:
-        main = batches[0]
+        """As the PostgreSQL store will write a page: its tables and the feed's triggers first,
+        then in one transaction each batch less what a tombstone refuses, and the page."""
+        self.writer.ensure_page(batches)
         for b in batches:
-            self.writer.ensure(b)
-            for rel in b.rtype.relationships:
-                if rel.name in b.links:
-                    self._pairs_table(rel.link_table(b.type), *rel.link_columns(b.type))
-            if b.type in memberships.MEMBER_TYPES and "mall_id" in b.columns:
-                self._pairs_table(memberships.table(b.type), *memberships.columns(b.type))
-            changes.create_triggers(self.conn, SCHEMA, b.type, set(self.writer.columns(b.type)))
-        with self.conn.transaction(), self.conn.cursor() as cur:
+            if b.ids:
+                changes.create_triggers(self.conn, SCHEMA, b.type, set(self.writer.columns(b.type)))
+        with self.conn.transaction():
             for b in batches:
                 self.deletions.drop_tombstoned(b)
-                self.writer.upsert(b)
-                for rel in b.rtype.relationships:
-                    owner, other = rel.link_columns(b.type)
-                    for rid, related in b.links.get(rel.name, []):
-                        ident = sql.Identifier(SCHEMA, rel.link_table(b.type))
-                        cur.execute(
-                            sql.SQL("DELETE FROM {} WHERE {} = %s").format(
-                                ident, sql.Identifier(owner)
-                            ),
-                            (rid,),
-                        )
-                        cur.executemany(
-                            sql.SQL(
-                                "INSERT INTO {} ({}, {}, position) VALUES (%s, %s, %s)"
-                                " ON CONFLICT DO NOTHING"
-                            ).format(ident, sql.Identifier(owner), sql.Identifier(other)),
-                            [(rid, r, pos) for pos, r in enumerate(related)],
-                        )
-            if main.type in memberships.MEMBER_TYPES and "mall_id" in main.columns:
-                at = main.columns.index("mall_id") + 1
-                mall, row = memberships.columns(main.type)
-                cur.executemany(
-                    sql.SQL(
-                        "INSERT INTO {} ({}, {}, position) VALUES (%s, %s, 0) ON CONFLICT DO NOTHING"
-                    ).format(
-                        sql.Identifier(SCHEMA, memberships.table(main.type)),
-                        sql.Identifier(mall),
-                        sql.Identifier(row),
-                    ),
-                    [(r[at], r[0]) for r in main.rows if r[at] is not None],
-                )
+            self.writer.write_page(batches)
         return list(batches)
 
     def rows(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        cur = self.conn.execute(statement.replace("?", "%s"), params)
+        cur = self.bare.execute(statement.replace("?", "%s"), params)
         return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
     def close(self) -> None:
+        self.bare.close()
         self.conn.close()
 
 
@@ -442,8 +424,10 @@ def test_the_table_has_sqlites_columns_and_ensure_is_idempotent(
         "SELECT array_agg(a.attname ORDER BY k.n) FROM pg_index i"
         " CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(att, n)"
         " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.att"
-        " WHERE i.indrelid = %s::regclass AND i.indisprimary",
-        (f"{SCHEMA}._sync_tombstones",),
+        " WHERE i.indisprimary AND i.indrelid = (SELECT c.oid FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = '_sync_tombstones')",
+        (SCHEMA,),
     ).fetchone()
     assert key == (["type", "id"],)
 
@@ -464,11 +448,11 @@ def test_a_page_rolled_back_keeps_the_tombstone_its_copy_lifted(pg_db: str) -> N
     try:
         s.page(*staged("deals", [_res(1, "deals", T0)]))
         s.deletions.apply_feed("deals", {1: T1})
-        (b,) = staged("deals", [_res(1, "deals", T2)])
-        s.writer.ensure(b)
+        page = staged("deals", [_res(1, "deals", T2)])
+        s.writer.ensure_page(page)
         with pytest.raises(RuntimeError), s.conn.transaction():
-            s.deletions.drop_tombstoned(b)
-            s.writer.upsert(b)
+            s.deletions.drop_tombstoned(page[0])
+            assert s.writer.write_page(page) == 1
             raise RuntimeError("the page failed")
         assert s.deletions.held("deals", [1]) == {1: T1}
         assert s.rows("SELECT count(*) FROM deals") == [(0,)]
@@ -512,6 +496,9 @@ def test_missing_link_and_membership_tables_are_passed_over(
 
 
 def test_a_connection_with_another_row_factory_reads_the_same(pg_db: str) -> None:
+    """This module's own statements read plain tuples whatever the connection's row factory
+    (the page write and the link and membership functions it calls on a deletion expect the
+    default one)."""
     with psycopg.connect(pg_db, autocommit=True) as plain:
         ensure(plain, SCHEMA)
         (b,) = staged("deals", [_res(1, "deals", T0), _res(2, "deals", T2)])
@@ -523,4 +510,3 @@ def test_a_connection_with_another_row_factory_reads_the_same(pg_db: str) -> Non
         applied = gone.apply_feed("deals", {1: T1, 2: T1})
         assert (applied.removed, applied.kept) == (1, [2])
         assert gone.held("deals", [1, 2]) == {1: T1, 2: T1}
-        assert gone.delete("deals", [2]) == 1

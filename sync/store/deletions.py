@@ -34,20 +34,19 @@ Two kinds of deletion, and only one keeps anything from coming back:
   upstream lists or serves the row again, whatever its stamp, it is written again. An
   inference is not proof of a deletion (a "current" list drops items that still exist).
 
-These rules are written once, in `DeletionRules`; `Deletions` gives them SQLite's statements,
-and the PostgreSQL mirror's (`sync.store.pg.deletions`) its own.
+These rules are written once, in `Deletions`, which holds a store's statements (`TombstoneBook`):
+`SqliteTombstones` here, `sync.store.pg.deletions.PgTombstones` in the PostgreSQL mirror.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from sync.core.logs import get_logger
 from sync.model import catalogue
@@ -138,19 +137,67 @@ def tombstone_verdict(deleted_at: str | None, stamp: Any, judge: Judge) -> TombV
     return "refused"
 
 
-class DeletionRules(abc.ABC):
-    """What `Deletions` decides, whatever store keeps the rows and the tombstones: the rules of
-    the module docstring (the window, what a tombstone makes of each copy, ties, vouched ids,
-    contradicted tombstones, which feed entries delete and which tombstone), and what this
-    process remembers for them. A store subclasses it with its SQL (the `_` methods below):
-    `Deletions` here over SQLite, `sync.store.pg.deletions.Deletions` over PostgreSQL, so one
-    rule holds in both.
+class TombstoneBook(Protocol):
+    """What a store gives the rules (`Deletions`): its statements on the rows and
+    `_sync_tombstones`. `SqliteTombstones` below, `sync.store.pg.deletions.PgTombstones` in the
+    PostgreSQL mirror: the rules hold one of them (composition), so one rule holds in both."""
+
+    def saved_window(self) -> Any:
+        """The window kept in `_sync_meta` under `WINDOW_KEY` (None: none, or no table)."""
+        ...
+
+    def any_tombstone(self) -> bool:
+        """Whether `_sync_tombstones` holds any row."""
+        ...
+
+    def tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
+        """The tombstones of those of `ids` (not empty) that have one: id -> deleted_at."""
+        ...
+
+    def lift(self, type_name: str, ids: list[int]) -> None:
+        """Delete the tombstones of `ids` (inside the page's transaction)."""
+        ...
+
+    def keep_window(self, value: str) -> None:
+        """Keep the window (seconds, as text) in `_sync_meta` under `WINDOW_KEY`, committed."""
+        ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        """A write transaction: its own, or a savepoint of the caller's."""
+        ...
+
+    def stamped(self, type_name: str) -> bool:
+        """Whether the table of `type_name` has an `updated_at` column."""
+        ...
+
+    def compared(
+        self, type_name: str, dated: Mapping[int, str], window: float
+    ) -> tuple[set[int], set[int]]:
+        """The ids of `dated` whose mirrored row is stamped after the entry's moment by more
+        than `window` seconds, and those within it either side (module docstring)."""
+        ...
+
+    def tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
+        """Write feed tombstones (id, deleted_at); one already there keeps the later moment."""
+        ...
+
+    def delete(self, type_name: str, ids: list[int]) -> int:
+        """Inside a write transaction: the rows, their links and memberships; a mall's too."""
+        ...
+
+
+class Deletions:
+    """What the mirror decides of deletions, whatever store keeps the rows and the tombstones:
+    the rules of the module docstring (the window, what a tombstone makes of each copy, ties,
+    vouched ids, contradicted tombstones, which feed entries delete and which tombstone), and
+    what this process remembers for them; the statements are the `book`'s (`TombstoneBook`).
 
     Whether any tombstone exists is looked up once and then kept: on a mirror that never
     deleted anything, a page write asks nothing of `_sync_tombstones`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, book: TombstoneBook) -> None:
+        self.book = book
         self._any: bool | None = None  # whether any tombstone exists; None until looked up
         #: Per type, rows a copy stamped their tombstone's very moment reached, with the malls
         #: whose listings served it (None: a top-level scope): for `filter[id]` to decide.
@@ -160,47 +207,12 @@ class DeletionRules(abc.ABC):
         #: When each row a tombstone refused was first refused (monotonic seconds).
         self._refused: OrderedDict[tuple[str, int], float] = OrderedDict()
         self.clock = time.monotonic
-        #: The window in seconds (module docstring); a store restores it from `_sync_meta`.
+        #: The window in seconds (module docstring), restored from `_sync_meta`.
         self.window = TIE_WINDOW_SECONDS
-
-    # -- what a store provides ------------------------------------------------------------------
-
-    @abc.abstractmethod
-    def _any_tombstone(self) -> bool:
-        """Whether `_sync_tombstones` holds any row."""
-
-    @abc.abstractmethod
-    def _tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
-        """The tombstones of those of `ids` (not empty) that have one: id -> deleted_at."""
-
-    @abc.abstractmethod
-    def _lift(self, type_name: str, ids: list[int]) -> None:
-        """Delete the tombstones of `ids` (inside the page's transaction)."""
-
-    @abc.abstractmethod
-    def _keep_window(self, value: str) -> None:
-        """Keep the window (seconds, as text) in `_sync_meta` under `WINDOW_KEY`, committed."""
-
-    @abc.abstractmethod
-    def _transaction(self) -> contextlib.AbstractContextManager[object]:
-        """A write transaction: its own, or a savepoint of the caller's."""
-
-    @abc.abstractmethod
-    def _stamped(self, type_name: str) -> bool:
-        """Whether the table of `type_name` has an `updated_at` column."""
-
-    @abc.abstractmethod
-    def _compared(self, type_name: str, dated: Mapping[int, str]) -> tuple[set[int], set[int]]:
-        """The ids of `dated` whose mirrored row is stamped after the entry's moment by more
-        than the window, and those within the window of it either side (module docstring)."""
-
-    @abc.abstractmethod
-    def _tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
-        """Write feed tombstones (id, deleted_at); one already there keeps the later moment."""
-
-    @abc.abstractmethod
-    def _delete(self, type_name: str, ids: list[int]) -> int:
-        """Inside a write transaction: the rows, their links and memberships; a mall's too."""
+        with contextlib.suppress(TypeError, ValueError):
+            saved = book.saved_window()
+            if saved is not None:
+                self.window = restored_window(saved)
 
     # -- the rules ----------------------------------------------------------------------------
 
@@ -212,7 +224,7 @@ class DeletionRules(abc.ABC):
         if wanted <= self.window:
             return False
         self.window = wanted
-        self._keep_window(str(round(wanted, 3)))
+        self.book.keep_window(str(round(wanted, 3)))
         _log.warning(
             "tombstone.window_widened",
             seconds=round(wanted, 3),
@@ -224,10 +236,10 @@ class DeletionRules(abc.ABC):
     def held(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
         """The tombstones of those of `ids` that have one: id -> deleted_at."""
         if self._any is None:
-            self._any = self._any_tombstone()
+            self._any = self.book.any_tombstone()
         if not self._any or not ids:
             return {}
-        return self._tombstones(type_name, ids)
+        return self.book.tombstones(type_name, ids)
 
     def drop_tombstoned(self, b: Staged) -> None:
         """Leave out of `b` the rows a tombstone refuses; lift those a newer copy outlives."""
@@ -261,7 +273,7 @@ class DeletionRules(abc.ABC):
                 keep.append(False)
         if lifted:
             # Created again (an id re-used) or changed after its deletion: the copy wins.
-            self._lift(b.rtype.name, lifted)
+            self.book.lift(b.rtype.name, lifted)
             _log.info("tombstone.lifted", type=b.rtype.name, ids=lifted[:20], count=len(lifted))
         if not all(keep):
             b.keep(keep)
@@ -311,8 +323,8 @@ class DeletionRules(abc.ABC):
         links naming them, in one transaction; no tombstone (see the module docstring)."""
         if not ids:
             return 0
-        with self._transaction():
-            return self._delete(type_name, ids)
+        with self.book.transaction():
+            return self.book.delete(type_name, ids)
 
     def apply_feed(self, type_name: str, entries: Mapping[int, str | None]) -> FeedApplied:
         """Apply deletions feed entries (id -> the entry's normalised `created_at`, or None):
@@ -321,12 +333,14 @@ class DeletionRules(abc.ABC):
         out = FeedApplied()
         if not entries:
             return out
-        stamped = self._stamped(type_name)
+        stamped = self.book.stamped(type_name)
         now = now_iso()
-        with self._transaction():
+        with self.book.transaction():
             dated = {i: at for i, at in entries.items() if at is not None}
             out.unstamped = len(entries) - len(dated)
-            newer, tied = self._compared(type_name, dated) if stamped else (set(), set())
+            newer, tied = (
+                self.book.compared(type_name, dated, self.window) if stamped else (set(), set())
+            )
             kept = newer | tied
             if stamped:
                 # An entry without a moment is no evidence against a stamped row.
@@ -340,29 +354,32 @@ class DeletionRules(abc.ABC):
             ]
             if tombs:
                 self._any = True
-                self._tombstone(type_name, tombs)
-            out.removed = self._delete(type_name, [i for i in entries if i not in kept])
+                self.book.tombstone(type_name, tombs)
+            out.removed = self.book.delete(type_name, [i for i in entries if i not in kept])
         return out
 
 
-class Deletions(DeletionRules):
-    """Deletes rows with their links and memberships, and keeps their tombstones, in the
-    SQLite mirror (`DeletionRules`: the rules)."""
+class SqliteTombstones:
+    """The SQLite mirror's `TombstoneBook`: rows deleted with their links and memberships,
+    tombstones kept in `_sync_tombstones`."""
 
     def __init__(self, conn: sqlite3.Connection, schema: Schema) -> None:
-        super().__init__()
         self.conn = conn
         self.schema = schema
-        with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
-            row = conn.execute("SELECT value FROM _sync_meta WHERE key = ?", (WINDOW_KEY,))
-            got = row.fetchone()
-            if got is not None:
-                self.window = restored_window(got[0])
 
-    def _any_tombstone(self) -> bool:
+    def saved_window(self) -> Any:
+        try:
+            got = self.conn.execute(
+                "SELECT value FROM _sync_meta WHERE key = ?", (WINDOW_KEY,)
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        return None if got is None else got[0]
+
+    def any_tombstone(self) -> bool:
         return bool(self.conn.execute("SELECT 1 FROM _sync_tombstones LIMIT 1").fetchone())
 
-    def _tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
+    def tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
         out: dict[int, str | None] = {}
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
@@ -374,13 +391,13 @@ class Deletions(DeletionRules):
                 out[int(rid)] = at
         return out
 
-    def _lift(self, type_name: str, ids: list[int]) -> None:
+    def lift(self, type_name: str, ids: list[int]) -> None:
         self.conn.execute(
             f"DELETE FROM _sync_tombstones WHERE type = ? AND id IN ({','.join('?' * len(ids))})",
             (type_name, *ids),
         )
 
-    def _keep_window(self, value: str) -> None:
+    def keep_window(self, value: str) -> None:
         with write_transaction(self.conn):
             self.conn.execute(
                 "INSERT INTO _sync_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
@@ -388,13 +405,13 @@ class Deletions(DeletionRules):
                 (WINDOW_KEY, value),
             )
 
-    def _transaction(self) -> contextlib.AbstractContextManager[None]:
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
         return write_transaction(self.conn)
 
-    def _stamped(self, type_name: str) -> bool:
+    def stamped(self, type_name: str) -> bool:
         return "updated_at" in self.schema.columns(type_name)
 
-    def _tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
+    def tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
         self.conn.executemany(
             "INSERT INTO _sync_tombstones (type, id, deleted_at, source) VALUES "
             "(?, ?, ?, ?) ON CONFLICT (type, id) DO UPDATE SET deleted_at = max("
@@ -403,10 +420,12 @@ class Deletions(DeletionRules):
             [(type_name, i, at, FEED) for i, at in tombs],
         )
 
-    def _compared(self, type_name: str, dated: Mapping[int, str]) -> tuple[set[int], set[int]]:
+    def compared(
+        self, type_name: str, dated: Mapping[int, str], window: float
+    ) -> tuple[set[int], set[int]]:
         newer: set[int] = set()
         tied: set[int] = set()
-        ms = round(self.window * 1000)
+        ms = round(window * 1000)
         items = [(rid, *around(at, ms)) for rid, at in dated.items()]
         for start in range(0, len(items), 300):
             chunk = items[start : start + 300]
@@ -419,7 +438,7 @@ class Deletions(DeletionRules):
                 (newer if after else tied).add(int(rid))
         return newer, tied
 
-    def _delete(self, type_name: str, ids: list[int]) -> int:
+    def delete(self, type_name: str, ids: list[int]) -> int:
         removed = 0
         if self.schema.columns(type_name):
             for start in range(0, len(ids), 500):

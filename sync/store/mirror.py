@@ -39,7 +39,7 @@ from sync.store import file, migrations, runs, sideloads
 from sync.store import links as link_store
 from sync.store.backfills import Backfills, PageCheckpoint
 from sync.store.changes import ChangeFeed
-from sync.store.deletions import Deletions
+from sync.store.deletions import Deletions, SqliteTombstones
 from sync.store.faults import StorageCheck
 from sync.store.groupcommit import GroupCommit
 from sync.store.hours import Hours
@@ -97,7 +97,7 @@ class Mirror:
         self.hours = Hours(self.schema)
         self.malls = Malls(self.schema, self.table)
         self._writer = PageWriter(conn, self.schema)
-        self._deletions = Deletions(conn, self.schema)
+        self._deletions = Deletions(SqliteTombstones(conn, self.schema))
         self._scripts = Scripts(conn)
         #: Tables made on first use, held as parts whose reads make nothing (readers use them
         #: on a read-only open): the proof's records and listing (`sync.store.proof`), the

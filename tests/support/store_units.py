@@ -17,7 +17,7 @@ from typing import Any
 from sync.model import catalogue
 from sync.pipeline.batches import Staged
 from sync.pipeline.staging import stage_resources
-from sync.store.deletions import Deletions
+from sync.store.deletions import Deletions, SqliteTombstones
 from sync.store.groupcommit import GroupCommit
 from sync.store.meta import Meta
 from sync.store.pagewrite import PageWriter
@@ -38,7 +38,7 @@ def staged(
 def write(conn: sqlite3.Connection, schema: Schema, batches: list[Staged]) -> PageWriter:
     """Bind a staged page with the store's own parts, in one transaction; the writer used."""
     writer = PageWriter(conn, schema)
-    deletions = Deletions(conn, schema)
+    deletions = Deletions(SqliteTombstones(conn, schema))
     writer.ensure_schema(batches)
     with write_transaction(conn):
         for b in batches:

@@ -2,9 +2,10 @@
 and memberships.
 
 Issue #49, the PostgreSQL side of `sync.store.deletions` (read that module's docstring first: the
-rules are there, written once in `DeletionRules`, and this module gives them PostgreSQL's
-statements only). Not wired into `Mirror` yet: the store around it calls `ensure` once, keeps
-one `Deletions` per connection, and in each page's transaction calls `drop_tombstoned` on every
+rules are there, written once in `Deletions`, and this module gives them PostgreSQL's
+statements only: `PgTombstones`, the `TombstoneBook` a `Deletions` holds). Not wired into
+`Mirror` yet: the store around it calls `ensure` once, keeps one `Deletions(PgTombstones(...))`
+per connection, and in each page's transaction calls `drop_tombstoned` on every
 batch before `sync.store.pg.pagewrite.PageWriter.write_page` writes them: the staged rows a
 tombstone refuses leave the batch (their links with them; `Staged.dropped` counts them), and
 the tombstones a newer or vouched copy outlives are lifted in that same transaction, so a page
@@ -46,9 +47,7 @@ from sync.model import catalogue
 from sync.store.deletions import (
     FEED,
     WINDOW_KEY,
-    DeletionRules,
     around,
-    restored_window,
 )
 from sync.store.pg import links, memberships
 from sync.store.pg.bookkeeping import KEY, SCHEMA, Meta, ensure_bookkeeping, exists, no_nul
@@ -80,33 +79,33 @@ def ensure(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
         )
 
 
-class Deletions(DeletionRules):
-    """Deletes rows with their links and memberships, and keeps their tombstones, in one
-    PostgreSQL schema over one connection (`DeletionRules`: the rules). `ensure` first."""
+class PgTombstones:
+    """The PostgreSQL mirror's `TombstoneBook` (the rules are `sync.store.deletions.Deletions`,
+    which holds one): rows deleted with their links and memberships, tombstones kept, in one
+    schema over one connection. `ensure` first."""
 
     def __init__(self, conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
-        super().__init__()
         self.conn = conn
         self.schema = schema
         #: A bulk load is under way (SQLite's `Schema.defer_indexes`): its change feed is one
         #: `backfill` entry per type, so a deletion notes no `links` entries.
         self.bulk = False
         self._t = sql.Identifier(schema, TOMBSTONES)
-        if exists(conn, schema, META):
-            with contextlib.suppress(TypeError, ValueError):
-                value = Meta(conn, schema).get(WINDOW_KEY)
-                if value is not None:
-                    self.window = restored_window(value)
+
+    def saved_window(self) -> Any:
+        if not exists(self.conn, self.schema, META):
+            return None
+        return Meta(self.conn, self.schema).get(WINDOW_KEY)
 
     def _execute(self, query: sql.Composed, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
         """`query` run on a cursor of plain tuples, whatever the connection's row factory."""
         return self.conn.cursor(row_factory=tuple_row).execute(query, params)
 
-    def _any_tombstone(self) -> bool:
+    def any_tombstone(self) -> bool:
         found = self._execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(self._t)).fetchone()
         return found is not None
 
-    def _tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
+    def tombstones(self, type_name: str, ids: Sequence[int]) -> dict[int, str | None]:
         rows = self._execute(
             sql.SQL(
                 "SELECT id, deleted_at FROM {} WHERE type = %s AND id = ANY(%s::bigint[])"
@@ -115,23 +114,23 @@ class Deletions(DeletionRules):
         )
         return {int(rid): at for rid, at in rows}
 
-    def _lift(self, type_name: str, ids: list[int]) -> None:
+    def lift(self, type_name: str, ids: list[int]) -> None:
         self._execute(
             sql.SQL("DELETE FROM {} WHERE type = %s AND id = ANY(%s::bigint[])").format(self._t),
             (type_name, ids),
         )
 
-    def _keep_window(self, value: str) -> None:
+    def keep_window(self, value: str) -> None:
         with self.conn.transaction():
             Meta(self.conn, self.schema).set(WINDOW_KEY, value)
 
-    def _transaction(self) -> contextlib.AbstractContextManager[object]:
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
         return self.conn.transaction()
 
-    def _stamped(self, type_name: str) -> bool:
+    def stamped(self, type_name: str) -> bool:
         return "updated_at" in table_columns(self.conn, self.schema, type_name)
 
-    def _tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
+    def tombstone(self, type_name: str, tombs: list[tuple[int, str]]) -> None:
         """In id order (keys taken in one order by every writer); `GREATEST` as SQLite's
         `max`, under collation C as the column is."""
         ordered = sorted(tombs)
@@ -146,14 +145,16 @@ class Deletions(DeletionRules):
             (type_name, FEED, [i for i, _ in ordered], [no_nul(at) for _, at in ordered]),
         )
 
-    def _compared(self, type_name: str, dated: Mapping[int, str]) -> tuple[set[int], set[int]]:
+    def compared(
+        self, type_name: str, dated: Mapping[int, str], window: float
+    ) -> tuple[set[int], set[int]]:
         """One statement over arrays (SQLite's VALUES in chunks of 300), the stamps compared
         byte by byte (collation C), as SQLite compares text."""
         newer: set[int] = set()
         tied: set[int] = set()
         if not dated:
             return newer, tied
-        ms = round(self.window * 1000)
+        ms = round(window * 1000)
         ids, lows, highs = [], [], []
         for rid, at in dated.items():
             lo, hi = around(no_nul(at), ms)
@@ -171,7 +172,7 @@ class Deletions(DeletionRules):
             (newer if after else tied).add(int(rid))
         return newer, tied
 
-    def _delete(self, type_name: str, ids: list[int]) -> int:
+    def delete(self, type_name: str, ids: list[int]) -> int:
         removed = 0
         if table_columns(self.conn, self.schema, type_name):
             for start in range(0, len(ids), CHUNK):

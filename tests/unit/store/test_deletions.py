@@ -12,6 +12,7 @@ from sync.store.deletions import (
     STAMPLESS_TOMBSTONE_SECONDS,
     Deletions,
     Judge,
+    SqliteTombstones,
     stampless_horizon,
     tombstone_verdict,
 )
@@ -63,7 +64,7 @@ def test_an_entry_without_a_moment_spares_stamped_rows_and_takes_stampless_ones(
     conn, schema = mirror.conn, mirror.schema
     write(conn, schema, staged("deals", [_res(1, "deals"), _res(2, "deals")]))
     write(conn, schema, staged("tags", [_res(7, "tags", None)]))
-    gone = Deletions(conn, schema)
+    gone = Deletions(SqliteTombstones(conn, schema))
     deals = gone.apply_feed("deals", {1: None, 2: T1})
     assert (deals.removed, deals.kept, deals.unstamped) == (1, [], 1)
     tags = gone.apply_feed("tags", {7: None})
@@ -79,7 +80,7 @@ def test_a_tombstone_keeps_the_latest_moment_whatever_order_entries_come_in(
     mirror: Mirror,
 ) -> None:
     conn, schema = mirror.conn, mirror.schema
-    gone = Deletions(conn, schema)
+    gone = Deletions(SqliteTombstones(conn, schema))
     write(conn, schema, staged("deals", [_res(1, "deals")]))
     gone.apply_feed("deals", {1: T2})
     gone.apply_feed("deals", {1: T1})  # an older entry read again by the feed's overlap
@@ -95,7 +96,7 @@ def test_a_row_newer_than_its_entry_stays_and_a_later_copy_lifts_the_tombstone(
     conn, schema = mirror.conn, mirror.schema
     page = [_res(1, "deals", T2), _res(2, "deals", T0), _res(3, "deals", T1)]
     write(conn, schema, staged("deals", page))
-    applied = Deletions(conn, schema).apply_feed("deals", {1: T1, 2: T1, 3: T1})
+    applied = Deletions(SqliteTombstones(conn, schema)).apply_feed("deals", {1: T1, 2: T1, 3: T1})
     # 3, stamped at the entry's very moment, is no evidence either way: left, untombstoned,
     # for filter[id] to decide (`FeedApplied.tied`)
     assert (applied.removed, applied.kept, applied.tied) == (1, [1], [3])
@@ -112,7 +113,7 @@ def test_an_inferred_deletion_takes_the_links_both_ways_and_notes_their_owners(
     deal = _res(1, "deals", images=[("images", 5), ("images", 6)])
     write(conn, schema, staged("deals", [deal], [_res(5, "images"), _res(6, "images")]))
     write(conn, schema, staged("stores", [_res(3, "stores", images=[("images", 5)])], mall_id=9))
-    gone = Deletions(conn, schema)
+    gone = Deletions(SqliteTombstones(conn, schema))
     mark = conn.execute("SELECT max(seq) FROM _sync_changes").fetchone()[0]
     assert gone.delete("images", [5]) == 1
     assert rows(conn, "SELECT deals_id, images_id FROM deals_images") == [(1, 6)]
@@ -134,7 +135,7 @@ def test_a_deleted_mall_takes_its_memberships_and_hours(mirror: Mirror) -> None:
     conn.execute(
         "INSERT INTO current_hours (mall_id, body, fetched_at) VALUES (9, '{}', ?)", (now_iso(),)
     )
-    assert Deletions(conn, schema).delete("malls", [9]) == 1
+    assert Deletions(SqliteTombstones(conn, schema)).delete("malls", [9]) == 1
     assert rows(conn, "SELECT * FROM malls_stores") == []
     assert rows(conn, "SELECT id, mall_id FROM stores") == [(3, None)]  # left for `orphans`
     assert rows(conn, "SELECT * FROM current_hours") == []

@@ -6,7 +6,7 @@ from typing import Any
 
 from sync.pipeline.batches import Staged
 from sync.store import Mirror
-from sync.store.deletions import Deletions
+from sync.store.deletions import Deletions, SqliteTombstones
 from sync.store.repair import Repair, differences
 from tests.support.store_units import staged, write
 
@@ -15,7 +15,7 @@ T0, T1 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z"
 
 def _differences(mirror: Mirror, batches: list[Staged]) -> list[Repair]:
     """Every batch of a staged page compared with the mirror (its tables made first)."""
-    deletions = Deletions(mirror.conn, mirror.schema)
+    deletions = Deletions(SqliteTombstones(mirror.conn, mirror.schema))
     return [r for b in batches for r in differences(mirror.schema, deletions, b)]
 
 
@@ -47,7 +47,7 @@ def test_another_mall_s_route_and_a_deleted_row_s_copy_are_no_repairs(mirror: Mi
     write(mirror.conn, mirror.schema, staged("stores", [store], mall_id=4))
     assert _differences(mirror, staged("stores", [store], mall_id=9)) == []
     write(mirror.conn, mirror.schema, staged("deals", [_deal(1, "a", [])]))
-    Deletions(mirror.conn, mirror.schema).apply_feed("deals", {1: T1})
+    Deletions(SqliteTombstones(mirror.conn, mirror.schema)).apply_feed("deals", {1: T1})
     assert _differences(mirror, staged("deals", [_deal(1, "old copy", [])])) == []
     newer = staged("deals", [_deal(1, "a", [], updated="2026-01-01T00:00:01.000Z")])
     write(mirror.conn, mirror.schema, staged("deals", [_deal(2, "b", [])]))

@@ -36,12 +36,12 @@ from sync.store.deletions import (
     STAMPLESS_TOMBSTONE_SECONDS,
     TIE_WINDOW_MAX_SECONDS,
     WINDOW_KEY,
-    DeletionRules,
+    Deletions,
+    SqliteTombstones,
 )
-from sync.store.deletions import Deletions as LiteDeletions
 from sync.store.pagewrite import PageWriter as LiteWriter
 from sync.store.pg import changes
-from sync.store.pg.deletions import Deletions, ensure
+from sync.store.pg.deletions import PgTombstones, ensure
 from sync.store.pg.pagewrite import PageWriter
 from sync.store.transaction import write_transaction
 from tests.support.store_units import staged
@@ -85,11 +85,11 @@ class SQLiteSide:
     def __init__(self, path: Path) -> None:
         self.mirror = Mirror.open(path)
         self.conn: sqlite3.Connection = self.mirror.conn
-        self.deletions: DeletionRules = self.restart()
+        self.deletions: Deletions = self.restart()
 
-    def restart(self) -> DeletionRules:
+    def restart(self) -> Deletions:
         """A `Deletions` as a new process makes it."""
-        return LiteDeletions(self.conn, self.mirror.schema)
+        return Deletions(SqliteTombstones(self.conn, self.mirror.schema))
 
     def page(self, *batches: Staged) -> list[Staged]:
         writer = LiteWriter(self.conn, self.mirror.schema)
@@ -125,10 +125,10 @@ class PostgresSide:
             "CREATE TABLE current_hours (mall_id bigint PRIMARY KEY, body text, fetched_at text)"
         )
         self.writer = PageWriter(self.conn, SCHEMA)
-        self.deletions: DeletionRules = self.restart()
+        self.deletions: Deletions = self.restart()
 
-    def restart(self) -> DeletionRules:
-        return Deletions(self.conn, SCHEMA)
+    def restart(self) -> Deletions:
+        return Deletions(PgTombstones(self.conn, SCHEMA))
 
     def page(self, *batches: Staged) -> list[Staged]:
         """As the PostgreSQL store will write a page: its tables and the feed's triggers first,
@@ -436,9 +436,9 @@ def test_a_schema_without_the_meta_table_keeps_the_least_window(
     conn: psycopg.Connection[Any],
 ) -> None:
     with conn.transaction():  # no failed statement aborts the caller's transaction
-        assert Deletions(conn, "nowhere").window == 1.0
+        assert Deletions(PgTombstones(conn, "nowhere")).window == 1.0
         ensure(conn, "nowhere")
-        assert Deletions(conn, "nowhere").held("deals", [1]) == {}
+        assert Deletions(PgTombstones(conn, "nowhere")).held("deals", [1]) == {}
 
 
 def test_a_page_rolled_back_keeps_the_tombstone_its_copy_lifted(pg_db: str) -> None:
@@ -471,8 +471,8 @@ def test_a_bulk_load_notes_no_links_entries(pg_db: str) -> None:
         deal = _res(1, "deals", images=[("images", 5), ("images", 6)])
         s.page(*staged("deals", [deal], [_res(5, "images"), _res(6, "images")]))
         mark = _mark(s)
-        assert isinstance(s.deletions, Deletions)
-        s.deletions.bulk = True
+        assert isinstance(s.deletions.book, PgTombstones)
+        s.deletions.book.bulk = True
         s.deletions.delete("images", [5])
         assert s.rows(FEED, mark) == [("images", 5, "delete")]
         assert s.rows("SELECT images_id FROM deals_images") == [(6,)]
@@ -487,7 +487,7 @@ def test_missing_link_and_membership_tables_are_passed_over(
     writer = PageWriter(conn, SCHEMA)
     for b in staged("stores", [_res(3, "stores")]) + staged("malls", [_res(9, "malls")]):
         writer.write(b)
-    gone = Deletions(conn, SCHEMA)
+    gone = Deletions(PgTombstones(conn, SCHEMA))
     assert gone.delete("stores", [3]) == 1  # no feed, no link or membership table
     assert gone.delete("malls", [9]) == 1
     assert gone.delete("deals", [1]) == 0  # no table at all
@@ -504,9 +504,9 @@ def test_a_connection_with_another_row_factory_reads_the_same(pg_db: str) -> Non
         (b,) = staged("deals", [_res(1, "deals", T0), _res(2, "deals", T2)])
         PageWriter(plain, SCHEMA).write(b)
     with psycopg.connect(pg_db, autocommit=True, row_factory=dict_row) as c:
-        gone = Deletions(c, SCHEMA)
+        gone = Deletions(PgTombstones(c, SCHEMA))
         gone.widen(2.0)
-        assert Deletions(c, SCHEMA).window == 3.0
+        assert Deletions(PgTombstones(c, SCHEMA)).window == 3.0
         applied = gone.apply_feed("deals", {1: T1, 2: T1})
         assert (applied.removed, applied.kept) == (1, [2])
         assert gone.held("deals", [1, 2]) == {1: T1, 2: T1}

@@ -27,7 +27,7 @@ from sync.daemon.service import Daemon
 from sync.emulator import Emulator
 from sync.jobs.progress import NullProgress
 from sync.model import catalogue
-from sync.store import Mirror
+from sync.store import MirrorStore
 from sync.store.lock import holder_file, holder_pid
 
 #: The demo's mirror, in its `--dir`.
@@ -123,7 +123,7 @@ async def mutate(emu: Emulator, per_second: float, stop: asyncio.Event, counter:
 STATUS_EVERY = 3.0
 
 
-def mirrored_rows(mirror: Mirror) -> int:
+def mirrored_rows(mirror: MirrorStore) -> int:
     """Rows of every resource type in the mirror: the mirrored types and the resources they
     include (images, tags...), so the count compares with the emulator's `--resources`."""
     return sum(
@@ -132,7 +132,7 @@ def mirrored_rows(mirror: Mirror) -> int:
 
 
 def status_line(
-    mirror: Mirror, emu: Emulator, changes: int, elapsed: float, *, queue: int | None = None
+    mirror: MirrorStore, emu: Emulator, changes: int, elapsed: float, *, queue: int | None = None
 ) -> str:
     """One demo status line: while backfilling (no `queue` yet), then while following the
     upstream with `queue` notices waiting."""

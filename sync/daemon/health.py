@@ -18,8 +18,8 @@ from sync.daemon.schedule import parse_stamp
 from sync.daemon.state import SyncState
 from sync.jobs.typefaults import TypeFaults
 from sync.readers.status import job_problems, proof_problems
-from sync.store import Mirror
-from sync.store.queue import ChangeQueue
+from sync.store import MirrorStore
+from sync.store.seamparts import ChangeQueuePart
 from sync.store.watch import StorageWatch
 
 
@@ -28,7 +28,7 @@ class Gauges:
     depth, request budget, proof ages and upstream answers of the open mirror and client."""
 
     def __init__(
-        self, state: SyncState, mirror: Mirror, client: ChannelClient, queue: ChangeQueue
+        self, state: SyncState, mirror: MirrorStore, client: ChannelClient, queue: ChangeQueuePart
     ) -> None:
         self.state = state
         self.types = state.types
@@ -97,9 +97,9 @@ class Health:
         self,
         state: SyncState,
         *,
-        mirror: Mirror,
+        mirror: MirrorStore,
         client: ChannelClient,
-        queue: ChangeQueue,
+        queue: ChangeQueuePart,
         poll_interval: float,
         faults: TypeFaults,
         storage: StorageWatch,

@@ -35,9 +35,9 @@ from sync.jobs.proving.reconcile import Reconciler
 from sync.jobs.proving.verify import Verifier
 from sync.jobs.typefaults import TypeFaults
 from sync.model.catalogue import ResourceType
-from sync.store import Mirror
-from sync.store.queue import ChangeQueue
+from sync.store import Mirror, MirrorStore
 from sync.store.repair import Repair
+from sync.store.seamparts import ChangeQueuePart
 from sync.store.watch import StorageWatch
 
 
@@ -45,7 +45,7 @@ class Recorder:
     """What the jobs report as they commit: the lag and repair metrics, and the summaries of
     both in the mirror that `ccsync status` reads."""
 
-    def __init__(self, metrics: Metrics, mirror: Mirror) -> None:
+    def __init__(self, metrics: Metrics, mirror: MirrorStore) -> None:
         self.metrics = metrics
         self.mirror = mirror
 
@@ -78,9 +78,9 @@ class Running:
     faults: TypeFaults
     storage: StorageWatch
     progress: Progress
-    mirror: Mirror
+    mirror: MirrorStore
     client: ChannelClient
-    queue: ChangeQueue
+    queue: ChangeQueuePart
     recorder: Recorder
     evidence: Evidence
     poller: Poller
@@ -98,7 +98,7 @@ class Running:
 
 def build(
     settings: Settings,
-    mirror: Mirror,
+    mirror: MirrorStore,
     client: ChannelClient,
     *,
     state: SyncState,

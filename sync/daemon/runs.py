@@ -29,7 +29,7 @@ from sync.core.metrics import Metrics
 from sync.daemon.schedule import JOB_PRIORITY
 from sync.jobs.proving.reconcile import MassDeleteRefused
 from sync.model.stamps import iso_ms
-from sync.store import Mirror
+from sync.store import MirrorStore
 from sync.store.watch import StorageWatch
 
 
@@ -39,7 +39,7 @@ class JobRuns:
 
     def __init__(
         self,
-        mirror: Mirror,
+        mirror: MirrorStore,
         client: ChannelClient,
         *,
         metrics: Metrics,
@@ -148,7 +148,7 @@ class JobRuns:
         await asyncio.gather(*runs, return_exceptions=True)
 
 
-def record_budget(mirror: Mirror, budgets: Sequence[RequestBudget]) -> None:
+def record_budget(mirror: MirrorStore, budgets: Sequence[RequestBudget]) -> None:
     """The request budget as the daemon finds it, for `ccsync status`: the first account's,
     and with `budget = "per_account"` every account's too (`per_account`, in their order)."""
     if not budgets:

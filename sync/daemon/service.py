@@ -55,7 +55,7 @@ from sync.jobs.typefaults import TypeFaults
 from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms
 from sync.readers import verdict
-from sync.store import Mirror
+from sync.store import MirrorStore
 from sync.store.runs import HEARTBEAT_S
 from sync.store.watch import StorageWatch
 
@@ -251,7 +251,7 @@ class Daemon:
         self.log.info("receiver.listening", listen=f"{s.host}:{self.bound_port}")
         return runner
 
-    def _never_completed(self, mirror: Mirror) -> list[str] | None:
+    def _never_completed(self, mirror: MirrorStore) -> list[str] | None:
         """The types the daemon backfills before it serves: those no backfill ever completed
         (`Mirror.backfills.completed_types`), when the mirror was never filled or a backfill was left
         unfinished; None when there is nothing to backfill. A type some backfill completed is
@@ -315,7 +315,7 @@ class Daemon:
             if not await self._unless_stopped(self.storage.writable.wait(), "degraded"):
                 return False
 
-    async def _heartbeat(self, mirror: Mirror, running: Running) -> None:
+    async def _heartbeat(self, mirror: MirrorStore, running: Running) -> None:
         """Every `HEARTBEAT_S`, the daemon's runs are seen alive (`ccsync status` shows it; a
         run killed with SIGKILL is `interrupted` as of its last heartbeat); within a second of
         a change, its readiness and the problems only it knows (`Health.live`: an unreachable
@@ -331,14 +331,14 @@ class Daemon:
                         beat = time.monotonic()
             await asyncio.sleep(1.0)
 
-    def _record_health(self, mirror: Mirror, running: Running) -> None:
+    def _record_health(self, mirror: MirrorStore, running: Running) -> None:
         """Record the readiness and `Health.live` problems for `ccsync status`, if changed."""
         now = (self.state.ready, running.health.live())
         if now != self._kept_health:
             verdict.record(mirror.meta, ready=now[0], problems=now[1])
             self._kept_health = now
 
-    def _check_writes(self, mirror: Mirror, degraded: bool) -> None:
+    def _check_writes(self, mirror: MirrorStore, degraded: bool) -> None:
         """The storage watch's write check; while degraded it waits 0.2 s at most for another
         writer's lock (it runs every few seconds, on the event loop), and a full disk must
         have room again on its file system too."""

@@ -34,7 +34,7 @@ from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
 from sync.model.notices import BatchReader, NoticeError, WebhookNotice
 from sync.store.faults import storage_fault
-from sync.store.queue import ChangeQueue
+from sync.store.seamparts import ChangeQueuePart
 from sync.store.watch import StorageWatch
 
 CONTENT_TYPES = frozenset({"application/json", "application/vnd.api+json"})
@@ -102,7 +102,7 @@ class Receiver:
     def __init__(
         self,
         settings: WebhookSettings,
-        queue: ChangeQueue,
+        queue: ChangeQueuePart,
         *,
         on_enqueued: Callable[[], None] | None = None,
         metrics: Metrics | None = None,

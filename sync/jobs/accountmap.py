@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from sync.channel import accounts
 from sync.channel.profile import route_key
 from sync.model import catalogue
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 
-def account_of_types(mirror: Mirror, types: Iterable[str]) -> dict[str, str]:
+def account_of_types(mirror: MirrorStore, types: Iterable[str]) -> dict[str, str]:
     """Type -> the e-mail of the account that reads its listing route. Empty with one account
     (nothing to choose, nothing recorded); a type no account has read yet is left out."""
     learned = accounts.loads(mirror.meta.get(accounts.META_KEY))["readers"]

@@ -49,7 +49,7 @@ from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms, normalize_or_none
 from sync.pipeline.encoding import id_or_none
 from sync.pipeline.staging import stage_resources
-from sync.store import Mirror
+from sync.store import MirrorStore
 from sync.store.deletions import TIE_WINDOW_SECONDS
 from sync.store.repair import Repair
 
@@ -151,7 +151,7 @@ def _scopes(rtype: ResourceType, mall: int | None, within: Sequence[Scope] | Non
 class Evidence:
     """Asks `filter[id]` and writes the answers (module docstring)."""
 
-    def __init__(self, client: Asked, mirror: Mirror) -> None:
+    def __init__(self, client: Asked, mirror: MirrorStore) -> None:
         self.client = client
         self.mirror = mirror
         #: Malls found gone by this part (asked once each).

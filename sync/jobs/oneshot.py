@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 
 from sync.channel.client import ChannelClient
 from sync.core.config import Settings
-from sync.store import Mirror, file
+from sync.store import Mirror, MirrorStore, file
 
 
 @contextlib.asynccontextmanager
-async def connected(settings: Settings) -> AsyncIterator[tuple[ChannelClient, Mirror]]:
+async def connected(settings: Settings) -> AsyncIterator[tuple[ChannelClient, MirrorStore]]:
     """The client and the mirror of `settings`, both closed on the way out."""
     path = settings.mirror.path
     existed = file.identity(path) is not None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sync.core.sections import ManagementSettings
 from sync.management.client import ManagementClient
 from sync.management.press import mirror_press_releases
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class PressResult:
 
 
 async def mirror_press(
-    mirror: Mirror, settings: ManagementSettings, *, fail_fast: bool = True
+    mirror: MirrorStore, settings: ManagementSettings, *, fail_fast: bool = True
 ) -> PressResult:
     """List every press release into the mirror; `fail_fast=False` in the daemon (an
     unreachable API is logged and retried)."""

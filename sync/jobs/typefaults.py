@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from sync.core.errors import ForbiddenError
 from sync.model.stamps import iso_ms
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 if TYPE_CHECKING:  # the metrics module loads prometheus_client: the daemon's only
     from sync.core.metrics import Metrics
@@ -37,7 +37,7 @@ def skipped_line(exc: ForbiddenError) -> str:
 
 
 def record_type(
-    mirror: Mirror, type_name: str, outcome: Exception | str | None, *, at: float
+    mirror: MirrorStore, type_name: str, outcome: Exception | str | None, *, at: float
 ) -> str | None:
     """Record in the mirror how type `type_name` ended at `at` (epoch seconds): synced when
     `outcome` is None, else its last error (an exception's text, a 403 as `skipped_line`, or

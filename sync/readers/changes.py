@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from sync.store import Mirror
+from sync.store import MirrorStore
 from sync.store.changes import Change
 
 #: Entries read per query while catching up.
@@ -20,7 +20,7 @@ BATCH = 1000
 
 
 def changes(
-    mirror: Mirror,
+    mirror: MirrorStore,
     since: int,
     types: Sequence[str] = (),
     *,

@@ -15,11 +15,11 @@ from typing import Any
 from sync.core.redact import redact_text
 from sync.jobs.backfilling.backfillrun import STARTED_AT, STARTED_LOCAL
 from sync.model.stamps import iso_ms
-from sync.store import Mirror
+from sync.store import Mirror, MirrorStore
 from sync.store.lock import command_of, holder_pid
 
 
-def daemon_state(mirror: Mirror, path: Path) -> dict[str, Any]:
+def daemon_state(mirror: MirrorStore, path: Path) -> dict[str, Any]:
     """Whether a daemon holds the mirror now: the writer lock's holder (`sync.store.lock`)
     and the daemon's run record (`sync.store.runs`). `running` with its `pid`, `since` and
     `last_heartbeat`; else `stopped_at` (when the last daemon stopped or was last seen, None
@@ -86,7 +86,7 @@ def backfill_state(mirror: Mirror) -> dict[str, Any]:
     }
 
 
-def _started(mirror: Mirror) -> str | None:
+def _started(mirror: MirrorStore) -> str | None:
     """When an unfinished backfill started: the local clock's moment (`STARTED_LOCAL`), not the
     stamps' lower bound kept for its cursors (`STARTED_AT`), which can be a day early."""
     started = mirror.meta.get(STARTED_AT)

@@ -33,7 +33,7 @@ from sync.readers.running import (
     daemon_state,
 )
 from sync.readers.verdict import verdict, verdict_lines
-from sync.store import Mirror
+from sync.store import Mirror, MirrorStore
 from sync.store import proof as proof_book
 from sync.store.watch import read_health
 
@@ -86,7 +86,7 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
-def _page_size(mirror: Mirror) -> dict[str, int | None] | None:
+def _page_size(mirror: MirrorStore) -> dict[str, int | None] | None:
     """The page size as numbers, `{"asked": 100, "served": None}` (served None: no smaller
     bound seen): what a walk learned (`sync.channel.paging`, kept "asked:served"), else what the
     daemon's probe found, else None."""
@@ -110,7 +110,7 @@ def _number(value: object) -> int | None:
         return None
 
 
-def proof_problems(mirror: Mirror, now: datetime, bound: float | None) -> list[str]:
+def proof_problems(mirror: MirrorStore, now: datetime, bound: float | None) -> list[str]:
     """What the rolling proof leaves open: a type whose last proof left rows unresolved (the
     mass-delete guard holds rows absent from a listing whose deletion is not confirmed), and
     one not proven complete for over twice the staleness bound."""
@@ -129,7 +129,7 @@ def proof_problems(mirror: Mirror, now: datetime, bound: float | None) -> list[s
     return problems
 
 
-def proof_data(mirror: Mirror, now: datetime, rate: float | None) -> dict[str, Any]:
+def proof_data(mirror: MirrorStore, now: datetime, rate: float | None) -> dict[str, Any]:
     """The rolling proof, as `ccsync status` shows it: per type when it was last proven
     complete and its age, the bound (and the verify's beside it), whether the request budget
     can keep the bound, the repairs by kind, and the change lag's p50/p99 by path."""

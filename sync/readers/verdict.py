@@ -14,18 +14,18 @@ import json
 from typing import Any
 
 from sync.model.stamps import now_iso
-from sync.store.meta import Meta
+from sync.store.seamparts import MetaPart
 
 #: `_sync_meta` key: the running daemon's own problems and readiness (`record`).
 DAEMON_HEALTH = "daemon_health"
 
 
-def record(meta: Meta, *, ready: bool, problems: list[str]) -> None:
+def record(meta: MetaPart, *, ready: bool, problems: list[str]) -> None:
     """Keep the running daemon's readiness and the problems only it knows (`Health.live`)."""
     meta.set(DAEMON_HEALTH, json.dumps({"ready": ready, "problems": problems, "at": now_iso()}))
 
 
-def recorded(meta: Meta) -> dict[str, Any]:
+def recorded(meta: MetaPart) -> dict[str, Any]:
     """What the daemon last recorded (`record`): `ready` (True when never recorded, as a
     daemon of an older sync) and `problems`."""
     try:

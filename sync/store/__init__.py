@@ -13,7 +13,9 @@ its migrations (`migrations`), the guarded page write (`pagewrite`), the verify'
 `Listing` (the reconcile diff), `proof` (the rolling proof's listing pages and records),
 `ChangeQueue` (the durable webhook queue, `store.queue`),
 `PressReleases` (`store.press`) and the storage watch (`watch`, `faults`, `lock`). Rows arrive
-staged by the page pipeline; the store binds them and never stages them itself.
+staged by the page pipeline; the store binds them and never stages them itself. The layers above
+hold a `MirrorStore` (`store.seam`, its parts' protocols in `store.seamparts`): what they use of a
+mirror, which `Mirror` and the PostgreSQL store (`store.pg`) implement.
 
 May import: model, core, pipeline.
 """
@@ -22,14 +24,18 @@ from sync.store.backfills import BackfillState, PageCheckpoint
 from sync.store.listing import Listing
 from sync.store.mirror import Mirror
 from sync.store.pagewrite import WriteResult
+from sync.store.seam import ListingPart, MirrorStore, TablePart
 from sync.store.status import TypeStatus
 from sync.store.table import TypeTable
 
 __all__ = [
     "BackfillState",
     "Listing",
+    "ListingPart",
     "Mirror",
+    "MirrorStore",
     "PageCheckpoint",
+    "TablePart",
     "TypeStatus",
     "TypeTable",
     "WriteResult",

@@ -60,7 +60,7 @@ from sync.model.stamps import iso_ms
 from sync.pipeline.batches import StagedPage
 from sync.pipeline.pagepool import PagePool
 from sync.pipeline.pageworker import bulk_gc
-from sync.store import Mirror, PageCheckpoint
+from sync.store import MirrorStore, PageCheckpoint
 from sync.store.mirror import INCLUDED_SEEN
 
 DELETIONS = catalogue.DELETIONS_FEED
@@ -101,7 +101,11 @@ async def run_backfill(
 
 
 async def mirror_management_press(
-    mirror: Mirror, settings: ManagementSettings, report: BackfillReport, *, fail_fast: bool = True
+    mirror: MirrorStore,
+    settings: ManagementSettings,
+    report: BackfillReport,
+    *,
+    fail_fast: bool = True,
 ) -> None:
     """The press release job (`sync.jobs.backfilling.backfilltail`), its rows and removals in `report`."""
     t = report.types.setdefault("mgmt_press_releases", TypeReport())
@@ -126,7 +130,7 @@ class Backfill:
     def __init__(
         self,
         client: ChannelClient,
-        mirror: Mirror,
+        mirror: MirrorStore,
         settings: Settings,
         *,
         progress: Progress | None = None,

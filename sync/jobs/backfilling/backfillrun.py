@@ -19,7 +19,7 @@ from typing import Protocol
 from sync.channel.clock import UpstreamClock
 from sync.core.config import Settings
 from sync.model.stamps import iso_ms
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 #: `_sync_meta` key: the backfill's start on the stamps' scale, as the client knew it then.
 STARTED_AT = "backfill_started_at"
@@ -69,7 +69,7 @@ class Started(Protocol):
 
 async def begin(
     client: Started,
-    mirror: Mirror,
+    mirror: MirrorStore,
     settings: Settings,
     *,
     restart: bool,
@@ -92,13 +92,13 @@ async def begin(
     return started_at
 
 
-def finish(mirror: Mirror) -> None:
+def finish(mirror: MirrorStore) -> None:
     """A finished backfill: the next one starts afresh (the cursors carry this one's start)."""
     mirror.meta.set(STARTED_AT, None)
     mirror.meta.set(STARTED_LOCAL, None)
 
 
-def cursor_start(client: Started, mirror: Mirror, started_at: str) -> str:
+def cursor_start(client: Started, mirror: MirrorStore, started_at: str) -> str:
     """The cursors a finished scope gets: the local moment the backfill first started, on the
     stamps' scale as the client knows it *now* (`sync.channel.clock`): the offset learned by
     the end is the best one, and still a lower bound of the stamps' "now" at the start, so the

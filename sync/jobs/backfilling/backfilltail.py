@@ -18,10 +18,10 @@ from sync.core.sections import ManagementSettings
 from sync.jobs.malls.mallroutes import MallRoutes
 from sync.jobs.malls.relroutes import RelatedRoutes
 from sync.jobs.press import mirror_press
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 
-async def fill_linkage(client: ChannelClient, mirror: Mirror, settings: Settings) -> None:
+async def fill_linkage(client: ChannelClient, mirror: MirrorStore, settings: Settings) -> None:
     """Linkage from the related routes, then contacts' and deals' malls from the mall routes.
     A mall route this account may not read (403) leaves a warning, not a failed backfill."""
     # None refused, nothing asked.
@@ -46,7 +46,7 @@ async def fill_linkage(client: ChannelClient, mirror: Mirror, settings: Settings
 
 
 async def press_releases(
-    mirror: Mirror, settings: ManagementSettings, *, fail_fast: bool = True
+    mirror: MirrorStore, settings: ManagementSettings, *, fail_fast: bool = True
 ) -> tuple[int, int]:
     """The management API's press releases (`sync.jobs.press`): rows written, rows removed."""
     result = await mirror_press(mirror, settings, fail_fast=fail_fast)

@@ -35,7 +35,7 @@ from sync.channel.paging import Paging
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import normalize_or_none
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 #: Pages of the check read per scope before a longer result is taken as evidence.
 PAGES = 4
@@ -51,7 +51,7 @@ class Listed(Protocol):
 
 
 async def changed_since(
-    client: Listed, mirror: Mirror, rtype: ResourceType, started_at: str
+    client: Listed, mirror: MirrorStore, rtype: ResourceType, started_at: str
 ) -> bool:
     """Whether a row of a top-level type shows a change since `started_at` that the walk may
     not have read (see the module docstring)."""
@@ -75,7 +75,7 @@ async def changed_since(
 
 
 def _evidence(
-    mirror: Mirror, rtype: ResourceType, rows: Sequence[dict[str, Any]], *, several: bool
+    mirror: MirrorStore, rtype: ResourceType, rows: Sequence[dict[str, Any]], *, several: bool
 ) -> bool:
     """Whether one page of the check holds a row the walk cannot have read as it is now."""
     if not rows:

@@ -26,7 +26,7 @@ from sync.jobs.proving.reconcile import ReconcileResult
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 #: Missed-row passes over one mall's listing at most: each pass that saw the listing change
 #: (a row joined, left, was fetched or removed) may itself have skipped a row, so the pass is
@@ -62,7 +62,7 @@ class Repair:
 class MissedRows:
     """What the backfill's walk noticed, and the decision whether a type needs the pass."""
 
-    def __init__(self, client: Missed, mirror: Mirror) -> None:
+    def __init__(self, client: Missed, mirror: MirrorStore) -> None:
         self.client = client
         self.mirror = mirror
         self.log = get_logger("sync.backfill")

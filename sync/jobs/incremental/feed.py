@@ -26,7 +26,7 @@ from sync.core.logs import get_logger
 from sync.model import catalogue
 from sync.model.stamps import normalize_or_none
 from sync.pipeline.encoding import parse_id
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 #: `_sync_meta` key of the counts of entries per unknown `resource_type` (JSON object).
 META_KEY = "feed_unknown_types"
@@ -41,7 +41,7 @@ _log = get_logger("sync.poll")
 _warned: set[str] = set()
 
 
-def unknown_types(mirror: Mirror) -> dict[str, int]:
+def unknown_types(mirror: MirrorStore) -> dict[str, int]:
     """The stored counts of feed entries per unknown `resource_type` (`ccsync status`)."""
     raw = mirror.meta.get(META_KEY)
     try:
@@ -56,7 +56,7 @@ class FeedEntries:
 
     def __init__(
         self,
-        mirror: Mirror,
+        mirror: MirrorStore,
         mirrored: set[str],
         *,
         on_unknown: Callable[[str, int], None] | None = None,

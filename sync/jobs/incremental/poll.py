@@ -65,7 +65,7 @@ from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms, normalize_or_none, now_iso, shift
 from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 DELETIONS = catalogue.DELETIONS_FEED
 #: The default ceiling of the lookback (`[schedule] poll_lookback_max`).
@@ -83,7 +83,7 @@ class Poller:
     def __init__(
         self,
         client: ChannelClient,
-        mirror: Mirror,
+        mirror: MirrorStore,
         *,
         page_size: int,
         overlap: float,
@@ -481,7 +481,7 @@ def poll_types(types: list[ResourceType]) -> list[ResourceType]:
 
 
 async def apply_feed_first(
-    client: ChannelClient, mirror: Mirror, settings: Settings, types: Sequence[ResourceType]
+    client: ChannelClient, mirror: MirrorStore, settings: Settings, types: Sequence[ResourceType]
 ) -> int | None:
     """Apply the deletions feed since its cursor before a whole pass (`ccsync reconcile`), so
     the deletions it lists are not taken for a glitch by the mass-delete guard: the entries

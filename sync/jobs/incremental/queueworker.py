@@ -49,8 +49,9 @@ from sync.jobs.typefaults import TypeFaults, record_type
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
-from sync.store import Mirror
-from sync.store.queue import TAKE_IDS, ChangeQueue, QueueItem
+from sync.store import MirrorStore
+from sync.store.queue import TAKE_IDS, QueueItem
+from sync.store.seamparts import ChangeQueuePart
 from sync.store.watch import StorageWatch
 
 #: The worker looks at the queue at least this often (items left by a crash, a backoff ended).
@@ -77,8 +78,8 @@ class QueueWorker:
 
     def __init__(
         self,
-        mirror: Mirror,
-        queue: ChangeQueue,
+        mirror: MirrorStore,
+        queue: ChangeQueuePart,
         evidence: Evidence,
         types: Sequence[ResourceType],
         *,

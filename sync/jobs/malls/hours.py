@@ -17,7 +17,7 @@ from sync.core.errors import ForbiddenError, NotFoundError
 from sync.core.logs import get_logger
 from sync.jobs.fanout import bounded
 from sync.pipeline.hours import stage_hours
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 
 class HoursAsked(Protocol):
@@ -34,7 +34,7 @@ class MallHours:
     """Refreshes the hours of malls from the upstream into the mirror."""
 
     def __init__(
-        self, client: HoursAsked, mirror: Mirror, *, clock: Callable[[], float] = time.time
+        self, client: HoursAsked, mirror: MirrorStore, *, clock: Callable[[], float] = time.time
     ) -> None:
         self.client = client
         self.mirror = mirror

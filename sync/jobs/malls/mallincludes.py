@@ -49,7 +49,7 @@ from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope
 from sync.model.stamps import iso_ms, normalize_or_none
 from sync.pipeline.encoding import parse_id
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 Mode = Literal["include", "per_mall"]
 INCLUDE: Mode = "include"
@@ -127,7 +127,7 @@ class MallIncludes:
     def __init__(
         self,
         client: Members,
-        mirror: Mirror,
+        mirror: MirrorStore,
         evidence: Evidence,
         types: Sequence[ResourceType],
         malls: Callable[[], list[int]],
@@ -379,7 +379,7 @@ class MallIncludes:
         return (await self.evidence.ask(rtype, {mall_id: ids}, within=scopes)).served
 
 
-def recorded(mirror: Mirror) -> dict[str, Any] | None:
+def recorded(mirror: MirrorStore) -> dict[str, Any] | None:
     """The decisions the daemon last recorded (`ccsync status`), or None before any."""
     raw = mirror.meta.get(META_KEY)
     if raw is None:

@@ -45,7 +45,7 @@ from sync.jobs.evidence import Asked, confirm_mall_gone
 from sync.model import catalogue
 from sync.model.scopes import Scope
 from sync.pipeline.encoding import parse_id
-from sync.store import Mirror
+from sync.store import MirrorStore
 from sync.store.schema import VIEWS
 
 Source = Literal["include", "derived", "unchecked", "route"]
@@ -106,7 +106,7 @@ class Routes(Asked, Protocol):
 class MallRoutes:
     """Decides the source of the malls' contacts and deals memberships, and keeps them."""
 
-    def __init__(self, client: Routes, mirror: Mirror) -> None:
+    def __init__(self, client: Routes, mirror: MirrorStore) -> None:
         self.client = client
         self.mirror = mirror
 

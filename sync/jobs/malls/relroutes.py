@@ -30,7 +30,7 @@ from sync.model import catalogue
 from sync.model.catalogue import Relationship, ResourceType
 from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 _log = get_logger("sync.relroutes")
 #: The change feed's number each type's owners were last filled through (`_sync_meta`).
@@ -76,7 +76,7 @@ class Routed(Protocol):
 class RelatedRoutes:
     """Fills the linkage of refused include paths from the relationships' own routes."""
 
-    def __init__(self, client: Routed, mirror: Mirror) -> None:
+    def __init__(self, client: Routed, mirror: MirrorStore) -> None:
         self.client = client
         self.mirror = mirror
 

@@ -30,7 +30,7 @@ from typing import Any
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.pipeline.staging import stage_resources
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 #: The types that only ever arrive as sideloads.
 SIDELOADED: tuple[str, ...] = tuple(n for n, t in catalogue.TYPES.items() if not t.listable)
@@ -60,7 +60,7 @@ def params(rtype: ResourceType) -> tuple[list[str], dict[str, str]]:
 
 
 def apply_page(
-    mirror: Mirror,
+    mirror: MirrorStore,
     rtype: ResourceType,
     resources: Sequence[dict[str, Any]],
     included: Sequence[dict[str, Any]],
@@ -91,6 +91,6 @@ def apply_page(
     return mirror.write_sideloads(rtype, whole, links, stamps)
 
 
-def prune(mirror: Mirror) -> dict[str, int]:
+def prune(mirror: MirrorStore) -> dict[str, int]:
     """Remove sideloaded rows that no link of any owner references; returns counts by type."""
     return mirror.prune_unreferenced(SIDELOADED)

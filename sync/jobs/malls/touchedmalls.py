@@ -30,7 +30,7 @@ from sync.jobs.evidence import confirm_mall_gone
 from sync.jobs.fanout import bounded
 from sync.jobs.malls.mallroutes import MallRoutes, Routes, route_scope
 from sync.pipeline.encoding import parse_id
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 _log = get_logger("sync.mallroutes")
 
@@ -38,7 +38,7 @@ _log = get_logger("sync.mallroutes")
 class TouchedMalls:
     """Keeps the routed memberships of the rows that changed (see the module docstring)."""
 
-    def __init__(self, client: Routes, mirror: Mirror) -> None:
+    def __init__(self, client: Routes, mirror: MirrorStore) -> None:
         self.client = client
         self.mirror = mirror
         self.routes = MallRoutes(client, mirror)

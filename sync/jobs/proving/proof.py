@@ -49,7 +49,7 @@ from sync.model.catalogue import ResourceType
 from sync.model.scopes import scopes_of
 from sync.model.stamps import iso_ms
 from sync.pipeline.encoding import parse_id
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 #: The kinds of repair counted in `sync_repairs_total{kind}` (the verify's are
 #: `same_stamp_content` and `membership`; the proof's `same_stamp_content` are rows listed under
@@ -92,7 +92,7 @@ class Proof:
     def __init__(
         self,
         client: Proved,
-        mirror: Mirror,
+        mirror: MirrorStore,
         types: Sequence[ResourceType],
         *,
         max_delete_share: float | None,

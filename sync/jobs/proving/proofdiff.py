@@ -38,8 +38,8 @@ from sync.jobs.evidence import Evidence, Settling
 from sync.jobs.incremental.freshness import OnLag, lags
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
-from sync.store import Mirror
-from sync.store.proof import ProofBook
+from sync.store import MirrorStore
+from sync.store.seamparts import ProofBookPart
 
 #: Canaries asked with each confirmation request, per scope.
 CANARIES = 2
@@ -88,9 +88,9 @@ class UnitDiff:
     def __init__(
         self,
         client: Clocked,
-        mirror: Mirror,
+        mirror: MirrorStore,
         evidence: Evidence,
-        book: ProofBook,
+        book: ProofBookPart,
         *,
         max_delete_share: float | None,
         force: bool = False,

@@ -48,7 +48,7 @@ from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.model.scopes import Scope, scopes_of
 from sync.pipeline.encoding import parse_id
-from sync.store import Mirror
+from sync.store import MirrorStore
 
 __all__ = [
     "EveryTypeResult",
@@ -117,7 +117,7 @@ class Reconciler(Generic[ClientT]):
     def __init__(
         self,
         client: ClientT,
-        mirror: Mirror,
+        mirror: MirrorStore,
         *,
         max_delete_share: float | None = None,
         settling: Settling | None = None,

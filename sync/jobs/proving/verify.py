@@ -47,7 +47,7 @@ from sync.model.scopes import Scope, scopes_of
 from sync.model.stamps import iso_ms
 from sync.pipeline.encoding import parse_id
 from sync.pipeline.staging import stage_resources
-from sync.store import Mirror
+from sync.store import MirrorStore
 from sync.store.repair import Repair
 
 #: Mall-scoped types whose mall routes list the "current" items only (spec, read operations).
@@ -95,7 +95,7 @@ class Verifier:
     def __init__(
         self,
         client: Verified,
-        mirror: Mirror,
+        mirror: MirrorStore,
         *,
         on_repair: Callable[[Repair], None] | None = None,
     ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sync.store import runs
@@ -21,6 +22,9 @@ from sync.store.transaction import write_transaction
 #: that fails, or is stopped, never takes a type out: the daemon copies again only the types
 #: no backfill ever finished (`Backfills.completed_types`).
 COMPLETED_KEY = "backfill_completed"
+#: `_sync_meta` key a backfill run keeps its start under (`sync.jobs.backfilling.backfillrun`);
+#: a reset removes it.
+STARTED_KEY = "backfill_started_at"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,39 @@ class BackfillState:
     page_size: int | None
     started_at: str | None
     finished_at: str | None
+
+
+def resumes(state: BackfillState | None, page_size: int) -> bool:
+    """Whether `Backfills.start` resumes where `state` stands, keeping the pages already
+    committed: an unfinished backfill of the same page size. Any other starts afresh."""
+    return state is not None and state.finished_at is None and state.page_size == page_size
+
+
+def completed(
+    recorded: str | None,
+    polled: Iterable[tuple[str, str | None]],
+    scopes: Iterable[tuple[str, int, int, str | None]],
+) -> dict[str, str]:
+    """The types some backfill finished, with when (`Backfills.completed_types`): those of the
+    record kept under `COMPLETED_KEY` (`recorded`, its JSON; damaged counts as none), then for
+    a mirror written before that record, each type with a poll cursor (`polled`: type, its
+    first cursor's `updated_at`) and each type whose every checkpoint is finished (`scopes`:
+    type, scopes, scopes finished, the last finish)."""
+    try:
+        done: dict[str, str] = dict(json.loads(recorded or "{}"))
+    except (ValueError, TypeError):
+        done = {}
+    for t, at in polled:
+        done.setdefault(str(t), str(at))
+    for t, count, finished, at in scopes:
+        if count and count == finished:
+            done.setdefault(str(t), str(at))
+    return done
+
+
+def completed_record(done: dict[str, str]) -> str:
+    """The JSON kept under `COMPLETED_KEY` for `done`, keys sorted."""
+    return json.dumps(done, sort_keys=True)
 
 
 class Backfills:
@@ -72,8 +109,7 @@ class Backfills:
     def start(self, type_name: str, scope: str, *, page_size: int, started_at: str) -> None:
         """Begin (type, scope) afresh, or resume it: an unfinished one of the same page size
         keeps the pages already committed."""
-        state = self.state(type_name, scope)
-        if state is not None and state.finished_at is None and state.page_size == page_size:
+        if resumes(self.state(type_name, scope), page_size):
             return  # resume: keep the pages already committed
         with write_transaction(self.conn):
             self.conn.execute(
@@ -116,36 +152,31 @@ class Backfills:
         """The types some backfill finished, with when: recorded as each type finishes, and
         for a mirror written before that record, a type whose every checkpoint is finished or
         that has a poll cursor (a backfill sets a type's cursors once all its pages are in)."""
-        try:
-            done: dict[str, str] = dict(json.loads(self.meta.get(COMPLETED_KEY) or "{}"))
-        except (ValueError, TypeError):
-            done = {}
-        for t, at in self.conn.execute(
-            "SELECT type, min(updated_at) FROM _sync_cursors WHERE type != 'deletions' "
-            "GROUP BY type"
-        ):
-            done.setdefault(str(t), str(at))
-        for t, scopes, finished, at in self.conn.execute(
-            "SELECT type, count(*), count(finished_at), max(finished_at) FROM _sync_backfill "
-            "GROUP BY type"
-        ):
-            if scopes and scopes == finished:
-                done.setdefault(str(t), str(at))
-        return done
+        return completed(
+            self.meta.get(COMPLETED_KEY),
+            self.conn.execute(
+                "SELECT type, min(updated_at) FROM _sync_cursors WHERE type != 'deletions' "
+                "GROUP BY type"
+            ),
+            self.conn.execute(
+                "SELECT type, count(*), count(finished_at), max(finished_at) FROM _sync_backfill "
+                "GROUP BY type"
+            ),
+        )
 
     def type_completed(self, type_name: str, at: str) -> None:
         """A backfill finished every scope of `type_name` (`completed_types`); its run is seen
         alive (`sync.store.runs.heartbeat`)."""
         done = self.completed_types()
         done[type_name] = at
-        self.meta.set(COMPLETED_KEY, json.dumps(done, sort_keys=True))
+        self.meta.set(COMPLETED_KEY, completed_record(done))
         runs.heartbeat(self.conn)
 
     def reset(self) -> None:
         """Forget the checkpoints to start a new backfill; which types were ever completed is
         kept (`completed_types`), in the same transaction."""
         with write_transaction(self.conn):
-            self.meta.set(COMPLETED_KEY, json.dumps(self.completed_types(), sort_keys=True))
+            self.meta.set(COMPLETED_KEY, completed_record(self.completed_types()))
             self.conn.execute("DELETE FROM _sync_backfill")
             self.conn.execute("DELETE FROM _sync_backfill_pages")
-            self.conn.execute("DELETE FROM _sync_meta WHERE key = 'backfill_started_at'")
+            self.meta.set(STARTED_KEY, None)

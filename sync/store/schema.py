@@ -12,7 +12,7 @@ are `sync.store.fts`'s and `sync.store.changes`'s.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import Any, Protocol
 
 import sqlite_utils
 
@@ -197,6 +197,15 @@ def value_affinity(value: Any) -> str:
     if isinstance(value, float):
         return "REAL"
     return "TEXT"
+
+
+class HasColumns(Protocol):
+    """What knows the columns of the mirror's tables: `Schema`, and the PostgreSQL mirror's
+    (`sync.store.pg.schema.Schema`); the rules written once for both stores take it."""
+
+    def columns(self, table: str) -> set[str]:
+        """Current columns of `table` (empty when it does not exist)."""
+        ...
 
 
 class Schema:

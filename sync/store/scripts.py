@@ -9,10 +9,14 @@ removes them all. Items that are not objects are skipped with a log line, never 
 
 A website reads a type's scripts as `SELECT script_type, content FROM meta_scripts WHERE type =
 'deals' ORDER BY position`.
+
+When a list is written and how is `ScriptLists`'s, written once for both stores; the SQLite
+statements are `Scripts`'s, PostgreSQL's `sync.store.pg.scripts.Scripts`'s.
 """
 
 from __future__ import annotations
 
+import abc
 import sqlite3
 import time
 from typing import Any
@@ -40,11 +44,18 @@ def _text(value: Any) -> str | None:
     return dumps(value).decode()
 
 
-class Scripts:
-    """The writer of `meta_scripts`, remembering the bytes each type's list last came as."""
+#: A script as a type's list holds it: its own `type` and its `content` (`_text`).
+Item = tuple[str | None, str | None]
+#: A script as `meta_scripts` holds it: its `Item` and when it was first seen.
+Held = tuple[str | None, str | None, str | None]
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+
+class ScriptLists(abc.ABC):
+    """A store's `meta_scripts`, remembering the bytes each type's list last came as: when a
+    list is written and how, written once for both stores; the statements are a store's
+    (`_held`, `_touch`, `_replace`)."""
+
+    def __init__(self) -> None:
         self._seen: dict[str, tuple[bytes, float]] = {}
 
     def forget(self) -> None:
@@ -78,7 +89,7 @@ class Scripts:
                 fix="the mirror keeps the type's scripts as they were; report it to the upstream",
             )
             return
-        items: list[tuple[str | None, str | None]] = []
+        items: list[Item] = []
         for pos, item in enumerate(scripts):
             if isinstance(item, dict):
                 items.append((_text(item.get("type")), _text(item.get("content"))))
@@ -92,24 +103,18 @@ class Scripts:
             )
         self._store(rtype, items)
 
-    def _store(self, rtype: ResourceType, items: list[tuple[str | None, str | None]]) -> None:
+    def _store(self, rtype: ResourceType, items: list[Item]) -> None:
+        """`rtype`'s list becomes `items`: the same list as held is only seen again
+        (`last_seen_at`); another replaces the type's rows, a script still served keeping the
+        moment it was first seen, wherever it moved."""
         stamp = now_iso()
-        held = self.conn.execute(
-            "SELECT script_type, content, first_seen_at FROM meta_scripts WHERE type = ? "
-            "ORDER BY position",
-            (rtype.name,),
-        ).fetchall()
+        held = self._held(rtype.name)
         if [(k, c) for k, c, _ in held] == items:
-            self.conn.execute(
-                "UPDATE meta_scripts SET last_seen_at = ? WHERE type = ?", (stamp, rtype.name)
-            )
+            self._touch(rtype.name, stamp)
             return
-        # A script still served keeps the moment it was first seen, wherever it moved.
         first = {(k, c): f for k, c, f in held}
-        self.conn.execute("DELETE FROM meta_scripts WHERE type = ?", (rtype.name,))
-        self.conn.executemany(
-            "INSERT INTO meta_scripts (type, channel, position, script_type, content, "
-            "first_seen_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        self._replace(
+            rtype.name,
             [
                 (rtype.name, rtype.channel, pos, k, c, first.get((k, c), stamp), stamp)
                 for pos, (k, c) in enumerate(items)
@@ -122,6 +127,47 @@ class Scripts:
                 scripts=len(items),
                 removed=len({(k, c) for k, c, _ in held} - set(items)),
             )
+
+    @abc.abstractmethod
+    def _held(self, type_name: str) -> list[Held]:
+        """The type's scripts as held, by position."""
+
+    @abc.abstractmethod
+    def _touch(self, type_name: str, stamp: str) -> None:
+        """The type's list was served again at `stamp` (its `last_seen_at`)."""
+
+    @abc.abstractmethod
+    def _replace(self, type_name: str, rows: list[tuple[Any, ...]]) -> None:
+        """The type's rows become `rows` (type, channel, position, script_type, content,
+        first_seen_at, last_seen_at): the old ones deleted, these inserted."""
+
+
+class Scripts(ScriptLists):
+    """The writer of the SQLite mirror's `meta_scripts`."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__()
+        self.conn = conn
+
+    def _held(self, type_name: str) -> list[Held]:
+        return self.conn.execute(
+            "SELECT script_type, content, first_seen_at FROM meta_scripts WHERE type = ? "
+            "ORDER BY position",
+            (type_name,),
+        ).fetchall()
+
+    def _touch(self, type_name: str, stamp: str) -> None:
+        self.conn.execute(
+            "UPDATE meta_scripts SET last_seen_at = ? WHERE type = ?", (stamp, type_name)
+        )
+
+    def _replace(self, type_name: str, rows: list[tuple[Any, ...]]) -> None:
+        self.conn.execute("DELETE FROM meta_scripts WHERE type = ?", (type_name,))
+        self.conn.executemany(
+            "INSERT INTO meta_scripts (type, channel, position, script_type, content, "
+            "first_seen_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
 
 def migrate_scripts(conn: sqlite3.Connection) -> None:

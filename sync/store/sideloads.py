@@ -6,18 +6,22 @@ linkage may change under an unchanged `updated_at`, so it replaces the links (an
 columns) of exactly those owners whose mirrored stamp equals the listed one (`same_stamp`,
 `write_to_one`); others are the refetch's. A sideloaded row that nothing links to any more is
 pruned (`prune_unreferenced`).
+
+Which rows reference a sideload is `references`'s, written once for both stores; the SQLite
+statements are this module's functions, PostgreSQL's `sync.store.pg.sideloads`'s.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.store import links
-from sync.store.schema import Schema
+from sync.store.schema import HasColumns, Schema
 from sync.store.transaction import write_transaction
 
 
@@ -79,7 +83,7 @@ def prune_unreferenced(
     for target in types:
         if not schema.columns(target):
             continue
-        refs = _references(schema, target, types)
+        refs = [_select(r) for r in references(schema, target, types)]
         where = f"id NOT IN ({' UNION '.join(refs)})" if refs else "1"
         with write_transaction(conn):
             n = conn.execute(f"DELETE FROM [{target}] WHERE {where}").rowcount
@@ -92,9 +96,23 @@ def prune_unreferenced(
     return removed
 
 
-def _direct_references(schema: Schema, target: str, sideloaded: Sequence[str]) -> list[str]:
-    """SELECTs of the `target` ids that rows of listed (not sideloaded) types link to."""
-    refs: list[str] = []
+@dataclass(frozen=True)
+class Reference:
+    """A select of ids a mirror should hold: `column` of every row of `table`, or, when `owner`
+    is given, of the rows whose `owner` is among the ids that any of `of` selects."""
+
+    table: str
+    column: str
+    owner: str | None = None
+    of: tuple[Reference, ...] = ()
+
+
+def direct_references(
+    schema: HasColumns, target: str, sideloaded: Sequence[str]
+) -> list[Reference]:
+    """The `target` ids that rows of listed (not sideloaded) types link to: their to-one
+    columns and their link tables', those that exist, in the catalogue's order."""
+    refs: list[Reference] = []
     for name, rtype in catalogue.TYPES.items():
         if name in sideloaded:
             continue
@@ -103,26 +121,33 @@ def _direct_references(schema: Schema, target: str, sideloaded: Sequence[str]) -
                 continue
             if rel.to_one:
                 if rel.column in schema.columns(name):
-                    refs.append(f"SELECT [{rel.column}] FROM [{name}]")
+                    refs.append(Reference(name, rel.column))
             elif schema.columns(table := rel.link_table(name)):
-                refs.append(f"SELECT [{rel.link_columns(name)[1]}] FROM [{table}]")
+                refs.append(Reference(table, rel.link_columns(name)[1]))
     return refs
 
 
-def _references(schema: Schema, target: str, sideloaded: Sequence[str]) -> list[str]:
-    """SELECTs of every `target` id the mirror should hold: those listed rows link to, and one
-    level further, those linked from sideloaded rows listed rows link to (`images.tags`,
-    `tags.tags`: what the include paths of `catalogue.include_paths` deliver)."""
-    refs = _direct_references(schema, target, sideloaded)
+def references(schema: HasColumns, target: str, sideloaded: Sequence[str]) -> list[Reference]:
+    """Every `target` id the mirror should hold: those listed rows link to, and one level
+    further, those linked from sideloaded rows listed rows link to (`images.tags`, `tags.tags`:
+    what the include paths of `catalogue.include_paths` deliver). None at all: nothing can
+    reference a `target` row, so `prune_unreferenced` removes them all."""
+    refs = direct_references(schema, target, sideloaded)
     for name in sideloaded:
         for rel in catalogue.TYPES[name].relationships:
             table = rel.link_table(name)
             if rel.target != target or rel.to_one or not schema.columns(table):
                 continue
-            owners = _direct_references(schema, name, sideloaded)
+            owners = direct_references(schema, name, sideloaded)
             if owners:
                 owner, other = rel.link_columns(name)
-                refs.append(
-                    f"SELECT [{other}] FROM [{table}] WHERE [{owner}] IN ({' UNION '.join(owners)})"
-                )
+                refs.append(Reference(table, other, owner, tuple(owners)))
     return refs
+
+
+def _select(ref: Reference) -> str:
+    """`ref` as SQLite's SELECT."""
+    head = f"SELECT [{ref.column}] FROM [{ref.table}]"
+    if ref.owner is None:
+        return head
+    return f"{head} WHERE [{ref.owner}] IN ({' UNION '.join(_select(o) for o in ref.of)})"

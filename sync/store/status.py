@@ -10,6 +10,7 @@ cursor and last error.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,46 @@ class TypeStatus:
         }
 
 
+def stored_error(error: str | None) -> str | None:
+    """A type's error as `_sync_types` keeps it: redacted (`sync.core.redact`)."""
+    return None if error is None else redact_text(error)
+
+
+def tracked_of(
+    types: Iterable[tuple[str, str | None, str | None]], cursors: Iterable[tuple[str, str | None]]
+) -> dict[str, dict[str, Any]]:
+    """Each type's bookkeeping by name: its `_sync_types` line (`types`: type, last sync, last
+    error) and its newest cursor (`cursors`: type, the greatest of its cursors)."""
+    out: dict[str, dict[str, Any]] = {}
+    for t, last, err in types:
+        out.setdefault(t, {})["last_sync_at"] = last
+        out[t]["last_error"] = err
+    for t, cursor in cursors:
+        out.setdefault(t, {})["cursor"] = cursor
+    return out
+
+
+def status_lines(
+    tracked: dict[str, dict[str, Any]],
+    has_table: Callable[[str], bool],
+    count: Callable[[str], int],
+) -> list[TypeStatus]:
+    """One line per listable type, in the catalogue's order, that has a table (`has_table`) or
+    bookkeeping (`tracked`, `tracked_of`): its rows (`count`), last sync, newest cursor and last
+    error."""
+    names = [n for n in catalogue.LISTABLE if has_table(n) or n in tracked]
+    return [
+        TypeStatus(
+            name,
+            count(name),
+            tracked.get(name, {}).get("last_sync_at"),
+            tracked.get(name, {}).get("cursor"),
+            tracked.get(name, {}).get("last_error"),
+        )
+        for name in names
+    ]
+
+
 class TypeStatuses:
     """`_sync_types` of one mirror (`Mirror.types`)."""
 
@@ -60,7 +101,7 @@ class TypeStatuses:
                 "INSERT INTO _sync_types (type, last_error, error_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(type) DO UPDATE SET last_error = excluded.last_error, "
                 "error_at = excluded.error_at",
-                (type_name, None if error is None else redact_text(error), at),
+                (type_name, stored_error(error), at),
             )
 
     def took_change(self, type_name: str, *, at: str) -> None:
@@ -76,29 +117,15 @@ class TypeStatuses:
 
     def lines(self) -> list[TypeStatus]:
         """One line of `ccsync status` per listable type with a table or bookkeeping."""
-        tracked = self._tracked()
-        names = [n for n in catalogue.LISTABLE if self.schema.columns(n) or n in tracked]
-        return [
-            TypeStatus(
-                name,
-                reads.count(self.schema, name, None),
-                tracked.get(name, {}).get("last_sync_at"),
-                tracked.get(name, {}).get("cursor"),
-                tracked.get(name, {}).get("last_error"),
-            )
-            for name in names
-        ]
+        return status_lines(
+            self._tracked(),
+            lambda name: bool(self.schema.columns(name)),
+            lambda name: reads.count(self.schema, name, None),
+        )
 
     def _tracked(self) -> dict[str, dict[str, Any]]:
         """Each type's `_sync_types` line and newest cursor."""
-        out: dict[str, dict[str, Any]] = {}
-        for t, last, err in self.conn.execute(
-            "SELECT type, last_sync_at, last_error FROM _sync_types"
-        ):
-            out.setdefault(t, {})["last_sync_at"] = last
-            out[t]["last_error"] = err
-        for t, cursor in self.conn.execute(
-            "SELECT type, max(cursor) FROM _sync_cursors GROUP BY type"
-        ):
-            out.setdefault(t, {})["cursor"] = cursor
-        return out
+        return tracked_of(
+            self.conn.execute("SELECT type, last_sync_at, last_error FROM _sync_types"),
+            self.conn.execute("SELECT type, max(cursor) FROM _sync_cursors GROUP BY type"),
+        )

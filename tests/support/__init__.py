@@ -13,5 +13,7 @@ proxy in front of the emulator. readonly: a read-only mount, a group reader. pag
 served, and a page written to a mirror. twin_stores: an SQLite mirror and a PostgreSQL schema
 filled by the same pages, for the PostgreSQL read parts' contract tests. store_sides: an SQLite
 mirror and a PostgreSQL schema written by their own page writes, for the links' and the
-memberships' contract tests.
+memberships' contract tests. twin_books: an SQLite mirror and a PostgreSQL schema with their
+books (meta, cursors, runs, a transaction, a page with its links), for the contract tests of
+the PostgreSQL parts that keep them.
 """

@@ -59,8 +59,13 @@ SCHEMA = "ccsync"
 #: A key, name or stamp: compared byte by byte, as SQLite compares text.
 KEY = 'text COLLATE "C"'
 
-#: Each table's columns (name, type) in SQLite's order, and its constraints (column names).
-TABLES: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
+#: Tables by name: each one's columns (name, type) in SQLite's order, and its primary key
+#: (column names). The other parts of the store that keep tables of their own describe them so
+#: too, and make them with `create_tables`.
+Tables = dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]]
+
+#: The bookkeeping tables.
+TABLES: Tables = {
     "_sync_meta": ((("key", f"{KEY} NOT NULL"), ("value", "text")), ("key",)),
     "_sync_cursors": (
         (
@@ -102,10 +107,11 @@ TABLES: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
 _log = get_logger("sync.store")
 
 
-def statement(schema: str, table: str, template: str) -> sql.Composed:
-    """`template` with `{t}` as `schema.table` and `{column}` as each of its columns, quoted
-    (`psycopg.sql`): a column the table does not have is a KeyError here, not at the server."""
-    names = {name: sql.Identifier(name) for name, _ in TABLES[table][0]}
+def statement(schema: str, table: str, template: str, tables: Tables = TABLES) -> sql.Composed:
+    """`template` with `{t}` as `schema.table` and `{column}` as each of its columns (`table` as
+    `tables` describes it), quoted (`psycopg.sql`): a column the table does not have is a
+    KeyError here, not at the server."""
+    names = {name: sql.Identifier(name) for name, _ in tables[table][0]}
     return sql.SQL(template).format(t=sql.Identifier(schema, table), **names)
 
 
@@ -130,11 +136,11 @@ def exists(conn: psycopg.Connection[Any], schema: str, table: str) -> bool:
     return row is not None
 
 
-def ensure_bookkeeping(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
-    """Create `schema` and the bookkeeping tables it lacks, in `conn.transaction()`; an existing
-    table is left as it is. Two processes ensuring at once are serialised by a transaction-level
-    advisory lock on the schema's name (concurrent `CREATE ... IF NOT EXISTS` of one name can
-    fail on the catalogue's unique index)."""
+def create_tables(conn: psycopg.Connection[Any], schema: str, tables: Tables) -> None:
+    """Create `schema` and those of `tables` it lacks, in `conn.transaction()`; an existing
+    table is left as it is. Two processes creating at once are serialised by a
+    transaction-level advisory lock on the schema's name (concurrent `CREATE ... IF NOT EXISTS`
+    of one name can fail on the catalogue's unique index)."""
     with conn.transaction():
         conn.execute(
             "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ccsync.bookkeeping:{schema}",)
@@ -143,7 +149,7 @@ def ensure_bookkeeping(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> N
             sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)),
             prepare=False,
         )
-        for table, (columns, key) in TABLES.items():
+        for table, (columns, key) in tables.items():
             body = [sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in columns]
             body.append(
                 sql.SQL("PRIMARY KEY ({})").format(
@@ -156,6 +162,11 @@ def ensure_bookkeeping(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> N
                 ),
                 prepare=False,
             )
+
+
+def ensure_bookkeeping(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
+    """Create `schema` and the bookkeeping tables it lacks (`create_tables`)."""
+    create_tables(conn, schema, TABLES)
 
 
 class Meta:

@@ -1,0 +1,203 @@
+"""The PostgreSQL mirror's backfill checkpoints: `_sync_backfill` and `_sync_backfill_pages`.
+
+Issue #49: the counterpart of `sync.store.backfills.Backfills` (read that module's docstring
+first), with the same methods, arguments, answers and rules; the rules that are not SQL
+(`resumes`, `completed`, `completed_record`) are that module's, imported here, and the dataclasses
+(`PageCheckpoint`, `BackfillState`) are its too. Held to it by the contract tests of
+`tests/unit/store/pg/test_backfills.py`. Not wired into `Mirror` yet.
+
+**Tables.** SQLite's names and columns (`sync.store.schema.BOOKKEEPING`), in the schema of the
+`Meta` given (`sync.store.pg.bookkeeping.Meta`: the types ever completed are kept in its
+`_sync_meta`, as in SQLite), made by `ensure_backfills` with the bookkeeping tables the class
+reads beside its own (`_sync_meta`, `_sync_cursors`, `_sync_runs`). Types, scopes and stamps
+are text `COLLATE "C"` (compared and grouped byte by byte, as SQLite's BINARY does), page
+numbers `bigint`.
+
+**Transactions.** As in SQLite: `checkpoint` and `finish` run on the connection as given, so a
+checkpoint made inside a page's transaction commits or rolls back with the page's rows;
+`start` and `reset` are atomic on their own (`conn.transaction()`: a savepoint inside the
+caller's transaction, where SQLite's `write_transaction` takes one too). A read of a table that
+does not exist (`started_types`) is asked of the catalogue first, since a failed statement
+would abort the caller's transaction; `completed_types` expects the tables, as SQLite's does.
+
+**Differences.** Only those of the bookkeeping (`sync.store.pg.bookkeeping`): a NUL character in
+a type, scope or stamp is kept as U+FFFD. Where SQLite leaves the order of a `GROUP BY` to its
+plan (types ascending), the queries here say so (`ORDER BY type`), so `completed_types` lists
+the types it derives in the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import tuple_row
+
+from sync.store.backfills import (
+    COMPLETED_KEY,
+    STARTED_KEY,
+    BackfillState,
+    PageCheckpoint,
+    completed,
+    completed_record,
+    resumes,
+)
+from sync.store.pg import bookkeeping
+from sync.store.pg.bookkeeping import (
+    KEY,
+    SCHEMA,
+    Meta,
+    Runs,
+    Tables,
+    create_tables,
+    exists,
+    no_nul,
+    statement,
+)
+
+__all__ = ["BackfillState", "Backfills", "PageCheckpoint", "ensure_backfills"]
+
+BACKFILL = "_sync_backfill"
+PAGES = "_sync_backfill_pages"
+
+#: The tables of this part, as `sync.store.pg.bookkeeping.TABLES` describes its own.
+TABLES: Tables = {
+    BACKFILL: (
+        (
+            ("type", f"{KEY} NOT NULL"),
+            ("scope", f"{KEY} NOT NULL"),
+            ("page_size", "bigint"),
+            ("last", "bigint"),
+            ("started_at", KEY),
+            ("finished_at", KEY),
+        ),
+        ("type", "scope"),
+    ),
+    PAGES: (
+        (("type", f"{KEY} NOT NULL"), ("scope", f"{KEY} NOT NULL"), ("page", "bigint NOT NULL")),
+        ("type", "scope", "page"),
+    ),
+}
+
+
+def ensure_backfills(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
+    """Create `schema`, the bookkeeping tables and the checkpoints' tables it lacks, in one
+    transaction (`sync.store.pg.bookkeeping.create_tables`); existing tables are kept."""
+    create_tables(conn, schema, {**bookkeeping.TABLES, **TABLES})
+
+
+class Backfills:
+    """The backfill checkpoints of one PostgreSQL mirror, in the schema of `meta`: the
+    counterpart of `sync.store.backfills.Backfills`."""
+
+    def __init__(self, conn: psycopg.Connection[Any], meta: Meta) -> None:
+        self.conn = conn
+        self.meta = meta
+        self.schema = meta.schema
+        self._runs = Runs(conn, self.schema)
+
+        def q(table: str, template: str) -> sql.Composed:
+            return statement(self.schema, table, template, TABLES)
+
+        self._state = q(
+            BACKFILL,
+            "SELECT {page_size}, {last}, {started_at}, {finished_at} FROM {t} "
+            "WHERE {type} = %s AND {scope} = %s",
+        )
+        self._pages = q(PAGES, "SELECT {page} FROM {t} WHERE {type} = %s AND {scope} = %s")
+        self._drop_pages = q(PAGES, "DELETE FROM {t} WHERE {type} = %s AND {scope} = %s")
+        self._begin = q(
+            BACKFILL,
+            "INSERT INTO {t} ({type}, {scope}, {page_size}, {last}, {started_at}, {finished_at}) "
+            "VALUES (%s, %s, %s, NULL, %s, NULL) ON CONFLICT ({type}, {scope}) DO UPDATE SET "
+            "{page_size} = EXCLUDED.{page_size}, {last} = NULL, "
+            "{started_at} = EXCLUDED.{started_at}, {finished_at} = NULL",
+        )
+        self._finish = q(
+            BACKFILL, "UPDATE {t} SET {finished_at} = %s WHERE {type} = %s AND {scope} = %s"
+        )
+        self._page_done = q(
+            PAGES,
+            "INSERT INTO {t} ({type}, {scope}, {page}) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+        )
+        self._last = q(
+            BACKFILL,
+            "UPDATE {t} SET {last} = GREATEST(coalesce({last}, 0), %s) "
+            "WHERE {type} = %s AND {scope} = %s",
+        )
+        self._types = q(BACKFILL, "SELECT DISTINCT {type} FROM {t}")
+        self._finished = q(
+            BACKFILL,
+            "SELECT {type}, count(*), count({finished_at}), max({finished_at}) FROM {t} "
+            "GROUP BY {type} ORDER BY {type}",
+        )
+        self._polled = statement(
+            self.schema,
+            "_sync_cursors",
+            "SELECT {type}, min({updated_at}) FROM {t} WHERE {type} != 'deletions' "
+            "GROUP BY {type} ORDER BY {type}",
+        )
+        self._clear = [q(BACKFILL, "DELETE FROM {t}"), q(PAGES, "DELETE FROM {t}")]
+
+    def _rows(self, query: sql.Composed, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Every row of `query` as tuples, whatever the connection's row factory."""
+        return self.conn.cursor(row_factory=tuple_row).execute(query, params).fetchall()
+
+    def state(self, type_name: str, scope: str) -> BackfillState | None:
+        """Where the backfill of (type, scope) stands; None: never started (or reset)."""
+        key = (no_nul(type_name), no_nul(scope))
+        found = self._rows(self._state, key)
+        if not found:
+            return None
+        page_size, last, started_at, finished_at = found[0]
+        pages = frozenset(int(r[0]) for r in self._rows(self._pages, key))
+        return BackfillState(pages, last, page_size, started_at, finished_at)
+
+    def start(self, type_name: str, scope: str, *, page_size: int, started_at: str) -> None:
+        """Begin (type, scope) afresh, or resume it: an unfinished one of the same page size
+        keeps the pages already committed (`sync.store.backfills.resumes`)."""
+        if resumes(self.state(type_name, scope), page_size):
+            return  # resume: keep the pages already committed
+        key = (no_nul(type_name), no_nul(scope))
+        with self.conn.transaction():
+            self.conn.execute(self._drop_pages, key)
+            self.conn.execute(self._begin, (*key, page_size, no_nul(started_at)))
+
+    def finish(self, type_name: str, scope: str, *, finished_at: str) -> None:
+        self.conn.execute(self._finish, (no_nul(finished_at), no_nul(type_name), no_nul(scope)))
+
+    def checkpoint(self, cp: PageCheckpoint) -> None:
+        """Inside the page's transaction: the page is done, and how many pages there are."""
+        key = (no_nul(cp.type_name), no_nul(cp.scope))
+        self.conn.execute(self._page_done, (*key, cp.page))
+        self.conn.execute(self._last, (cp.last, *key))
+
+    def started_types(self) -> list[str]:
+        """The types any backfill started, sorted ([] when the table does not exist)."""
+        if not exists(self.conn, self.schema, BACKFILL):
+            return []
+        return sorted(str(t) for (t,) in self._rows(self._types))
+
+    def completed_types(self) -> dict[str, str]:
+        """The types some backfill finished, with when (`sync.store.backfills.completed`)."""
+        return completed(
+            self.meta.get(COMPLETED_KEY), self._rows(self._polled), self._rows(self._finished)
+        )
+
+    def type_completed(self, type_name: str, at: str) -> None:
+        """A backfill finished every scope of `type_name` (`completed_types`); its run is seen
+        alive (`sync.store.pg.bookkeeping.Runs.heartbeat`)."""
+        done = self.completed_types()
+        done[type_name] = at
+        self.meta.set(COMPLETED_KEY, completed_record(done))
+        self._runs.heartbeat()
+
+    def reset(self) -> None:
+        """Forget the checkpoints to start a new backfill; which types were ever completed is
+        kept (`completed_types`), in the same transaction."""
+        with self.conn.transaction():
+            self.meta.set(COMPLETED_KEY, completed_record(self.completed_types()))
+            for query in self._clear:
+                self.conn.execute(query)
+            self.meta.set(STARTED_KEY, None)

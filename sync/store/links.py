@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.store.changes import LinkNotes
-from sync.store.schema import HasColumns, Schema
+from sync.store.schema import Schema
 from sync.store.transaction import write_transaction
 
 #: A page's linkage of one type: relationship name -> (owner id, related ids in order).
@@ -32,7 +32,7 @@ def link_tables() -> list[tuple[str, str, str, str, str]]:
     ]
 
 
-def owned(schema: HasColumns, rtype: ResourceType) -> list[tuple[str, str]]:
+def owned(schema: Schema, rtype: ResourceType) -> list[tuple[str, str]]:
     """(link table, owner column) of each existing link table whose rows `rtype` owns."""
     return [(lt.table, lt.owner_column) for lt in rtype.link_tables if schema.columns(lt.table)]
 

@@ -55,10 +55,10 @@ from sync.store.proof import ProofRecords
 from sync.store.queue import QueueTable
 from sync.store.repair import Repair, differences
 from sync.store.schema import BOOKKEEPING, SCHEMA_VERSION, Schema
-from sync.store.scripts import Scripts
+from sync.store.scripts import Scripts, SqliteScripts
 from sync.store.status import TypeStatuses
 from sync.store.table import TypeTable
-from sync.store.values import ValueNotes
+from sync.store.values import SqliteValues, ValueNotes
 
 if TYPE_CHECKING:
     from sync.core.config import CheckpointMode
@@ -90,7 +90,7 @@ class Mirror:
         self.runs = runs.Runs(conn)
         self.jobs = JobRecords(conn)
         self.types = TypeStatuses(conn, self.schema)
-        self.values = ValueNotes(conn)
+        self.values = ValueNotes(SqliteValues(conn))
         self.changes = ChangeFeed(conn)
         self.group = GroupCommit(conn, file.AUTOCHECKPOINT[checkpoints])
         self.indexes = EndPhase(self)
@@ -98,7 +98,7 @@ class Mirror:
         self.malls = Malls(self.schema, self.table)
         self._writer = PageWriter(conn, self.schema)
         self._deletions = Deletions(SqliteTombstones(conn, self.schema))
-        self._scripts = Scripts(conn)
+        self._scripts = Scripts(SqliteScripts(conn))
         #: Tables made on first use, held as parts whose reads make nothing (readers use them
         #: on a read-only open): the proof's records and listing (`sync.store.proof`), the
         #: webhook queue (`sync.store.queue`), the press releases (`sync.store.press`); and

@@ -10,16 +10,16 @@ removes them all. Items that are not objects are skipped with a log line, never 
 A website reads a type's scripts as `SELECT script_type, content FROM meta_scripts WHERE type =
 'deals' ORDER BY position`.
 
-When a list is written and how is `ScriptLists`'s, written once for both stores; the SQLite
-statements are `Scripts`'s, PostgreSQL's `sync.store.pg.scripts.Scripts`'s.
+When a list is written and how is written once, in `Scripts`, which holds a store's statements
+(`ScriptBook`): `SqliteScripts` here, `sync.store.pg.scripts.PgScripts` in the PostgreSQL
+mirror.
 """
 
 from __future__ import annotations
 
-import abc
 import sqlite3
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from sync.core.logs import get_logger
 from sync.model import catalogue
@@ -50,12 +50,35 @@ Item = tuple[str | None, str | None]
 Held = tuple[str | None, str | None, str | None]
 
 
-class ScriptLists(abc.ABC):
-    """A store's `meta_scripts`, remembering the bytes each type's list last came as: when a
-    list is written and how, written once for both stores; the statements are a store's
-    (`_held`, `_touch`, `_replace`)."""
+class ScriptBook(Protocol):
+    """What a store gives the writer (`Scripts`): its statements on `meta_scripts`.
+    `SqliteScripts` below, `sync.store.pg.scripts.PgScripts` in the PostgreSQL mirror: the
+    writer holds one of them (composition), so one rule holds in both."""
 
-    def __init__(self) -> None:
+    def kept(self, value: str | None) -> str | None:
+        """A script's field as the store keeps it (what `held` will give back)."""
+        ...
+
+    def held(self, type_name: str) -> list[Held]:
+        """The type's scripts as held, by position."""
+        ...
+
+    def touch(self, type_name: str, stamp: str) -> None:
+        """The type's list was served again at `stamp` (its `last_seen_at`)."""
+        ...
+
+    def replace(self, type_name: str, rows: list[tuple[Any, ...]]) -> None:
+        """The type's rows become `rows` (type, channel, position, script_type, content,
+        first_seen_at, last_seen_at): the old ones deleted, these inserted."""
+        ...
+
+
+class Scripts:
+    """The writer of `meta_scripts`, remembering the bytes each type's list last came as; the
+    statements are the `book`'s (`ScriptBook`)."""
+
+    def __init__(self, book: ScriptBook) -> None:
+        self.book = book
         self._seen: dict[str, tuple[bytes, float]] = {}
 
     def forget(self) -> None:
@@ -89,10 +112,11 @@ class ScriptLists(abc.ABC):
                 fix="the mirror keeps the type's scripts as they were; report it to the upstream",
             )
             return
+        kept = self.book.kept
         items: list[Item] = []
         for pos, item in enumerate(scripts):
             if isinstance(item, dict):
-                items.append((_text(item.get("type")), _text(item.get("content"))))
+                items.append((kept(_text(item.get("type"))), kept(_text(item.get("content")))))
                 continue
             _log.warning(
                 "scripts.item_skipped",
@@ -108,12 +132,12 @@ class ScriptLists(abc.ABC):
         (`last_seen_at`); another replaces the type's rows, a script still served keeping the
         moment it was first seen, wherever it moved."""
         stamp = now_iso()
-        held = self._held(rtype.name)
+        held = self.book.held(rtype.name)
         if [(k, c) for k, c, _ in held] == items:
-            self._touch(rtype.name, stamp)
+            self.book.touch(rtype.name, stamp)
             return
         first = {(k, c): f for k, c, f in held}
-        self._replace(
+        self.book.replace(
             rtype.name,
             [
                 (rtype.name, rtype.channel, pos, k, c, first.get((k, c), stamp), stamp)
@@ -128,40 +152,29 @@ class ScriptLists(abc.ABC):
                 removed=len({(k, c) for k, c, _ in held} - set(items)),
             )
 
-    @abc.abstractmethod
-    def _held(self, type_name: str) -> list[Held]:
-        """The type's scripts as held, by position."""
 
-    @abc.abstractmethod
-    def _touch(self, type_name: str, stamp: str) -> None:
-        """The type's list was served again at `stamp` (its `last_seen_at`)."""
-
-    @abc.abstractmethod
-    def _replace(self, type_name: str, rows: list[tuple[Any, ...]]) -> None:
-        """The type's rows become `rows` (type, channel, position, script_type, content,
-        first_seen_at, last_seen_at): the old ones deleted, these inserted."""
-
-
-class Scripts(ScriptLists):
-    """The writer of the SQLite mirror's `meta_scripts`."""
+class SqliteScripts:
+    """`ScriptBook` in the SQLite mirror."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__()
         self.conn = conn
 
-    def _held(self, type_name: str) -> list[Held]:
+    def kept(self, value: str | None) -> str | None:
+        return value
+
+    def held(self, type_name: str) -> list[Held]:
         return self.conn.execute(
             "SELECT script_type, content, first_seen_at FROM meta_scripts WHERE type = ? "
             "ORDER BY position",
             (type_name,),
         ).fetchall()
 
-    def _touch(self, type_name: str, stamp: str) -> None:
+    def touch(self, type_name: str, stamp: str) -> None:
         self.conn.execute(
             "UPDATE meta_scripts SET last_seen_at = ? WHERE type = ?", (stamp, type_name)
         )
 
-    def _replace(self, type_name: str, rows: list[tuple[Any, ...]]) -> None:
+    def replace(self, type_name: str, rows: list[tuple[Any, ...]]) -> None:
         self.conn.execute("DELETE FROM meta_scripts WHERE type = ?", (type_name,))
         self.conn.executemany(
             "INSERT INTO meta_scripts (type, channel, position, script_type, content, "

@@ -7,16 +7,16 @@ page's transaction, the writer logs each, records them in `_sync_refusals` and `
 forgets the refusals of rows a later page writes cleanly. The mirror holds one `ValueNotes`
 (`Mirror.values`).
 
-What is noted, logged, told and forgotten is `Notes`'s, written once for both stores; the
-SQLite statements are `ValueNotes`'s, PostgreSQL's `sync.store.pg.values.ValueNotes`'s.
+What is noted, logged, told and forgotten is written once, in `ValueNotes`, which holds a
+store's statements (`ValueBook`): `SqliteValues` here, `sync.store.pg.values.PgValues` in the
+PostgreSQL mirror.
 """
 
 from __future__ import annotations
 
-import abc
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from sync.core.logs import get_logger
 from sync.core.redact import redact_text
@@ -28,23 +28,35 @@ _log = get_logger("sync.store")
 #: Told (type, "refused" or "coerced", how many) of each page's misfit values.
 OnValues = Callable[[str, str, int], None]
 
-#: The columns of a fault's last refused value (`Notes.faults`), as `last_refused` names them.
+#: The columns of a fault's last refused value (`ValueNotes.faults`), as `last_refused` names
+#: them.
 LAST_REFUSED = ("id", "attribute", "value", "problem")
+
+#: A row of `_sync_refusals` as first noted: type, id, attribute, value (redacted), problem,
+#: first and last noted.
+Refusal = tuple[str, int, str, str, str, str, str]
+#: A count of `_sync_coercions` to add: type, attribute, how many, the last one's id and value
+#: (redacted), when.
+Coercion = tuple[str, str, int, int, str, str]
+#: Per type, the refusals held: type, how many, their latest `last_at`, and the last one's
+#: `LAST_REFUSED` values.
+Refused = tuple[str, int, str | None, Any]
+#: Per type, the coercions counted: type, their sum.
+Coerced = tuple[str, Any]
 
 
 def refusal_rows(
     type_name: str, refused: Sequence[tuple[int, str, str, str]], now: str
-) -> list[tuple[str, int, str, str, str, str, str]]:
-    """`_sync_refusals` rows of a batch's refused values (type, id, attribute, value redacted,
-    problem, first and last seen `now`), in the batch's order."""
+) -> list[Refusal]:
+    """`_sync_refusals` rows of a batch's refused values, in the batch's order."""
     return [(type_name, rid, a, redact_text(v), p, now, now) for rid, a, v, p in refused]
 
 
 def coercion_rows(
     type_name: str, coerced: Sequence[tuple[int, str, str]], now: str
-) -> list[tuple[str, str, int, int, str, str]]:
+) -> list[Coercion]:
     """`_sync_coercions` counts of a batch's coerced values, one per attribute in the order
-    first met: (type, attribute, how many, the last one's id and value redacted, `now`)."""
+    first met."""
     per: dict[str, list[tuple[int, str]]] = {}
     for rid, attribute, value in coerced:
         per.setdefault(attribute, []).append((rid, value))
@@ -54,13 +66,8 @@ def coercion_rows(
     ]
 
 
-def faults_of(
-    refused: Iterable[tuple[str, int, str | None, Any]],
-    coerced: Iterable[tuple[str, Any]],
-) -> dict[str, dict[str, Any]]:
-    """`Notes.faults` from what the tables hold: `refused` per type (type, rows held, their
-    last `last_at`, the last one's `LAST_REFUSED` values), `coerced` per type (type, the sum of
-    its counts)."""
+def faults_of(refused: Sequence[Refused], coerced: Sequence[Coerced]) -> dict[str, dict[str, Any]]:
+    """`ValueNotes.faults` from what a store holds (`ValueBook.misfits`)."""
     out: dict[str, dict[str, Any]] = {}
     for t, n, last_at, last in refused:
         out.setdefault(t, {"refused": 0, "coerced": 0})
@@ -71,11 +78,40 @@ def faults_of(
     return out
 
 
-class Notes(abc.ABC):
-    """What this process knows of misfit values: refused ids per type, coercions logged; the
-    statements that keep them are a store's (`_record`, `_held`, `_forget`, `faults`)."""
+class ValueBook(Protocol):
+    """What a store gives the notes (`ValueNotes`): its statements on `_sync_refusals` and
+    `_sync_coercions`. `SqliteValues` below, `sync.store.pg.values.PgValues` in the PostgreSQL
+    mirror: the notes hold one of them (composition), so one rule holds in both."""
 
-    def __init__(self) -> None:
+    def record(self, refusals: Sequence[Refusal], coercions: Sequence[Coercion]) -> None:
+        """Keep each refusal (one row per type, id and attribute: one noted again takes the
+        new value, problem and `last_at`, its `times` counted up) and add each coercion to its
+        (type, attribute)'s `count`, the last id, value and moment replaced; row by row, in
+        order."""
+        ...
+
+    def held(self) -> dict[str, set[int]]:
+        """The ids of rows `_sync_refusals` holds, per type (few: rows with a misfit value)."""
+        ...
+
+    def forget(self, type_name: str, ids: Sequence[int]) -> None:
+        """Delete the refusals of `ids` of `type_name` (rows being written well)."""
+        ...
+
+    def misfits(self) -> tuple[list[Refused], list[Coerced]] | None:
+        """Per type, types ascending: the refusals held (`Refused`; the last one is the latest
+        by `last_at`, then the highest id, then the first attribute in byte order) and the
+        coercions counted (`Coerced`). None: the tables do not exist (a mirror written before
+        them, opened read-only)."""
+        ...
+
+
+class ValueNotes:
+    """What this process knows of misfit values: refused ids per type, coercions logged; the
+    statements that keep them are the `book`'s (`ValueBook`)."""
+
+    def __init__(self, book: ValueBook) -> None:
+        self.book = book
         #: Ids per type that `_sync_refusals` holds or held (None until looked up; never
         #: shrunk, so a rolled-back page cannot make it forget one).
         self._refused_ids: dict[str, set[int]] | None = None
@@ -99,9 +135,12 @@ class Notes(abc.ABC):
                 )
             self._log_coerced(b)
             if self._refused_ids is None:
-                self._refused_ids = self._held()
+                self._refused_ids = self.book.held()
             if b.refused or b.coerced:
-                self._record(b.type, b.refused, b.coerced)
+                now = now_iso()
+                self.book.record(
+                    refusal_rows(b.type, b.refused, now), coercion_rows(b.type, b.coerced, now)
+                )
                 self._refused_ids.setdefault(b.type, set()).update(r[0] for r in b.refused)
                 if self.on_values is not None:
                     for outcome, n in (("refused", len(b.refused)), ("coerced", len(b.coerced))):
@@ -111,7 +150,7 @@ class Notes(abc.ABC):
             if held and b.ids:  # a set intersection a page: nothing to do on a clean mirror
                 again = held.intersection(b.ids)
                 if again:
-                    self._forget(b.type, sorted(again))
+                    self.book.forget(b.type, sorted(again))
 
     def _log_coerced(self, b: Staged) -> None:
         """One line per attribute: at info the first time, then at debug (a systematic misfit
@@ -132,69 +171,42 @@ class Notes(abc.ABC):
                 hint="converted losslessly to the declared type; counted in ccsync status",
             )
 
-    @abc.abstractmethod
-    def _record(
-        self,
-        type_name: str,
-        refused: Sequence[tuple[int, str, str, str]],
-        coerced: Sequence[tuple[int, str, str]],
-    ) -> None:
-        """Keep each refused value (one row per type, id and attribute, until a copy of the
-        row is written: `_forget`; `refusal_rows`, its `times` counted up) and count the
-        coerced ones per attribute (`coercion_rows`, added to what is counted)."""
-
-    @abc.abstractmethod
-    def _held(self) -> dict[str, set[int]]:
-        """The ids of rows `_sync_refusals` holds, per type (few: rows with a misfit value)."""
-
-    @abc.abstractmethod
-    def _forget(self, type_name: str, ids: Sequence[int]) -> None:
-        """Rows of `ids` are being written: their earlier refusals are history."""
-
-    @abc.abstractmethod
     def faults(self) -> dict[str, dict[str, Any]]:
-        """Per type: values refused (rows held at their last good copy) and the last one (the
-        latest `last_at`, of those the highest id, of those the first attribute), and values
-        coerced; for `ccsync status` (`faults_of`). Empty for a mirror written before these
-        existed."""
+        """Per type: values refused (rows held at their last good copy) and the last one, and
+        values coerced; for `ccsync status`. Empty for a mirror written before these existed."""
+        found = self.book.misfits()
+        return {} if found is None else faults_of(*found)
 
 
-class ValueNotes(Notes):
-    """`Notes` in the SQLite mirror."""
+class SqliteValues:
+    """`ValueBook` in the SQLite mirror."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__()
         self.conn = conn
 
-    def _record(
-        self,
-        type_name: str,
-        refused: Sequence[tuple[int, str, str, str]],
-        coerced: Sequence[tuple[int, str, str]],
-    ) -> None:
-        now = now_iso()
+    def record(self, refusals: Sequence[Refusal], coercions: Sequence[Coercion]) -> None:
         self.conn.executemany(
             "INSERT INTO _sync_refusals (type, id, attribute, value, problem, first_at, last_at, "
             "times) VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT(type, id, attribute) DO UPDATE "
             "SET value = excluded.value, problem = excluded.problem, last_at = excluded.last_at, "
             "times = times + 1",
-            refusal_rows(type_name, refused, now),
+            refusals,
         )
         self.conn.executemany(
             "INSERT INTO _sync_coercions (type, attribute, count, last_id, last_value, last_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(type, attribute) DO UPDATE SET "
             "count = count + excluded.count, last_id = excluded.last_id, "
             "last_value = excluded.last_value, last_at = excluded.last_at",
-            coercion_rows(type_name, coerced, now),
+            coercions,
         )
 
-    def _held(self) -> dict[str, set[int]]:
+    def held(self) -> dict[str, set[int]]:
         out: dict[str, set[int]] = {}
         for t, rid in self.conn.execute("SELECT DISTINCT type, id FROM _sync_refusals"):
             out.setdefault(t, set()).add(int(rid))
         return out
 
-    def _forget(self, type_name: str, ids: Sequence[int]) -> None:
+    def forget(self, type_name: str, ids: Sequence[int]) -> None:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             self.conn.execute(
@@ -202,7 +214,7 @@ class ValueNotes(Notes):
                 (type_name, *chunk),
             )
 
-    def faults(self) -> dict[str, dict[str, Any]]:
+    def misfits(self) -> tuple[list[Refused], list[Coerced]] | None:
         try:
             refused = self.conn.execute(
                 "SELECT type, count(*), max(last_at) FROM _sync_refusals GROUP BY type"
@@ -211,12 +223,12 @@ class ValueNotes(Notes):
                 "SELECT type, sum(count) FROM _sync_coercions GROUP BY type"
             ).fetchall()
         except sqlite3.OperationalError:  # read-only open of a mirror without the tables
-            return {}
+            return None
         last = (
             "SELECT id, attribute, value, problem FROM _sync_refusals WHERE type = ? "
             "ORDER BY last_at DESC, id DESC, attribute LIMIT 1"
         )
-        return faults_of(
-            ((t, n, at, self.conn.execute(last, (t,)).fetchone()) for t, n, at in refused),
+        return (
+            [(t, n, at, self.conn.execute(last, (t,)).fetchone()) for t, n, at in refused],
             coerced,
         )

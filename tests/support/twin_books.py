@@ -7,9 +7,8 @@ written into an SQLite mirror and into one PostgreSQL schema, `SCHEMA`, with its
 `cursors`, `runs`), a transaction the block's writes are made in (`atomic`: SQLite's
 `write_transaction`, PostgreSQL's `conn.transaction()`), and a page written with its included
 resources and their links (`write`: SQLite's own page write, `tests.support.store_units.write`;
-in PostgreSQL the page write's upsert and link tables made and filled here with SQLite's names
-and columns, since writing links is another part of the PostgreSQL mirror). The PostgreSQL
-schema gets its books from the parts' own `ensure_...` functions.
+PostgreSQL's, `PageWriter.ensure_page` then `write_page`). The PostgreSQL schema gets its books
+from the parts' own `ensure_...` functions.
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
-from sync.pipeline.batches import Staged
 from sync.store import runs as sqlite_runs
 from sync.store.meta import Cursors as SqliteCursors
 from sync.store.meta import Meta as SqliteMeta
@@ -88,46 +85,6 @@ def sqlite_twin(tmp_path: Path) -> Iterator[Twin]:
         )
 
 
-def ensure_links(conn: psycopg.Connection[Any], schema: str, b: Staged) -> None:
-    """The link tables of `b`'s to-many relationships as SQLite makes them
-    (`sync.store.schema.link_sql`): owner and related keys `NOT NULL`, `position`, keyed by the
-    pair (no foreign keys: a link may name a row the mirror does not hold)."""
-    for rel in b.rtype.relationships:
-        if rel.to_one or rel.name not in b.links:
-            continue
-        owner, other = rel.link_columns(b.type)
-        conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} ({o} bigint NOT NULL, {r} bigint NOT NULL,"
-                " position bigint, PRIMARY KEY ({o}, {r}))"
-            ).format(
-                sql.Identifier(schema, rel.link_table(b.type)),
-                o=sql.Identifier(owner),
-                r=sql.Identifier(other),
-            )
-        )
-
-
-def _write_links(conn: psycopg.Connection[Any], schema: str, b: Staged) -> None:
-    """The links of `b`'s owners become what the page says (each owner's rows replaced)."""
-    for rel in b.rtype.relationships:
-        pairs = b.links.get(rel.name)
-        if rel.to_one or not pairs:
-            continue
-        table = sql.Identifier(schema, rel.link_table(b.type))
-        owner, other = (sql.Identifier(c) for c in rel.link_columns(b.type))
-        conn.execute(
-            sql.SQL("DELETE FROM {} WHERE {} = ANY(%s::bigint[])").format(table, owner),
-            ([rid for rid, _ in pairs],),
-        )
-        conn.cursor().executemany(
-            sql.SQL(
-                "INSERT INTO {} ({}, {}, position) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
-            ).format(table, owner, other),
-            [(rid, rel_id, pos) for rid, related in pairs for pos, rel_id in enumerate(related)],
-        )
-
-
 def postgres_twin(dsn: str) -> Iterator[Twin]:
     with contextlib.closing(postgres_store(dsn)) as stores:
         store = next(stores)
@@ -138,16 +95,12 @@ def postgres_twin(dsn: str) -> Iterator[Twin]:
 
         def write(type_name: str, resources: Resources, included: Resources = ()) -> None:
             batches = staged(type_name, resources, included)
+            writer.ensure_page(batches)
             for b in batches:
-                writer.ensure(b)
-                ensure_links(conn, SCHEMA, b)
                 store.schema.forget(b.type)
-                for rel in b.rtype.relationships:
-                    store.schema.forget(rel.link_table(b.type))
-            with conn.transaction():
-                for b in batches:
-                    writer.upsert(b)
-                    _write_links(conn, SCHEMA, b)
+                for lt in b.rtype.link_tables:
+                    store.schema.forget(lt.table)
+            writer.write_page(batches)
 
         yield Twin(
             store,

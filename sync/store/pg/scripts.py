@@ -1,10 +1,11 @@
 """The PostgreSQL mirror's `meta_scripts`: each type's `meta.scripts`, by position, as served.
 
-Issue #49: the counterpart of `sync.store.scripts.Scripts` (read that module's docstring first).
-When a list is written, how a list that is not one or an item that is not an object is refused,
-which script keeps when it was first seen, and the memo of the bytes each type's list last came
-as are `sync.store.scripts.ScriptLists`'s, written once for both stores; this class gives them
-PostgreSQL's statements. Held to it by the contract tests of
+Issue #49: the counterpart of the SQLite mirror's (`sync.store.scripts`: read its docstring
+first). When a list is written, how a list that is not one or an item that is not an object is
+refused, which script keeps when it was first seen, and the memo of the bytes each type's list
+last came as are `sync.store.scripts.Scripts`'s, written once for both stores: it holds a
+store's statements, here `PgScripts` (`Scripts(PgScripts(conn, schema))`, where SQLite's mirror
+holds `Scripts(SqliteScripts(conn))`). Held to it by the contract tests of
 `tests/unit/store/pg/test_scripts.py`. Not wired into `Mirror` yet.
 
 **Table.** `meta_scripts` with SQLite's columns, keyed by (type, position), in one schema
@@ -21,8 +22,8 @@ savepoint inside the caller's), so a connection in autocommit never shows a read
 half-written.
 
 **Differences.** The bookkeeping's (`sync.store.pg.bookkeeping`): a NUL character in a script's
-type or content is kept as U+FFFD, and the list as held is compared in that form, so a list
-with NUL served again is not rewritten.
+type or content is kept as U+FFFD, and the list served is compared with the one held in that
+form (`PgScripts.kept`), so a list with NUL served again is not rewritten.
 """
 
 from __future__ import annotations
@@ -33,11 +34,10 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from sync.model.catalogue import ResourceType
 from sync.store.pg.bookkeeping import KEY, SCHEMA, Tables, create_tables, no_nul, statement
-from sync.store.scripts import SAME_FOR, Held, Item, ScriptLists
+from sync.store.scripts import SAME_FOR, Held, Scripts
 
-__all__ = ["SAME_FOR", "Scripts", "ensure_scripts"]
+__all__ = ["SAME_FOR", "PgScripts", "Scripts", "ensure_scripts"]
 
 SCRIPTS = "meta_scripts"
 
@@ -64,17 +64,11 @@ def ensure_scripts(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
     create_tables(conn, schema, TABLES)
 
 
-def _kept(value: str | None) -> str | None:
-    """A script's field as the table keeps it (NUL as U+FFFD)."""
-    return None if value is None else no_nul(value)
-
-
-class Scripts(ScriptLists):
-    """The writer of one PostgreSQL schema's `meta_scripts`: the counterpart of
-    `sync.store.scripts.Scripts`."""
+class PgScripts:
+    """`sync.store.scripts.ScriptBook` in one PostgreSQL schema: `Scripts(PgScripts(conn))` is
+    the counterpart of the SQLite mirror's `Scripts(SqliteScripts(conn))`."""
 
     def __init__(self, conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
-        super().__init__()
         self.conn = conn
         self.schema = schema
 
@@ -92,18 +86,18 @@ class Scripts(ScriptLists):
             "{first_seen_at}, {last_seen_at}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
         )
 
-    def _store(self, rtype: ResourceType, items: list[Item]) -> None:
-        """As `ScriptLists._store`, with the items as the table keeps them (`_kept`)."""
-        super()._store(rtype, [(_kept(k), _kept(c)) for k, c in items])
+    def kept(self, value: str | None) -> str | None:
+        """NUL as U+FFFD: PostgreSQL text cannot hold one."""
+        return None if value is None else no_nul(value)
 
-    def _held(self, type_name: str) -> list[Held]:
+    def held(self, type_name: str) -> list[Held]:
         cur = self.conn.cursor(row_factory=tuple_row)
         return cur.execute(self._select, (type_name,)).fetchall()
 
-    def _touch(self, type_name: str, stamp: str) -> None:
+    def touch(self, type_name: str, stamp: str) -> None:
         self.conn.execute(self._seen_again, (stamp, type_name))
 
-    def _replace(self, type_name: str, rows: list[tuple[Any, ...]]) -> None:
+    def replace(self, type_name: str, rows: list[tuple[Any, ...]]) -> None:
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.execute(self._delete, (type_name,))
             if rows:

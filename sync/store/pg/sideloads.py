@@ -5,14 +5,15 @@ Issue #49: the counterpart of `sync.store.sideloads` (read that module's docstri
 functions `same_stamp`, `write_to_one` and `prune_unreferenced`, with the same arguments
 (`sync.store.pg.schema.Schema` for the schema) and answers. Which rows reference a sideload is
 that module's `references`, written once for both stores; this module renders it as
-PostgreSQL's statements. Held to it by the contract tests of
-`tests/unit/store/pg/test_sideloads.py`. Not wired into `Mirror` yet.
+PostgreSQL's statements. What concerns the link tables alone is the links part's
+(`sync.store.pg.links`: `owned`, and `write_to_one`, which SQLite keeps here). Held to its
+contract by the tests of `tests/unit/store/pg/test_sideloads.py`. Not wired into `Mirror` yet.
 
-**Tables** are the mirror's, by SQLite's names and columns: the content tables the page write
-makes (`sync.store.pg.pagewrite`), whose `updated_at` is the normalised stamp as text (so a
-stamp compares equal as in SQLite), and the link tables (`<owner>_<rel>`, owner and related
-columns `NOT NULL`, as SQLite's `link_sql` makes them). A table that does not exist is passed
-over, asked of the catalogue (`Schema.columns`).
+**Tables** are the mirror's, by SQLite's names and columns: the content tables of the page
+write (`sync.store.pg.pagewrite`), whose `updated_at` is the normalised stamp as text (so a
+stamp compares equal as in SQLite), and the link tables of the links part (`<owner>_<rel>`,
+owner and related columns `NOT NULL`, as SQLite's `link_sql` makes them). A table that does not
+exist is passed over, asked of the catalogue (`Schema.columns`).
 
 **Prune.** SQLite deletes `WHERE id NOT IN (<references> UNION ...)`. PostgreSQL cannot plan
 `NOT IN` as an anti-join: past `work_mem` it probes the whole list once per row. Here the same
@@ -21,17 +22,19 @@ the references (a to-one column left empty) makes `NOT IN` unknown for every row
 deleted, and the delete here is guarded by that too (`NOT EXISTS (... IS NULL)`, over the
 references whose column may hold NULL). The link rows whose owner is gone follow, as in SQLite.
 
-**Transactions.** As in SQLite: `write_to_one` runs its updates atomically, and
-`prune_unreferenced` each type's deletes, in `conn.transaction()` (a savepoint inside a
-caller's transaction); `same_stamp` only reads. `write_to_one` updates owners in id order (a
-stable sort: an owner given twice keeps its order), so two writers never lock rows in opposite
-orders.
+**Transactions.** As in SQLite: `prune_unreferenced` runs each type's deletes in
+`conn.transaction()` (a savepoint inside a caller's transaction), `write_to_one` its update
+likewise, and `same_stamp` only reads.
+
+**A difference.** `write_to_one` is the links part's single statement: an owner listed twice
+ends with its last value, as in SQLite, but counts as one row changed when that value differs
+from the one held, and as none when it does not (SQLite updates it once per listing and counts
+each update that changed it). A reconcile page lists each owner once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import itemgetter
 from typing import Any
 
 import psycopg
@@ -40,7 +43,7 @@ from psycopg.rows import tuple_row
 
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
-from sync.store import links
+from sync.store.pg import links as pg_links
 from sync.store.pg.schema import Schema
 from sync.store.sideloads import Reference, references
 
@@ -81,19 +84,10 @@ def write_to_one(
     stamps: dict[int, Any],
 ) -> int:
     """`column` of the listed owners whose mirrored `updated_at` equals the listed one (the
-    linkage changed under an unchanged stamp); returns the rows changed."""
-    table = rtype.table
-    cols = schema.columns(table)
-    if column not in cols or "updated_at" not in cols or not values:
-        return 0
-    query = sql.SQL(
-        "UPDATE {t} SET {c} = %s WHERE id = %s AND updated_at IS NOT DISTINCT FROM %s::text"
-        " AND {c} IS DISTINCT FROM %s"
-    ).format(t=sql.Identifier(schema.name, table), c=sql.Identifier(column))
-    ordered = sorted(values, key=itemgetter(0))
-    with conn.transaction(), conn.cursor() as cur:
-        cur.executemany(query, [(value, rid, stamps.get(rid), value) for rid, value in ordered])
-        return max(cur.rowcount, 0)
+    linkage changed under an unchanged stamp); returns the rows changed. The statement is the
+    links part's (`sync.store.pg.links.write_to_one`, one `UPDATE ... FROM unnest`), given
+    here under SQLite's name and arguments."""
+    return pg_links.write_to_one(conn, schema.name, rtype, column, values, stamps)
 
 
 def _select(schema: Schema, ref: Reference) -> sql.Composed:
@@ -170,7 +164,7 @@ def prune_unreferenced(
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(delete)
             n = cur.rowcount
-            for link, owner in links.owned(schema, catalogue.TYPES[target]):
+            for link, owner in pg_links.owned(conn, schema.name, catalogue.TYPES[target]):
                 # SQLite's `owner NOT IN (SELECT id FROM target)` as an anti-join: ids are
                 # never NULL, and a NULL owner (none in a `NOT NULL` column) goes only when
                 # the table is empty, as `NOT IN` decides.

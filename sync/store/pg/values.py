@@ -1,11 +1,12 @@
 """The PostgreSQL mirror's notes of misfit values: `_sync_refusals` and `_sync_coercions`.
 
-Issue #49: the counterpart of `sync.store.values.ValueNotes` (read that module's docstring
+Issue #49: the counterpart of the SQLite mirror's (`sync.store.values`: read its docstring
 first). What is logged, counted, told (`on_values`) and forgotten, and when, is
-`sync.store.values.Notes`'s, written once for both stores; this class gives it PostgreSQL's
-statements, and the rows it keeps (`refusal_rows`, `coercion_rows`, values redacted) and the
-faults it reports (`faults_of`) are that module's functions. Held to it by the contract tests
-of `tests/unit/store/pg/test_values.py`. Not wired into `Mirror` yet.
+`sync.store.values.ValueNotes`'s, written once for both stores: it holds a store's statements,
+here `PgValues` (`ValueNotes(PgValues(conn, schema))`, where SQLite's mirror holds
+`ValueNotes(SqliteValues(conn))`), and the rows kept (values redacted) are built by that
+module's functions. Held to it by the contract tests of `tests/unit/store/pg/test_values.py`.
+Not wired into `Mirror` yet.
 
 **Tables.** SQLite's names and columns (`sync.store.schema.BOOKKEEPING`), in one schema
 (`SCHEMA` unless told), made by `ensure_values`. Types, attributes and stamps are text
@@ -15,8 +16,8 @@ batch is updated twice, never refused as a multi-row upsert would be).
 
 **Transactions.** None of its own: `note` runs inside the page's transaction, so what it
 records and forgets commits or rolls back with the page's rows, as in SQLite. `faults` of a
-schema without the tables is {} (asked of the catalogue, where SQLite catches the error: a
-failed statement would abort the caller's transaction).
+schema without the tables is {} (`misfits` asks the catalogue, where SQLite catches the error:
+a failed statement would abort the caller's transaction).
 
 **Differences.** The bookkeeping's (`sync.store.pg.bookkeeping`): a NUL character in a value,
 problem or attribute is kept as U+FFFD. The last refused value of a type is the latest by
@@ -33,7 +34,6 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from sync.model.stamps import now_iso
 from sync.store.pg.bookkeeping import (
     KEY,
     SCHEMA,
@@ -43,9 +43,9 @@ from sync.store.pg.bookkeeping import (
     no_nul,
     statement,
 )
-from sync.store.values import Notes, OnValues, coercion_rows, faults_of, refusal_rows
+from sync.store.values import Coerced, Coercion, Refusal, Refused, ValueNotes
 
-__all__ = ["OnValues", "ValueNotes", "ensure_values"]
+__all__ = ["PgValues", "ValueNotes", "ensure_values"]
 
 REFUSALS = "_sync_refusals"
 COERCIONS = "_sync_coercions"
@@ -90,12 +90,11 @@ def _texts(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(no_nul(v) if isinstance(v, str) else v for v in row)
 
 
-class ValueNotes(Notes):
-    """`sync.store.values.Notes` in one PostgreSQL schema: the counterpart of
-    `sync.store.values.ValueNotes`."""
+class PgValues:
+    """`sync.store.values.ValueBook` in one PostgreSQL schema: `ValueNotes(PgValues(conn))` is
+    the counterpart of the SQLite mirror's `ValueNotes(SqliteValues(conn))`."""
 
     def __init__(self, conn: psycopg.Connection[Any], schema: str = SCHEMA) -> None:
-        super().__init__()
         self.conn = conn
         self.schema = schema
 
@@ -118,10 +117,8 @@ class ValueNotes(Notes):
             "{last_id} = EXCLUDED.{last_id}, {last_value} = EXCLUDED.{last_value}, "
             "{last_at} = EXCLUDED.{last_at}",
         )
-        self._held_ids = q(REFUSALS, "SELECT DISTINCT {type}, {id} FROM {t}")
-        self._forget_ids = q(
-            REFUSALS, "DELETE FROM {t} WHERE {type} = %s AND {id} = ANY(%s::bigint[])"
-        )
+        self._held = q(REFUSALS, "SELECT DISTINCT {type}, {id} FROM {t}")
+        self._forget = q(REFUSALS, "DELETE FROM {t} WHERE {type} = %s AND {id} = ANY(%s::bigint[])")
         self._refused = q(
             REFUSALS,
             "SELECT {type}, count(*), max({last_at}) FROM {t} GROUP BY {type} ORDER BY {type}",
@@ -135,38 +132,29 @@ class ValueNotes(Notes):
             COERCIONS, "SELECT {type}, sum({count}) FROM {t} GROUP BY {type} ORDER BY {type}"
         )
 
-    def _record(
-        self,
-        type_name: str,
-        refused: Sequence[tuple[int, str, str, str]],
-        coerced: Sequence[tuple[int, str, str]],
-    ) -> None:
-        now = now_iso()
+    def record(self, refusals: Sequence[Refusal], coercions: Sequence[Coercion]) -> None:
         with self.conn.cursor() as cur:
-            refusals = [_texts(r) for r in refusal_rows(type_name, refused, now)]
             if refusals:
-                cur.executemany(self._refuse, refusals)
-            coercions = [_texts(r) for r in coercion_rows(type_name, coerced, now)]
+                cur.executemany(self._refuse, [_texts(r) for r in refusals])
             if coercions:
-                cur.executemany(self._coerce, coercions)
+                cur.executemany(self._coerce, [_texts(c) for c in coercions])
 
-    def _held(self) -> dict[str, set[int]]:
+    def held(self) -> dict[str, set[int]]:
         out: dict[str, set[int]] = {}
-        cur = self.conn.cursor(row_factory=tuple_row)
-        for t, rid in cur.execute(self._held_ids):
+        for t, rid in self.conn.cursor(row_factory=tuple_row).execute(self._held):
             out.setdefault(t, set()).add(int(rid))
         return out
 
-    def _forget(self, type_name: str, ids: Sequence[int]) -> None:
-        self.conn.execute(self._forget_ids, (no_nul(type_name), list(ids)))
+    def forget(self, type_name: str, ids: Sequence[int]) -> None:
+        self.conn.execute(self._forget, (no_nul(type_name), list(ids)))
 
-    def faults(self) -> dict[str, dict[str, Any]]:
+    def misfits(self) -> tuple[list[Refused], list[Coerced]] | None:
         if not (
             exists(self.conn, self.schema, REFUSALS) and exists(self.conn, self.schema, COERCIONS)
         ):
-            return {}
+            return None
         cur = self.conn.cursor(row_factory=tuple_row)
         refused = cur.execute(self._refused).fetchall()
         coerced = cur.execute(self._coerced).fetchall()
         last = [(t, n, at, cur.execute(self._last, (t,)).fetchone()) for t, n, at in refused]
-        return faults_of(last, coerced)
+        return last, coerced

@@ -6,7 +6,7 @@ import pytest
 
 from sync.model import catalogue
 from sync.store import Mirror
-from sync.store.scripts import Scripts
+from sync.store.scripts import Scripts, SqliteScripts
 from sync.store.transaction import write_transaction
 from tests.support.store_units import rows
 
@@ -23,7 +23,7 @@ def _stored(mirror: Mirror) -> list[tuple[object, ...]]:
 
 
 def test_a_script_that_moves_keeps_when_it_was_first_seen(mirror: Mirror) -> None:
-    scripts = Scripts(mirror.conn)
+    scripts = Scripts(SqliteScripts(mirror.conn))
     scripts.write(DEALS, [A])
     mirror.conn.execute("UPDATE meta_scripts SET first_seen_at = 'then'")
     scripts.write(DEALS, [B, A])
@@ -37,7 +37,7 @@ def test_a_script_that_moves_keeps_when_it_was_first_seen(mirror: Mirror) -> Non
 
 
 def test_a_list_that_is_not_a_list_leaves_the_type_s_scripts(mirror: Mirror) -> None:
-    scripts = Scripts(mirror.conn)
+    scripts = Scripts(SqliteScripts(mirror.conn))
     scripts.write(DEALS, [A, "not an object", B])
     scripts.write(DEALS, {"oops": 1})
     assert [r[3] for r in _stored(mirror)] == ["js", "css"]
@@ -45,7 +45,7 @@ def test_a_list_that_is_not_a_list_leaves_the_type_s_scripts(mirror: Mirror) -> 
 
 
 def test_a_rolled_back_write_is_forgotten_so_the_same_list_is_written_again(mirror: Mirror) -> None:
-    scripts = Scripts(mirror.conn)
+    scripts = Scripts(SqliteScripts(mirror.conn))
     with pytest.raises(RuntimeError):
         with write_transaction(mirror.conn):
             scripts.write(DEALS, [A])

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from sync.pipeline.batches import Staged
 from sync.store import Mirror
-from sync.store.values import ValueNotes
+from sync.store.values import SqliteValues, ValueNotes
 from tests.support.store_units import rows
 
 
 def test_refused_and_coerced_values_are_recorded_and_counted(mirror: Mirror) -> None:
     told: list[tuple[str, str, int]] = []
-    notes = ValueNotes(mirror.conn)
+    notes = ValueNotes(SqliteValues(mirror.conn))
     notes.on_values = lambda t, outcome, n: told.append((t, outcome, n))
     page = Staged(
         "deals",
@@ -31,7 +31,7 @@ def test_refused_and_coerced_values_are_recorded_and_counted(mirror: Mirror) -> 
 
 
 def test_a_row_written_cleanly_later_loses_its_refusal(mirror: Mirror) -> None:
-    notes = ValueNotes(mirror.conn)
+    notes = ValueNotes(SqliteValues(mirror.conn))
     notes.note([Staged("deals", ids=[9], refused=[(5, "end_at", "x", "bad")])])
     notes.note([Staged("deals", ids=[9], refused=[(6, "end_at", "y", "bad")])])
     notes.note([Staged("deals", ids=[9], refused=[(5, "end_at", "z", "worse")])])
@@ -39,4 +39,4 @@ def test_a_row_written_cleanly_later_loses_its_refusal(mirror: Mirror) -> None:
     assert rows(mirror.conn, held) == [(5, "z", "worse", 2), (6, "y", "bad", 1)]
     notes.note([Staged("deals", ids=[1, 6])])  # row 6 written cleanly: its refusal is history
     assert rows(mirror.conn, "SELECT id FROM _sync_refusals") == [(5,)]
-    assert ValueNotes(mirror.conn).faults()["deals"]["refused"] == 1
+    assert ValueNotes(SqliteValues(mirror.conn)).faults()["deals"]["refused"] == 1

@@ -1,14 +1,14 @@
 """`sync.store.pg.scripts`: the PostgreSQL `meta_scripts` held to the SQLite one's contract.
 
 The contract tests take `twin` and run twice (`tests.support.twin_books`): `sqlite` is
-`sync.store.scripts.Scripts` on an SQLite mirror, `postgres` this module's `Scripts` on a
-PostgreSQL schema made by `ensure_scripts`. Each asserts the same of both: a type's list stored
-by position, as served (a value that is not a string as its JSON text); written only when it
-changed (the same list is only seen again, and not even that within `SAME_FOR`); a script that
-moves keeps when it was first seen; a list or item that is not one refused without a failed
-page; each type its own list; a write rolled back forgotten and written again. The tests after
-them are PostgreSQL's own: the table's shape against SQLite's, `ensure_scripts`, and NUL in
-text.
+`sync.store.scripts.Scripts` over `SqliteScripts` on an SQLite mirror, `postgres` the same over
+this module's `PgScripts` on a PostgreSQL schema made by `ensure_scripts`. Each asserts the same
+of both: a type's list stored by position, as served (a value that is not a string as its JSON
+text); written only when it changed (the same list is only seen again, and not even that within
+`SAME_FOR`); a script that moves keeps when it was first seen; a list or item that is not one
+refused without a failed page; a write rolled back forgotten and written again. The tests after
+them are PostgreSQL's own: the table's shape against SQLite's, `ensure_scripts`, a list
+replaced whole or not at all, and NUL in text.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sync.store import Mirror
 from sync.store import scripts as sqlite_scripts
 from sync.store.pg import scripts
 from sync.store.pg.bookkeeping import SCHEMA, exists
-from sync.store.pg.scripts import TABLES, Scripts, ensure_scripts
+from sync.store.pg.scripts import TABLES, PgScripts, Scripts, ensure_scripts
 from tests.support.twin_books import SCHEMA as TWIN_SCHEMA
 from tests.support.twin_books import Twin, postgres_twin, shapes, sqlite_twin
 
@@ -54,8 +54,8 @@ def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
 def _scripts(twin: Twin) -> Any:
     """A new writer of the store's `meta_scripts`."""
     if twin.kind == "sqlite":
-        return sqlite_scripts.Scripts(twin.conn)
-    return Scripts(twin.conn, TWIN_SCHEMA)
+        return Scripts(sqlite_scripts.SqliteScripts(twin.conn))
+    return Scripts(PgScripts(twin.conn, TWIN_SCHEMA))
 
 
 @pytest.fixture
@@ -171,7 +171,7 @@ def test_the_table_has_sqlites_names_columns_and_types(
 def test_ensure_is_idempotent_and_keeps_what_is_there(conn: psycopg.Connection[Any]) -> None:
     schema = 'Odd "schema"'
     ensure_scripts(conn, schema)
-    Scripts(conn, schema).write(DEALS, [A])
+    Scripts(PgScripts(conn, schema)).write(DEALS, [A])
     ensure_scripts(conn, schema)
     assert conn.execute('SELECT content FROM "Odd ""schema""".meta_scripts').fetchall() == [
         ("a()",)
@@ -183,7 +183,7 @@ def test_a_list_replaced_is_replaced_whole_or_not_at_all(conn: psycopg.Connectio
     """In autocommit the delete and the inserts are still one transaction: an insert that fails
     leaves the list as it was, never the type without its scripts."""
     ensure_scripts(conn)
-    s = Scripts(conn)
+    s = Scripts(PgScripts(conn))
     s.write(DEALS, [A])
     conn.execute(
         f"ALTER TABLE \"{SCHEMA}\".meta_scripts ADD CONSTRAINT no_css CHECK (script_type <> 'css')"
@@ -197,7 +197,7 @@ def test_nul_in_a_script_is_kept_and_the_same_list_not_rewritten(
     conn: psycopg.Connection[Any], later: Any
 ) -> None:
     ensure_scripts(conn)
-    s = Scripts(conn)
+    s = Scripts(PgScripts(conn))
     s.write(DEALS, [{"type": "js", "content": "a\x00b"}])
     assert conn.execute(f'SELECT content FROM "{SCHEMA}".meta_scripts').fetchall() == [
         ("a\ufffdb",)

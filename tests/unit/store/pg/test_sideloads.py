@@ -7,8 +7,8 @@ same of both: owners at the listed stamp found, their to-one column changed only
 removes only the sideloads nothing references (one level down too), then the links they owned,
 passes over a type without a table, removes all of a type nothing can reference, keeps every row
 when a reference is NULL (SQLite's `NOT IN`), and rolls back with the caller's transaction. The
-tests after them are PostgreSQL's own: the prune is an anti-join, and a caller's transaction
-stays usable.
+tests after them are PostgreSQL's own: the one difference (how an owner listed twice counts),
+the prune is an anti-join, and a caller without autocommit commits it.
 """
 
 from __future__ import annotations
@@ -93,9 +93,8 @@ def test_a_to_one_column_changes_only_where_the_stamp_is_the_listed_one(twin: Tw
     changed = m.write_to_one(conn, schema, JOBS, "store_id", [(1, 9), (2, 9), (3, 8)], stamps)
     assert changed == 1  # 3 already names 8
     assert twin.raw("SELECT id, store_id FROM job_listings ORDER BY id") == [(1, 9), (2, 8), (3, 8)]
-    # An owner listed twice: each in turn, as given (the last wins).
-    again = [(3, 7), (1, None), (3, 6)]
-    assert m.write_to_one(conn, schema, JOBS, "store_id", again, stamps) == 3
+    # An owner listed twice ends with its last value (how many rows changed: see below).
+    m.write_to_one(conn, schema, JOBS, "store_id", [(3, 7), (1, None), (3, 6)], stamps)
     assert twin.raw("SELECT id, store_id FROM job_listings ORDER BY id") == [
         (1, None),
         (2, 8),
@@ -157,6 +156,24 @@ def test_a_prune_rolls_back_with_the_callers_transaction(twin: Twin) -> None:
 
 
 # -- PostgreSQL's own ------------------------------------------------------------------------
+
+
+def test_an_owner_listed_twice_counts_once(pg_db: str, tmp_path: Path) -> None:
+    """The one difference: PostgreSQL's single statement counts an owner listed twice as one
+    row changed when its last value differs from the one held, none when it does not; SQLite
+    counts each of its updates that changed the row."""
+    listed, stamps = [(1, 7), (1, 6)], {1: T0}
+    counts = {}
+    for twins in (sqlite_twin(tmp_path), postgres_twin(pg_db)):
+        for twin in twins:
+            twin.write("job_listings", [_job(1, 8)], ())
+            m, conn, schema = _mod(twin), twin.conn, twin.store.schema
+            counts[twin.kind] = [
+                m.write_to_one(conn, schema, JOBS, "store_id", listed, stamps),  # 8 -> 6
+                m.write_to_one(conn, schema, JOBS, "store_id", listed, stamps),  # 6 -> 7 -> 6
+            ]
+            assert twin.raw("SELECT store_id FROM job_listings") == [(6,)]
+    assert counts == {"sqlite": [2, 2], "postgres": [1, 0]}
 
 
 def test_the_prune_is_an_anti_join(pg_db: str) -> None:

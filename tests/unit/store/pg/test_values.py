@@ -1,13 +1,13 @@
 """`sync.store.pg.values`: the PostgreSQL notes of misfit values held to the SQLite ones' contract.
 
 The contract tests take `twin` and run twice (`tests.support.twin_books`): `sqlite` is
-`sync.store.values.ValueNotes` on an SQLite mirror, `postgres` this module's `ValueNotes` on a
-PostgreSQL schema made by `ensure_values`. Each asserts the same of both: refused and coerced
-values recorded (redacted) and counted, the daemon told, a refusal noted again counted up and
-forgotten once its row is written well, the faults `ccsync status` shows (the last refused value
-among ties too), notes rolled back with their page. The tests after them are PostgreSQL's own:
-the tables' shape against SQLite's, `ensure_values`, a schema without the tables, and NUL in
-text.
+`sync.store.values.ValueNotes` over `SqliteValues` on an SQLite mirror, `postgres` the same
+over this module's `PgValues` on a PostgreSQL schema made by `ensure_values`. Each asserts the
+same of both: refused and coerced values recorded (redacted) and counted, the daemon told, a
+refusal noted again counted up and forgotten once its row is written well, the faults `ccsync
+status` shows (the last refused value among ties too), notes rolled back with their page. The
+tests after them are PostgreSQL's own: the tables' shape against SQLite's, `ensure_values`, a
+schema without the tables, and NUL in text.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sync.store import Mirror
 from sync.store import values as sqlite_values
 from sync.store.pg import values
 from sync.store.pg.bookkeeping import SCHEMA, exists
-from sync.store.pg.values import TABLES, ValueNotes, ensure_values
+from sync.store.pg.values import TABLES, PgValues, ValueNotes, ensure_values
 from tests.support.twin_books import SCHEMA as TWIN_SCHEMA
 from tests.support.twin_books import Twin, postgres_twin, shapes, sqlite_twin
 
@@ -43,8 +43,8 @@ def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
 def _notes(twin: Twin) -> Any:
     """A new `ValueNotes` of the store (what a process starting on the mirror holds)."""
     if twin.kind == "sqlite":
-        return sqlite_values.ValueNotes(twin.conn)
-    return ValueNotes(twin.conn, TWIN_SCHEMA)
+        return ValueNotes(sqlite_values.SqliteValues(twin.conn))
+    return ValueNotes(PgValues(twin.conn, TWIN_SCHEMA))
 
 
 @pytest.fixture
@@ -187,9 +187,9 @@ def test_the_tables_have_sqlites_names_columns_and_types(
 def test_ensure_is_idempotent_and_keeps_what_is_there(conn: psycopg.Connection[Any]) -> None:
     schema = 'Odd "schema"'
     ensure_values(conn, schema)
-    ValueNotes(conn, schema).note([Staged("deals", refused=[(5, "end_at", "x", "bad")])])
+    ValueNotes(PgValues(conn, schema)).note([Staged("deals", refused=[(5, "end_at", "x", "bad")])])
     ensure_values(conn, schema)
-    assert ValueNotes(conn, schema).faults()["deals"]["refused"] == 1
+    assert ValueNotes(PgValues(conn, schema)).faults()["deals"]["refused"] == 1
     assert not exists(conn, values.SCHEMA, "_sync_refusals")  # only the schema given
 
 
@@ -197,17 +197,17 @@ def test_a_schema_without_the_tables_leaves_the_callers_transaction_usable(
     conn: psycopg.Connection[Any],
 ) -> None:
     with conn.transaction():
-        assert ValueNotes(conn, "nowhere").faults() == {}
+        assert ValueNotes(PgValues(conn, "nowhere")).faults() == {}
         ensure_values(conn)
-        ValueNotes(conn).note([Staged("deals", refused=[(5, "end_at", "x", "bad")])])
-    assert ValueNotes(conn).faults()["deals"]["refused"] == 1
+        ValueNotes(PgValues(conn)).note([Staged("deals", refused=[(5, "end_at", "x", "bad")])])
+    assert ValueNotes(PgValues(conn)).faults()["deals"]["refused"] == 1
 
 
 def test_nul_in_a_value_is_kept_as_a_replacement_character(
     conn: psycopg.Connection[Any],
 ) -> None:
     ensure_values(conn)
-    notes = ValueNotes(conn)
+    notes = ValueNotes(PgValues(conn))
     notes.note(
         [Staged("deals", refused=[(5, "end_at", "x\x00y", "bad\x00")], coerced=[(6, "v", "\x00")])]
     )

@@ -62,7 +62,7 @@ class CursorsPart(Protocol):
 @runtime_checkable
 class BackfillsPart(Protocol):
     """The backfill checkpoints and the types a backfill ever completed (`Mirror.backfills`).
-    SQLite: `sync.store.backfills.Backfills`; PostgreSQL: its counterpart in `sync.store.pg`."""
+    SQLite: `sync.store.backfills.Backfills`; PostgreSQL: `sync.store.pg.backfills.Backfills`."""
 
     def state(self, type_name: str, scope: str) -> BackfillState | None: ...
 
@@ -115,7 +115,7 @@ class JobsPart(Protocol):
 @runtime_checkable
 class TypesPart(Protocol):
     """Per-type sync status (`Mirror.types`), the lines of `ccsync status`. SQLite:
-    `sync.store.status.TypeStatuses`; PostgreSQL: its counterpart in `sync.store.pg`."""
+    `sync.store.status.TypeStatuses`; PostgreSQL: `sync.store.pg.status.TypeStatuses`."""
 
     def record(self, type_name: str, *, ok: bool, error: str | None = None, at: str) -> None: ...
 
@@ -127,8 +127,9 @@ class TypesPart(Protocol):
 @runtime_checkable
 class ValuesPart(Protocol):
     """Misfit values, refused and coerced (`Mirror.values`): noted by the page write, read by
-    `ccsync status`, told to the daemon's metrics (`on_values`). SQLite:
-    `sync.store.values.ValueNotes`; PostgreSQL: its counterpart in `sync.store.pg`."""
+    `ccsync status`, told to the daemon's metrics (`on_values`): `sync.store.values.ValueNotes`
+    in either store, over SQLite's statements (`SqliteValues`) or PostgreSQL's
+    (`sync.store.pg.values.PgValues`)."""
 
     on_values: OnValues | None
 

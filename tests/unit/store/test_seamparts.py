@@ -22,8 +22,11 @@ from sync.store.indexes import EndPhase
 from sync.store.jobrecords import JobRecords
 from sync.store.malls import Malls
 from sync.store.meta import Cursors, Meta
+from sync.store.pg import backfills as pg_backfills
 from sync.store.pg import bookkeeping
 from sync.store.pg import changes as pg_changes
+from sync.store.pg import status as pg_status
+from sync.store.pg.values import PgValues
 from sync.store.press import PressReleases, PressTables
 from sync.store.proof import ProofBook, ProofRecords
 from sync.store.queue import ChangeQueue, QueueTable
@@ -83,6 +86,8 @@ POSTGRES: list[tuple[type, type]] = [
     (RunsPart, bookkeeping.Runs),
     (JobsPart, bookkeeping.JobRecords),
     (ChangeFeedPart, pg_changes.ChangeFeed),
+    (BackfillsPart, pg_backfills.Backfills),
+    (TypesPart, pg_status.TypeStatuses),
 ]
 
 
@@ -96,6 +101,9 @@ def _as_the_core_holds_them(
     pg_runs: bookkeeping.Runs,
     pg_jobs: bookkeeping.JobRecords,
     pg_feed: pg_changes.ChangeFeed,
+    pg_checkpoints: pg_backfills.Backfills,
+    pg_types: pg_status.TypeStatuses,
+    pg_values: PgValues,
 ) -> list[object]:
     """Never called: mypy checks that each is its protocol (`tests/unit/store/test_seam.py`)."""
     m = mirror
@@ -130,7 +138,12 @@ def _as_the_core_holds_them(
         pg_jobs,
         pg_feed,
     )
-    return [sqlite, more, rest, opened, pg]
+    pg_more: tuple[BackfillsPart, TypesPart, ValuesPart] = (
+        pg_checkpoints,
+        pg_types,
+        ValueNotes(pg_values),
+    )
+    return [sqlite, more, rest, opened, pg, pg_more]
 
 
 @pytest.mark.parametrize("name", sorted(PARTS))

@@ -50,8 +50,9 @@ def mutate_randomly(data: Dataset, n: int, rng_seed: int) -> list[tuple[str, str
         if hard.micro_stamps and rng.random() < BULK_SHARE / 2 and len(ids) >= 2 * BULK_MIN:
             rows = BULK_ROWS // 3
             start = rng.randrange(len(ids) - rows + 1)
-            data.bulk_delete(t, list(ids[start : start + rows]))
-            done.append(("bulk_delete", t, str(ids[start])))
+            chosen = list(ids[start : start + rows])  # `ids` is the type's live order: it shrinks
+            data.bulk_delete(t, chosen)
+            done.append(("bulk_delete", t, str(chosen[0])))
             continue
         bulky = hard.unstable_ties or hard.micro_stamps
         if bulky and rng.random() < BULK_SHARE and len(ids) >= BULK_MIN:

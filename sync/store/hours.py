@@ -21,7 +21,7 @@ from sync.store.schema import PYTYPE_NAME, Schema, column_type
 from sync.store.transaction import write_transaction
 
 #: The columns of a new `hours` table when the first refresh brings no day to take them from.
-_EMPTY_DAY = {"day": "", "hours_text": "", "description": ""}
+EMPTY_DAY = {"day": "", "hours_text": "", "description": ""}
 
 
 def ensure_table(schema: Schema, sample: dict[str, Any]) -> None:
@@ -44,22 +44,28 @@ def ensure_table(schema: Schema, sample: dict[str, Any]) -> None:
     schema.forget("hours")
 
 
+def by_columns(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+    """`rows` grouped by their columns (in the order first met), each group in the order given:
+    one statement a group, a later row of a day replacing an earlier one."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r), []).append(r)
+    return groups
+
+
 def write(
     schema: Schema, mall_id: int, rows: Sequence[dict[str, Any]], start: date, end: date
 ) -> int:
     """Replace one mall's hours between `start` and `end` (inclusive) by `rows`."""
     conn = schema.conn
     if rows or not schema.columns("hours"):
-        ensure_table(schema, rows[0] if rows else _EMPTY_DAY)
+        ensure_table(schema, rows[0] if rows else EMPTY_DAY)
     with write_transaction(conn):
         conn.execute(
             "DELETE FROM hours WHERE mall_id = ? AND date BETWEEN ? AND ?",
             (mall_id, start.isoformat(), end.isoformat()),
         )
-        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for r in rows:
-            groups.setdefault(tuple(r), []).append(r)
-        for cols, group in groups.items():
+        for cols, group in by_columns(rows).items():
             names = ", ".join(f"[{c}]" for c in cols)
             conn.executemany(
                 f"INSERT OR REPLACE INTO hours ({names}) VALUES ({', '.join('?' * len(cols))})",

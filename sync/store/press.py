@@ -32,6 +32,53 @@ CREATE TABLE IF NOT EXISTS {CATEGORIES} (
 CREATE INDEX IF NOT EXISTS idx_{CATEGORIES}_category ON {CATEGORIES} (category_id);
 """
 _TEXT = ("title", "slug", "teaser", "body", "headline", "published_at", "url")
+#: The columns `release_rows` fills, in their order: the key, the text, the JSON, the run's.
+COLUMNS = ("id", "locale", *_TEXT, "attachments", "image", "category_ids", "seen_run", "fetched_at")
+#: The columns among `COLUMNS` holding JSON text (`sync.store.pg.press` keeps them as jsonb).
+JSON_COLUMNS = ("attachments", "image", "category_ids")
+
+
+def release_rows(
+    locale: str, run: str, items: Sequence[dict[str, Any]], stamp: str
+) -> list[tuple[Any, ...]]:
+    """One page's rows of `mgmt_press_releases`, valued as `COLUMNS`: a text field that is not
+    a string (nor null) as its JSON text, the attachments, image and categories as JSON."""
+    rows = []
+    for p in items:
+        text = [
+            p.get(k) if isinstance(p.get(k), str | None) else orjson.dumps(p.get(k)).decode()
+            for k in _TEXT
+        ]
+        rows.append(
+            (
+                p["id"],
+                locale,
+                *text,
+                orjson.dumps(p.get("attachments")).decode(),
+                orjson.dumps(p.get("image")).decode(),
+                orjson.dumps(p.get("category_ids") or []).decode(),
+                run,
+                stamp,
+            )
+        )
+    return rows
+
+
+def category_rows(locale: str, items: Sequence[dict[str, Any]]) -> list[tuple[Any, str, int]]:
+    """One page's rows of `mgmt_press_releases_categories`: (release, locale, category) for
+    each category id that is an integer."""
+    return [
+        (p["id"], locale, int(c))
+        for p in items
+        for c in (p.get("category_ids") or [])
+        if isinstance(c, int)
+    ]
+
+
+def keeps_all(listed: int, held: int) -> bool:
+    """Whether a prune must remove nothing: an empty listing (`listed`) where the locale has
+    rows (`held`) is an upstream glitch until the next run says otherwise."""
+    return listed == 0 and held > 0
 
 
 class PressReleases:
@@ -43,25 +90,7 @@ class PressReleases:
 
     def write(self, locale: str, run: str, items: Sequence[dict[str, Any]]) -> int:
         """Upsert one page of one locale in one transaction; mark the rows as seen by `run`."""
-        stamp = now_iso()
-        rows = []
-        for p in items:
-            text = [
-                p.get(k) if isinstance(p.get(k), str | None) else orjson.dumps(p.get(k)).decode()
-                for k in _TEXT
-            ]
-            rows.append(
-                (
-                    p["id"],
-                    locale,
-                    *text,
-                    orjson.dumps(p.get("attachments")).decode(),
-                    orjson.dumps(p.get("image")).decode(),
-                    orjson.dumps(p.get("category_ids") or []).decode(),
-                    run,
-                    stamp,
-                )
-            )
+        rows = release_rows(locale, run, items, now_iso())
         with write_transaction(self.conn):
             self.conn.executemany(
                 f"INSERT OR REPLACE INTO {TABLE} (id, locale, title, slug, teaser, body, headline, "
@@ -76,12 +105,7 @@ class PressReleases:
             )
             self.conn.executemany(
                 f"INSERT OR IGNORE INTO {CATEGORIES} (press_release_id, locale, category_id) VALUES (?, ?, ?)",
-                [
-                    (p["id"], locale, c)
-                    for p in items
-                    for c in (p.get("category_ids") or [])
-                    if isinstance(c, int)
-                ],
+                category_rows(locale, items),
             )
         return len(rows)
 
@@ -101,7 +125,7 @@ class PressReleases:
         local = self.conn.execute(
             f"SELECT count(*) FROM {TABLE} WHERE locale = ?", (locale,)
         ).fetchone()[0]
-        if listed == 0 and local:
+        if keeps_all(listed, local):
             return 0  # an empty listing where there were rows: keep them, the next run decides
         gone = [(i, locale, run) for i in proven]
         with write_transaction(self.conn):

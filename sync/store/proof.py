@@ -106,17 +106,66 @@ class ProofBook:
         )
 
 
+# -- the records' rules, for either mirror (`sync.store.pg.proof` keeps them too) ---------------
+
+
+def decoded(text: str | None) -> Any:
+    """A record's stored JSON text, parsed; None when absent or damaged."""
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def as_record(value: Any) -> dict[str, Any]:
+    """A decoded record that must be an object: {} for anything else (absent, damaged)."""
+    return value if isinstance(value, dict) else {}
+
+
+def with_proven(
+    data: dict[str, Any], type_name: str, *, at: str | None, unresolved: int, why: str | None
+) -> dict[str, Any]:
+    """`proof_proven` (`data`, changed in place and returned) after a cycle of `type_name`
+    ended: proven complete `at` when nothing is unresolved, else the last proof time kept."""
+    entry = dict(data.get(type_name) or {})
+    if unresolved == 0 and at is not None:
+        entry["proven_at"] = at
+    entry.setdefault("proven_at", None)
+    entry["unresolved"] = unresolved
+    entry["why"] = why
+    data[type_name] = entry
+    return data
+
+
+def with_repairs(data: dict[str, Any], type_name: str, kind: str, n: int) -> dict[str, Any]:
+    """`repairs` (`data`, changed in place and returned) with `n` more of `kind` for
+    `type_name` (the callers add nothing for `n` <= 0)."""
+    kinds = data.setdefault(type_name, {})
+    kinds[kind] = int(kinds.get(kind, 0)) + n
+    return data
+
+
+def with_lags(
+    data: dict[str, Any], type_name: str, path: str, seconds: list[float]
+) -> dict[str, Any]:
+    """`change_lag` (`data`, changed in place and returned) with `seconds` counted for (type,
+    path) and its sample the newest `LAG_SAMPLE`, rounded to the millisecond."""
+    entry = data.setdefault(type_name, {}).setdefault(path, {"count": 0, "sample": []})
+    entry["count"] = int(entry.get("count", 0)) + len(seconds)
+    entry["sample"] = (list(entry.get("sample") or []) + [round(s, 3) for s in seconds])[
+        -LAG_SAMPLE:
+    ]
+    return data
+
+
 # -- JSON records in `_sync_meta` (read by `ccsync status` too) ----------------------------------
 
 
 def _get(conn: sqlite3.Connection, key: str) -> Any:
     row = conn.execute("SELECT value FROM _sync_meta WHERE key = ?", (key,)).fetchone()
-    if row is None:
-        return None
-    try:
-        return orjson.loads(row[0])
-    except orjson.JSONDecodeError:
-        return None
+    return None if row is None else decoded(row[0])
 
 
 def _set(conn: sqlite3.Connection, key: str, value: Any) -> None:
@@ -141,8 +190,7 @@ def set_position(conn: sqlite3.Connection, value: dict[str, Any] | None) -> None
 
 def proven(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     """Per type: `proven_at` (None before a first clean cycle), `unresolved` rows and `why`."""
-    value = _get(conn, PROVEN_KEY)
-    return value if isinstance(value, dict) else {}
+    return as_record(_get(conn, PROVEN_KEY))
 
 
 def record_proven(
@@ -155,14 +203,7 @@ def record_proven(
 ) -> None:
     """A cycle ended for `type_name`: proven complete `at` (when nothing is unresolved), or
     not, with how many rows are unresolved and why (the last proof time kept)."""
-    data = proven(conn)
-    entry = dict(data.get(type_name) or {})
-    if unresolved == 0 and at is not None:
-        entry["proven_at"] = at
-    entry.setdefault("proven_at", None)
-    entry["unresolved"] = unresolved
-    entry["why"] = why
-    data[type_name] = entry
+    data = with_proven(proven(conn), type_name, at=at, unresolved=unresolved, why=why)
     _set(conn, PROVEN_KEY, data)
 
 
@@ -185,36 +226,25 @@ def scopes(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
 
 
 def repairs(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:
-    value = _get(conn, REPAIRS_KEY)
-    return value if isinstance(value, dict) else {}
+    return as_record(_get(conn, REPAIRS_KEY))
 
 
 def count_repairs(conn: sqlite3.Connection, type_name: str, kind: str, n: int) -> None:
     """Add `n` repairs of `kind` to `type_name`'s totals."""
     if n <= 0:
         return
-    data = repairs(conn)
-    kinds = data.setdefault(type_name, {})
-    kinds[kind] = int(kinds.get(kind, 0)) + n
-    _set(conn, REPAIRS_KEY, data)
+    _set(conn, REPAIRS_KEY, with_repairs(repairs(conn), type_name, kind, n))
 
 
 def lags(conn: sqlite3.Connection) -> dict[str, dict[str, dict[str, Any]]]:
-    value = _get(conn, LAG_KEY)
-    return value if isinstance(value, dict) else {}
+    return as_record(_get(conn, LAG_KEY))
 
 
 def record_lags(conn: sqlite3.Connection, type_name: str, path: str, seconds: list[float]) -> None:
     """Keep the count and the newest `LAG_SAMPLE` lags of (type, path)."""
     if not seconds:
         return
-    data = lags(conn)
-    entry = data.setdefault(type_name, {}).setdefault(path, {"count": 0, "sample": []})
-    entry["count"] = int(entry.get("count", 0)) + len(seconds)
-    entry["sample"] = (list(entry.get("sample") or []) + [round(s, 3) for s in seconds])[
-        -LAG_SAMPLE:
-    ]
-    _set(conn, LAG_KEY, data)
+    _set(conn, LAG_KEY, with_lags(lags(conn), type_name, path, seconds))
 
 
 class ProofRecords:

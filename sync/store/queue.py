@@ -25,7 +25,7 @@ the poll, just ahead of it, and each would spend a request on every version.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sync.model.notices import WebhookNotice
@@ -46,6 +46,8 @@ ADDED = {
 #: Ids the worker takes from a lane at once: one `filter[id]` request's worth (page[size]'s
 #: bound in the spec).
 TAKE_IDS = 100
+#: Characters of a failed attempt's message kept in `last_error`.
+ERROR_CHARS = 500
 INDEXES = """
 DROP INDEX IF EXISTS idx__sync_queue_kind_type;
 CREATE INDEX IF NOT EXISTS idx__sync_queue_key ON _sync_queue (kind, type_name, resource_id);
@@ -104,6 +106,21 @@ class QueueItem:
     type_name: str
     resource_id: int
     row_ids: tuple[int, ...]
+
+
+def items_of(
+    kind: str, type_name: str, ids: Sequence[int], rows: Iterable[tuple[int, int]]
+) -> list[QueueItem]:
+    """The items of `ids` of (kind, type), in the order of `ids`, each with the queue rows
+    taken for it (`rows`: (row id, resource id) pairs; a queue written before the dedupe may
+    hold several rows for one id), ascending. An id no row was taken for is left out (it was
+    not waiting any more by the time it was marked: another taker's, on a shared queue)."""
+    found: dict[int, list[int]] = {}
+    for row_id, rid in rows:
+        found.setdefault(int(rid), []).append(int(row_id))
+    return [
+        QueueItem(kind, type_name, rid, tuple(sorted(found[rid]))) for rid in ids if rid in found
+    ]
 
 
 class ChangeQueue:
@@ -205,20 +222,20 @@ class ChangeQueue:
         dedupe may hold several), marked taken."""
         if not ids:
             return []
-        rows: dict[int, list[int]] = {}
         marks = ",".join("?" * len(ids))
-        for row_id, rid in self.conn.execute(
-            f"SELECT id, resource_id FROM _sync_queue WHERE kind = ? AND type_name = ? "
-            f"AND resource_id IN ({marks}) AND taken = 0",
-            (kind, type_name, *ids),
-        ):
-            rows.setdefault(int(rid), []).append(int(row_id))
+        rows = [
+            (int(row_id), int(rid))
+            for row_id, rid in self.conn.execute(
+                f"SELECT id, resource_id FROM _sync_queue WHERE kind = ? AND type_name = ? "
+                f"AND resource_id IN ({marks}) AND taken = 0",
+                (kind, type_name, *ids),
+            )
+        ]
         with write_transaction(self.conn):
             self.conn.executemany(
-                "UPDATE _sync_queue SET taken = 1 WHERE id = ?",
-                [(i,) for r in rows.values() for i in r],
+                "UPDATE _sync_queue SET taken = 1 WHERE id = ?", [(row_id,) for row_id, _ in rows]
             )
-        return [QueueItem(kind, type_name, rid, tuple(rows[rid])) for rid in ids]
+        return items_of(kind, type_name, ids, rows)
 
     def release(self, type_name: str) -> None:
         """Every taken row of `type_name` waiting again: called as a type's only lane starts,
@@ -253,7 +270,7 @@ class ChangeQueue:
 
     def fail(self, items: Sequence[QueueItem], error: str) -> None:
         """Keep items for a later attempt, waiting again, and record why this one failed."""
-        row_ids = [(error[:500], i) for item in items for i in item.row_ids]
+        row_ids = [(error[:ERROR_CHARS], i) for item in items for i in item.row_ids]
         with write_transaction(self.conn):
             self.conn.executemany(
                 "UPDATE _sync_queue SET attempts = attempts + 1, last_error = ?, taken = 0 "

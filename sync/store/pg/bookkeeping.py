@@ -63,6 +63,8 @@ KEY = 'text COLLATE "C"'
 #: (column names). The other parts of the store that keep tables of their own describe them so
 #: too, and make them with `create_tables`.
 Tables = dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]]
+#: Indexes by name (SQLite's names: one schema holds them all): each one's table and columns.
+Indexes = dict[str, tuple[str, tuple[str, ...]]]
 
 #: The bookkeeping tables.
 TABLES: Tables = {
@@ -136,11 +138,14 @@ def exists(conn: psycopg.Connection[Any], schema: str, table: str) -> bool:
     return row is not None
 
 
-def create_tables(conn: psycopg.Connection[Any], schema: str, tables: Tables) -> None:
-    """Create `schema` and those of `tables` it lacks, in `conn.transaction()`; an existing
-    table is left as it is. Two processes creating at once are serialised by a
-    transaction-level advisory lock on the schema's name (concurrent `CREATE ... IF NOT EXISTS`
-    of one name can fail on the catalogue's unique index)."""
+def create_tables(
+    conn: psycopg.Connection[Any], schema: str, tables: Tables, indexes: Indexes | None = None
+) -> None:
+    """Create `schema` and those of `tables` it lacks, then those of `indexes` it lacks, in
+    `conn.transaction()`; an existing table or index is left as it is. Two processes creating
+    at once are serialised by a transaction-level advisory lock on the schema's name
+    (concurrent `CREATE ... IF NOT EXISTS` of one name can fail on the catalogue's unique
+    index)."""
     with conn.transaction():
         conn.execute(
             "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ccsync.bookkeeping:{schema}",)
@@ -159,6 +164,15 @@ def create_tables(conn: psycopg.Connection[Any], schema: str, tables: Tables) ->
             conn.execute(
                 sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
                     sql.Identifier(schema, table), sql.SQL(", ").join(body)
+                ),
+                prepare=False,
+            )
+        for index, (table, indexed) in (indexes or {}).items():
+            conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
+                    sql.Identifier(index),
+                    sql.Identifier(schema, table),
+                    sql.SQL(", ").join(sql.Identifier(c) for c in indexed),
                 ),
                 prepare=False,
             )

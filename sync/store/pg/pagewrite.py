@@ -203,6 +203,17 @@ def to_jsonb(value: Any) -> Jsonb:
     return Jsonb(text, dumps=_as_is)
 
 
+def json_value(text: str) -> Jsonb:
+    """JSON text (of any value, as `orjson.dumps` writes it) for a jsonb column, as it is: what
+    the SQLite mirror keeps as JSON text outside the typed columns (a press release's
+    attachments, a mall's current hours: `sync.store.pg.press`, `sync.store.pg.hours`), where
+    `to_jsonb` takes a staged value (`null` here is the JSON null, `"s"` the string s). NUL in
+    its strings becomes U+FFFD, as in `to_jsonb`."""
+    if "\\u0000" in text:  # jsonb refuses NUL in its strings
+        text = json.dumps(_no_nul(json.loads(text)), ensure_ascii=False, separators=(",", ":"))
+    return Jsonb(text, dumps=_as_is)
+
+
 #: The value conversions per column type oid; a type not named binds values as staged.
 CONVERT: dict[int, Callable[[Any], Any]] = {TEXT_OID: to_text, JSONB_OID: to_jsonb}
 

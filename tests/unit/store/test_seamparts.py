@@ -25,6 +25,11 @@ from sync.store.meta import Cursors, Meta
 from sync.store.pg import backfills as pg_backfills
 from sync.store.pg import bookkeeping
 from sync.store.pg import changes as pg_changes
+from sync.store.pg import hours as pg_hours
+from sync.store.pg import malls as pg_malls
+from sync.store.pg import press as pg_press
+from sync.store.pg import proof as pg_proof
+from sync.store.pg import queue as pg_queue
 from sync.store.pg import status as pg_status
 from sync.store.pg.values import PgValues
 from sync.store.press import PressReleases, PressTables
@@ -88,6 +93,14 @@ POSTGRES: list[tuple[type, type]] = [
     (ChangeFeedPart, pg_changes.ChangeFeed),
     (BackfillsPart, pg_backfills.Backfills),
     (TypesPart, pg_status.TypeStatuses),
+    (QueuePart, pg_queue.QueueTable),
+    (ChangeQueuePart, pg_queue.ChangeQueue),
+    (ProofPart, pg_proof.ProofRecords),
+    (ProofBookPart, pg_proof.ProofBook),
+    (PressPart, pg_press.PressTables),
+    (PressReleasesPart, pg_press.PressReleases),
+    (HoursPart, pg_hours.Hours),
+    (MallsPart, pg_malls.Malls),
 ]
 
 
@@ -104,6 +117,14 @@ def _as_the_core_holds_them(
     pg_checkpoints: pg_backfills.Backfills,
     pg_types: pg_status.TypeStatuses,
     pg_values: PgValues,
+    pg_queue_table: pg_queue.QueueTable,
+    pg_queue_opened: pg_queue.ChangeQueue,
+    pg_proof_records: pg_proof.ProofRecords,
+    pg_book: pg_proof.ProofBook,
+    pg_press_tables: pg_press.PressTables,
+    pg_press_opened: pg_press.PressReleases,
+    pg_hours_part: pg_hours.Hours,
+    pg_malls_part: pg_malls.Malls,
 ) -> list[object]:
     """Never called: mypy checks that each is its protocol (`tests/unit/store/test_seam.py`)."""
     m = mirror
@@ -143,7 +164,19 @@ def _as_the_core_holds_them(
         pg_types,
         ValueNotes(pg_values),
     )
-    return [sqlite, more, rest, opened, pg, pg_more]
+    pg_daemon: tuple[QueuePart, ProofPart, PressPart, HoursPart, MallsPart] = (
+        pg_queue_table,
+        pg_proof_records,
+        pg_press_tables,
+        pg_hours_part,
+        pg_malls_part,
+    )
+    pg_opened: tuple[ChangeQueuePart, ProofBookPart, PressReleasesPart] = (
+        pg_queue_opened,
+        pg_book,
+        pg_press_opened,
+    )
+    return [sqlite, more, rest, opened, pg, pg_more, pg_daemon, pg_opened]
 
 
 @pytest.mark.parametrize("name", sorted(PARTS))

@@ -394,6 +394,30 @@ def test_ensure_is_idempotent_and_keeps_what_is_there(conn: psycopg.Connection[A
     assert not exists(conn, SCHEMA, "_sync_meta")  # only the schema it was given
 
 
+def test_create_tables_makes_indexes_once_beside_the_tables(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Another part's tables and SQLite-named indexes (`Indexes`), in the same transaction."""
+    tables: bookkeeping.Tables = {
+        "things": ((("a", "text NOT NULL"), ("b", "bigint"), ("c", "text")), ("a", "b"))
+    }
+    indexes: bookkeeping.Indexes = {"idx_things_c": ("things", ("c", "b"))}
+    bookkeeping.create_tables(conn, 'Odd "s"', tables, indexes)
+    conn.execute(
+        sql.SQL("INSERT INTO {} VALUES ('x', 1)").format(sql.Identifier('Odd "s"', "things"))
+    )
+    bookkeeping.create_tables(conn, 'Odd "s"', tables, indexes)  # again: table and row kept
+    found = conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY 1",
+        ('Odd "s"',),
+    ).fetchall()
+    assert [name for name, _ in found] == ["idx_things_c", "things_pkey"]
+    assert found[0][1].endswith("(c, b)") and found[1][1].endswith("(a, b)")
+    assert conn.execute(
+        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier('Odd "s"', "things"))
+    ).fetchone() == (1,)
+
+
 def test_two_processes_ensuring_at_once_both_succeed(pg_db: str) -> None:
     barrier = threading.Barrier(4)
     failures: list[BaseException] = []

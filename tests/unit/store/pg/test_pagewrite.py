@@ -29,6 +29,7 @@ from sync.store.pg.pagewrite import (
     PageWriter,
     declared,
     inferred,
+    json_value,
     latest_copies,
     to_jsonb,
     to_text,
@@ -413,3 +414,17 @@ def test_sync_imports_psycopg_only_in_its_postgres_store() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_json_text_of_any_value_is_kept_as_that_value(conn: psycopg.Connection[Any]) -> None:
+    """`json_value` (what SQLite keeps as JSON text: press releases, current hours): the JSON
+    null and scalars as themselves, NUL in a string or key replaced."""
+    for text, value in (
+        ('{"a":[1,"b"]}', {"a": [1, "b"]}),
+        ("null", None),
+        ('"s"', "s"),
+        ("7", 7),
+        ('{"k\\u0000":"v\\u0000"}', {"k\ufffd": "v\ufffd"}),
+        ('"\\\\u0000"', "\\u0000"),  # an escaped backslash, not a NUL
+    ):
+        assert conn.execute("SELECT %s::jsonb", (json_value(text),)).fetchone() == (value,), text

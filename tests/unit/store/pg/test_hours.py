@@ -1,0 +1,295 @@
+"""`sync.store.pg.hours`: the PostgreSQL hours held to the SQLite ones' contract.
+
+The contract tests take `store` and run twice: `sqlite` is a `Mirror` opened on a file in the
+test's directory (`mirror.hours`, `mirror.schema`), `postgres` this module's `Hours` over a
+`sync.store.pg.schema.Schema` of a fresh database (`pg_db`, autocommit) in a schema with an
+awkward name, after `ensure_hours` (SQLite makes `current_hours` when it opens). Each asserts the
+same of both: a range replaced for one mall only, a day outside it replaced whole, a new
+attribute's column (seen by the schema at once), an empty first refresh making the table, the
+current hours kept whole. `Store.rows` reads with one statement written once for both, the
+`body` decoded (text in SQLite, jsonb here). The tests after them are PostgreSQL's own: the
+table's types, a value that does not fit widening its column, an attribute only a later day
+has, names PostgreSQL cannot take, and NUL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+from psycopg import sql
+
+from sync.pipeline.hours import stage_hours
+from sync.store import Mirror
+from sync.store.hours import EMPTY_DAY, by_columns
+from sync.store.pg import hours as pg_hours
+from sync.store.pg.hours import Hours, ensure_hours, wanted
+from sync.store.pg.schema import Schema
+
+SCHEMA = 'Hours "h"'
+MARCH = (date(2026, 3, 1), date(2026, 3, 9))
+
+
+def _day(d: str, text: str, mall: int = 1, **more: object) -> dict[str, object]:
+    return {"mall_id": mall, "date": d, "fetched_at": "x", "day": "Mon", "hours_text": text, **more}
+
+
+@dataclass
+class Store:
+    """One implementation's hours, and what a test needs behind them."""
+
+    kind: str
+    hours: Any
+    #: The schema the hours write through (`columns`).
+    schema: Any
+    #: The rows of one statement (tables named bare, `?` placeholders), `body` decoded.
+    rows: Callable[..., list[tuple[Any, ...]]]
+    rolled_back: Callable[[], contextlib.AbstractContextManager[None]]
+
+
+def _sqlite(tmp_path: Path) -> Iterator[Store]:
+    mirror = Mirror.open(tmp_path / "m.db")
+    conn = mirror.conn
+
+    def rows(statement: str, *params: Any) -> list[tuple[Any, ...]]:
+        cur = conn.execute(statement, params)
+        names = [d[0] for d in cur.description]
+        return [
+            tuple(
+                orjson.loads(v) if c == "body" and v is not None else v
+                for v, c in zip(r, names, strict=True)
+            )
+            for r in cur
+        ]
+
+    @contextlib.contextmanager
+    def rolled_back() -> Iterator[None]:
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+
+    try:
+        yield Store("sqlite", mirror.hours, mirror.schema, rows, rolled_back)
+    finally:
+        mirror.close()
+
+
+def _run(conn: psycopg.Connection[Any], statement: str, params: Any) -> list[tuple[Any, ...]]:
+    schema = sql.Identifier(SCHEMA).as_string(conn)
+    text = re.sub(r"\b(hours|current_hours)\b", rf"{schema}.\1", statement).replace("?", "%s")
+    cur = conn.execute(text, params)
+    return [tuple(r) for r in cur.fetchall()] if cur.description else []
+
+
+def _postgres(dsn: str) -> Iterator[Store]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ensure_hours(conn, SCHEMA)
+        schema = Schema(conn, SCHEMA)
+
+        @contextlib.contextmanager
+        def rolled_back() -> Iterator[None]:
+            with conn.transaction(force_rollback=True):
+                yield
+
+        yield Store(
+            "postgres",
+            Hours(schema),
+            schema,
+            lambda statement, *params: _run(conn, statement, params),
+            rolled_back,
+        )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The hours of either mirror, no `hours` table yet (the PostgreSQL server is started only
+    for the `postgres` runs)."""
+    if request.param == "sqlite":
+        yield from _sqlite(tmp_path)
+    else:
+        yield from _postgres(request.getfixturevalue("pg_db"))
+
+
+@pytest.fixture
+def pg(pg_db: str) -> Iterator[Store]:
+    yield from _postgres(pg_db)
+
+
+# -- the contract: both implementations ------------------------------------------------------
+
+
+def test_a_refresh_replaces_the_range_of_one_mall_only(store: Store) -> None:
+    hours = store.hours
+    days = [_day("2026-03-01", "9-5"), _day("2026-03-02", "9-5"), _day("2026-03-09", "9-9")]
+    assert hours.write(1, days, *MARCH) == 3
+    hours.write(2, [_day("2026-03-02", "10-4", 2)], *MARCH)
+    n = hours.write(1, [_day("2026-03-02", "closed")], date(2026, 3, 1), date(2026, 3, 5))
+    assert n == 1
+    assert store.rows("SELECT mall_id, date, hours_text FROM hours ORDER BY mall_id, date") == [
+        (1, "2026-03-02", "closed"),  # 03-01 no longer listed: gone
+        (1, "2026-03-09", "9-9"),  # outside the range: kept
+        (2, "2026-03-02", "10-4"),  # another mall: kept
+    ]
+
+
+def test_a_day_outside_the_range_given_again_is_replaced_whole(store: Store) -> None:
+    store.hours.write(1, [_day("2026-03-20", "9-5", note="busy")], *MARCH)
+    store.hours.write(1, [_day("2026-03-20", "10-6")], *MARCH)  # no note this time
+    assert store.rows("SELECT date, hours_text, note FROM hours") == [("2026-03-20", "10-6", None)]
+
+
+def test_a_day_given_twice_in_one_refresh_is_written_as_sqlite_groups_them(store: Store) -> None:
+    """Rows are written a group of columns at a time, groups in the order first met: of one
+    day's copies the last of the last group stands (its other columns NULL)."""
+    days = [_day("2026-03-01", "a"), _day("2026-03-01", "b"), _day("2026-03-01", "c")]
+    assert store.hours.write(1, days, *MARCH) == 3
+    assert store.rows("SELECT hours_text FROM hours") == [("c",)]
+    days = [
+        _day("2026-03-02", "a", note="n"),
+        _day("2026-03-02", "b"),
+        _day("2026-03-02", "c", note="m"),
+    ]
+    store.hours.write(1, days, *MARCH)
+    assert store.rows("SELECT date, hours_text, note FROM hours") == [("2026-03-02", "b", None)]
+
+
+def test_a_new_attribute_adds_a_column_and_an_empty_refresh_makes_the_table(
+    store: Store,
+) -> None:
+    assert store.hours.write(1, [], *MARCH) == 0
+    assert {"mall_id", "date", "fetched_at", *EMPTY_DAY} == store.schema.columns("hours")
+    store.hours.write(
+        1, [_day("2026-03-01", "9-5", is_closed=1)], date(2026, 3, 1), date(2026, 3, 1)
+    )
+    assert "is_closed" in store.schema.columns("hours")  # seen at once
+    assert store.rows("SELECT date, is_closed, description FROM hours") == [("2026-03-01", 1, None)]
+    assert store.hours.write(1, [], *MARCH) == 0  # a table already: the range emptied
+    assert store.rows("SELECT count(*) FROM hours") == [(0,)]
+
+
+def test_staged_days_are_written_with_their_types(store: Store) -> None:
+    items = [
+        {"id": "a", "attributes": {"date": "2026-03-01", "open": True, "n": 2.5, "x": {"k": 1}}},
+        {"id": "2026-03-02", "attributes": {"open": False, "n": 3.5, "x": None}},
+    ]
+    assert store.hours.write(4, stage_hours(4, items), *MARCH) == 2
+    assert store.rows("SELECT mall_id, date, open, n, x FROM hours ORDER BY date") == [
+        (4, "2026-03-01", 1, 2.5, '{"k":1}'),
+        (4, "2026-03-02", 0, 3.5, None),
+    ]
+
+
+def test_current_hours_keep_the_latest_answer_whole(store: Store) -> None:
+    store.hours.write_current(4, {"open": True, "until": "21:00"})
+    store.hours.write_current(4, {"open": False})
+    store.hours.write_current(5, [1, "a"])
+    assert store.rows("SELECT mall_id, body FROM current_hours ORDER BY mall_id") == [
+        (4, {"open": False}),
+        (5, [1, "a"]),
+    ]
+    assert all(isinstance(r[0], str) for r in store.rows("SELECT fetched_at FROM current_hours"))
+
+
+def test_a_refresh_inside_a_transaction_goes_with_it(store: Store) -> None:
+    store.hours.write(1, [_day("2026-03-01", "9-5")], *MARCH)
+    with store.rolled_back():
+        store.hours.write(1, [_day("2026-03-02", "x")], *MARCH)
+        store.hours.write_current(1, {"open": True})
+    assert store.rows("SELECT date FROM hours") == [("2026-03-01",)]
+    assert store.rows("SELECT count(*) FROM current_hours") == [(0,)]
+
+
+# -- the shared rule ---------------------------------------------------------------------------
+
+
+def test_rows_are_grouped_by_their_columns_in_the_order_first_met() -> None:
+    a, b, c = {"x": 1}, {"x": 2, "y": 3}, {"x": 4}
+    assert by_columns([a, b, c]) == {("x",): [a, c], ("x", "y"): [b]}
+
+
+# -- PostgreSQL's own ------------------------------------------------------------------------
+
+
+def _types(store: Store) -> dict[str, tuple[str, str | None]]:
+    rows = store.rows(
+        "SELECT column_name, data_type, collation_name FROM information_schema.columns"
+        " WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position",
+        SCHEMA,
+        "hours",
+    )
+    return {name: (kind, coll) for name, kind, coll in rows}
+
+
+def test_the_table_takes_sqlites_affinities_and_compares_dates_byte_by_byte(pg: Store) -> None:
+    pg.hours.write(1, [_day("2026-03-01", "9-5", n=1, f=0.5, none=None)], *MARCH)
+    assert _types(pg) == {
+        "mall_id": ("bigint", None),
+        "date": ("text", "C"),
+        "fetched_at": ("text", "C"),
+        "day": ("text", None),
+        "hours_text": ("text", None),
+        "n": ("bigint", None),
+        "f": ("double precision", None),
+        "none": ("text", None),
+    }
+    keys = pg.rows(
+        "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
+        " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = ?::regclass AND i.indisprimary"
+        " ORDER BY a.attname",
+        sql.Identifier(SCHEMA, "hours").as_string(None),
+    )
+    assert keys == [("date",), ("mall_id",)]
+
+
+def _one(d: str) -> tuple[date, date]:
+    """The range of the one day `d`."""
+    return date.fromisoformat(d), date.fromisoformat(d)
+
+
+def test_a_value_that_does_not_fit_widens_its_column(pg: Store) -> None:
+    pg.hours.write(1, [_day("2026-03-01", "a", n=1, m=2)], *_one("2026-03-01"))
+    pg.hours.write(1, [_day("2026-03-02", "b", n=1.5, m="late")], *_one("2026-03-02"))
+    assert _types(pg)["n"] == ("double precision", None)
+    assert _types(pg)["m"] == ("text", None)
+    assert pg.rows("SELECT date, n, m FROM hours ORDER BY date") == [
+        ("2026-03-01", 1.0, "2"),  # SQLite keeps 2 an integer beside 'late'
+        ("2026-03-02", 1.5, "late"),
+    ]
+    pg.hours.write(1, [_day("2026-03-03", "c", n=7, m=3)], *_one("2026-03-03"))  # narrower
+    assert pg.rows("SELECT n, m FROM hours WHERE date = '2026-03-03'") == [(7.0, "3")]
+
+
+def test_an_attribute_only_a_later_day_has_gets_its_column(pg: Store) -> None:
+    days = [_day("2026-03-01", "a"), _day("2026-03-02", "b", note=None, later=True)]
+    pg.hours.write(1, days, *MARCH)
+    assert _types(pg)["later"] == ("bigint", None) and _types(pg)["note"] == ("text", None)
+    assert pg.rows("SELECT date, later FROM hours ORDER BY date") == [
+        ("2026-03-01", None),
+        ("2026-03-02", 1),
+    ]
+    assert wanted([{"a": None}, {"a": 1}, {"a": "x"}, {"a": 2}]) == {"a": "text"}
+
+
+def test_an_attribute_postgresql_cannot_name_is_left_out(pg: Store) -> None:
+    long_name = "a" * 64
+    pg.hours.write(1, [_day("2026-03-01", "a", xmin=1, **{long_name: 2})], *MARCH)
+    assert "xmin" not in _types(pg) and long_name not in _types(pg)
+    assert pg.rows("SELECT hours_text FROM hours") == [("a",)]
+
+
+def test_nul_in_text_and_in_a_body_is_kept_as_a_replacement_character(pg: Store) -> None:
+    pg.hours.write(1, [_day("2026-03-01", "9\x005")], *MARCH)
+    pg.hours.write_current(1, {"a\x00": "b\x00"})
+    assert pg.rows("SELECT hours_text FROM hours") == [("9\ufffd5",)]
+    assert pg.rows("SELECT body FROM current_hours") == [({"a\ufffd": "b\ufffd"},)]
+    assert pg_hours.affinity(True) == "bigint"

@@ -1,5 +1,6 @@
-"""The page write into PostgreSQL: a staged batch COPYed into a temporary table, then merged into
-its table by one guarded `INSERT ... ON CONFLICT`, in one transaction.
+"""The page write into PostgreSQL: a staged batch merged into its table by one guarded `INSERT
+... ON CONFLICT`, its rows bound as one binary array per column; one transaction per page, or a
+group of pages to one when a bulk load says so (`PageGroup`).
 
 Issue #49, item 2, and the first part of the PostgreSQL mirror: not wired into `Mirror` yet (no
 tombstones here; the change feed's triggers are the store's to make, `sync.store.pg.changes`).
@@ -26,12 +27,47 @@ that lists it (`LEAST`, which like the SQLite `CASE` ignores a NULL), and the co
 sees that value, so a row listed again by a higher mall is not rewritten. Duplicate ids in one
 batch are reduced first to the copy SQLite's row-by-row upsert would have left.
 
-**The write.** Binary `COPY` into a temporary table (`ON COMMIT DROP`, and dropped at once so
-several batches may share one page transaction), then `INSERT INTO t SELECT ... ORDER BY id ON
-CONFLICT (id) DO UPDATE ... WHERE <guard>`: keys are taken in id order, so two writers never
-deadlock. `upsert` runs in `conn.transaction()`: its own transaction on an idle connection, a
-savepoint inside a caller's page transaction. Its count is of rows inserted or updated; a row
-the guard refuses is locked, never rewritten (its `xmin` stays).
+**The write** is one statement per batch: `INSERT INTO t SELECT ... FROM (SELECT unnest(%s)
+AS id, unnest(%s) AS title, ...) AS s ORDER BY id ON CONFLICT (id) DO UPDATE ... WHERE <guard>`
+(`upsert_sql`), each column's values one parameter, a one-dimensional array of the column's
+type (`Array`). Keys are taken in id order, so two writers never deadlock. On an idle
+connection in autocommit the statement is its own transaction, one round trip with its commit;
+inside a caller's page transaction it is a part of it, with no savepoint (one statement cannot
+half-apply; its failure fails the page). Its count is of rows inserted or updated; a row the
+guard refuses is locked, never rewritten (its `xmin` stays). The ways tried, over the pages
+`bench/pg_write.py` writes (deals, 50,000 rows in pages of 100, one transaction each; CPU
+seconds of the writing process + of the server backend):
+
+- the binary `COPY` into a temporary table made and dropped per page, then the same `INSERT ...
+  SELECT` from it, which this replaces: 0.8 + 1.9 s. `CREATE TEMP TABLE` was a third of a page's
+  time and left ~51 dead catalog tuples a page (`pg_class`, `pg_attribute`, `pg_type`,
+  `pg_depend`) for autovacuum;
+- a temporary table made once per connection and column set (`ON COMMIT DELETE ROWS`) and
+  reused: 0.5 + 0.55 s, and two round trips a page more than one statement (a COPY has an
+  exchange of its own before the merge, and cannot be pipelined);
+- `unnest` of arrays psycopg dumps from Python lists (`binary=True` or text): 1.6 + 0.55 s,
+  its list dumper a Python call per value;
+- the same arrays encoded here: each column's values dumped by its type's binary dumper into
+  the array's elements at C speed (`format_row_binary`, what binary COPY runs per row, whose
+  fields are laid out as an array's elements are), behind the array's head (`ARRAY_HEAD`): 0.2 +
+  0.4 s with `unnest(...)` in `FROM` (which materialises each of them first), 0.2 + 0.3 s in
+  the select list (evaluated in step, a row at a time): this.
+
+A page costs the server about twice what a bare COPY of its rows does: the merge's index
+probe, speculative insert and its confirmation for each row (three WAL records), where COPY only
+inserts. Client-side, the statement is rendered once per table and column set (psycopg would compose a
+`sql.Composed` again on every execute) and prepared by psycopg after a few uses; a page's text
+columns are checked at C speed and bound as staged when every value is a string without NUL
+(`plain_texts`), converted one value at a time otherwise.
+
+**Group commit** (`PageGroup`), when the caller says so (a backfill; the daemon keeps one
+transaction per page, since a webhook's 202 must follow a real commit): several pages to one
+transaction, as the SQLite backfill's `sync.store.groupcommit`, committed every `pages` pages
+or `seconds`, the whole group rolled back on a failure. Its statements go in pipeline mode:
+the server merges one page while the client encodes the next, and the client waits only when
+the group commits, not per page. A group of 20 or 256 pages writes 1.6x to 2.7x the rows a
+second of one page per transaction (one round trip and one commit each), the more as the client
+and the server each find a core of their own (`docs/benchmarks.md`).
 
 **Schema.** `ensure` creates the schema and table (`id bigint PRIMARY KEY` and the batch's
 columns) and adds columns (`ADD COLUMN IF NOT EXISTS`) in a transaction of its own before the
@@ -54,16 +90,27 @@ stored with U+FFFD in its place, and so is one inside a jsonb value.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import struct
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
-from typing import Any
+from types import TracebackType
+from typing import Any, ClassVar
 
 import orjson
 import psycopg
-from psycopg import sql
+from psycopg import abc, pq, sql
+from psycopg.adapt import Dumper, Transformer
 from psycopg.types.json import Jsonb
+
+try:  # psycopg >= 3.2; the C implementation when psycopg[binary] is installed
+    from psycopg._copy_base import format_row_binary
+except ImportError:  # pragma: no cover - psycopg 3.1
+    from psycopg.copy import format_row_binary  # type: ignore[attr-defined,no-redef]
 
 from sync.model import catalogue
 from sync.model.columns import COLUMN_TYPES, KEY_COLUMNS, VALUE_KINDS
@@ -148,10 +195,88 @@ def inferred(values: Iterable[Any]) -> str | None:
 
 @dataclass(frozen=True)
 class Column:
-    """A column as the server has it: its type's oid (what binary COPY sends) and name."""
+    """A column as the server has it: its type's oid (the elements of the array bound for it),
+    its name, and the oid of the array of that type (the parameter's type)."""
 
     oid: int
     type: str
+    array_oid: int = 0
+
+
+class Array:
+    """One column of a page as a one-dimensional PostgreSQL array in binary format, encoded by
+    `PageWriter` and bound as it is (`ArrayDumper`): a subclass per array type (`array_type`)
+    names its oid."""
+
+    __slots__ = ("data",)
+    oid: ClassVar[int] = 0
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self.data = data
+
+
+class ArrayDumper(Dumper):
+    """Binds an `Array` as the parameter of its array type, its bytes as they are."""
+
+    format = pq.Format.BINARY
+
+    def __init__(self, cls: type, context: Any = None) -> None:
+        super().__init__(cls, context)
+        self.oid = getattr(cls, "oid", 0)
+
+    def dump(self, obj: Any) -> bytes | bytearray:
+        data: bytes | bytearray = obj.data
+        return data
+
+
+_ARRAY_TYPES: dict[int, type[Array]] = {}
+
+
+def array_type(oid: int) -> type[Array]:
+    """The `Array` subclass of the array type `oid` (made once)."""
+    found = _ARRAY_TYPES.get(oid)
+    if found is None:
+        found = _ARRAY_TYPES[oid] = type(f"Array{oid}", (Array,), {"__slots__": (), "oid": oid})
+    return found
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How a batch of one table and column set is bound (`PageWriter.statement`)."""
+
+    #: The guarded upsert, as sent (psycopg would compose a `sql.Composed` again each time).
+    statement: bytes
+    #: A batch's row less the columns the table lacks (None: it has them all).
+    take: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None
+    #: The position of `updated_at` in a row as bound, if any.
+    stamp: int | None
+    #: Per bound column, id first: its type's oid and its `Array` type.
+    oids: tuple[int, ...]
+    arrays: tuple[type[Array], ...]
+    #: The positions of text columns (`to_text`, `plain_texts`) and of the other conversions.
+    texts: tuple[int, ...]
+    converts: tuple[tuple[int, Callable[[Any], Any]], ...]
+
+
+def _getter(
+    columns: tuple[str, ...], kept: tuple[str, ...]
+) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A row of a batch of `columns` (id first) as the tuple of its id and `kept` columns."""
+    positions = (0, *(columns.index(c) + 1 for c in kept))
+    if len(positions) == 1:
+        return lambda row: (row[0],)
+    getter: Callable[[tuple[Any, ...]], tuple[Any, ...]] = itemgetter(*positions)
+    return getter
+
+
+#: The head of a one-dimensional binary array: dimensions, has nulls, element type, length,
+#: lower bound; the elements follow, each its length (-1 for null) and bytes, as a binary COPY
+#: row's fields are (which `format_row_binary` writes after its field count).
+ARRAY_HEAD = struct.Struct("!iiiii")
+#: The field count a binary COPY row starts with, dropped from an array's elements.
+FIELD_COUNT = 2
+#: The types of a text column's values written as they are (no NUL in any string).
+PLAIN_TEXT = frozenset({str, type(None)})
 
 
 def _as_is(text: Any) -> Any:
@@ -218,6 +343,13 @@ def json_value(text: str) -> Jsonb:
 CONVERT: dict[int, Callable[[Any], Any]] = {TEXT_OID: to_text, JSONB_OID: to_jsonb}
 
 
+def plain_texts(values: Iterable[Any]) -> bool:
+    """Whether every value is a string without NUL, or null: text columns' values to bind as
+    they are, no `to_text` call each (checked at C speed: a page's text columns at once)."""
+    flat = list(values)
+    return set(map(type, flat)) <= PLAIN_TEXT and "\x00" not in "".join(filter(None, flat))
+
+
 def latest_copies(rows: Sequence[tuple[Any, ...]], stamp: int | None) -> list[tuple[Any, ...]]:
     """The rows in id order, one per id: of several copies, the one SQLite's row-by-row guarded
     upsert would leave (a later copy replaces an earlier one unless it is older; a missing stamp
@@ -249,27 +381,37 @@ class PageWriter:
         self.bulk = bulk
         self._columns: dict[str, dict[str, Column]] = {}
         self._sql: dict[tuple[str, tuple[str, ...]], sql.Composed] = {}
+        #: Per table and batch columns: how such a batch is bound (`_binding`).
+        self._bindings: dict[tuple[str, tuple[str, ...]], Binding] = {}
+        #: Per (element type, length): a transformer dumping that many values of the type.
+        self._dumpers: dict[tuple[int, int], abc.Transformer] = {}
+        conn.adapters.register_dumper(Array, ArrayDumper)
 
     def columns(self, table: str) -> dict[str, Column]:
         """The columns of `table` in this schema, by name (empty when it does not exist)."""
         found = self._columns.get(table)
         if found is None:
             rows = self.conn.execute(
-                "SELECT a.attname, a.atttypid::int, format_type(a.atttypid, a.atttypmod)"
+                "SELECT a.attname, a.atttypid::int, format_type(a.atttypid, a.atttypmod),"
+                " t.typarray::int"
                 " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
                 " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " JOIN pg_type t ON t.oid = a.atttypid"
                 " WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')"
                 " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
                 (self.schema, table),
             ).fetchall()
-            found = {name: Column(oid, typ) for name, oid, typ in rows}
+            found = {name: Column(oid, typ, array) for name, oid, typ, array in rows}
             if found:
                 self._columns[table] = found
         return found
 
     def forget(self, table: str) -> None:
-        """Drop the cached columns of `table` (after a change made outside this writer)."""
+        """Drop the cached columns of `table` (after a change made outside this writer), and
+        how its batches were bound."""
         self._columns.pop(table, None)
+        for key in [k for k in self._bindings if k[0] == table]:
+            del self._bindings[key]
 
     def write(self, b: Staged) -> int:
         """`ensure` the batch's table and columns, then `upsert` its rows: how many were
@@ -277,28 +419,44 @@ class PageWriter:
         self.ensure(b)
         return self.upsert(b)
 
+    def changes_schema(self, b: Staged) -> bool:
+        """Whether `ensure` would change the schema for the batch: its table to make, a column
+        to add or to widen (from the columns cached, or read once)."""
+        if not b.ids:
+            return False
+        have, add, widen = self._schema_changes(b)
+        return not have or bool(add or widen)
+
+    def _schema_changes(
+        self, b: Staged
+    ) -> tuple[dict[str, Column], list[tuple[str, str]], list[tuple[str, str]]]:
+        """The batch table's columns, the columns to add and those to widen, each with its
+        type."""
+        table = b.type
+        have = self.columns(table)
+        add: list[tuple[str, str]] = []
+        widen: list[tuple[str, str]] = []
+        for pos, col in enumerate(b.columns, start=1):
+            current = have.get(col)
+            if current is None:
+                if not usable(col):
+                    continue
+                typ = declared(table, col) or inferred(row[pos] for row in b.rows)
+                if typ is not None:  # all null: made once a value comes
+                    add.append((col, typ))
+            elif current.type in WIDER[:-1] and declared(table, col) is None:
+                need = inferred(row[pos] for row in b.rows)
+                if need is not None and WIDER.index(need) > WIDER.index(current.type):
+                    widen.append((col, need))
+        return have, add, widen
+
     def ensure(self, b: Staged) -> None:
         """Create the batch's table, add the columns it lacks and widen inferred ones a value
         does not fit, in one transaction of its own: call it outside the page's transaction."""
         if not b.ids:
             return
         table = b.type
-        have = self.columns(table)
-        add: list[tuple[str, str]] = []
-        widen: list[tuple[str, str]] = []
-        for pos, col in enumerate(b.columns, start=1):
-            if not usable(col):
-                continue
-            want = declared(table, col)
-            current = have.get(col)
-            if current is None:
-                typ = want or inferred(row[pos] for row in b.rows)
-                if typ is not None:  # all null: made once a value comes
-                    add.append((col, typ))
-            elif want is None and current.type in WIDER[:-1]:
-                need = inferred(row[pos] for row in b.rows)
-                if need is not None and WIDER.index(need) > WIDER.index(current.type):
-                    widen.append((col, need))
+        have, add, widen = self._schema_changes(b)
         if have and not add and not widen:
             return
         if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -352,63 +510,121 @@ class PageWriter:
             self.forget(table)
 
     def upsert(self, b: Staged) -> int:
-        """COPY the batch into a temporary table and merge it into its table under the guard,
-        in `conn.transaction()`; how many rows were inserted or updated. The table must exist
-        (`ensure`); a batch column it lacks (all null when ensured, or not `usable`) is left
-        out."""
-        if not b.ids:
+        """Merge the batch into its table under the guard, in one statement: how many rows were
+        inserted or updated. On an idle connection in autocommit the statement is its own
+        transaction (one round trip); inside a caller's transaction it is a part of it (a
+        failure fails the caller's transaction, the page). The table must exist (`ensure`); a
+        batch column it lacks (all null when ensured, or not `usable`) is left out."""
+        page = self.statement(b)
+        if page is None:
             return 0
-        table = b.type
-        have = self.columns(table)
-        if not have:
-            raise RuntimeError(f"{self.schema}.{table}: no such table (ensure the batch first)")
-        cols = tuple(c for c in b.columns if c in have)
-        take = (0, *(b.columns.index(c) + 1 for c in cols))
-        stamp = cols.index(UPDATED_AT) + 1 if UPDATED_AT in cols else None
-        picked = (
-            list(b.rows)
-            if len(cols) == len(b.columns)
-            else [tuple(row[p] for p in take) for row in b.rows]
+        statement, params = page
+        conn = self.conn
+        if conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+            # In a pipeline (a page of a `PageGroup`): the count once the server has answered.
+            with conn.pipeline():
+                cur = conn.execute(statement, params)
+            return cur.rowcount
+        if conn.autocommit or conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            return conn.execute(statement, params).rowcount
+        with conn.transaction():
+            return conn.execute(statement, params).rowcount
+
+    def send(self, b: Staged) -> psycopg.Cursor[Any] | None:
+        """`upsert`'s statement executed on a new cursor, which is returned unread (None for an
+        empty batch): in pipeline mode (`PageGroup`) the statement is sent and the next page
+        encoded while the server runs it; its `rowcount` is known once the pipeline syncs."""
+        page = self.statement(b)
+        if page is None:
+            return None
+        cur = self.conn.cursor()
+        cur.execute(*page)
+        return cur
+
+    def statement(self, b: Staged) -> tuple[bytes, list[Array]] | None:
+        """The batch's guarded upsert (`upsert_sql`) and its parameters, one binary array per
+        column (None for an empty batch): the rows reduced to one copy per id in id order
+        (`latest_copies`) and converted as their columns take them (`CONVERT`)."""
+        if not b.ids:
+            return None
+        bound = self._binding(b)
+        rows = latest_copies(
+            list(b.rows) if bound.take is None else [bound.take(r) for r in b.rows], bound.stamp
         )
-        rows = latest_copies(picked, stamp)
-        convert = [(i, f) for i, c in enumerate(cols, 1) if (f := CONVERT.get(have[c].oid))]
-        stage = sql.Identifier(f"_ccsync_stage_{table}")
-        names = sql.SQL(", ").join(sql.Identifier(c) for c in ("id", *cols))
-        with self.conn.transaction(), self.conn.cursor() as cur:
-            cur.execute(
-                sql.SQL(
-                    "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA"
-                ).format(stage, names, sql.Identifier(self.schema, table)),
-                prepare=False,
-            )
-            with cur.copy(
-                sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(stage, names)
-            ) as copy:
-                copy.set_types([have["id"].oid, *(have[c].oid for c in cols)])
-                for row in rows:
-                    if convert:
-                        values = list(row)
-                        for i, f in convert:
-                            if values[i] is not None:
-                                values[i] = f(values[i])
-                        copy.write_row(values)
-                    else:
-                        copy.write_row(row)
-            cur.execute(self.upsert_sql(table, cols))
-            written = cur.rowcount
-            cur.execute(sql.SQL("DROP TABLE {}").format(stage), prepare=False)
-        return written
+        values: list[Sequence[Any]] = list(zip(*rows, strict=True))
+        texts = bound.texts
+        if texts and not plain_texts(chain.from_iterable(values[i] for i in texts)):
+            for i in texts:
+                if not plain_texts(values[i]):
+                    values[i] = [None if v is None else to_text(v) for v in values[i]]
+        for i, convert in bound.converts:
+            values[i] = [None if v is None else convert(v) for v in values[i]]
+        n = len(rows)
+        return bound.statement, [
+            self._array(column, oid, kind, n)
+            for column, oid, kind in zip(values, bound.oids, bound.arrays, strict=True)
+        ]
+
+    def _binding(self, b: Staged) -> Binding:
+        """How a batch of `b`'s table and columns is bound (worked out once for each)."""
+        key = (b.type, b.columns)
+        found = self._bindings.get(key)
+        if found is not None:
+            return found
+        have = self.columns(b.type)
+        if not have:
+            raise RuntimeError(f"{self.schema}.{b.type}: no such table (ensure the batch first)")
+        cols = tuple(c for c in b.columns if c in have)
+        types = [have[c] for c in ("id", *cols)]
+        found = self._bindings[key] = Binding(
+            statement=self.upsert_sql(b.type, cols).as_bytes(self.conn),
+            take=None if len(cols) == len(b.columns) else _getter(b.columns, cols),
+            stamp=cols.index(UPDATED_AT) + 1 if UPDATED_AT in cols else None,
+            oids=tuple(t.oid for t in types),
+            arrays=tuple(array_type(t.array_oid) for t in types),
+            texts=tuple(i for i, t in enumerate(types) if CONVERT.get(t.oid) is to_text),
+            converts=tuple(
+                (i, f)
+                for i, t in enumerate(types)
+                if (f := CONVERT.get(t.oid)) is not None and f is not to_text
+            ),
+        )
+        return found
+
+    def array(self, values: Sequence[Any], col: Column) -> Array:
+        """`values` as a binary array of `col`'s type (see `_array`)."""
+        return self._array(values, col.oid, array_type(col.array_oid), len(values))
+
+    def _array(self, values: Sequence[Any], oid: int, kind: type[Array], n: int) -> Array:
+        """The `n` `values` as a binary array of type `kind` (elements of type `oid`), each
+        dumped as binary COPY would dump it (its type's dumper, at C speed:
+        `format_row_binary`)."""
+        dumpers = self._dumpers.get((oid, n))
+        if dumpers is None:
+            if len(self._dumpers) > 256:  # lengths seen are few (a page's size, the last page's)
+                self._dumpers.clear()
+            dumpers = self._dumpers[oid, n] = Transformer.from_context(self.conn)
+            dumpers.set_dumper_types([oid] * n, pq.Format.BINARY)
+        out = bytearray(ARRAY_HEAD.pack(1, 1 if None in values else 0, oid, n, 1))
+        format_row_binary(values, dumpers, out)
+        del out[ARRAY_HEAD.size : ARRAY_HEAD.size + FIELD_COUNT]
+        return kind(out)
 
     def upsert_sql(self, table: str, cols: tuple[str, ...]) -> sql.Composed:
-        """`INSERT INTO t SELECT ... FROM <stage> ORDER BY id ON CONFLICT (id) DO UPDATE SET
-        ... WHERE <guard>` for one column set (built once): see the module's docstring."""
+        """`INSERT INTO t SELECT ... FROM (SELECT unnest(%s) AS id, ...) AS s ORDER BY id ON
+        CONFLICT (id) DO UPDATE SET ... WHERE <guard>` for one column set (built once), its
+        parameters one array per column (`statement`): see the module's docstring."""
         key = (table, cols)
         found = self._sql.get(key)
         if found is not None:
             return found
         t = sql.Identifier("t")
-        stage = sql.Identifier(f"_ccsync_stage_{table}")
         names = sql.SQL(", ").join(sql.Identifier(c) for c in ("id", *cols))
+        # One array per column, unnested side by side in the select list (a set-returning
+        # function there is evaluated a row at a time; in FROM, each would be materialised).
+        arrays = sql.SQL(", ").join(
+            sql.SQL("unnest(%s) AS {}").format(sql.Identifier(c)) for c in ("id", *cols)
+        )
         # A mall-scoped row's `mall_id` is the lowest mall that lists it (`sync.store.memberships`);
         # elsewhere (events) it is a to-one relationship, replaced like any column.
         scoped = table in memberships.MEMBER_TYPES
@@ -419,9 +635,9 @@ class PageWriter:
                 return sql.SQL("LEAST({}.{}, {})").format(t, sql.Identifier(c), excluded)
             return excluded
 
-        head = sql.SQL("INSERT INTO {} AS {} ({}) SELECT {} FROM {} ORDER BY id").format(
-            sql.Identifier(self.schema, table), t, names, names, stage
-        )
+        head = sql.SQL(
+            "INSERT INTO {} AS {} ({}) SELECT {} FROM (SELECT {}) AS s ORDER BY id"
+        ).format(sql.Identifier(self.schema, table), t, names, names, arrays)
         if not cols:
             found = sql.SQL("{} ON CONFLICT (id) DO NOTHING").format(head)
         else:
@@ -451,36 +667,56 @@ class PageWriter:
         a mall's listing of a mall-scoped type: before the page's transaction, as `ensure`."""
         for b in batches:
             self.ensure(b)
-            names = [
-                lt.relationship.name
-                for lt in b.rtype.link_tables
-                if lt.relationship.name in b.links and not self.columns(lt.table)
-            ]
+            names = self._missing_link_tables(b)
             if names:
                 links.ensure(self.conn, self.schema, b.rtype, names)
+        if self._missing_memberships(batches):
+            memberships.ensure(self.conn, self.schema, batches[0].type, bulk=self.bulk)
+
+    def page_changes_schema(self, batches: Sequence[Staged]) -> bool:
+        """Whether `ensure_page` would change the schema for the page."""
+        return self._missing_memberships(batches) or any(
+            self.changes_schema(b) or self._missing_link_tables(b) for b in batches
+        )
+
+    def _missing_link_tables(self, b: Staged) -> list[str]:
+        """The relationships of the batch's linkage whose link tables do not exist yet."""
+        return [
+            lt.relationship.name
+            for lt in b.rtype.link_tables
+            if lt.relationship.name in b.links and not self.columns(lt.table)
+        ]
+
+    def _missing_memberships(self, batches: Sequence[Staged]) -> bool:
+        """Whether the page is a mall's listing of a mall-scoped type without its membership
+        table yet."""
         main = batches[0] if batches else None
-        if (
+        return (
             main is not None
             and main.rtype.level == "mall"
             and "mall_id" in main.columns
             and not self.columns(memberships.table(main.type))
-        ):
-            memberships.ensure(self.conn, self.schema, main.type, bulk=self.bulk)
+        )
 
     def write_page(self, batches: Sequence[Staged]) -> int:
         """A page in one transaction (a savepoint inside a caller's): each batch's rows under
         the guard and the links of those it lets through, in the page's order (the listed type
         first, as SQLite), then the listing mall's memberships. `ensure_page` first. Returns
         the rows inserted or updated."""
-        written = 0
         with self.conn.transaction():
-            for b in batches:
-                own = self.link_guard(b)
-                notes = self.feed_notes() if own else None  # before the upsert, as SQLite
-                written += self.upsert(b)
-                links.write(self.conn, self.schema, b.rtype, own, notes=notes)
-            if batches:
-                self.write_memberships(batches[0])
+            return self.page_writes(batches)
+
+    def page_writes(self, batches: Sequence[Staged]) -> int:
+        """`write_page`'s writes in the transaction the connection holds (a `PageGroup`'s: no
+        savepoint per page): the rows inserted or updated."""
+        written = 0
+        for b in batches:
+            own = self.link_guard(b)
+            notes = self.feed_notes() if own else None  # before the upsert, as SQLite
+            written += self.upsert(b)
+            links.write(self.conn, self.schema, b.rtype, own, notes=notes)
+        if batches:
+            self.write_memberships(batches[0])
         return written
 
     def write_memberships(self, b: Staged) -> None:
@@ -504,3 +740,141 @@ class PageWriter:
         if self.bulk or not self.columns(changes.FEED):
             return None
         return changes.LinkNotes(self.conn, self.schema)
+
+
+class PageGroup:
+    """Several pages to a transaction, when the caller says so (a backfill): the PostgreSQL side
+    of the SQLite mirror's group commit (`sync.store.groupcommit`); one transaction per page
+    (`PageWriter.write`, `PageWriter.write_page`) stays the default.
+
+    Used as a context manager over one `PageWriter`, on an idle connection in autocommit. The
+    open group is a transaction in pipeline mode, committed once `pages` pages are in it or it
+    is `seconds` old (so readers see a bulk load progress), and at the end of the block:
+    `write` sends a batch's guarded upsert (`PageWriter.send`, the statement a batch written
+    alone runs) without waiting for it, so the client encodes the next page while the server
+    merges this one; `write_page` writes a whole page as `PageWriter.write_page` does (rows,
+    links, memberships: `page_writes`), waiting only where it reads (the links' guard and held
+    lists), with no savepoint per page (a transaction with more than 64 subtransactions slows
+    every reader's snapshots). A schema change (`changes_schema`, `page_changes_schema`)
+    commits the open group first and is made in a transaction of its own, as a page written
+    alone makes it. A failure, in a page's statements or in the block, rolls the open group
+    back as a whole and is raised (at the latest when the group syncs): as SQLite's group, a
+    group commits or rolls back with every page in it, so pages and their checkpoints go
+    together, and a crash or an error loses at most the open group, which a backfill fetches
+    again. Statements the caller runs on the connection between writes are a part of the open
+    group.
+
+    The guard is the page's own, statement by statement. The keys of each page are taken in id
+    order, those of a group page after page: a second writer of the same rows could deadlock
+    with a group (PostgreSQL would roll one back), which the active lock (`sync.store.pg.lock`)
+    rules out. `written` counts the rows inserted or updated by the committed groups.
+    """
+
+    def __init__(self, writer: PageWriter, pages: int, seconds: float = 2.0) -> None:
+        if pages < 1:
+            raise ValueError(f"a group holds at least one page, not {pages}")
+        self.writer = writer
+        self.conn = writer.conn
+        self.size = pages
+        self.seconds = seconds
+        #: Rows inserted or updated by the groups committed so far, and their number.
+        self.written = 0
+        self.commits = 0
+        self._open: contextlib.ExitStack | None = None
+        self._sent: list[psycopg.Cursor[Any]] = []  # upserts sent, their counts not read yet
+        self._counted = 0  # rows the open group's whole pages wrote
+        self._pages = 0
+        self._began = 0.0
+
+    def __enter__(self) -> PageGroup:
+        if (
+            not self.conn.autocommit
+            or self.conn.info.transaction_status != pq.TransactionStatus.IDLE
+        ):
+            raise RuntimeError(
+                "a PostgreSQL page group needs a connection in autocommit, outside a transaction"
+            )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.commit()
+        else:
+            self._rollback(exc_type, exc, tb)
+
+    def write(self, b: Staged) -> None:
+        """A batch's rows into the open group (opening one) as a page of their own: its schema
+        ensured first, then its upsert sent; the group committed when full or old enough."""
+        if self.writer.changes_schema(b):
+            self.commit()
+            self.writer.ensure(b)
+
+        def send() -> None:
+            cur = self.writer.send(b)
+            if cur is not None:
+                self._sent.append(cur)
+
+        self._page(send)
+
+    def write_page(self, batches: Sequence[Staged]) -> None:
+        """A whole page (`PageWriter.write_page`'s writes) into the open group (opening one):
+        its schema ensured first; the group committed when full or old enough."""
+        if self.writer.page_changes_schema(batches):
+            self.commit()
+            self.writer.ensure_page(batches)
+
+        def writes() -> None:
+            self._counted += self.writer.page_writes(batches)
+
+        self._page(writes)
+
+    def _page(self, writes: Callable[[], None]) -> None:
+        """A page's `writes` in the open group, opened first when none is."""
+        if self._open is None:
+            group = contextlib.ExitStack()
+            try:
+                group.enter_context(self.conn.pipeline())
+                group.enter_context(self.conn.transaction())
+            except BaseException:
+                group.close()
+                raise
+            self._open = group
+            self._began = time.monotonic()
+        try:
+            writes()
+        except BaseException as exc:
+            self._rollback(type(exc), exc, exc.__traceback__)
+            raise
+        self._pages += 1
+        if self._pages >= self.size or time.monotonic() - self._began >= self.seconds:
+            self.commit()
+
+    def commit(self) -> None:
+        """Commit the open group, if any (waiting for the server), and count its rows."""
+        group, self._open = self._open, None
+        if group is None:
+            return
+        try:
+            group.close()  # COMMIT; the pipeline synced and left
+        finally:
+            sent, counted = self._sent, self._counted
+            self._sent, self._counted, self._pages = [], 0, 0
+        self.written += counted + sum(cur.rowcount for cur in sent)
+        self.commits += 1
+
+    def _rollback(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Roll the open group back (its transaction left with the error)."""
+        group, self._open = self._open, None
+        self._sent, self._counted, self._pages = [], 0, 0
+        if group is not None:
+            group.__exit__(exc_type, exc, tb)

@@ -1,10 +1,12 @@
-"""`sync.store.pg.pagewrite`: the guarded COPY-and-merge page write, against a real PostgreSQL.
+"""`sync.store.pg.pagewrite`: the guarded page write (one `INSERT ... ON CONFLICT` over a page
+bound as arrays), against a real PostgreSQL.
 
 Every test writes into a fresh database (`pg_db`) on the private server the suite starts
 (`tests.support.postgres`): a newer stamp is written, an older one refused, an unchanged
 rewrite leaves the row's version (`xmin`) and the table's dead tuples as they were, an equal
-stamp with new content is written, columns are added and typed from the spec, and the server
-itself runs as an unprivileged user when the tests run as root.
+stamp with new content is written, columns are added and typed from the spec, several pages go
+in one transaction when a group says so (`PageGroup`), and the server itself runs as an
+unprivileged user when the tests run as root.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sync.store.pg.pagewrite import (
     BIGINT,
     DOUBLE,
     TEXT,
+    PageGroup,
     PageWriter,
     declared,
     inferred,
@@ -327,7 +330,166 @@ def test_a_failed_page_writes_nothing(conn: psycopg.Connection[Any]) -> None:
         writer.upsert(_deals(_deal(1, T2, "b"), _deal(2, T2, "c")))
         raise RuntimeError("page failed")
     assert _rows(conn, "deals", "title") == [(1, "a")]
-    assert writer.write(_deals(_deal(2, T2, "c"))) == 1  # the temporary table went with it
+    assert writer.write(_deals(_deal(2, T2, "c"))) == 1  # the connection writes on
+
+
+def test_a_page_binds_every_type_as_an_array_of_it(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Each column goes as one binary array of its type: nulls, a number in a text column, a
+    NUL in one text value, booleans staged as 0/1, integers in a double column, jsonb."""
+    writer = PageWriter(conn, SCHEMA)
+    stores = [
+        {
+            "id": str(i),
+            "type": "stores",
+            "attributes": {
+                "name": 7 if i == 2 else "nul\x00here" if i == 3 else f"store {i}",
+                "updated_at": T1 if i != 4 else None,
+                "is_featured": i % 2 == 0,
+                "distance": 1.5 if i == 1 else i,
+                "structured_hours": None if i == 1 else {"day": i},
+                "motto": None,
+            },
+        }
+        for i in range(1, 6)
+    ]
+    assert writer.write(staged("stores", stores, mall_id=3)[0]) == 5
+    assert _rows(conn, "stores", "name, updated_at, is_featured, distance, structured_hours") == [
+        (1, "store 1", T1, False, 1.5, None),
+        (2, "7", T1, True, 2.0, {"day": 2}),
+        (3, "nul\ufffdhere", T1, False, 3.0, {"day": 3}),
+        (4, "store 4", None, True, 4.0, {"day": 4}),
+        (5, "store 5", T1, False, 5.0, {"day": 5}),
+    ]
+    page = _deals(_deal(9, T1, "plain"), _deal(8, T1, "text"))
+    writer.ensure(page)
+    statement = writer.statement(page)
+    assert statement is not None
+    text, params = statement
+    assert b"unnest(%s)" in text and len(params) == 3  # id, title, updated_at
+    assert params[0].oid == 1016 and params[1].oid == 1009  # bigint[], text[]
+
+
+def test_a_batch_of_ids_alone_inserts_new_rows_and_leaves_the_rest(
+    conn: psycopg.Connection[Any],
+) -> None:
+    def tag(rid: int, **attributes: Any) -> dict[str, Any]:
+        return {"id": str(rid), "type": "tags", "attributes": attributes}
+
+    writer = PageWriter(conn, SCHEMA)
+    assert writer.write(staged("tags", [tag(1, name="sale")])[0]) == 1
+    bare = staged("tags", [tag(2, note=None), tag(1, note=None)])[0]
+    assert bare.columns == ("note",)  # all null: no column, the batch binds its ids alone
+    assert writer.write(bare) == 1
+    assert _rows(conn, "tags", "name") == [(1, "sale"), (2, None)]
+
+
+def test_a_group_writes_several_pages_in_one_transaction(
+    conn: psycopg.Connection[Any], pg_db: str
+) -> None:
+    writer = PageWriter(conn, SCHEMA)
+    writer.write(_deals(_deal(1, T1, "a")))
+    with psycopg.connect(pg_db, autocommit=True) as other:
+
+        def seen() -> int:
+            row = other.execute("SELECT count(*) FROM ccsync.deals").fetchone()
+            return int(row[0]) if row else 0
+
+        with PageGroup(writer, pages=3) as group:
+            group.write(_deals(_deal(2, T1, "b"), _deal(1, T0, "older")))
+            group.write(_deals(_deal(3, T1, "c"), _deal(1, T1, "a")))  # unchanged: not written
+            assert seen() == 1 and group.written == 0  # nothing committed yet
+            group.write(_deals(_deal(4, T1, "d")))  # the third page: the group commits
+            assert seen() == 4 and group.written == 3 and group.commits == 1
+            group.write(_deals(_deal(5, T1, "e"), _deal(2, T2, "newer")))
+            assert seen() == 4
+        assert seen() == 5 and group.written == 5 and group.commits == 2
+    assert _rows(conn, "deals", "title") == [(1, "a"), (2, "newer"), (3, "c"), (4, "d"), (5, "e")]
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_group_commits_before_a_schema_change_and_rolls_back_whole(
+    conn: psycopg.Connection[Any],
+) -> None:
+    writer = PageWriter(conn, SCHEMA)
+    with pytest.raises(RuntimeError, match="page failed"), PageGroup(writer, pages=10) as group:
+        group.write(_deals(_deal(1, T1, "a")))  # a new table: made before the group opens
+        group.write(_deals(_deal(2, T1, "b")))
+        group.write(_deals(_deal(3, T1, "c", rank=1)))  # a new column: the group commits first
+        assert group.commits == 1 and group.written == 2
+        group.write(_deals(_deal(4, T1, "d", rank=2)))
+        raise RuntimeError("page failed")
+    assert _rows(conn, "deals", "title, rank") == [(1, "a", None), (2, "b", None)]
+    assert _types(conn, "deals")["rank"] == ("bigint", None)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with PageGroup(writer, pages=10) as group:
+        group.write(_deals(_deal(3, T1, "c", rank=1), _deal(4, T1, "d", rank=2)))
+    assert group.written == 2
+    with conn.transaction(), pytest.raises(RuntimeError, match="outside a transaction"):
+        PageGroup(writer, pages=10).__enter__()
+
+
+def test_a_group_rolls_back_on_a_failed_statement(conn: psycopg.Connection[Any]) -> None:
+    writer = PageWriter(conn, SCHEMA)
+    writer.write(_deals(_deal(1, T1, "a")))
+    conn.execute("ALTER TABLE ccsync.deals ADD CHECK (title <> 'refused')")
+    with pytest.raises(psycopg.errors.CheckViolation), PageGroup(writer, pages=10) as group:
+        group.write(_deals(_deal(2, T1, "b")))
+        group.write(_deals(_deal(3, T1, "refused")))
+        group.write(_deals(_deal(4, T1, "d")))
+    assert _rows(conn, "deals", "title") == [(1, "a")]
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert writer.write(_deals(_deal(2, T1, "b"))) == 1
+
+
+def test_a_group_writes_whole_pages_with_their_links_and_memberships(
+    conn: psycopg.Connection[Any], pg_db: str
+) -> None:
+    def deal(rid: int, updated: str, *images: int) -> dict[str, Any]:
+        resource = _deal(rid, updated, f"deal {rid}")
+        resource["relationships"] = {
+            "images": {"data": [{"type": "images", "id": str(i)} for i in images]}
+        }
+        return resource
+
+    def store(rid: int, mall: int) -> list[Staged]:
+        resource = {"id": str(rid), "type": "stores", "attributes": {"name": "s", "updated_at": T0}}
+        return staged("stores", [resource], mall_id=mall)
+
+    writer = PageWriter(conn, SCHEMA)
+    writer.ensure_page(staged("deals", [deal(1, T1, 7)]))
+    writer.write_page(staged("deals", [deal(1, T1, 7)]))
+    with psycopg.connect(pg_db, autocommit=True) as other:
+
+        def held() -> list[tuple[Any, ...]]:
+            return [
+                tuple(r)
+                for r in other.execute(
+                    "SELECT deals_id, images_id, position FROM ccsync.deals_images"
+                    " ORDER BY deals_id, position"
+                ).fetchall()
+            ]
+
+        with PageGroup(writer, pages=4) as group:
+            group.write_page(staged("deals", [deal(2, T1, 8, 9), deal(1, T0, 6)]))  # 1: older
+            group.write_page(store(5, mall=4))  # a new table and membership table: commits
+            assert group.commits == 1 and group.written == 1
+            group.write_page(staged("deals", [deal(3, T1, 9)]))
+            group.write(_deals(_deal(4, T1, "rows alone")))
+            assert held() == [(1, 7, 0), (2, 8, 0), (2, 9, 1)]  # the open group: not yet
+            group.write_page(staged("deals", [deal(1, T2, 5)]))  # the fourth page: commits
+            assert group.commits == 2 and group.written == 5
+        assert held() == [(1, 5, 0), (2, 8, 0), (2, 9, 1), (3, 9, 0)]
+    assert _rows(conn, "stores", "mall_id") == [(5, 4)]
+    assert conn.execute("SELECT malls_id, stores_id FROM ccsync.malls_stores").fetchall() == [
+        (4, 5)
+    ]
+    with pytest.raises(RuntimeError, match="page failed"), PageGroup(writer, pages=3) as group:
+        group.write_page(staged("deals", [deal(6, T1, 1)]))
+        raise RuntimeError("page failed")
+    assert [r[0] for r in _rows(conn, "deals", "title")] == [1, 2, 3, 4]
+    assert conn.execute("SELECT count(*) FROM ccsync.deals_images").fetchone() == (4,)
 
 
 def test_two_writers_of_overlapping_pages_never_deadlock(pg_db: str) -> None:

@@ -1,18 +1,28 @@
 """The page write into PostgreSQL beside the one into SQLite and beside a bare COPY (#49, item 6).
 
-One type (deals), N rows in pages of 100, one transaction per page, every write in one process:
+One type (deals), N rows in pages of 100, every write in one process, each pass into an empty
+file, database or schema; `1/txn` is one transaction per page, `G/txn` a group commit of G
+pages to a transaction (as `ccsync backfill` writes: `GROUP_PAGES`, 256, at most 2 s apart):
   sqlite+links  `Mirror.write_staged` into a fresh SQLite file, as `ccsync backfill` writes into
                 an empty mirror (bulk-load mode: secondary indexes, full-text indexes and feed
                 triggers deferred to an end phase not timed here): the rows and their to-many
-                links (images, tags, stores);
-  sqlite        the same with the links left out: the rows alone, like for like with
-  pg            `sync.store.pg.PageWriter.write` (binary COPY into a temporary table, then the
-                guarded `INSERT ... ON CONFLICT` in id order) into a fresh database, which
-                writes no links yet;
-  copy/page     the ceiling: a bare binary COPY of the same rows (the same values and types)
-                into an empty table with the same columns and primary key, one COPY and one
-                transaction per page;
-  copy/one      the same rows in one COPY, one transaction.
+                links (images, tags, stores), 1/txn, and with `Mirror.group` 256/txn;
+  sqlite        the same with the links left out: the rows alone, 1/txn and in groups
+                (`--groups`, default 20 and 256), like for like with
+  pg            `sync.store.pg.PageWriter.write` (a batch's rows under the guard: one `INSERT
+                ... ON CONFLICT` over arrays, in id order), 1/txn, and `PageGroup.write` in
+                groups (pipelined: the server merges a page while the next is encoded);
+  pg+links      `PageWriter.write_page` (rows, links, memberships; a bulk load's writer, no
+                feed entries for links), 1/txn, and `PageGroup.write_page` 256/txn: like for
+                like with sqlite+links;
+  copy/page     a bare binary COPY of the same rows (the same values and types) into an empty
+                table with the same columns and primary key, one COPY and one transaction per
+                page;
+  copy/one      the ceiling: the same rows in one COPY, one transaction.
+The like-for-like ratios are those of writes with as many pages to a transaction: 1/txn is the
+daemon's mode, 256/txn the backfill's (the goal, 0.8, is the backfill's). Each pass's CPU
+seconds are printed too (this process's in its timed calls, + the server backend's from `/proc`
+when the server runs on this machine): on a shared machine they vary less than the seconds.
 Then two more passes of the PostgreSQL page write over the table `pg` filled (after a `VACUUM
 ANALYZE` and with autovacuum off on that table, so its counts stay as the pass leaves them):
 the same pages unchanged (0 rows written, and `n_dead_tup` close to 0), and every row at a newer
@@ -37,13 +47,15 @@ CREATEDB: the bench makes a database per round and drops it). The peak RSS print
 bench process's (psutil, sampled after every page), not a daemon's.
 Run:
     .venv/bin/pip install -e '.[postgres,bench]'
-    PYTHONPATH=. .venv/bin/python bench/pg_write.py [--rows 200000] [--repeat 3] [--dsn DSN]
+    PYTHONPATH=. .venv/bin/python bench/pg_write.py [--rows 200000] [--repeat 3] \
+        [--groups 20,256] [--no-links] [--dsn DSN]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import pickle
 import shutil
 import tempfile
@@ -59,11 +71,12 @@ from psycopg import sql
 
 from sync.emulator.dataset import Dataset
 from sync.emulator.render import resource_obj
+from sync.jobs.backfilling.backfill import GROUP_PAGES
 from sync.model import catalogue
 from sync.pipeline.batches import Staged
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
-from sync.store.pg.pagewrite import CONVERT, UPDATED_AT, PageWriter
+from sync.store.pg.pagewrite import CONVERT, UPDATED_AT, PageGroup, PageWriter
 
 try:
     from tests.support import postgres
@@ -90,6 +103,7 @@ SERVER_SETTINGS = {
     "shared_buffers": "128MB",
 }
 SHOWN = ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: The system catalogs a temporary table is written into (and deleted from).
 CATALOGS = ("pg_class", "pg_attribute", "pg_type", "pg_depend")
 
@@ -155,46 +169,114 @@ def make_pages(path: Path, rows: int, seed: int, rss: Rss) -> Spool:
 
 @dataclass
 class Timed:
-    """One pass: rows its writes reported written, and the seconds of those writes."""
+    """One pass: rows its writes reported written, the seconds of those writes, this process's
+    CPU seconds in them, and the server backend's over the pass (None: not on this machine)."""
 
     rows: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0
+    server_cpu: float | None = None
 
     @property
     def rate(self) -> float:
         return self.rows / self.seconds if self.seconds else 0.0
 
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        """Count the block's seconds and this process's CPU seconds in the pass."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.cpu += time.process_time() - c0
 
-def sqlite_pass(spool: Spool, tmp: Path, *, links: bool, rss: Rss) -> Timed:
+    @contextlib.contextmanager
+    def serving(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """Count the CPU seconds the server process serving `conn` spends in the block."""
+        before = backend_cpu(conn)
+        try:
+            yield
+        finally:
+            after = backend_cpu(conn)
+            if before is not None and after is not None:
+                self.server_cpu = after - before
+
+
+def backend_cpu(conn: psycopg.Connection[Any]) -> float | None:
+    """CPU seconds of the server process serving `conn` so far (`/proc`), or None when it does
+    not run on this machine."""
+    proc = Path(f"/proc/{conn.info.backend_pid}")
+    try:
+        title = (proc / "cmdline").read_bytes()
+        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    if not title.startswith(b"postgres") or conn.info.dbname.encode() not in title:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def sqlite_pass(spool: Spool, tmp: Path, *, links: bool, rss: Rss, group: int = 0) -> Timed:
     """Every page through `Mirror.write_staged` into a fresh file, as a backfill writes into an
-    empty mirror (`indexes.defer`), one transaction per page (no group commit)."""
+    empty mirror (`indexes.defer`): one transaction per page, or with `group` the backfill's
+    group commit (`Mirror.group`, `group` pages to a transaction; its last commit timed too)."""
     where = Path(tempfile.mkdtemp(dir=tmp))
     mirror = Mirror.open(where / "mirror.db")
     out = Timed()
     try:
         mirror.indexes.defer(True)
+        if group:
+            mirror.group.start(group)
         for b in spool.read():
             if not links:
                 b.links = {}
-            t0 = time.perf_counter()
-            result = mirror.write_staged([b])
-            out.seconds += time.perf_counter() - t0
-            out.rows += result.rows
+            with out.timing():
+                out.rows += mirror.write_staged([b]).rows
             rss.sample()
+        with out.timing():
+            mirror.group.end()
     finally:
         mirror.close()
         shutil.rmtree(where, ignore_errors=True)
     return out
 
 
-def pg_pass(writer: PageWriter, pages: Iterator[Staged], rss: Rss) -> Timed:
-    """Every page through the PostgreSQL page write, each its own transaction."""
+def pg_pass(writer: PageWriter, pages: Iterator[Staged], rss: Rss, *, links: bool = False) -> Timed:
+    """Every page through the PostgreSQL page write, each its own transaction: a batch's rows
+    alone (`write`), or with `links` the whole page (`ensure_page`, `write_page`: its rows, its
+    links and, for a mall's listing, its memberships)."""
     out = Timed()
-    for b in pages:
-        t0 = time.perf_counter()
-        out.rows += writer.write(b)
-        out.seconds += time.perf_counter() - t0
-        rss.sample()
+    with out.serving(writer.conn):
+        for b in pages:
+            with out.timing():
+                if links:
+                    writer.ensure_page([b])
+                    out.rows += writer.write_page([b])
+                else:
+                    out.rows += writer.write(b)
+            rss.sample()
+    return out
+
+
+def pg_group_pass(
+    writer: PageWriter, pages: Iterator[Staged], rss: Rss, size: int, *, links: bool = False
+) -> Timed:
+    """Every page through a `PageGroup` of `size` pages to a transaction (its last commit timed
+    too), a batch's rows alone (`PageGroup.write`) or with `links` the whole page
+    (`PageGroup.write_page`); the rows counted are those the committed groups wrote."""
+    out = Timed()
+    with out.serving(writer.conn), PageGroup(writer, size) as group:
+        for b in pages:
+            with out.timing():
+                if links:
+                    group.write_page([b])
+                else:
+                    group.write(b)
+            rss.sample()
+        with out.timing():
+            group.commit()
+    out.rows = group.written
     return out
 
 
@@ -275,16 +357,15 @@ def copy_per_page(
     """One binary COPY per page, each in its own transaction, into an empty table."""
     target = ceiling_table(conn)
     out = Timed()
-    for b in spool.read():
-        types = [oids["id"], *(oids[c] for c in b.columns)]
-        statement = copy_statement(target, b.columns)
-        t0 = time.perf_counter()
-        with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
-            copy.set_types(types)
-            copy_rows(copy, b, oids, None)
-        out.seconds += time.perf_counter() - t0
-        out.rows += len(b.rows)
-        rss.sample()
+    with out.serving(conn):
+        for b in spool.read():
+            types = [oids["id"], *(oids[c] for c in b.columns)]
+            statement = copy_statement(target, b.columns)
+            with out.timing(), conn.transaction(), conn.cursor() as cur, cur.copy(statement) as c:
+                c.set_types(types)
+                copy_rows(c, b, oids, None)
+            out.rows += len(b.rows)
+            rss.sample()
     return out
 
 
@@ -295,21 +376,23 @@ def copy_all(conn: psycopg.Connection[Any], spool: Spool, oids: dict[str, int], 
     pages = spool.read()
     first = next(pages)  # read before the clock starts
     cols = first.columns
-    untimed = 0.0
+    untimed = cpu_untimed = 0.0
     out = Timed()
-    t0 = time.perf_counter()
-    with conn.transaction(), conn.cursor() as cur:
+    t0, c0 = time.perf_counter(), time.process_time()
+    with out.serving(conn), conn.transaction(), conn.cursor() as cur:
         with cur.copy(copy_statement(target, cols)) as copy:
             copy.set_types([oids["id"], *(oids[c] for c in cols)])
             b: Staged | None = first
             while b is not None:
                 copy_rows(copy, b, oids, cols)
                 out.rows += len(b.rows)
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 rss.sample()
                 b = next(pages, None)
                 untimed += time.perf_counter() - t
+                cpu_untimed += time.process_time() - c
     out.seconds = time.perf_counter() - t0 - untimed
+    out.cpu = time.process_time() - c0 - cpu_untimed
     return out
 
 
@@ -324,8 +407,11 @@ class Round:
     stored: int = 0  # rows in the page write's table at the end
 
 
-def pg_round(dsn: str, spool: Spool, rss: Rss, rnd: Round) -> None:
-    """The page write's three passes into a fresh database, then the two COPYs beside them."""
+def pg_round(
+    dsn: str, spool: Spool, rss: Rss, rnd: Round, groups: list[int], *, links: bool
+) -> None:
+    """The page write's three passes into a fresh database, the grouped ones and those with
+    links each into a schema of its own (empty tables), then the two COPYs beside them."""
     with postgres.fresh_database(dsn) as db, psycopg.connect(db, autocommit=True) as conn:
         writer = PageWriter(conn, SCHEMA)
         rnd.passes["pg"] = pg_pass(writer, spool.read(), rss)
@@ -341,6 +427,17 @@ def pg_round(dsn: str, spool: Spool, rss: Rss, rnd: Round) -> None:
         rnd.newer = tuples(conn)
         counted = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
         rnd.stored = counted[0] if counted else 0
+        for size in groups:
+            grouped = PageWriter(conn, f"{SCHEMA}_group{size}")
+            rnd.passes[f"pg group {size}"] = pg_group_pass(grouped, spool.read(), rss, size)
+        if links:
+            # As a backfill writes (`bulk`: no feed entries for links), each into an empty schema.
+            linked = PageWriter(conn, f"{SCHEMA}_links", bulk=True)
+            rnd.passes["pg+links"] = pg_pass(linked, spool.read(), rss, links=True)
+            linked = PageWriter(conn, f"{SCHEMA}_links_group", bulk=True)
+            rnd.passes[f"pg+links group {GROUP_PAGES}"] = pg_group_pass(
+                linked, spool.read(), rss, GROUP_PAGES, links=True
+            )
         oids = {name: col.oid for name, col in writer.columns(TYPE).items()}
         rnd.passes["copy/page"] = copy_per_page(conn, spool, oids, rss)
         rnd.passes["copy/one"] = copy_all(conn, spool, oids, rss)
@@ -383,6 +480,18 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=200_000, help=f"{TYPE} rows written per pass")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds; best of each")
     ap.add_argument("--seed", type=int, default=1, help="the generator's seed")
+    ap.add_argument(
+        "--groups",
+        default=f"20,{GROUP_PAGES}",
+        help="pages per transaction of the grouped passes, comma-separated (default: 20 and "
+        f"`ccsync backfill`'s {GROUP_PAGES})",
+    )
+    ap.add_argument(
+        "--no-links",
+        dest="links",
+        action="store_false",
+        help="leave out the PostgreSQL passes with links (the slowest) and their SQLite twin",
+    )
     ap.add_argument("--dsn", help="an existing server (its role needs CREATEDB)")
     ap.add_argument(
         "--pg-setting",
@@ -392,8 +501,12 @@ def main() -> None:
         help="a setting of the private server (repeatable)",
     )
     a = ap.parse_args()
-    if a.rows < 1 or a.repeat < 1:
-        ap.error("--rows and --repeat take a positive number")
+    try:
+        a.group_sizes = sorted({int(g) for g in a.groups.split(",") if g.strip()})
+    except ValueError:
+        ap.error("--groups takes numbers separated by commas")
+    if a.rows < 1 or a.repeat < 1 or any(g < 1 for g in a.group_sizes):
+        ap.error("--rows, --repeat and --groups take positive numbers")
     settings = dict(SERVER_SETTINGS)
     for item in a.pg_setting:
         name, _, value = item.partition("=")
@@ -408,8 +521,16 @@ def main() -> None:
             for _ in range(a.repeat):
                 rnd = Round()
                 rnd.passes["sqlite+links"] = sqlite_pass(spool, tmp, links=True, rss=rss)
+                if a.links:
+                    rnd.passes[f"sqlite+links group {GROUP_PAGES}"] = sqlite_pass(
+                        spool, tmp, links=True, rss=rss, group=GROUP_PAGES
+                    )
                 rnd.passes["sqlite"] = sqlite_pass(spool, tmp, links=False, rss=rss)
-                pg_round(dsn, spool, rss, rnd)
+                for size in a.group_sizes:
+                    rnd.passes[f"sqlite group {size}"] = sqlite_pass(
+                        spool, tmp, links=False, rss=rss, group=size
+                    )
+                pg_round(dsn, spool, rss, rnd, a.group_sizes, links=a.links)
                 rounds.append(rnd)
     report(a, spool, rounds, described, how, rss)
 
@@ -418,45 +539,90 @@ def report(
     a: argparse.Namespace, spool: Spool, rounds: list[Round], server: str, how: str, rss: Rss
 ) -> None:
     rows = spool.rows
+    sizes: list[int] = a.group_sizes
     print(
         f"page write, PostgreSQL vs SQLite: {rows:,} {TYPE} rows in {spool.pages:,} pages of "
-        f"{PAGE_SIZE}, one transaction per page, best of {len(rounds)} alternating rounds"
+        f"{PAGE_SIZE}, one transaction per page or a group of pages to one (group commit), "
+        f"best of {len(rounds)} alternating rounds"
     )
     print(
         f"pages made before any timing: generated and rendered in {spool.generated:.1f} s, "
         f"staged in {spool.staged:.1f} s (stage_resources), spooled; no figure below includes "
-        f"either (each pass times only its write calls)"
+        f"either (each pass times only its write calls and its last commit)"
     )
     print(f"server: {server}, {how}")
     print(
         "SQLite: a fresh file, WAL, synchronous=NORMAL, bulk-load mode as `ccsync backfill` "
-        "(indexes, full-text and feed triggers deferred); PostgreSQL: a fresh database"
+        "(indexes, full-text and feed triggers deferred), one transaction per page unless "
+        f"grouped as `ccsync backfill` groups them (Mirror.group: {GROUP_PAGES} pages); "
+        "PostgreSQL: a fresh database, an empty table per pass"
+    )
+    print(
+        "cpu s: this process's CPU seconds in the timed calls (for SQLite all of the write), "
+        "+ the server backend's over the pass; rows/s, cpu and dead tuples: the best round's"
     )
     print()
-    print(f"{'write':<44}{'rows':>10}{'seconds':>9}{'rows/s':>10}  runs (s)")
+    print(f"{'write':<66}{'rows':>10}{'seconds':>9}{'rows/s':>10}{'cpu s':>12}  runs (s)")
+    backfill = " (backfill)"
     labels = {
-        "sqlite+links": f"SQLite write_staged, rows + {spool.links:,} links",
-        "sqlite": "SQLite write_staged, rows only",
-        "pg": "PostgreSQL PageWriter (rows only)",
+        "sqlite+links": f"SQLite write_staged, rows + {spool.links:,} links, 1/txn",
+        f"sqlite+links group {GROUP_PAGES}": (
+            f"SQLite write_staged, rows + links, {GROUP_PAGES}/txn{backfill}"
+        ),
+        "sqlite": "SQLite write_staged, rows only, 1/txn",
+        **{
+            f"sqlite group {g}": f"SQLite write_staged, rows only, {g}/txn"
+            + (backfill if g == GROUP_PAGES else "")
+            for g in sizes
+        },
+        "pg": "PostgreSQL PageWriter.write, rows only, 1/txn",
+        **{
+            f"pg group {g}": f"PostgreSQL PageGroup.write, rows only, {g}/txn"
+            + (backfill if g == GROUP_PAGES else "")
+            for g in sizes
+        },
+        "pg+links": "PostgreSQL write_page, rows + links, 1/txn",
+        f"pg+links group {GROUP_PAGES}": (
+            f"PostgreSQL PageGroup.write_page, rows + links, {GROUP_PAGES}/txn{backfill}"
+        ),
         "copy/page": "COPY, one per page and transaction",
         "copy/one": "COPY, all rows in one",
     }
     for name, label in labels.items():
+        if name not in rounds[0].passes:
+            continue
         t = best(rounds, name)
+        cpu = f"{t.cpu:.2f}" + (f"+{t.server_cpu:.2f}" if t.server_cpu is not None else "")
         runs = " ".join(f"{r.passes[name].seconds:.2f}" for r in rounds)
-        print(f"{label:<44}{t.rows:>10,}{t.seconds:>9.2f}{t.rate:>10,.0f}  {runs}")
-    pg = best(rounds, "pg").rate
+        print(f"{label:<66}{t.rows:>10,}{t.seconds:>9.2f}{t.rate:>10,.0f}{cpu:>12}  {runs}")
     print()
-    print(
-        f"PG / SQLite, rows only (like for like):      {pg / best(rounds, 'sqlite').rate:.2f}"
-        "  (goal >= 0.8)"
+
+    def ratio(label: str, pg: str, other: str, note: str = "") -> None:
+        if pg in rounds[0].passes and other in rounds[0].passes:
+            value = best(rounds, pg).rate / best(rounds, other).rate
+            print(f"{label:<70}{value:>5.2f}{'  ' + note if note else ''}")
+
+    ratio("PG / SQLite, rows only, 1/txn each (like for like: the daemon's)", "pg", "sqlite")
+    for g in sizes:
+        if g == GROUP_PAGES:
+            ratio(
+                f"PG / SQLite, rows only, {g}/txn each (like for like: the backfill's)",
+                f"pg group {g}",
+                f"sqlite group {g}",
+                "(goal >= 0.8)",
+            )
+        else:
+            ratio(f"PG / SQLite, rows only, {g}/txn each", f"pg group {g}", f"sqlite group {g}")
+    ratio("PG / SQLite, rows + links, 1/txn each", "pg+links", "sqlite+links")
+    ratio(
+        f"PG / SQLite, rows + links, {GROUP_PAGES}/txn each (the backfill's)",
+        f"pg+links group {GROUP_PAGES}",
+        f"sqlite+links group {GROUP_PAGES}",
     )
-    print(
-        f"PG / SQLite with its links:                  {pg / best(rounds, 'sqlite+links').rate:.2f}"
-        "  (the PostgreSQL store writes no links yet)"
-    )
-    print(f"PG / COPY per page (the ceiling per page):   {pg / best(rounds, 'copy/page').rate:.2f}")
-    print(f"PG / one COPY (the ceiling):                 {pg / best(rounds, 'copy/one').rate:.2f}")
+    ratio("PG rows only 1/txn / COPY per page and transaction", "pg", "copy/page")
+    ratio("PG rows only 1/txn / one COPY (the ceiling)", "pg", "copy/one")
+    top = max(sizes)
+    ratio(f"PG rows only {top}/txn / one COPY (the ceiling)", f"pg group {top}", "copy/one")
     print()
     unchanged, newer = best(rounds, "pg unchanged"), best(rounds, "pg newer")
     last = rounds[-1]
@@ -477,8 +643,7 @@ def report(
     )
     print(
         f"    and {cat2:,} dead tuples made in the system catalogs ({', '.join(CATALOGS)}: rows "
-        f"deleted or updated), by one temporary table created and dropped per page, "
-        f"{spool.pages:,} in the pass: autovacuum's to clear"
+        f"deleted or updated; a temporary table per page made ~51 a page)"
     )
     print(
         f"third pass, every row at a newer stamp: {newer.rows:,} rows written, "
@@ -493,6 +658,13 @@ def report(
     for r in rounds:
         if r.passes["pg"].rows != rows or r.stored != rows:
             print(f"WARNING: the page write wrote {r.passes['pg'].rows:,} rows, holds {r.stored:,}")
+        for name in (
+            "pg+links",
+            *(f"pg group {g}" for g in sizes),
+            f"pg+links group {GROUP_PAGES}",
+        ):
+            if name in r.passes and r.passes[name].rows != rows:
+                print(f"WARNING: the pass {name!r} wrote {r.passes[name].rows:,} rows")
     print()
     print(
         f"peak RSS of this bench process: {rss.peak / 1e6:.0f} MB (psutil, sampled after every "

@@ -76,7 +76,9 @@ from sync.model import catalogue
 from sync.pipeline.batches import Staged
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
-from sync.store.pg.pagewrite import CONVERT, UPDATED_AT, PageGroup, PageWriter
+from sync.store.pg.columns import CONVERT, UPDATED_AT
+from sync.store.pg.pagegroup import PageGroup
+from sync.store.pg.pagewrite import PageWriter
 
 try:
     from tests.support import postgres

@@ -31,7 +31,7 @@ then text; `ALTER COLUMN ... TYPE` rewrites the table under an exclusive lock), 
 is made from every day of a refresh, not the first alone (SQLite makes the first day's; a
 later day with another attribute fails there). A number in a text column is stored as its
 text, as SQLite's TEXT affinity stores it. An attribute named as a system column (`xmin`) or
-longer than 63 bytes is not stored (`sync.store.pg.pagewrite.usable`); names are exact (SQLite
+longer than 63 bytes is not stored (`sync.store.pg.columns.usable`); names are exact (SQLite
 folds their case). PostgreSQL text cannot hold NUL: U+FFFD takes its place, in a `body` too.
 """
 
@@ -50,7 +50,7 @@ from sync.model import catalogue
 from sync.model.stamps import now_iso
 from sync.store.hours import EMPTY_DAY, by_columns
 from sync.store.pg.bookkeeping import KEY, SCHEMA, Tables, create_tables, no_nul, statement
-from sync.store.pg.pagewrite import (
+from sync.store.pg.columns import (
     BIGINT,
     DOUBLE,
     TEXT,

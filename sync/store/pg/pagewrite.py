@@ -34,24 +34,7 @@ type (`Array`). Keys are taken in id order, so two writers never deadlock. On an
 connection in autocommit the statement is its own transaction, one round trip with its commit;
 inside a caller's page transaction it is a part of it, with no savepoint (one statement cannot
 half-apply; its failure fails the page). Its count is of rows inserted or updated; a row the
-guard refuses is locked, never rewritten (its `xmin` stays). The ways tried, over the pages
-`bench/pg_write.py` writes (deals, 50,000 rows in pages of 100, one transaction each; CPU
-seconds of the writing process + of the server backend):
-
-- the binary `COPY` into a temporary table made and dropped per page, then the same `INSERT ...
-  SELECT` from it, which this replaces: 0.8 + 1.9 s. `CREATE TEMP TABLE` was a third of a page's
-  time and left ~51 dead catalog tuples a page (`pg_class`, `pg_attribute`, `pg_type`,
-  `pg_depend`) for autovacuum;
-- a temporary table made once per connection and column set (`ON COMMIT DELETE ROWS`) and
-  reused: 0.5 + 0.55 s, and two round trips a page more than one statement (a COPY has an
-  exchange of its own before the merge, and cannot be pipelined);
-- `unnest` of arrays psycopg dumps from Python lists (`binary=True` or text): 1.6 + 0.55 s,
-  its list dumper a Python call per value;
-- the same arrays encoded here: each column's values dumped by its type's binary dumper into
-  the array's elements at C speed (`format_row_binary`, what binary COPY runs per row, whose
-  fields are laid out as an array's elements are), behind the array's head (`ARRAY_HEAD`): 0.2 +
-  0.4 s with `unnest(...)` in `FROM` (which materialises each of them first), 0.2 + 0.3 s in
-  the select list (evaluated in step, a row at a time): this.
+guard refuses is locked, never rewritten (its `xmin` stays). The ways tried, and what each cost, are `sync.store.pg.arrays`'.
 
 A page costs the server about twice what a bare COPY of its rows does: the merge's index
 probe, speculative insert and its confirmation for each row (three WAL records), where COPY only
@@ -70,174 +53,46 @@ second of one page per transaction (one round trip and one commit each), the mor
 and the server each find a core of their own (`docs/benchmarks.md`).
 
 **Schema.** `ensure` creates the schema and table (`id bigint PRIMARY KEY` and the batch's
-columns) and adds columns (`ADD COLUMN IF NOT EXISTS`) in a transaction of its own before the
-page's, as the SQLite store changes its schema first. Types come from the spec's declarations
-(`sync.model.columns`): integers `bigint`, booleans `boolean` (staged as 0/1), numbers `double
-precision` (SQLite's REAL, so values compare as in the SQLite mirror; `numeric` would read
-10.2 back as a Decimal), strings and decimals-as-strings `text`, the spec's object and array
-attributes (`JSON_ATTRIBUTES`) `jsonb`. Date fields stay `text`, `COLLATE "C"`: the absolute
-stamps are normalised on staging to `YYYY-MM-DDTHH:MM:SS.sssZ` (`sync.model.stamps`), so byte
-order is time order and the guard compares them exactly as SQLite's does (relative ones are kept
-as served, as in SQLite); `timestamptz` can come later, with a conversion on both sides. An
-attribute the spec does not list is inferred from the batch's values (`bigint`, then `double
-precision`, then `text`; objects and arrays arrive as JSON text, as in SQLite) and widened the
-same way when a later value does not fit (`ALTER COLUMN ... TYPE`: the table is rewritten under
-an exclusive lock, as SQLite's `transform` rebuilds it); one whose values are all null is not created until one
-is not. An attribute named as a system column (`xmin`) or longer than 63 bytes is not stored
-(`usable`). A text value with a NUL character (PostgreSQL text cannot hold one; SQLite can) is
-stored with U+FFFD in its place, and so is one inside a jsonb value.
+columns) and adds or widens columns in a transaction of its own before the page's, as the
+SQLite store changes its schema first; which type each column takes is `sync.store.pg.columns`'.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import struct
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
-from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any
 
-import orjson
 import psycopg
 from psycopg import abc, pq, sql
-from psycopg.adapt import Dumper, Transformer
-from psycopg.types.json import Jsonb
+from psycopg.adapt import Transformer
 
-try:  # psycopg >= 3.2; the C implementation when psycopg[binary] is installed
-    from psycopg._copy_base import format_row_binary
-except ImportError:  # pragma: no cover - psycopg 3.1
-    from psycopg.copy import format_row_binary  # type: ignore[attr-defined,no-redef]
-
-from sync.model import catalogue
-from sync.model.columns import COLUMN_TYPES, KEY_COLUMNS, VALUE_KINDS
-from sync.model.stamps import ABSOLUTE
 from sync.pipeline.batches import Staged
-from sync.pipeline.encoding import dumps
 from sync.store.pg import changes, links, memberships
+from sync.store.pg.arrays import (
+    ARRAY_HEAD,
+    FIELD_COUNT,
+    Array,
+    ArrayDumper,
+    array_type,
+    format_row_binary,
+)
+from sync.store.pg.columns import (
+    CONVERT,
+    UPDATED_AT,
+    WIDEN_USING,
+    WIDER,
+    Column,
+    declared,
+    inferred,
+    latest_copies,
+    plain_texts,
+    to_text,
+    usable,
+)
 from sync.store.pg.links import Links
-
-BIGINT = "bigint"
-DOUBLE = "double precision"
-TEXT = "text"
-BOOLEAN = "boolean"
-JSONB = "jsonb"
-#: A date field: text compared byte by byte, as SQLite compares it.
-STAMP = 'text COLLATE "C"'
-#: Inferred types in widening order: a column only ever moves right.
-WIDER = (BIGINT, DOUBLE, TEXT)
-#: How a column is changed to a wider inferred type.
-WIDEN_USING = {DOUBLE: "double precision", TEXT: "text"}
-
-#: The attributes the spec types object or array. `sync.model.columns` declares them TEXT (the
-#: SQLite mirror keeps them as JSON text); here they are `jsonb`, queryable as JSON.
-JSON_ATTRIBUTES: dict[str, frozenset[str]] = {
-    "stores": frozenset({"structured_hours"}),
-    "programs": frozenset({"properties"}),
-    "social_feeds": frozenset({"properties"}),
-}
-
-#: Names PostgreSQL keeps for its system columns: an attribute so named cannot be a column.
-SYSTEM_COLUMNS = frozenset({"tableoid", "xmin", "cmin", "xmax", "cmax", "ctid", "oid"})
-#: PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1): a longer one is truncated, so
-#: two long attribute names could meet in one column.
-MAX_NAME = 63
-
-#: The stamp the guard compares.
-UPDATED_AT = "updated_at"
-#: PostgreSQL type oids the writer converts values for (others are bound as staged).
-TEXT_OID = 25
-JSONB_OID = 3802
-
-
-def declared(table: str, column: str) -> str | None:
-    """The PostgreSQL type of `column` of `table` from the spec's declarations, or None for an
-    attribute the spec does not list (inferred from its values: `inferred`)."""
-    affinity = COLUMN_TYPES.get(table, KEY_COLUMNS).get(column)
-    if affinity is None:
-        return None
-    if affinity == "INTEGER":
-        return BOOLEAN if VALUE_KINDS.get(table, {}).get(column) == "boolean" else BIGINT
-    if affinity == "REAL":
-        return DOUBLE
-    if column in JSON_ATTRIBUTES.get(table, ()):
-        return JSONB
-    rtype = catalogue.TYPES.get(table)
-    if column in ABSOLUTE or (rtype is not None and column in rtype.date_fields):
-        return STAMP
-    return TEXT
-
-
-def usable(column: str) -> bool:
-    """Whether an attribute can be a column here: not a system column's name, nor longer than
-    PostgreSQL keeps. Like the names staging leaves out (`sync.pipeline.staging.safe_name`), an
-    attribute that cannot be one is not stored, and the rest of its row is."""
-    return column not in SYSTEM_COLUMNS and len(column.encode()) <= MAX_NAME
-
-
-def inferred(values: Iterable[Any]) -> str | None:
-    """The narrowest of `WIDER` that holds every value as staged, None when all are null."""
-    widest = -1
-    for v in values:
-        if v is None:
-            continue
-        kind = type(v)
-        rank = 0 if kind is int or kind is bool else 1 if kind is float else 2
-        if rank > widest:
-            widest = rank
-            if rank == 2:
-                break
-    return WIDER[widest] if widest >= 0 else None
-
-
-@dataclass(frozen=True)
-class Column:
-    """A column as the server has it: its type's oid (the elements of the array bound for it),
-    its name, and the oid of the array of that type (the parameter's type)."""
-
-    oid: int
-    type: str
-    array_oid: int = 0
-
-
-class Array:
-    """One column of a page as a one-dimensional PostgreSQL array in binary format, encoded by
-    `PageWriter` and bound as it is (`ArrayDumper`): a subclass per array type (`array_type`)
-    names its oid."""
-
-    __slots__ = ("data",)
-    oid: ClassVar[int] = 0
-
-    def __init__(self, data: bytes | bytearray) -> None:
-        self.data = data
-
-
-class ArrayDumper(Dumper):
-    """Binds an `Array` as the parameter of its array type, its bytes as they are."""
-
-    format = pq.Format.BINARY
-
-    def __init__(self, cls: type, context: Any = None) -> None:
-        super().__init__(cls, context)
-        self.oid = getattr(cls, "oid", 0)
-
-    def dump(self, obj: Any) -> bytes | bytearray:
-        data: bytes | bytearray = obj.data
-        return data
-
-
-_ARRAY_TYPES: dict[int, type[Array]] = {}
-
-
-def array_type(oid: int) -> type[Array]:
-    """The `Array` subclass of the array type `oid` (made once)."""
-    found = _ARRAY_TYPES.get(oid)
-    if found is None:
-        found = _ARRAY_TYPES[oid] = type(f"Array{oid}", (Array,), {"__slots__": (), "oid": oid})
-    return found
 
 
 @dataclass(frozen=True)
@@ -267,106 +122,6 @@ def _getter(
         return lambda row: (row[0],)
     getter: Callable[[tuple[Any, ...]], tuple[Any, ...]] = itemgetter(*positions)
     return getter
-
-
-#: The head of a one-dimensional binary array: dimensions, has nulls, element type, length,
-#: lower bound; the elements follow, each its length (-1 for null) and bytes, as a binary COPY
-#: row's fields are (which `format_row_binary` writes after its field count).
-ARRAY_HEAD = struct.Struct("!iiiii")
-#: The field count a binary COPY row starts with, dropped from an array's elements.
-FIELD_COUNT = 2
-#: The types of a text column's values written as they are (no NUL in any string).
-PLAIN_TEXT = frozenset({str, type(None)})
-
-
-def _as_is(text: Any) -> Any:
-    """The `dumps` of a jsonb value already serialised."""
-    return text
-
-
-def _no_nul(value: Any) -> Any:
-    """`value` (parsed JSON) with every NUL character of its strings, keys too, as U+FFFD."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_nul(v) for v in value]
-    return value
-
-
-def _json_text(text: str) -> bool:
-    """Whether `text` is the JSON text of an object or array (as staging encodes them)."""
-    if text[:1] not in ("{", "["):
-        return False
-    try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        try:  # an integer beyond 64 bits: orjson refuses it, the standard library reads it
-            parsed = json.loads(text)
-        except ValueError:
-            return False
-    return isinstance(parsed, dict | list)
-
-
-def to_text(value: Any) -> str:
-    """A staged value for a text column: a number as its text (as SQLite's TEXT affinity
-    stores it), NUL as U+FFFD."""
-    if type(value) is not str:
-        return str(value)
-    return value.replace("\x00", "\ufffd") if "\x00" in value else value
-
-
-def to_jsonb(value: Any) -> Jsonb:
-    """A staged value for a jsonb column. Staging encodes objects and arrays as JSON text, which
-    is passed on as it is; any other value (a string, a number) is stored as a JSON scalar. A
-    string that is itself valid JSON text of an object or array cannot be told from one, and is
-    stored as that object or array."""
-    text = value if type(value) is str and _json_text(value) else dumps(value).decode()
-    if "\\u0000" in text:  # jsonb refuses NUL in its strings
-        text = json.dumps(_no_nul(json.loads(text)), ensure_ascii=False, separators=(",", ":"))
-    return Jsonb(text, dumps=_as_is)
-
-
-def json_value(text: str) -> Jsonb:
-    """JSON text (of any value, as `orjson.dumps` writes it) for a jsonb column, as it is: what
-    the SQLite mirror keeps as JSON text outside the typed columns (a press release's
-    attachments, a mall's current hours: `sync.store.pg.press`, `sync.store.pg.hours`), where
-    `to_jsonb` takes a staged value (`null` here is the JSON null, `"s"` the string s). NUL in
-    its strings becomes U+FFFD, as in `to_jsonb`."""
-    if "\\u0000" in text:  # jsonb refuses NUL in its strings
-        text = json.dumps(_no_nul(json.loads(text)), ensure_ascii=False, separators=(",", ":"))
-    return Jsonb(text, dumps=_as_is)
-
-
-#: The value conversions per column type oid; a type not named binds values as staged.
-CONVERT: dict[int, Callable[[Any], Any]] = {TEXT_OID: to_text, JSONB_OID: to_jsonb}
-
-
-def plain_texts(values: Iterable[Any]) -> bool:
-    """Whether every value is a string without NUL, or null: text columns' values to bind as
-    they are, no `to_text` call each (checked at C speed: a page's text columns at once)."""
-    flat = list(values)
-    return set(map(type, flat)) <= PLAIN_TEXT and "\x00" not in "".join(filter(None, flat))
-
-
-def latest_copies(rows: Sequence[tuple[Any, ...]], stamp: int | None) -> list[tuple[Any, ...]]:
-    """The rows in id order, one per id: of several copies, the one SQLite's row-by-row guarded
-    upsert would leave (a later copy replaces an earlier one unless it is older; a missing stamp
-    loses to a present one). `stamp` is the position of `updated_at` in a row, or None."""
-    if len({r[0] for r in rows}) == len(rows):
-        return sorted(rows, key=itemgetter(0))
-    kept: dict[int, tuple[Any, ...]] = {}
-    for row in rows:
-        held = kept.get(row[0])
-        if (
-            held is None
-            or stamp is None
-            or held[stamp] is None
-            or (row[stamp] is not None and row[stamp] >= held[stamp])
-        ):
-            kept[row[0]] = row
-    return sorted(kept.values(), key=itemgetter(0))
 
 
 class PageWriter:
@@ -740,141 +495,3 @@ class PageWriter:
         if self.bulk or not self.columns(changes.FEED):
             return None
         return changes.LinkNotes(self.conn, self.schema)
-
-
-class PageGroup:
-    """Several pages to a transaction, when the caller says so (a backfill): the PostgreSQL side
-    of the SQLite mirror's group commit (`sync.store.groupcommit`); one transaction per page
-    (`PageWriter.write`, `PageWriter.write_page`) stays the default.
-
-    Used as a context manager over one `PageWriter`, on an idle connection in autocommit. The
-    open group is a transaction in pipeline mode, committed once `pages` pages are in it or it
-    is `seconds` old (so readers see a bulk load progress), and at the end of the block:
-    `write` sends a batch's guarded upsert (`PageWriter.send`, the statement a batch written
-    alone runs) without waiting for it, so the client encodes the next page while the server
-    merges this one; `write_page` writes a whole page as `PageWriter.write_page` does (rows,
-    links, memberships: `page_writes`), waiting only where it reads (the links' guard and held
-    lists), with no savepoint per page (a transaction with more than 64 subtransactions slows
-    every reader's snapshots). A schema change (`changes_schema`, `page_changes_schema`)
-    commits the open group first and is made in a transaction of its own, as a page written
-    alone makes it. A failure, in a page's statements or in the block, rolls the open group
-    back as a whole and is raised (at the latest when the group syncs): as SQLite's group, a
-    group commits or rolls back with every page in it, so pages and their checkpoints go
-    together, and a crash or an error loses at most the open group, which a backfill fetches
-    again. Statements the caller runs on the connection between writes are a part of the open
-    group.
-
-    The guard is the page's own, statement by statement. The keys of each page are taken in id
-    order, those of a group page after page: a second writer of the same rows could deadlock
-    with a group (PostgreSQL would roll one back), which the active lock (`sync.store.pg.lock`)
-    rules out. `written` counts the rows inserted or updated by the committed groups.
-    """
-
-    def __init__(self, writer: PageWriter, pages: int, seconds: float = 2.0) -> None:
-        if pages < 1:
-            raise ValueError(f"a group holds at least one page, not {pages}")
-        self.writer = writer
-        self.conn = writer.conn
-        self.size = pages
-        self.seconds = seconds
-        #: Rows inserted or updated by the groups committed so far, and their number.
-        self.written = 0
-        self.commits = 0
-        self._open: contextlib.ExitStack | None = None
-        self._sent: list[psycopg.Cursor[Any]] = []  # upserts sent, their counts not read yet
-        self._counted = 0  # rows the open group's whole pages wrote
-        self._pages = 0
-        self._began = 0.0
-
-    def __enter__(self) -> PageGroup:
-        if (
-            not self.conn.autocommit
-            or self.conn.info.transaction_status != pq.TransactionStatus.IDLE
-        ):
-            raise RuntimeError(
-                "a PostgreSQL page group needs a connection in autocommit, outside a transaction"
-            )
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            self.commit()
-        else:
-            self._rollback(exc_type, exc, tb)
-
-    def write(self, b: Staged) -> None:
-        """A batch's rows into the open group (opening one) as a page of their own: its schema
-        ensured first, then its upsert sent; the group committed when full or old enough."""
-        if self.writer.changes_schema(b):
-            self.commit()
-            self.writer.ensure(b)
-
-        def send() -> None:
-            cur = self.writer.send(b)
-            if cur is not None:
-                self._sent.append(cur)
-
-        self._page(send)
-
-    def write_page(self, batches: Sequence[Staged]) -> None:
-        """A whole page (`PageWriter.write_page`'s writes) into the open group (opening one):
-        its schema ensured first; the group committed when full or old enough."""
-        if self.writer.page_changes_schema(batches):
-            self.commit()
-            self.writer.ensure_page(batches)
-
-        def writes() -> None:
-            self._counted += self.writer.page_writes(batches)
-
-        self._page(writes)
-
-    def _page(self, writes: Callable[[], None]) -> None:
-        """A page's `writes` in the open group, opened first when none is."""
-        if self._open is None:
-            group = contextlib.ExitStack()
-            try:
-                group.enter_context(self.conn.pipeline())
-                group.enter_context(self.conn.transaction())
-            except BaseException:
-                group.close()
-                raise
-            self._open = group
-            self._began = time.monotonic()
-        try:
-            writes()
-        except BaseException as exc:
-            self._rollback(type(exc), exc, exc.__traceback__)
-            raise
-        self._pages += 1
-        if self._pages >= self.size or time.monotonic() - self._began >= self.seconds:
-            self.commit()
-
-    def commit(self) -> None:
-        """Commit the open group, if any (waiting for the server), and count its rows."""
-        group, self._open = self._open, None
-        if group is None:
-            return
-        try:
-            group.close()  # COMMIT; the pipeline synced and left
-        finally:
-            sent, counted = self._sent, self._counted
-            self._sent, self._counted, self._pages = [], 0, 0
-        self.written += counted + sum(cur.rowcount for cur in sent)
-        self.commits += 1
-
-    def _rollback(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Roll the open group back (its transaction left with the error)."""
-        group, self._open = self._open, None
-        self._sent, self._counted, self._pages = [], 0, 0
-        if group is not None:
-            group.__exit__(exc_type, exc, tb)

@@ -24,7 +24,7 @@ writers).
 first, then byte order; a key given twice only once), so its text can differ from SQLite's
 while the JSON it holds is equal; `image` absent is the JSON `null`, as SQLite's text 'null'
 (not SQL NULL). PostgreSQL text cannot hold NUL: a text field, or a string inside a JSON one,
-with one is stored with U+FFFD in its place (`sync.store.pg.pagewrite.json_value`).
+with one is stored with U+FFFD in its place (`sync.store.pg.columns.json_value`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from sync.store.pg.bookkeeping import (
     no_nul,
     statement,
 )
-from sync.store.pg.pagewrite import json_value
+from sync.store.pg.columns import json_value
 from sync.store.press import (
     CATEGORIES,
     COLUMNS,

@@ -21,7 +21,7 @@ from psycopg import sql
 
 from sync.model import catalogue
 from sync.pipeline.batches import Staged
-from sync.store.pg import changes, pagewrite
+from sync.store.pg import changes, columns
 from sync.store.pg import links as pg_links
 from sync.store.pg.pagewrite import PageWriter
 from tests.support.store_sides import SCHEMA, PostgresSide, Side, SQLiteSide, open_side
@@ -335,7 +335,7 @@ def test_a_to_one_column_is_the_page_write_s_type(pg: PostgresSide) -> None:
         " AND table_name = 'job_listings' AND column_name = 'store_id'",
         SCHEMA,
     )
-    assert typ == [(pagewrite.declared("job_listings", "store_id"),)] == [("bigint",)]
+    assert typ == [(columns.declared("job_listings", "store_id"),)] == [("bigint",)]
 
 
 def test_a_bulk_load_notes_no_links_and_the_feed_s_constants_are_the_page_write_s(
@@ -350,4 +350,4 @@ def test_a_bulk_load_notes_no_links_and_the_feed_s_constants_are_the_page_write_
     assert _images(pg) == [(1, 6, 0)]
     assert _feed(pg, mark) == []
     assert pg_links.feed_notes(pg.conn, SCHEMA, bulk=True) is None
-    assert (changes.MAX_NAME, changes.STAMP) == (pagewrite.MAX_NAME, pagewrite.STAMP)
+    assert (changes.MAX_NAME, changes.STAMP) == (columns.MAX_NAME, columns.STAMP)

@@ -4,9 +4,9 @@ bound as arrays), against a real PostgreSQL.
 Every test writes into a fresh database (`pg_db`) on the private server the suite starts
 (`tests.support.postgres`): a newer stamp is written, an older one refused, an unchanged
 rewrite leaves the row's version (`xmin`) and the table's dead tuples as they were, an equal
-stamp with new content is written, columns are added and typed from the spec, several pages go
-in one transaction when a group says so (`PageGroup`), and the server itself runs as an
-unprivileged user when the tests run as root.
+stamp with new content is written, columns are added and typed from the spec, and the server
+itself runs as an unprivileged user when the tests run as root. Groups of pages are
+`test_pagegroup.py`'s.
 """
 
 from __future__ import annotations
@@ -24,19 +24,10 @@ import pytest
 from psycopg import sql
 
 from sync.pipeline.batches import Staged
-from sync.store.pg.pagewrite import (
-    BIGINT,
-    DOUBLE,
-    TEXT,
-    PageGroup,
-    PageWriter,
-    declared,
-    inferred,
+from sync.store.pg.columns import (
     json_value,
-    latest_copies,
-    to_jsonb,
-    to_text,
 )
+from sync.store.pg.pagewrite import PageWriter
 from tests.support.paths import ROOT
 from tests.support.postgres import ENV_DSN, SERVER_USER
 from tests.support.store_units import staged
@@ -260,42 +251,6 @@ def test_copies_of_one_id_in_a_batch_leave_the_newest(conn: psycopg.Connection[A
     assert _rows(conn, "deals", "title") == [(1, "newest"), (2, "b")]
 
 
-def test_latest_copies_follows_the_row_by_row_guard() -> None:
-    rows = [(2, "x", T1), (1, "a", T1), (1, "b", T1), (1, "c", T0), (3, "n", None), (3, "m", T0)]
-    assert latest_copies(rows, 2) == [(1, "b", T1), (2, "x", T1), (3, "m", T0)]
-    assert latest_copies([(1, "a"), (1, "b")], None) == [(1, "b")]
-    assert latest_copies([(2, "b"), (1, "a")], None) == [(1, "a"), (2, "b")]
-
-
-def test_declared_and_inferred_types() -> None:
-    assert declared("deals", "is_local") == "boolean"
-    assert declared("deals", "display_order") is None  # an articles attribute, not a deal's
-    assert declared("articles", "display_order") == BIGINT
-    assert declared("malls", "latitude") == DOUBLE
-    assert declared("stores", "opening_date") == 'text COLLATE "C"'
-    assert declared("events", "start_at") == 'text COLLATE "C"'
-    assert declared("programs", "properties") == "jsonb"
-    assert declared("events", "mall_id") == BIGINT
-    assert declared("hours", "mall_id") == BIGINT  # not a catalogued type: its keys still are
-    assert [inferred(v) for v in ([None, 1], [1, 2.5], [1, "a", 2.0], [None], [])] == [
-        BIGINT,
-        DOUBLE,
-        TEXT,
-        None,
-        None,
-    ]
-
-
-def test_values_are_bound_as_their_column_takes_them() -> None:
-    assert to_text(7) == "7" and to_text(2.5) == "2.5" and to_text("a\x00b") == "a\ufffdb"
-    assert to_jsonb('{"a":1}').obj == '{"a":1}'  # JSON text as staged: passed on as it is
-    assert to_jsonb("[draft] sale").obj == '"[draft] sale"'  # a plain string: a JSON string
-    assert to_jsonb("open late").obj == '"open late"'
-    assert to_jsonb(3).obj == "3"
-    assert to_jsonb('{"n": 123456789012345678901234567890}').obj.startswith('{"n"')
-    assert to_jsonb('["a\\u0000b"]').obj == '["a\ufffdb"]'
-
-
 def test_a_jsonb_value_with_a_nul_is_written(conn: psycopg.Connection[Any]) -> None:
     program = {
         "id": "1",
@@ -383,113 +338,6 @@ def test_a_batch_of_ids_alone_inserts_new_rows_and_leaves_the_rest(
     assert bare.columns == ("note",)  # all null: no column, the batch binds its ids alone
     assert writer.write(bare) == 1
     assert _rows(conn, "tags", "name") == [(1, "sale"), (2, None)]
-
-
-def test_a_group_writes_several_pages_in_one_transaction(
-    conn: psycopg.Connection[Any], pg_db: str
-) -> None:
-    writer = PageWriter(conn, SCHEMA)
-    writer.write(_deals(_deal(1, T1, "a")))
-    with psycopg.connect(pg_db, autocommit=True) as other:
-
-        def seen() -> int:
-            row = other.execute("SELECT count(*) FROM ccsync.deals").fetchone()
-            return int(row[0]) if row else 0
-
-        with PageGroup(writer, pages=3) as group:
-            group.write(_deals(_deal(2, T1, "b"), _deal(1, T0, "older")))
-            group.write(_deals(_deal(3, T1, "c"), _deal(1, T1, "a")))  # unchanged: not written
-            assert seen() == 1 and group.written == 0  # nothing committed yet
-            group.write(_deals(_deal(4, T1, "d")))  # the third page: the group commits
-            assert seen() == 4 and group.written == 3 and group.commits == 1
-            group.write(_deals(_deal(5, T1, "e"), _deal(2, T2, "newer")))
-            assert seen() == 4
-        assert seen() == 5 and group.written == 5 and group.commits == 2
-    assert _rows(conn, "deals", "title") == [(1, "a"), (2, "newer"), (3, "c"), (4, "d"), (5, "e")]
-    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-
-
-def test_a_group_commits_before_a_schema_change_and_rolls_back_whole(
-    conn: psycopg.Connection[Any],
-) -> None:
-    writer = PageWriter(conn, SCHEMA)
-    with pytest.raises(RuntimeError, match="page failed"), PageGroup(writer, pages=10) as group:
-        group.write(_deals(_deal(1, T1, "a")))  # a new table: made before the group opens
-        group.write(_deals(_deal(2, T1, "b")))
-        group.write(_deals(_deal(3, T1, "c", rank=1)))  # a new column: the group commits first
-        assert group.commits == 1 and group.written == 2
-        group.write(_deals(_deal(4, T1, "d", rank=2)))
-        raise RuntimeError("page failed")
-    assert _rows(conn, "deals", "title, rank") == [(1, "a", None), (2, "b", None)]
-    assert _types(conn, "deals")["rank"] == ("bigint", None)
-    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    with PageGroup(writer, pages=10) as group:
-        group.write(_deals(_deal(3, T1, "c", rank=1), _deal(4, T1, "d", rank=2)))
-    assert group.written == 2
-    with conn.transaction(), pytest.raises(RuntimeError, match="outside a transaction"):
-        PageGroup(writer, pages=10).__enter__()
-
-
-def test_a_group_rolls_back_on_a_failed_statement(conn: psycopg.Connection[Any]) -> None:
-    writer = PageWriter(conn, SCHEMA)
-    writer.write(_deals(_deal(1, T1, "a")))
-    conn.execute("ALTER TABLE ccsync.deals ADD CHECK (title <> 'refused')")
-    with pytest.raises(psycopg.errors.CheckViolation), PageGroup(writer, pages=10) as group:
-        group.write(_deals(_deal(2, T1, "b")))
-        group.write(_deals(_deal(3, T1, "refused")))
-        group.write(_deals(_deal(4, T1, "d")))
-    assert _rows(conn, "deals", "title") == [(1, "a")]
-    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    assert writer.write(_deals(_deal(2, T1, "b"))) == 1
-
-
-def test_a_group_writes_whole_pages_with_their_links_and_memberships(
-    conn: psycopg.Connection[Any], pg_db: str
-) -> None:
-    def deal(rid: int, updated: str, *images: int) -> dict[str, Any]:
-        resource = _deal(rid, updated, f"deal {rid}")
-        resource["relationships"] = {
-            "images": {"data": [{"type": "images", "id": str(i)} for i in images]}
-        }
-        return resource
-
-    def store(rid: int, mall: int) -> list[Staged]:
-        resource = {"id": str(rid), "type": "stores", "attributes": {"name": "s", "updated_at": T0}}
-        return staged("stores", [resource], mall_id=mall)
-
-    writer = PageWriter(conn, SCHEMA)
-    writer.ensure_page(staged("deals", [deal(1, T1, 7)]))
-    writer.write_page(staged("deals", [deal(1, T1, 7)]))
-    with psycopg.connect(pg_db, autocommit=True) as other:
-
-        def held() -> list[tuple[Any, ...]]:
-            return [
-                tuple(r)
-                for r in other.execute(
-                    "SELECT deals_id, images_id, position FROM ccsync.deals_images"
-                    " ORDER BY deals_id, position"
-                ).fetchall()
-            ]
-
-        with PageGroup(writer, pages=4) as group:
-            group.write_page(staged("deals", [deal(2, T1, 8, 9), deal(1, T0, 6)]))  # 1: older
-            group.write_page(store(5, mall=4))  # a new table and membership table: commits
-            assert group.commits == 1 and group.written == 1
-            group.write_page(staged("deals", [deal(3, T1, 9)]))
-            group.write(_deals(_deal(4, T1, "rows alone")))
-            assert held() == [(1, 7, 0), (2, 8, 0), (2, 9, 1)]  # the open group: not yet
-            group.write_page(staged("deals", [deal(1, T2, 5)]))  # the fourth page: commits
-            assert group.commits == 2 and group.written == 5
-        assert held() == [(1, 5, 0), (2, 8, 0), (2, 9, 1), (3, 9, 0)]
-    assert _rows(conn, "stores", "mall_id") == [(5, 4)]
-    assert conn.execute("SELECT malls_id, stores_id FROM ccsync.malls_stores").fetchall() == [
-        (4, 5)
-    ]
-    with pytest.raises(RuntimeError, match="page failed"), PageGroup(writer, pages=3) as group:
-        group.write_page(staged("deals", [deal(6, T1, 1)]))
-        raise RuntimeError("page failed")
-    assert [r[0] for r in _rows(conn, "deals", "title")] == [1, 2, 3, 4]
-    assert conn.execute("SELECT count(*) FROM ccsync.deals_images").fetchone() == (4,)
 
 
 def test_two_writers_of_overlapping_pages_never_deadlock(pg_db: str) -> None:

@@ -26,19 +26,9 @@ from sync.store.backfills import COMPLETED_KEY, STARTED_KEY, BackfillState, Page
 from sync.store.pg import backfills
 from sync.store.pg.backfills import TABLES, Backfills, ensure_backfills
 from sync.store.pg.bookkeeping import Meta, exists
-from tests.support.twin_books import Twin, postgres_twin, shapes, sqlite_twin
+from tests.support.twin_books import Twin, shapes
 
 T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
-    """Either store with its books, empty (the PostgreSQL server is started only for the
-    `postgres` runs)."""
-    if request.param == "sqlite":
-        yield from sqlite_twin(tmp_path)
-    else:
-        yield from postgres_twin(request.getfixturevalue("pg_db"))
 
 
 def _backfills(twin: Twin) -> Any:

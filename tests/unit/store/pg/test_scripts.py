@@ -29,7 +29,7 @@ from sync.store.pg import scripts
 from sync.store.pg.bookkeeping import SCHEMA, exists
 from sync.store.pg.scripts import TABLES, PgScripts, Scripts, ensure_scripts
 from tests.support.twin_books import SCHEMA as TWIN_SCHEMA
-from tests.support.twin_books import Twin, postgres_twin, shapes, sqlite_twin
+from tests.support.twin_books import Twin, shapes
 
 DEALS = catalogue.TYPES["deals"]
 STORES = catalogue.TYPES["stores"]
@@ -39,16 +39,6 @@ C = {"content": 7}
 STORED = (
     "SELECT type, channel, position, script_type, content FROM meta_scripts ORDER BY type, position"
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
-    """Either store with its books, empty (the PostgreSQL server is started only for the
-    `postgres` runs)."""
-    if request.param == "sqlite":
-        yield from sqlite_twin(tmp_path)
-    else:
-        yield from postgres_twin(request.getfixturevalue("pg_db"))
 
 
 def _scripts(twin: Twin) -> Any:

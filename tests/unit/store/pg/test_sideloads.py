@@ -13,7 +13,6 @@ the prune is an anti-join, and a caller without autocommit commits it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +30,6 @@ from tests.support.twin_books import Twin, postgres_twin, sqlite_twin
 T0, T1 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z"
 JOBS = catalogue.TYPES["job_listings"]
 SIDELOADED = ["images", "tags"]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
-    """Either store with its books, empty (the PostgreSQL server is started only for the
-    `postgres` runs)."""
-    if request.param == "sqlite":
-        yield from sqlite_twin(tmp_path)
-    else:
-        yield from postgres_twin(request.getfixturevalue("pg_db"))
 
 
 def _mod(twin: Twin) -> Any:

@@ -26,19 +26,9 @@ from sync.store.pg.bookkeeping import SCHEMA, Cursors, exists
 from sync.store.pg.schema import Schema
 from sync.store.pg.status import TABLES, TypeStatuses, ensure_status
 from sync.store.status import TypeStatus
-from tests.support.twin_books import Twin, postgres_twin, shapes, sqlite_twin
+from tests.support.twin_books import Twin, shapes
 
 T0, T1, T2 = "2026-01-01T00:00:05.000Z", "2026-01-01T00:00:06.000Z", "2026-01-01T00:00:04.000Z"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
-    """Either store with its books, empty (the PostgreSQL server is started only for the
-    `postgres` runs)."""
-    if request.param == "sqlite":
-        yield from sqlite_twin(tmp_path)
-    else:
-        yield from postgres_twin(request.getfixturevalue("pg_db"))
 
 
 def _types(twin: Twin) -> Any:

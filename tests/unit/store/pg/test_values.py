@@ -27,17 +27,7 @@ from sync.store.pg import values
 from sync.store.pg.bookkeeping import SCHEMA, exists
 from sync.store.pg.values import TABLES, PgValues, ValueNotes, ensure_values
 from tests.support.twin_books import SCHEMA as TWIN_SCHEMA
-from tests.support.twin_books import Twin, postgres_twin, shapes, sqlite_twin
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
-    """Either store with its books, empty (the PostgreSQL server is started only for the
-    `postgres` runs)."""
-    if request.param == "sqlite":
-        yield from sqlite_twin(tmp_path)
-    else:
-        yield from postgres_twin(request.getfixturevalue("pg_db"))
+from tests.support.twin_books import Twin, shapes
 
 
 def _notes(twin: Twin) -> Any:

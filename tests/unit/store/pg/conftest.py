@@ -1,0 +1,20 @@
+"""The PostgreSQL store's contract tests: fixtures shared by several of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.twin_books import Twin, postgres_twin, sqlite_twin
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
+    """Either store with its books, empty (the PostgreSQL server is started only for the
+    `postgres` runs)."""
+    if request.param == "sqlite":
+        yield from sqlite_twin(tmp_path)
+    else:
+        yield from postgres_twin(request.getfixturevalue("pg_db"))

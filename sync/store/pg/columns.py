@@ -34,6 +34,8 @@ from operator import itemgetter
 from typing import Any
 
 import orjson
+import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from sync.model import catalogue
@@ -216,3 +218,36 @@ def latest_copies(rows: Sequence[tuple[Any, ...]], stamp: int | None) -> list[tu
         ):
             kept[row[0]] = row
     return sorted(kept.values(), key=itemgetter(0))
+
+
+def alter_columns(
+    conn: psycopg.Connection[Any],
+    target: sql.Identifier,
+    add: Sequence[tuple[str, str]],
+    widen: Sequence[tuple[str, str]],
+) -> None:
+    """Add the (column, type) pairs of `add` to table `target` (one statement; a column another
+    writer added meanwhile is kept) and widen each of `widen` to its type along `WIDER` (the
+    table is rewritten under an exclusive lock), in the caller's transaction."""
+    if add:
+        conn.execute(
+            sql.SQL("ALTER TABLE {} {}").format(
+                target,
+                sql.SQL(", ").join(
+                    sql.SQL("ADD COLUMN IF NOT EXISTS {} {}").format(sql.Identifier(c), sql.SQL(t))
+                    for c, t in add
+                ),
+            ),
+            prepare=False,
+        )
+    for column, kind in widen:
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
+                target,
+                sql.Identifier(column),
+                sql.SQL(kind),
+                sql.Identifier(column),
+                sql.SQL(WIDEN_USING[kind]),
+            ),
+            prepare=False,
+        )

@@ -54,8 +54,8 @@ from sync.store.pg.columns import (
     BIGINT,
     DOUBLE,
     TEXT,
-    WIDEN_USING,
     WIDER,
+    alter_columns,
     json_value,
     usable,
 )
@@ -160,30 +160,7 @@ def ensure_table(schema: Schema, rows: Sequence[dict[str, Any]]) -> dict[str, st
                     ),
                     prepare=False,
                 )
-            if add:
-                conn.execute(
-                    sql.SQL("ALTER TABLE {} {}").format(
-                        target,
-                        sql.SQL(", ").join(
-                            sql.SQL("ADD COLUMN IF NOT EXISTS {} {}").format(
-                                sql.Identifier(c), sql.SQL(t)
-                            )
-                            for c, t in add
-                        ),
-                    ),
-                    prepare=False,
-                )
-            for column, kind in widen:
-                conn.execute(
-                    sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
-                        target,
-                        sql.Identifier(column),
-                        sql.SQL(kind),
-                        sql.Identifier(column),
-                        sql.SQL(WIDEN_USING[kind]),
-                    ),
-                    prepare=False,
-                )
+            alter_columns(conn, target, add, widen)
     finally:
         schema.forget(HOURS)
     return _types(schema)

@@ -82,9 +82,9 @@ from sync.store.pg.arrays import (
 from sync.store.pg.columns import (
     CONVERT,
     UPDATED_AT,
-    WIDEN_USING,
     WIDER,
     Column,
+    alter_columns,
     declared,
     inferred,
     latest_copies,
@@ -237,30 +237,7 @@ class PageWriter:
                         ),
                         prepare=False,
                     )
-                if add:
-                    self.conn.execute(
-                        sql.SQL("ALTER TABLE {} {}").format(
-                            target,
-                            sql.SQL(", ").join(
-                                sql.SQL("ADD COLUMN IF NOT EXISTS {} {}").format(
-                                    sql.Identifier(c), sql.SQL(t)
-                                )
-                                for c, t in add
-                            ),
-                        ),
-                        prepare=False,
-                    )
-                for col, typ in widen:
-                    self.conn.execute(
-                        sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
-                            target,
-                            sql.Identifier(col),
-                            sql.SQL(typ),
-                            sql.Identifier(col),
-                            sql.SQL(WIDEN_USING[typ]),
-                        ),
-                        prepare=False,
-                    )
+                alter_columns(self.conn, target, add, widen)
         finally:
             self.forget(table)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from tests.support.twin_books import Twin, postgres_twin, sqlite_twin
@@ -18,3 +20,10 @@ def twin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Twin]:
         yield from sqlite_twin(tmp_path)
     else:
         yield from postgres_twin(request.getfixturevalue("pg_db"))
+
+
+@pytest.fixture
+def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to a fresh database, in autocommit: each write is its own transaction."""
+    with psycopg.connect(pg_db, autocommit=True) as c:
+        yield c

@@ -12,7 +12,6 @@ transaction, and NUL in text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +39,6 @@ def _backfills(twin: Twin) -> Any:
 
 def _deal(rid: int, title: str = "t") -> dict[str, Any]:
     return {"id": str(rid), "type": "deals", "attributes": {"title": title, "updated_at": T0}}
-
-
-@pytest.fixture
-def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to a fresh database, in autocommit."""
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
 
 
 # -- the contract: both implementations ------------------------------------------------------

@@ -137,13 +137,6 @@ def _id(record: dict[str, Any] | None) -> int:
     return int(record["id"])
 
 
-@pytest.fixture
-def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to a fresh database, in autocommit."""
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
-
-
 # -- the contract: both implementations ------------------------------------------------------
 
 

@@ -169,13 +169,6 @@ def s(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
         s.close()
 
 
-@pytest.fixture
-def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to a fresh database, in autocommit."""
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
-
-
 def _mark(s: Side) -> int:
     return int(s.rows("SELECT coalesce(max(seq), 0) FROM _sync_changes")[0][0])
 

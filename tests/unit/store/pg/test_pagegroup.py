@@ -15,7 +15,6 @@ from sync.store.pg.pagegroup import PageGroup
 from sync.store.pg.pagewrite import PageWriter
 from tests.support.store_units import staged
 from tests.unit.store.pg.test_pagewrite import SCHEMA, T0, T1, T2, _deal, _deals, _rows, _types
-from tests.unit.store.pg.test_pagewrite import conn as conn  # the fixture: a fresh database
 
 
 def test_a_group_writes_several_pages_in_one_transaction(

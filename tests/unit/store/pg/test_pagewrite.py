@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +33,6 @@ from tests.support.store_units import staged
 
 SCHEMA = "ccsync"
 T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"
-
-
-@pytest.fixture
-def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to a fresh database, in autocommit: each write is its own transaction."""
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
 
 
 def _deal(rid: int, updated: str | None, title: str, **attrs: Any) -> dict[str, Any]:

@@ -113,12 +113,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         yield from _postgres(request.getfixturevalue("pg_db"))
 
 
-@pytest.fixture
-def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
-
-
 # -- the contract: both implementations ------------------------------------------------------
 
 

@@ -13,7 +13,6 @@ replaced whole or not at all, and NUL in text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -46,13 +45,6 @@ def _scripts(twin: Twin) -> Any:
     if twin.kind == "sqlite":
         return Scripts(sqlite_scripts.SqliteScripts(twin.conn))
     return Scripts(PgScripts(twin.conn, TWIN_SCHEMA))
-
-
-@pytest.fixture
-def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to a fresh database, in autocommit."""
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
 
 
 @pytest.fixture

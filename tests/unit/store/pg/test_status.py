@@ -12,7 +12,6 @@ collation, and NUL in text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +35,6 @@ def _types(twin: Twin) -> Any:
     if twin.kind == "sqlite":
         return sqlite_status.TypeStatuses(twin.conn, twin.store.schema)
     return TypeStatuses(twin.conn, twin.store.schema)
-
-
-@pytest.fixture
-def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to a fresh database, in autocommit."""
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
 
 
 # -- the contract: both implementations ------------------------------------------------------

@@ -12,7 +12,6 @@ schema without the tables, and NUL in text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +34,6 @@ def _notes(twin: Twin) -> Any:
     if twin.kind == "sqlite":
         return ValueNotes(sqlite_values.SqliteValues(twin.conn))
     return ValueNotes(PgValues(twin.conn, TWIN_SCHEMA))
-
-
-@pytest.fixture
-def conn(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to a fresh database, in autocommit."""
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
 
 
 # -- the contract: both implementations ------------------------------------------------------

@@ -224,7 +224,7 @@ def _once(ids: Sequence[int]) -> dict[int, int]:
     return out
 
 
-def _held(
+def held_lists(
     conn: psycopg.Connection[Any], schema: str, table: str, cols: tuple[str, str], owners: list[int]
 ) -> dict[int, dict[int, int | None]]:
     """The link lists the mirror holds for `owners`: related id -> position, in order (SQLite's
@@ -305,7 +305,7 @@ def write(
         owner, other = rel.link_columns(rtype.name)
         lists = dict(pairs)
         known = sorted(rid for rid in lists if rid not in new)
-        held = _held(conn, schema, table, (owner, other), known) if known else {}
+        held = held_lists(conn, schema, table, (owner, other), known) if known else {}
         gone: list[tuple[int, int]] = []
         put: list[tuple[int, int, int]] = []
         changed: list[int] = []
@@ -353,7 +353,7 @@ def replace_mall_links(
     # Each once, numbered as listed without the repeats (SQLite's `dict.fromkeys`).
     wanted = {rid: pos for pos, rid in enumerate(dict.fromkeys(ids))}
     with conn.transaction():
-        held = _held(conn, schema, table, ("malls_id", row), [mall_id]).get(mall_id, {})
+        held = held_lists(conn, schema, table, ("malls_id", row), [mall_id]).get(mall_id, {})
         if list(held) == list(wanted):
             return len(ids)
         gone, put = _diff(wanted, held, mall_id)
@@ -395,7 +395,7 @@ def settle_mall_links(
     how many memberships changed (the list kept ascending, as a walk of the route writes it)."""
     table, row = f"malls_{type_name}", f"{type_name}_id"
     ensure_link(conn, schema, table, "malls_id", row)
-    held = _held(conn, schema, table, ("malls_id", row), [mall_id]).get(mall_id, {})
+    held = held_lists(conn, schema, table, ("malls_id", row), [mall_id]).get(mall_id, {})
     wanted = sorted((set(held) - set(asked)) | set(listed))
     changed = len(set(held) ^ set(wanted))
     if changed:

@@ -441,14 +441,18 @@ class PageWriter:
     def page_writes(self, batches: Sequence[Staged]) -> int:
         """`write_page`'s writes in the transaction the connection holds (a `PageGroup`'s: no
         savepoint per page): the rows inserted or updated."""
-        written = 0
-        for b in batches:
-            own = self.link_guard(b)
-            notes = self.feed_notes() if own else None  # before the upsert, as SQLite
-            written += self.upsert(b)
-            links.write(self.conn, self.schema, b.rtype, own, notes=notes)
+        written = sum(self.write_rows(b) for b in batches)
         if batches:
             self.write_memberships(batches[0])
+        return written
+
+    def write_rows(self, b: Staged) -> int:
+        """One batch's rows under the guard and the links of those it lets through, in the
+        caller's transaction: the rows inserted or updated."""
+        own = self.link_guard(b)
+        notes = self.feed_notes() if own else None  # before the upsert, as SQLite
+        written = self.upsert(b)
+        links.write(self.conn, self.schema, b.rtype, own, notes=notes)
         return written
 
     def write_memberships(self, b: Staged) -> None:

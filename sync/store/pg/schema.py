@@ -25,9 +25,28 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import tuple_row
 
 from sync.store.pg.bookkeeping import SCHEMA
+from sync.store.schema import VIEWS as SQLITE_VIEWS
+
+#: The mirror's views (`sync.store.schema.VIEWS`: the inverse sides of associations and the
+#: mall <-> deal derivation), each the (table, columns) it reads and its select, with table
+#: names resolved in the mirror's schema when made. SQLite's selects serve as they are but
+#: `malls_deals`, whose flags are `boolean` here (SQLite compares them with 1 and 0).
+VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
+    **SQLITE_VIEWS,
+    "malls_deals": (
+        SQLITE_VIEWS["malls_deals"][0],
+        "SELECT DISTINCT ms.malls_id AS malls_id, ds.deals_id AS deals_id"
+        " FROM deals_stores ds JOIN malls_stores ms ON ms.stores_id = ds.stores_id"
+        " JOIN deals d ON d.id = ds.deals_id WHERE d.is_local AND d.visibility = 'Public'"
+        " UNION ALL SELECT m.id AS malls_id, d.id AS deals_id FROM malls m JOIN deals d"
+        " ON NOT d.is_local AND d.visibility = 'Public'"
+        " WHERE NOT coalesce(m.exclude_national_deals, false)",
+    ),
+}
 
 #: The kinds of relation that have columns a reader can select: tables (plain and
 #: partitioned), views and materialised views (SQLite's `PRAGMA table_info` answers for views).
@@ -90,6 +109,68 @@ class Schema:
     def has_table(self, table: str) -> bool:
         """Whether `table` exists (a view counts: it has columns too)."""
         return bool(self.columns(table))
+
+    def _kinds(self) -> dict[str, str]:
+        """The relations of this schema that have columns, by name: their `relkind`."""
+        rows = self.conn.execute(
+            "SELECT c.relname, c.relkind::text FROM pg_catalog.pg_class c"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind = ANY(%s)",
+            (self.name, list(READABLE)),
+        ).fetchall()
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def has_view(self, name: str) -> bool:
+        """Whether a view `name` exists (`malls_deals` is a view until the mall routes list it)."""
+        return self._kinds().get(name) == "v"
+
+    def ensure_views(self) -> None:
+        """Create each of `VIEWS` whose tables and columns exist and that is not a table
+        (`malls_deals` listed from the mall routes), in a transaction of its own; cheap once
+        all exist. Names in a select resolve in the mirror's schema (`SET LOCAL search_path`,
+        the view keeps what they resolved to)."""
+        kinds = self._kinds()
+        wanted = [
+            (name, select)
+            for name, (needs, select) in VIEWS.items()
+            if name not in kinds and all(set(cols) <= self.columns(table) for table, cols in needs)
+        ]
+        if not wanted:
+            return
+        with self.conn.transaction():
+            self.conn.execute(
+                sql.SQL("SET LOCAL search_path TO {}, pg_catalog").format(
+                    sql.Identifier(self.name)
+                ),
+                prepare=False,
+            )
+            for name, select in wanted:
+                self.conn.execute(
+                    sql.SQL("CREATE OR REPLACE VIEW {} AS {}").format(
+                        sql.Identifier(self.name, name), sql.SQL(select)
+                    ),
+                    prepare=False,
+                )
+        for name, _ in wanted:
+            self.forget(name)
+
+    def mall_deals_is_table(self) -> bool:
+        """Whether `malls_deals` is listed from the mall routes (a table), not derived."""
+        return self._kinds().get("malls_deals") in ("r", "p")
+
+    def materialize_mall_deals(self) -> None:
+        """Replace the derived `malls_deals` view by a link table the mall routes fill."""
+        if self.mall_deals_is_table():
+            return
+        from sync.store.pg.links import ensure_link  # the links import this module's reads
+
+        with self.conn.transaction():
+            self.conn.execute(
+                sql.SQL("DROP VIEW IF EXISTS {}").format(sql.Identifier(self.name, "malls_deals")),
+                prepare=False,
+            )
+            ensure_link(self.conn, self.name, "malls_deals", "malls_id", "deals_id")
+        self.forget("malls_deals")
 
     def forget(self, table: str) -> None:
         """Drop the cached columns of `table` (after a change made outside this class)."""

@@ -162,28 +162,43 @@ def emulator(n: int, env: dict[str, str], cache_mb: int = 0) -> Iterator[str]:
                 print(f"emulator {line}")
 
 
+def backfill_config(base: str, tmp: str, concurrency: int, mirror: str) -> Path:
+    """tmp/sync.toml for `ccsync backfill` of the emulator at `base`; `mirror` is the body of
+    its `[mirror]` section (`path = ...`, or `url = ...` for PostgreSQL).
+
+    The request budget is off (`max_requests_per_second = 0`): this measures the pipeline, as
+    the limit does; the shipped budget (20/s) bounds what it asks of a real upstream.
+    """
+    cfg = Path(tmp) / "sync.toml"
+    cfg.write_text(
+        f'[upstream]\nbase_url = "{base}"\nemail = "{EMAIL}"\npassword_env = "BENCH_PW"\n'
+        f"concurrency = {concurrency}\nmax_requests_per_second = 0\n"
+        f"[mirror]\n{mirror}\n"
+        '[logging]\nlevel = "warning"\nformat = "json"\n'
+    )
+    return cfg
+
+
+def run_backfill(cfg: Path, env: dict[str, str]) -> tuple[float, float]:
+    """`ccsync backfill --config cfg` in its own process: (seconds, peak RSS MB)."""
+    seconds, rss, _ = measure(
+        [sys.executable, "-m", "sync", "backfill", "--quiet", "--config", str(cfg)],
+        {**env, "BENCH_PW": PASSWORD},
+    )
+    return seconds, rss
+
+
 def sync_backfill(
     base: str, tmp: str, concurrency: int, env: dict[str, str]
 ) -> tuple[float, float, int]:
     """`ccsync backfill` of the emulator at `base` into tmp/sync.db: (seconds, peak RSS MB, rows).
 
     Rows are those of the listable types' tables (not the link, included-only or hours tables).
-    The request budget is off (`max_requests_per_second = 0`): this measures the pipeline, as
-    the limit does; the shipped budget (20/s) bounds what it asks of a real upstream.
     """
     from sync.model import catalogue
 
-    cfg = Path(tmp) / "sync.toml"
-    cfg.write_text(
-        f'[upstream]\nbase_url = "{base}"\nemail = "{EMAIL}"\npassword_env = "BENCH_PW"\n'
-        f"concurrency = {concurrency}\nmax_requests_per_second = 0\n"
-        f'[mirror]\npath = "{tmp}/sync.db"\n'
-        '[logging]\nlevel = "warning"\nformat = "json"\n'
-    )
-    seconds, rss, _ = measure(
-        [sys.executable, "-m", "sync", "backfill", "--quiet", "--config", str(cfg)],
-        {**env, "BENCH_PW": PASSWORD},
-    )
+    cfg = backfill_config(base, tmp, concurrency, f'path = "{tmp}/sync.db"')
+    seconds, rss = run_backfill(cfg, env)
     return seconds, rss, count_rows(f"{tmp}/sync.db", catalogue.LISTABLE)
 
 

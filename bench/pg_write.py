@@ -67,6 +67,7 @@ from typing import Any
 
 import psutil
 import psycopg
+from _pg import add_server_args, describe, flushed, postgres, server, server_settings
 from psycopg import sql
 
 from sync.emulator.dataset import Dataset
@@ -79,14 +80,6 @@ from sync.store import Mirror
 from sync.store.pg.columns import CONVERT, UPDATED_AT
 from sync.store.pg.pagegroup import PageGroup
 from sync.store.pg.pagewrite import PageWriter
-
-try:
-    from tests.support import postgres
-except ModuleNotFoundError:
-    raise SystemExit(
-        "bench/pg_write.py imports tests.support.postgres: run it from the repository's root "
-        "with PYTHONPATH=."
-    ) from None
 
 TYPE = "deals"
 PAGE_SIZE = 100
@@ -104,7 +97,6 @@ SERVER_SETTINGS = {
     "synchronous_commit": "off",
     "shared_buffers": "128MB",
 }
-SHOWN = ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: The system catalogs a temporary table is written into (and deleted from).
 CATALOGS = ("pg_class", "pg_attribute", "pg_type", "pg_depend")
@@ -293,15 +285,6 @@ class Tuples:
     catalog_churn: int
 
 
-def flushed(conn: psycopg.Connection[Any]) -> None:
-    """This backend's statistics in the shared counters before they are read."""
-    if conn.info.server_version >= 150000:
-        conn.execute("SELECT pg_stat_force_next_flush()")
-    else:  # the statistics collector sends them within half a second
-        time.sleep(1.0)
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-
-
 def tuples(conn: psycopg.Connection[Any]) -> Tuples:
     flushed(conn)
     dead, updated = conn.execute(
@@ -445,34 +428,6 @@ def pg_round(
         rnd.passes["copy/one"] = copy_all(conn, spool, oids, rss)
 
 
-@contextlib.contextmanager
-def server(dsn: str | None, settings: dict[str, str]) -> Iterator[tuple[str, str]]:
-    """A server's DSN and how it was had: `dsn` when given, else a private one, stopped after."""
-    if dsn:
-        yield dsn, "given by --dsn"
-        return
-    try:
-        private = postgres.start(settings)
-    except postgres.PostgresUnavailable as exc:
-        raise SystemExit(f"no PostgreSQL: {exc}") from None
-    try:
-        yield private.dsn, f"private, started in {private.started_in:.1f} s"
-    finally:
-        private.stop()
-
-
-def describe(dsn: str) -> str:
-    """The server's version and the settings that bear on a write's speed."""
-    with psycopg.connect(dsn) as conn:
-
-        def show(name: str) -> str:
-            row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
-            return str(row[0]) if row else "?"
-
-        shown = ", ".join(f"{name} {show(name)}" for name in SHOWN)
-        return f"PostgreSQL {show('server_version')} ({shown})"
-
-
 def best(rounds: list[Round], name: str) -> Timed:
     return min((r.passes[name] for r in rounds), key=lambda t: t.seconds)
 
@@ -494,14 +449,7 @@ def main() -> None:
         action="store_false",
         help="leave out the PostgreSQL passes with links (the slowest) and their SQLite twin",
     )
-    ap.add_argument("--dsn", help="an existing server (its role needs CREATEDB)")
-    ap.add_argument(
-        "--pg-setting",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting of the private server (repeatable)",
-    )
+    add_server_args(ap)
     a = ap.parse_args()
     try:
         a.group_sizes = sorted({int(g) for g in a.groups.split(",") if g.strip()})
@@ -509,10 +457,7 @@ def main() -> None:
         ap.error("--groups takes numbers separated by commas")
     if a.rows < 1 or a.repeat < 1 or any(g < 1 for g in a.group_sizes):
         ap.error("--rows, --repeat and --groups take positive numbers")
-    settings = dict(SERVER_SETTINGS)
-    for item in a.pg_setting:
-        name, _, value = item.partition("=")
-        settings[name.strip()] = value.strip()
+    settings = server_settings(SERVER_SETTINGS, a.pg_setting)
     rss = Rss()
     rounds: list[Round] = []
     with tempfile.TemporaryDirectory(prefix="pg-write-") as tmpdir:

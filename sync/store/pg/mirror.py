@@ -102,7 +102,7 @@ class PgMirror:
         self.proof = ProofRecords(conn, name)
         self.queue = QueueTable(conn, name)
         self.press = PressTables(conn, name)
-        self.storage = PgStorageCheck(self)
+        self.storage = PgStorageCheck(lambda: self.conn, name)
         self._included_seen = Seen(INCLUDED_SEEN)
 
     def __repr__(self) -> str:  # never the password

@@ -12,7 +12,6 @@ import asyncio
 import functools
 import os
 import signal
-import sqlite3
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -24,7 +23,7 @@ from sync.core import logs
 from sync.core.config import DEFAULT_PATH, Settings, load_config
 from sync.core.errors import ConfigError, Interrupted, StorageFault, SyncError, UnreachableError
 from sync.core.secrets import SecretsNeeded
-from sync.store.faults import storage_fault
+from sync.store.faults import storage_errors, storage_fault
 
 T = TypeVar("T")
 
@@ -83,7 +82,7 @@ def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(141)
-        except (sqlite3.Error, OSError) as exc:
+        except storage_errors() as exc:
             # Met mid-run by a layer that only sees a connection (a page write, an index
             # build): named here, with the mirror the command was given.
             fault = storage_fault(exc, _mirror_path(), then=AGAIN)

@@ -199,9 +199,16 @@ CHECKPOINT_MODES: tuple[str, ...] = get_args(CheckpointMode)
 
 
 class MirrorSettings(Section):
-    """`[mirror]`: the SQLite file."""
+    """`[mirror]`: the SQLite file, or a PostgreSQL database's schema (issue #49)."""
 
     path: Path = Field(default=Path("mirror.db"), description="Path of the SQLite mirror file")
+    # Temporary (wt-standby): the config helper's branch owns these; resolved at merge.
+    url: str | None = Field(
+        default=None, description="A postgresql:// URL: the mirror is written into PostgreSQL"
+    )
+    schema_: str = Field(
+        default="ccsync", alias="schema", description="The PostgreSQL schema of the mirror"
+    )
     changes_retention_days: float = Field(
         default=7.0, gt=0, description="Days the change feed (_sync_changes) keeps its entries"
     )

@@ -4,12 +4,18 @@ Thin handlers (like stripe-sync-engine's webhook route): each turns a request in
 call and its result into a response. Verifying and queueing a delivery is the receiver's
 (`sync.ingest.receiver`), the health report is `sync.daemon.health`'s, the exposition is
 `sync.core.metrics`'. Any other path is a logged and counted 404, like a wrong secret.
+
+A standby (`sync.daemon.standby`: another daemon writes the mirror) serves `make_standby_app`
+instead: `/healthz` 200 `standby`, `/metrics`, and 503 with `Retry-After` for every delivery. It
+takes no notice because it may not write the mirror (its queue included: never two writers);
+the upstream retries the delivery, which reaches the active daemon where both hosts share the
+callback URL, and the active daemon's polls catch up on any notice given up on.
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -37,6 +43,20 @@ def respond(answer: Answer) -> web.Response:
     return response
 
 
+def metrics_handler(metrics: Metrics | None) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """`GET /metrics`: the exposition, or 404 when metrics are off."""
+
+    async def metrics_view(request: web.Request) -> web.Response:
+        if metrics is None:
+            return respond(Answer(404, "metrics are not enabled"))
+        body, content_type = metrics.render()
+        response = web.Response(body=body)
+        response.headers["Content-Type"] = content_type
+        return response
+
+    return metrics_view
+
+
 def make_app(
     receiver: Receiver,
     *,
@@ -59,16 +79,9 @@ def make_app(
 
     async def healthz(request: web.Request) -> web.StreamResponse:
         data = health() if health is not None else {"status": "ok"}
-        status = 200 if data.get("status") == "ok" else 503
-        return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
-
-    async def metrics_view(request: web.Request) -> web.StreamResponse:
-        if metrics is None:
-            return respond(Answer(404, "metrics are not enabled"))
-        body, content_type = metrics.render()
-        response = web.Response(body=body)
-        response.headers["Content-Type"] = content_type
-        return response
+        return web.Response(
+            status=health_status(data), body=orjson.dumps(data), content_type="application/json"
+        )
 
     async def not_found(request: web.Request) -> web.StreamResponse:
         return respond(receiver.reject(404, "unknown path", request.path, request.remote))
@@ -77,8 +90,43 @@ def make_app(
     app = web.Application(client_max_size=receiver.limit + 1)
     app.router.add_route("*", "/webhooks/{secret}", webhook)
     app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_view)
+    app.router.add_get("/metrics", metrics_handler(metrics))
     app.router.add_route("*", "/{tail:.*}", not_found)
+    return app
+
+
+#: Seconds a standby asks a sender to wait before it delivers again.
+STANDBY_RETRY_AFTER = 10
+STANDBY_REFUSAL = "standby: another daemon writes this mirror, and this one takes no notices"
+
+
+def health_status(data: dict[str, Any]) -> int:
+    """The HTTP status of a health report: 200 while `ok`, and for a waiting `standby` (a
+    load balancer or monitor must not count it down); 503 otherwise."""
+    return 200 if data.get("status") in ("ok", "standby") else 503
+
+
+def make_standby_app(
+    health: Callable[[], dict[str, Any]], *, metrics: Metrics | None = None
+) -> web.Application:
+    """What a standby serves on `[webhooks] listen`; see the module docstring."""
+
+    async def webhook(request: web.Request) -> web.StreamResponse:
+        # The path holds the secret: neither logged nor checked (nothing is accepted).
+        response = respond(Answer(503, STANDBY_REFUSAL, close=True))
+        response.headers["Retry-After"] = str(STANDBY_RETRY_AFTER)
+        return response
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        data = health()
+        return web.Response(
+            status=health_status(data), body=orjson.dumps(data), content_type="application/json"
+        )
+
+    app = web.Application()
+    app.router.add_route("*", "/webhooks/{secret}", webhook)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_handler(metrics))
     return app
 
 

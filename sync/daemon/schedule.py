@@ -34,6 +34,20 @@ OVERDUE_JITTER = (5.0, 60.0)
 VERIFY_TICK = 60.0
 #: How `_sync_jobs` and `_sync_types` write their stamps (`sync.model.stamps.iso_ms`).
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+#: Seconds before a failed first backfill is asked again: the first wait, and the most it grows
+#: to (doubling per failure in a row).
+BACKFILL_RETRY_S = (2.0, 300.0)
+
+
+def doubling(failures: int, first: float, most: float) -> float:
+    """The wait after `failures` failures in a row: `first` doubling to `most` (no overflow
+    after days of them)."""
+    return min(most, first * 2.0 ** min(failures - 1, 16))
+
+
+def backfill_retry_delay(failures: int) -> float:
+    """The wait after `failures` failed first backfills in a row: 2 s doubling to 300 s."""
+    return doubling(failures, *BACKFILL_RETRY_S)
 
 
 def parse_stamp(stamp: str) -> datetime | None:

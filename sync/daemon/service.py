@@ -15,6 +15,12 @@ types' notices and polls go on (`sync.jobs.typefaults`), and a mirror that canno
 (disk full, read-only, locked) degrades the daemon, pauses its writing work and is checked until
 it can (`sync.store.watch`): the daemon keeps running, reports it, and catches up by itself.
 
+A PostgreSQL mirror has one writer: before it opens anything that writes, the daemon takes the
+mirror's active lock, waiting as a standby while another daemon holds it (`sync.daemon.standby`:
+`/healthz` 200 `standby`, webhooks 503); a lock lost while active ends the term at once (the
+scheduler, the worker and the jobs stopped, the mirror closed) and the daemon waits as a
+standby again, in the same process (issue #49).
+
 Shutdown (SIGTERM/SIGINT): stop accepting notices, stop the scheduler, cancel the jobs. Every
 SQLite write is a synchronous call between two awaits, so cancellation never splits a page's
 transaction: the current page is committed or not started, and the process exits 0 within seconds.
@@ -25,25 +31,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from sync.channel.budget import Priority, priority
 from sync.core.config import Settings
-from sync.core.errors import LoginRefusedError, UpstreamError
+from sync.core.errors import LoginRefusedError, MirrorError, UpstreamError
 from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
 from sync.daemon.bodies import Bodies
 from sync.daemon.http import make_app, serve
 from sync.daemon.running import Running, open_running
-from sync.daemon.schedule import CATCH_UP, first_run, verify_tick
+from sync.daemon.schedule import CATCH_UP, backfill_retry_delay, first_run, verify_tick
+from sync.daemon.standby import Standby, mirror_target
 from sync.daemon.state import SyncState
 from sync.daemon.systemd import Notifier, watchdog_loop
 from sync.ingest.receiver import Receiver
@@ -56,18 +61,12 @@ from sync.model.catalogue import ResourceType
 from sync.model.stamps import iso_ms
 from sync.readers import verdict
 from sync.store import MirrorStore
+from sync.store.faults import UNREACHABLE, classify, database_errors
 from sync.store.runs import HEARTBEAT_S
 from sync.store.watch import StorageWatch
 
-#: Seconds before a failed first backfill is asked again: the first wait, and the most it grows
-#: to (doubling per failure in a row).
-BACKFILL_RETRY_S = (2.0, 300.0)
-
-
-def backfill_retry_delay(failures: int) -> float:
-    """The wait after `failures` failed first backfills in a row: 2 s doubling to 300 s."""
-    first, most = BACKFILL_RETRY_S
-    return min(most, first * 2.0 ** min(failures - 1, 16))
+if TYPE_CHECKING:  # psycopg is loaded only for a PostgreSQL mirror
+    from sync.store.pg.lock import ActiveLock
 
 
 class Daemon:
@@ -84,14 +83,18 @@ class Daemon:
         self.state = SyncState(self.types)
         # The scrape reads the open parts once they are built (`Metrics.watch`).
         self.metrics = Metrics()
+        self.target = mirror_target(settings)
         # A mirror that cannot take writes degrades the daemon until a write check succeeds;
         # a type whose route answers badly backs off alone (module docstring).
-        self.storage = StorageWatch(
-            Path(settings.mirror.path), metrics=self.metrics, on_resumed=self._resumed
-        )
+        self.storage = StorageWatch(self.target, metrics=self.metrics, on_resumed=self._resumed)
         self.type_faults = TypeFaults(metrics=self.metrics)
         self.stop = asyncio.Event()
         self.notifier = Notifier()
+        #: A PostgreSQL mirror's wait for its active lock; the lock while this daemon holds it.
+        self.standby = Standby(self.target, notifier=self.notifier) if self.target.url else None
+        self.lock: ActiveLock | None = None
+        self._exiting = False  # SIGTERM/SIGINT: no term follows this one
+        self._lost = False  # this term ended because the lock was lost
         self.bound_port: int | None = None  # the receiver's, once it listens
         self.running: Running | None = None  # once the mirror is open and the client connected
         self.bodies: Bodies | None = None  # once the receiver listens
@@ -102,10 +105,16 @@ class Daemon:
     # -- what it reports -----------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        """The `/healthz` report (`sync.daemon.health`); `starting` until the mirror is open."""
+        """The `/healthz` report (`sync.daemon.health`); `standby` while another daemon holds
+        a PostgreSQL mirror (`Standby.report`); `starting` until the mirror is open."""
         if self.running is None:
+            if self.standby is not None and self.standby.waiting:
+                return self.standby.report()
             return {"status": "starting", "ready": False, "problems": []}
-        return self.running.health.report()
+        report = self.running.health.report()
+        if self.lock is not None:
+            report.update(role="active", lock=self.lock.status())
+        return report
 
     def healthy(self) -> bool:
         """For the systemd watchdog (`Health.healthy`)."""
@@ -119,10 +128,35 @@ class Daemon:
     # -- the run -------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Backfill if needed, then serve until `stop` is set (SIGTERM/SIGINT set it)."""
+        """Backfill if needed, then serve until `stop` is set (SIGTERM/SIGINT set it). A
+        PostgreSQL mirror's daemon first waits for the active lock, and again after losing it
+        (module docstring)."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
+        try:
+            while True:
+                lock = None
+                if self.standby is not None:
+                    lock = await self.standby.wait(
+                        self.stop, self.settings.webhooks, self.health, self.metrics
+                    )
+                    if lock is None:
+                        break
+                if not await self._term(lock):
+                    break
+                self._next_term()
+            self.log.info("daemon.stopped")  # not on an error: its own `ccsync:` line says it
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            self.notifier.stopping()
+
+    async def _term(self, lock: ActiveLock | None) -> bool:
+        """Open the running parts (with `lock`, a PostgreSQL mirror's) and serve until
+        stopped; True when the term ended because the lock was lost (wait again), not asked
+        to stop. The lock is released after the mirror is closed: no write follows it."""
+        self.lock, self._lost = lock, False
         try:
             async with open_running(
                 self.settings,
@@ -132,14 +166,35 @@ class Daemon:
                 storage=self.storage,
                 progress=self.progress,
                 stop=self.stop,
+                lock=lock,
             ) as running:
                 self.running = running
                 await self._recorded(running)
-            self.log.info("daemon.stopped")  # not on an error: its own `ccsync:` line says it
+        except Exception as exc:
+            # The server gone mid-term fails what was writing: retried as a standby, as a lost
+            # upstream is retried, when it is no bug (`unreachable`, or the lock gone with it).
+            if lock is None or not (classify(exc) == UNREACHABLE or not lock.held()):
+                raise
+            self.log.error("daemon.term_failed", error=str(exc), hint="waiting as a standby")
+            self._lost = True
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
-            self.notifier.stopping()
+            if lock is not None:
+                lock.release()
+            self.lock = None
+        return self._lost and not self._exiting
+
+    def _lock_lost(self) -> None:
+        """The lock is gone: end the term now (`Standby.keep`)."""
+        self._lost = True
+        self.stop.set()
+
+    def _next_term(self) -> None:
+        """Fresh state for the term after a lost lock: nothing of the last one carries over
+        but the metrics and the types' fault records."""
+        self.stop.clear()
+        self.state = SyncState(self.types)
+        self.storage = StorageWatch(self.target, metrics=self.metrics, on_resumed=self._resumed)
+        self.running = self.bodies = self._sched = self._kept_health = self.bound_port = None
 
     async def _recorded(self, running: Running) -> None:
         """Serve, kept as a `daemon` run in the mirror (`ccsync status`)."""
@@ -155,10 +210,12 @@ class Daemon:
             error = str(exc) or type(exc).__name__
             raise
         finally:
-            with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
+            # Else the next open says `interrupted` (MirrorError: a lost lock refuses the write).
+            with contextlib.suppress(*database_errors(), MirrorError):
                 mirror.runs.finish(run_id, status=status, rows=None, error=error)
 
     def request_stop(self) -> None:
+        self._exiting = True
         self.log.info("daemon.stopping")
         self.notifier.stopping()
         self.stop.set()
@@ -189,6 +246,9 @@ class Daemon:
             ),
             asyncio.create_task(self._heartbeat(mirror, running), name="heartbeat"),
         ]
+        if self.lock is not None and self.standby is not None:
+            keep = self.standby.keep(self.lock, self._lock_lost)
+            tasks.append(asyncio.create_task(keep, name="lock"))
         first = self._never_completed(mirror)
         if first is not None:
             self.log.info("daemon.backfill_first", types=first)
@@ -222,7 +282,7 @@ class Daemon:
                 tasks.append(asyncio.create_task(bodies.probe_quietly(), name="probe"))
                 self.notifier.status("following the upstream")
                 self.state.ready = True
-                with contextlib.suppress(sqlite3.Error):  # `ccsync status` says so at once
+                with contextlib.suppress(*database_errors()):  # `ccsync status` says so at once
                     self._record_health(mirror, running)
                 self.log.info("daemon.ready", types=len(self.types), webhooks=s.webhooks.enabled)
             await self.stop.wait()
@@ -324,7 +384,7 @@ class Daemon:
         beat = time.monotonic()
         while True:
             if not self.storage.degraded:
-                with contextlib.suppress(sqlite3.Error):
+                with contextlib.suppress(*database_errors()):
                     self._record_health(mirror, running)
                     if time.monotonic() - beat >= HEARTBEAT_S:
                         mirror.runs.heartbeat()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import sqlite3
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
 
@@ -33,7 +32,7 @@ from sync.core.errors import StorageFault
 from sync.core.logs import get_logger
 from sync.core.metrics import Metrics
 from sync.model.notices import BatchReader, NoticeError, WebhookNotice
-from sync.store.faults import storage_fault
+from sync.store.faults import storage_errors, storage_fault
 from sync.store.seamparts import ChangeQueuePart
 from sync.store.watch import StorageWatch
 
@@ -209,7 +208,7 @@ class Receiver:
         if fault is None:
             try:
                 tally.queued += self.queue.enqueue(notices, tally.delivery)
-            except (sqlite3.Error, OSError) as exc:
+            except storage_errors() as exc:
                 fault = self._fault(exc)
         if fault is None:
             tally.count(notices)
@@ -237,7 +236,7 @@ class Receiver:
         if self.on_enqueued is not None and tally.queued:
             self.on_enqueued()
 
-    def _fault(self, exc: sqlite3.Error | OSError) -> StorageFault:
+    def _fault(self, exc: Exception) -> StorageFault:
         """The storage fault a failed queue write is, reported; anything else is raised."""
         fault = (
             self.storage.report(exc)

@@ -15,7 +15,10 @@ nothing else is writing.
 `ccsync status` opens the mirror read-only and cannot ask the daemon; on a full disk the daemon
 could not record its state in the mirror anyway. So the state goes to `<mirror>.health`, a
 file written whole at start at a fixed size (`HEALTH_BYTES`) and then rewritten in place, which
-needs no new block on a full disk; a clean stop removes it.
+needs no new block on a full disk; a clean stop removes it. A PostgreSQL mirror has no file
+here: its watch is made from its `MirrorTarget` (the reports name the server, never its
+password), keeps no health file, and a server gone is the fault `unreachable`, checked with the
+same write check (`sync.store.pg.faults`) until it commits (issue #49).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sync.core.errors import StorageFault
 from sync.core.logs import get_logger
 from sync.model.stamps import iso_ms
 from sync.store.faults import REASONS, storage_fault
+from sync.store.target import MirrorTarget
 
 if TYPE_CHECKING:  # the metrics module loads prometheus_client: the daemon's only
     from sync.core.metrics import Metrics
@@ -70,16 +74,23 @@ def read_health(mirror: Path) -> dict[str, Any] | None:
 
 
 class StorageWatch:
-    """Whether the mirror takes writes; see the module docstring."""
+    """Whether the mirror takes writes; see the module docstring. `mirror`: the SQLite file,
+    or the target (a file's, or a PostgreSQL schema's)."""
 
     def __init__(
         self,
-        mirror: Path,
+        mirror: Path | MirrorTarget,
         *,
         metrics: Metrics | None = None,
         on_resumed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self.path = mirror
+        if isinstance(mirror, MirrorTarget):
+            #: What the faults name: the file, or the server and schema (no password).
+            self.path: Path | str = mirror.path if mirror.path is not None else mirror.describe()
+        else:
+            self.path = mirror
+        #: The health file's mirror: a file's only.
+        self._file = self.path if isinstance(self.path, Path) else None
         self.metrics = metrics
         self.interval = PROBE_INTERVAL
         self.healthy_interval = HEALTHY_PROBE_INTERVAL
@@ -188,12 +199,14 @@ class StorageWatch:
     # -- the health file -------------------------------------------------------------------------
 
     def _open(self) -> None:
+        if self._file is None:
+            return  # a server's mirror: `ccsync status` asks the server
         try:
-            self._fd = os.open(health_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = os.open(health_path(self._file), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             self.log.warning(
                 "storage.health_file_unavailable",
-                file=str(health_path(self.path)),
+                file=str(health_path(self._file)),
                 error=exc.strerror,
                 hint="`ccsync status` will not show the daemon's storage state",
             )
@@ -213,9 +226,9 @@ class StorageWatch:
             os.pwrite(self._fd, body.ljust(HEALTH_BYTES), 0)
 
     def _close(self) -> None:
-        if self._fd is None:
+        if self._fd is None or self._file is None:
             return
         with contextlib.suppress(OSError):
             os.close(self._fd)
-            health_path(self.path).unlink()
+            health_path(self._file).unlink()
         self._fd = None

@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import functools
 import gc
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 
@@ -61,6 +60,7 @@ from sync.pipeline.batches import StagedPage
 from sync.pipeline.pagepool import PagePool
 from sync.pipeline.pageworker import bulk_gc
 from sync.store import MirrorStore, PageCheckpoint
+from sync.store.faults import database_errors
 from sync.store.mirror import INCLUDED_SEEN
 
 DELETIONS = catalogue.DELETIONS_FEED
@@ -221,7 +221,7 @@ class Backfill:
             errors = "; ".join(f"{n}: {t.error}" for n, t in self.report.types.items() if t.error)
             if status != "stopped":
                 error = errors or error
-            with contextlib.suppress(sqlite3.Error):  # else the next open says `interrupted`
+            with contextlib.suppress(*database_errors()):  # else the next open says `interrupted`
                 self.mirror.runs.finish(run_id, status=status, rows=self.report.rows, error=error)
         if status in ("ok", "partial"):
             backfillrun.finish(self.mirror)

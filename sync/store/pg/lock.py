@@ -108,6 +108,13 @@ _LOCK_ROW = """
     AND l.classid = %(hi)s::bigint::oid AND l.objid = %(lo)s::bigint::oid
     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """
+#: The same for the standbys' key, any mode (each standby holds it shared).
+_STANDBY_ROW = _LOCK_ROW.replace("%(hi)s", "%(shi)s").replace("%(lo)s", "%(slo)s")
+_STANDBYS = f"""
+    SELECT l.pid, a.application_name, host(a.client_addr), a.client_port, a.backend_start
+    FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE {_STANDBY_ROW} ORDER BY a.backend_start
+"""
 _HELD = f"SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE {_LOCK_ROW} AND l.pid = %(pid)s)"
 _HOLDER = f"""
     SELECT l.pid, a.application_name, host(a.client_addr), a.client_port, a.backend_start
@@ -128,6 +135,16 @@ def lock_key(schema: str) -> int:
     """The advisory lock's bigint key for the mirror in `schema` (see the module docstring)."""
     digest = hashlib.sha256(f"ccsync.active:{schema}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def standby_key(schema: str) -> int:
+    """The key every standby of `schema`'s mirror holds shared while it waits (`standbys`)."""
+    return lock_key(f"standby:{schema}")
+
+
+def _halves(key: int) -> tuple[int, int]:
+    unsigned = key & 0xFFFFFFFFFFFFFFFF
+    return unsigned >> 32, unsigned & 0xFFFFFFFF
 
 
 def application_name() -> str:
@@ -213,8 +230,11 @@ class ActiveLock:
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._pid: int | None = None
         self._active = False
-        unsigned = self.key & 0xFFFFFFFFFFFFFFFF
-        self._halves = {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF}
+        self._standing = False  # our session holds the standby key (`stand_by`)
+        hi, lo = _halves(self.key)
+        shi, slo = _halves(standby_key(schema))
+        self._halves = {"hi": hi, "lo": lo}
+        self._standby_halves = {"shi": shi, "slo": slo}
 
     def __repr__(self) -> str:  # never the DSN: it may hold the password
         return f"ActiveLock({target(self._dsn)!r}, {self.schema!r}, {self.state})"
@@ -247,8 +267,39 @@ class ActiveLock:
                     raise self._unreachable(exc) from None
                 continue
             self._active = bool(row and row[0])
+            if self._active and self._standing:
+                self._standing = False
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_advisory_unlock_shared(%s)", [standby_key(self.schema)])
             return self._active
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def stand_by(self) -> None:
+        """Show this session as a standby until it takes the lock (`standbys` lists it): a
+        shared advisory lock on `standby_key`, the session's, so a standby that dies leaves
+        the list with its connection. Taken once per connection; MirrorError as `holder`'s."""
+        if self._active or self._standing:
+            return
+        conn = self._connection()
+        try:
+            conn.execute("SELECT pg_advisory_lock_shared(%s)", [standby_key(self.schema)])
+        except psycopg.Error as exc:
+            self._close()
+            raise self._unreachable(exc) from None
+        self._standing = True
+
+    def standbys(self) -> list[Holder]:
+        """The sessions waiting as standbys of this mirror (`stand_by`), oldest first;
+        MirrorError as `holder`'s."""
+        conn = self._connection()
+        try:
+            rows = conn.execute(_STANDBYS, self._standby_halves).fetchall()
+        except psycopg.Error as exc:
+            self._close()
+            raise self._unreachable(exc) from None
+        return [
+            Holder(int(p), app or None, addr, port, since) for p, app, addr, port, since in rows
+        ]
 
     def held(self) -> bool:
         """Whether the lock is ours now: a round trip asking `pg_locks` for it under our
@@ -394,6 +445,7 @@ class ActiveLock:
 
     def _close(self) -> None:
         conn, self._conn, self._pid, self._active = self._conn, None, None, False
+        self._standing = False
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()

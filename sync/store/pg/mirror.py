@@ -38,7 +38,8 @@ from sync.store.backfills import PageCheckpoint
 from sync.store.deletions import Deletions
 from sync.store.mirror import INCLUDED_SEEN
 from sync.store.pagewrite import WriteResult
-from sync.store.pg import changes, connect, links, sideloads
+from sync.store.pg import changes, connect, sideloads
+from sync.store.pg import links as link_store
 from sync.store.pg.backfills import Backfills, ensure_backfills
 from sync.store.pg.bookkeeping import Cursors, JobRecords, Meta, Runs
 from sync.store.pg.bulk import PgEndPhase, PgGroup
@@ -101,7 +102,7 @@ class PgMirror:
         self.proof = ProofRecords(conn, name)
         self.queue = QueueTable(conn, name)
         self.press = PressTables(conn, name)
-        self.storage = PgStorageCheck(self)
+        self.storage = PgStorageCheck(lambda: self.conn, name)
         self._included_seen = Seen(INCLUDED_SEEN)
 
     def __repr__(self) -> str:  # never the password
@@ -276,7 +277,7 @@ class PgMirror:
         self,
         rtype: ResourceType,
         included: Sequence[Staged],
-        links_of: dict[str, list[tuple[int, list[int]]]],
+        links: dict[str, list[tuple[int, list[int]]]],
         stamps: dict[int, Any],
     ) -> int:
         """A reconcile page's sideloads (as `Mirror.write_sideloads`): the included rows, and
@@ -284,15 +285,15 @@ class PgMirror:
         Returns how many owners' links were replaced."""
         if included:
             self._ensure(included)
-        owners = list({rid for pairs in links_of.values() for rid, _ in pairs})
+        owners = list({rid for pairs in links.values() for rid, _ in pairs})
         if owners and self.schema.has_table(rtype.table):
-            links.ensure(self.conn, self.schema.name, rtype, list(links_of))
+            link_store.ensure(self.conn, self.schema.name, rtype, list(links))
         with self._page_transaction():
             self._write_batches(included)
             same = sideloads.same_stamp(self.conn, self.schema, rtype, owners, stamps)
             if same:
-                kept = {n: [(o, r) for o, r in pairs if o in same] for n, pairs in links_of.items()}
-                links.write(self.conn, self.schema.name, rtype, kept)
+                kept = {n: [(o, r) for o, r in pairs if o in same] for n, pairs in links.items()}
+                link_store.write(self.conn, self.schema.name, rtype, kept)
         for b in included:
             self._included_seen.forget(b.type, b.ids)
         return len(same)

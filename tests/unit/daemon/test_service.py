@@ -12,8 +12,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from sync.core.config import Settings, parse_config
-from sync.daemon.schedule import parse_stamp
-from sync.daemon.service import BACKFILL_RETRY_S, Daemon, backfill_retry_delay
+from sync.daemon.schedule import BACKFILL_RETRY_S, backfill_retry_delay, parse_stamp
+from sync.daemon.service import Daemon
 from sync.store import Mirror
 
 

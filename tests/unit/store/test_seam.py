@@ -17,6 +17,8 @@ import pytest
 from sync.store import ListingPart, Mirror, MirrorStore, TablePart, TypeTable, seam
 from sync.store.listing import Listing
 from sync.store.pg import listing as pg_listing
+from sync.store.pg.mirror import PgMirror
+from sync.store.pg.table import PgTypeTable
 from tests.support.protocols import members, mismatches, type_errors
 
 
@@ -25,6 +27,13 @@ def _as_the_core_holds_them(
 ) -> tuple[MirrorStore, TablePart, ListingPart, ListingPart]:
     """Never called: mypy checks that each is its protocol (`test_..._at_type_level`)."""
     return mirror, table, listing, pg
+
+
+def _as_the_core_holds_postgresql(
+    mirror: PgMirror, table: PgTypeTable
+) -> tuple[MirrorStore, TablePart]:
+    """Never called: the PostgreSQL mirror and its tables, for mypy as above."""
+    return mirror, table
 
 
 def test_an_open_mirror_is_a_mirror_store(mirror: Mirror) -> None:
@@ -55,6 +64,22 @@ def test_a_listing_is_a_listing_part_inside_its_block(mirror: Mirror) -> None:
     with mirror.table("deals").listing() as listing:
         assert isinstance(listing, ListingPart)
         assert mismatches(ListingPart, listing) == []
+
+
+def test_an_open_postgresql_mirror_and_its_tables_are_the_protocols(pg_db: str) -> None:
+    """The PostgreSQL store (`sync.store.pg.mirror`), a writer's open and a reader's."""
+    PgMirror.open(pg_db, "ccsync").close()
+    for readonly in (False, True):
+        mirror = PgMirror.open(pg_db, "ccsync", readonly=readonly)
+        try:
+            assert isinstance(mirror, MirrorStore)
+            assert mismatches(MirrorStore, mirror) == []
+            for name in ("deals", "malls", "malls_deals"):
+                table = mirror.table(name)
+                assert isinstance(table, TablePart)
+                assert mismatches(TablePart, table) == []
+        finally:
+            mirror.close()
 
 
 def test_the_postgresql_listing_names_the_same_members() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sync.store import watch
+from sync.store.target import MirrorTarget
 from sync.store.watch import StorageWatch
 
 FULL = sqlite3.OperationalError("database or disk is full")
@@ -85,3 +86,33 @@ def test_a_health_file_left_by_a_dead_process_or_unreadable_says_nothing_runs(
     assert watch.read_health(mirror) is None
     health.write_text("{half")
     assert watch.read_health(mirror) is None
+
+
+async def test_a_postgresql_mirror_gone_degrades_as_unreachable_and_a_check_ends_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server gone (an administrator's shutdown, SQLSTATE 57P01) is `unreachable`, named by
+    the target without its password; the write check that commits ends it; no health file."""
+    psycopg = pytest.importorskip("psycopg")  # the test extra has it: never skipped in CI
+    monkeypatch.chdir(tmp_path)
+    target = MirrorTarget(url="postgresql://writer:Pa55-secret@db.example:5432/app", schema="s")
+    w = StorageWatch(target)
+    w.interval = w.healthy_interval = 0
+    gone = psycopg.errors.AdminShutdown("terminating connection due to administrator command")
+    answers: list[BaseException | None] = [gone, None]
+    stop = asyncio.Event()
+
+    def check(degraded: bool) -> None:
+        answer = answers.pop(0)
+        if not answers:
+            stop.set()
+        if answer is not None:
+            raise answer
+
+    await asyncio.wait_for(w.run(check, stop), timeout=10)
+    assert not w.degraded  # the second check committed
+    fault = w.report(gone)
+    assert fault is not None and fault.reason == "unreachable"
+    assert "db.example" in str(fault) and "Pa55-secret" not in str(fault)
+    assert "Pa55-secret" not in (w.problem() or "")
+    assert list(tmp_path.iterdir()) == []  # a server's mirror keeps no health file

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sync.core import logs
 from sync.core.config import parse_config
 from sync.daemon.service import Daemon
 from sync.emulator import Emulator
@@ -42,9 +43,9 @@ class Latencies:
         return self.ms[min(len(self.ms) - 1, int(len(self.ms) * 0.99))]
 
 
-async def measure(changes: int, rate: float, mirror: dict[str, str] | None = None) -> Latencies:
+async def measure(changes: int, rate: float, section: dict[str, str] | None = None) -> Latencies:
     """Run the daemon over an in-process emulator and time `changes` webhooks sent at `rate`
-    a second; `mirror` is the `[mirror]` section (default: an SQLite file in a temporary
+    a second; `section` is the `[mirror]` section (default: an SQLite file in a temporary
     directory)."""
     emu = Emulator(resources=10000, seed=3, webhook_window=0.0)
     async with emu.serve(port=0):
@@ -58,7 +59,7 @@ async def measure(changes: int, rate: float, mirror: dict[str, str] | None = Non
                         "types": ["malls", "deals", "articles"],
                         "max_requests_per_second": 0,
                     },
-                    "mirror": mirror or {"path": str(Path(tmp) / "m.db")},
+                    "mirror": section or {"path": str(Path(tmp) / "m.db")},
                     "webhooks": {"listen": "127.0.0.1:0", "secret": "bench-secret-0123456789"},
                     "schedule": {
                         "queue_batch_delay": 0.0,
@@ -70,6 +71,7 @@ async def measure(changes: int, rate: float, mirror: dict[str, str] | None = Non
                     "logging": {"level": "error"},
                 }
             )
+            logs.configure(settings.logging.level)  # as `ccsync run` does: errors only
             daemon = Daemon(settings)
             task = asyncio.create_task(daemon.run())
             while not daemon.is_ready:
@@ -133,7 +135,9 @@ def report(lat: Latencies, changes: int, rate: float, label: str = "sync") -> No
 def postgres_mirror(dsn: str | None) -> Iterator[dict[str, str]]:
     """The `[mirror]` section of a PostgreSQL mirror: in the database `dsn`, else in a fresh
     database of a private server with PostgreSQL's defaults (stopped after)."""
-    from _pg import DEFAULTS, as_url, postgres, server
+    from _pg import DEFAULTS, as_url, server
+
+    from tests.support import postgres
 
     if dsn:
         yield {"url": as_url(dsn), "schema": "ccsync"}

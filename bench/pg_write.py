@@ -67,7 +67,7 @@ from typing import Any
 
 import psutil
 import psycopg
-from _pg import add_server_args, describe, flushed, postgres, server, server_settings
+from _pg import add_server_args, describe, flushed, server, server_settings
 from psycopg import sql
 
 from sync.emulator.dataset import Dataset
@@ -80,6 +80,7 @@ from sync.store import Mirror
 from sync.store.pg.columns import CONVERT, UPDATED_AT
 from sync.store.pg.pagegroup import PageGroup
 from sync.store.pg.pagewrite import PageWriter
+from tests.support import postgres
 
 TYPE = "deals"
 PAGE_SIZE = 100

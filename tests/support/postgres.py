@@ -49,6 +49,9 @@ ENV_DSN = "SYNC_TEST_PG_DSN"
 SERVER_USER = "postgres"
 #: The superuser `initdb` creates (trust authentication: no password).
 SUPERUSER = "postgres"
+#: The password of the roles tests make (the server trusts every local connection: it is never
+#: checked, only looked for in messages, where it must never appear).
+ROLE_PASSWORD = "Pa55-w0rd-never-shown"
 INSTALL = "install the Debian package `postgresql` (apt-get install postgresql)"
 #: Where Debian installs each major version's server binaries.
 DEBIAN_BINDIRS = Path("/usr/lib/postgresql")

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sync.channel.client import ChannelClient
 from sync.core.config import Settings
@@ -35,10 +36,14 @@ from sync.jobs.proving.reconcile import Reconciler
 from sync.jobs.proving.verify import Verifier
 from sync.jobs.typefaults import TypeFaults
 from sync.model.catalogue import ResourceType
-from sync.store import Mirror, MirrorStore
+from sync.store import MirrorStore
+from sync.store.opening import open_mirror
 from sync.store.repair import Repair
 from sync.store.seamparts import ChangeQueuePart
 from sync.store.watch import StorageWatch
+
+if TYPE_CHECKING:
+    from sync.store.pg.lock import ActiveLock
 
 
 class Recorder:
@@ -220,10 +225,12 @@ async def open_running(
     storage: StorageWatch,
     progress: Progress,
     stop: asyncio.Event,
+    lock: ActiveLock | None = None,
 ) -> AsyncIterator[Running]:
     """Open the mirror, connect the client and build the rest (`build`); on leaving, the
-    client is closed and then the mirror, whatever happened."""
-    mirror = Mirror.open(settings.mirror.path, checkpoints=settings.mirror.checkpoints)
+    client is closed and then the mirror, whatever happened. `lock`: a PostgreSQL mirror's
+    active lock, already taken by the standby's wait (`open_mirror`)."""
+    mirror = open_mirror(settings.mirror.target, checkpoints=settings.mirror.checkpoints, lock=lock)
     try:
         # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
         async with ChannelClient(settings.upstream, fail_fast=False, store=mirror.meta) as client:

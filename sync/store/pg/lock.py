@@ -56,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -136,6 +137,13 @@ class Holder:
     address: str | None
     port: int | None
     since: datetime | None
+
+    @property
+    def process(self) -> int | None:
+        """The holder's pid on its own host, from its application name (`ccsync@h1:123`: 123;
+        None for a session not named by `application_name`)."""
+        found = re.fullmatch(r"ccsync@[^:]*:(\d+)", self.application or "")
+        return int(found.group(1)) if found else None
 
     def describe(self) -> str:
         """`ccsync@h1:123 (backend pid 456 from 10.0.0.5:51234, connected ...)`: a status line."""
@@ -341,3 +349,12 @@ class ActiveLock:
 
     def _refused(self, what: str, exc: psycopg.Error) -> MirrorError:
         return refused(self._dsn, what, exc, _GRANT)
+
+
+def holder_of(dsn: str, schema: str) -> Holder | None:
+    """Who holds the active lock of the mirror in `schema` now (None: nobody), asked on a
+    connection of its own, closed after: what `ccsync status` knows of a PostgreSQL mirror's
+    writer, as `sync.store.lock.holder_pid` of an SQLite file's. MirrorError when it cannot be
+    asked (a replica: the primary's locks are not there)."""
+    with ActiveLock(dsn, schema) as lock:
+        return lock.holder()

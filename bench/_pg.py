@@ -15,13 +15,9 @@ import contextlib
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
-
-from sync.store.target import is_url
 
 try:
     from tests.support import postgres
@@ -30,6 +26,8 @@ except ModuleNotFoundError:
         "the PostgreSQL benches import tests.support.postgres: run them from the repository's "
         "root with PYTHONPATH=."
     ) from None
+
+as_url = postgres.as_url
 
 #: PostgreSQL's own defaults for what the tests' private server turns off or shrinks
 #: (`tests.support.postgres.SETTINGS`): a server as it is shipped, every commit flushed.
@@ -102,15 +100,3 @@ def flushed(conn: psycopg.Connection[Any]) -> None:
     else:  # the statistics collector sends them within half a second
         time.sleep(1.0)
         conn.execute("SELECT pg_stat_clear_snapshot()")
-
-
-def as_url(dsn: str) -> str:
-    """`dsn` (a URL or `key=value` words) as the `postgresql://` URL `[mirror] url` takes."""
-    if is_url(dsn):
-        return dsn
-    parts = conninfo_to_dict(dsn)
-    user = quote(str(parts.get("user", "")), safe="")
-    password = parts.get("password")
-    auth = f"{user}:{quote(str(password), safe='')}@" if password else (f"{user}@" if user else "")
-    host, port = parts.get("host", "localhost"), parts.get("port", "5432")
-    return f"postgresql://{auth}{host}:{port}/{quote(str(parts.get('dbname', '')), safe='')}"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from sync.core.config import Settings, load_config, parse_config
 from sync.core.errors import ConfigError
@@ -31,7 +32,13 @@ def _keys_in_example() -> dict[str, set[str]]:
 
 
 def _model_keys() -> dict[str, set[str]]:
-    return {name: set(_section_model(name).model_fields) for name in Settings.model_fields}
+    return {name: set(_fields(_section_model(name))) for name in Settings.model_fields}
+
+
+def _fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A model's fields by the key the file spells (`[mirror] schema` is the field `schema_`:
+    pydantic's `BaseModel.schema` takes the name)."""
+    return {f.alias or name: f for name, f in model.model_fields.items()}
 
 
 def _section_model(name: str) -> type[BaseModel]:
@@ -50,7 +57,7 @@ def test_example_documents_every_setting_and_nothing_else() -> None:
 
 def test_every_setting_has_a_description() -> None:
     for name in Settings.model_fields:
-        for key, sub in _section_model(name).model_fields.items():
+        for key, sub in _fields(_section_model(name)).items():
             assert sub.description, f"[{name}] {key} has no description"
 
 
@@ -61,7 +68,7 @@ def test_example_loads_with_its_defaults(monkeypatch: pytest.MonkeyPatch) -> Non
     defaults: dict[str, Any] = tomllib.loads(EXAMPLE.read_text())
     for section, values in defaults.items():
         for key, value in values.items():
-            field = _section_model(section).model_fields[key]
+            field = _fields(_section_model(section))[key]
             if field.is_required() or key.endswith("_env"):
                 continue
             default = field.get_default(call_default_factory=True)

@@ -20,7 +20,7 @@ from sync.jobs.backfilling.backfill import run_backfill
 from sync.model import catalogue
 from sync.readers.changes import changes
 from sync.readers.status import status_data, status_lines
-from sync.store import Mirror
+from sync.store.opening import open_mirror
 
 
 @click.command("backfill")
@@ -43,7 +43,9 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
         if t.unsettled:
             line += f"  UNSETTLED: malls {', '.join(map(str, sorted(t.unsettled)))}"
         click.echo(line)
-    click.echo(f"backfill: {report.rows:,} rows in {report.seconds:.1f}s -> {settings.mirror.path}")
+    click.echo(
+        f"backfill: {report.rows:,} rows in {report.seconds:.1f}s -> {settings.mirror.target.describe()}"
+    )
     unsettled = sorted(n for n, t in report.types.items() if t.unsettled)
     if unsettled:
         raise click.ClickException(
@@ -57,7 +59,9 @@ def backfill_command(config_path: Path | None, restart: bool, quiet: bool) -> No
 @mirror_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @fail_cleanly
-def status_command(config_path: Path | None, mirror_path: Path | None, as_json: bool) -> None:
+def status_command(
+    config_path: Path | None, mirror_path: str | None, schema: str | None, as_json: bool
+) -> None:
     """Show how the mirror and its daemon are doing, the verdict first: `healthy`, `starting
     (first backfill)`, `degraded: <problem>`, `stopped since <time>` or `not running (never
     ran)`; then every problem `/healthz` would list (an unreachable upstream, a failed job, an
@@ -70,10 +74,10 @@ def status_command(config_path: Path | None, mirror_path: Path | None, as_json: 
     outcome and next run, the rolling verify's position and the rolling proof (per type when it
     was last proven complete beside the staleness bound, the repairs by kind, the change lag's
     p50/p99). --json prints all of it for scripts. It reads only the mirror: no secret is
-    needed, and --mirror PATH works without a configuration file."""
-    path, settings = reader_from(config_path, mirror_path)
+    needed, and --mirror PATH|URL works without a configuration file."""
+    target, settings = reader_from(config_path, mirror_path, schema)
     budget = settings.upstream.max_requests_per_second if settings else None
-    data = status_data(path, max_per_second=budget)
+    data = status_data(target, max_per_second=budget)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -85,14 +89,17 @@ def status_command(config_path: Path | None, mirror_path: Path | None, as_json: 
 @config_option
 @mirror_option
 @fail_cleanly
-def datasette_metadata_command(config_path: Path | None, mirror_path: Path | None) -> None:
+def datasette_metadata_command(
+    config_path: Path | None, mirror_path: str | None, schema: str | None
+) -> None:
     """Print Datasette metadata for the mirror (JSON): every table described, the
     bookkeeping hidden. Use: `ccsync datasette-metadata > metadata.json`, then
-    `datasette mirror.db --metadata metadata.json`."""
+    `datasette mirror.db --metadata metadata.json`. Datasette reads SQLite files only: a
+    PostgreSQL mirror is refused."""
     from sync.readers.datasette import datasette_metadata
 
-    path, _ = reader_from(config_path, mirror_path)
-    click.echo(json.dumps(datasette_metadata(path), indent=2, sort_keys=True))
+    target, _ = reader_from(config_path, mirror_path, schema)
+    click.echo(json.dumps(datasette_metadata(target), indent=2, sort_keys=True))
 
 
 @click.command("changes")
@@ -124,7 +131,8 @@ def datasette_metadata_command(config_path: Path | None, mirror_path: Path | Non
 @fail_cleanly
 def changes_command(
     config_path: Path | None,
-    mirror_path: Path | None,
+    mirror_path: str | None,
+    schema: str | None,
     since: int,
     types: tuple[str, ...],
     follow: bool,
@@ -145,8 +153,8 @@ def changes_command(
             f"unknown type(s) {', '.join(unknown)}; choose from {', '.join(catalogue.TYPES)}",
             param_hint="--type",
         )
-    path, _ = reader_from(config_path, mirror_path)
-    mirror = Mirror.open(path, readonly=True)
+    target, _ = reader_from(config_path, mirror_path, schema)
+    mirror = open_mirror(target, readonly=True)
     try:
         for entry in changes(mirror, since, types, follow=follow, interval=interval):
             if entry.op == "pruned":

@@ -1,4 +1,4 @@
-"""What every command shares: the `--config` and `--mirror` options, the settings they load,
+"""What every command shares: the `--config` and `--mirror` (with `--schema`) options, the settings they load,
 one event loop per command, and `fail_cleanly`, which turns every `SyncError` into one stderr line
 and an exit code: 2 for configuration problems, 3 for an upstream that cannot be reached at all, 4
 for a mirror that cannot take writes (disk full, read-only, locked too long: `ccsync: <file>:
@@ -23,6 +23,7 @@ from sync.core import logs
 from sync.core.config import DEFAULT_PATH, Settings, load_config
 from sync.core.errors import ConfigError, Interrupted, StorageFault, SyncError, UnreachableError
 from sync.core.secrets import SecretsNeeded
+from sync.core.target import DEFAULT_SCHEMA, SCHEMA_NAME, MirrorTarget
 from sync.store.faults import storage_errors, storage_fault
 
 T = TypeVar("T")
@@ -40,14 +41,30 @@ config_option = click.option(
     help="TOML configuration file (default ./sync.toml).",
 )
 
-mirror_option = click.option(
+_mirror = click.option(
     "--mirror",
     "mirror_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="The mirror file to read; no configuration file is needed (and none of its secrets is "
-    "ever read). Wins over the configuration's [mirror] path.",
+    help="The mirror to read: an SQLite file, or a PostgreSQL database "
+    "(postgresql://user@host/dbname; its password, if any, is never shown; PGPASSWORD and "
+    "~/.pgpass work too). No configuration file is needed (and none of its secrets is ever "
+    "read). Wins over the configuration's [mirror] path or url.",
 )
+_schema = click.option(
+    "--schema",
+    "schema",
+    metavar="NAME",
+    default=None,
+    help="The PostgreSQL schema of a --mirror URL (default: the configuration's [mirror] "
+    f"schema, else {DEFAULT_SCHEMA}).",
+)
+
+
+def mirror_option(fn: Callable[..., T]) -> Callable[..., T]:
+    """`--mirror PATH|URL` and `--schema NAME`, the reading commands' choice of mirror
+    (`reader_from` makes it a `MirrorTarget`)."""
+    return _mirror(_schema(fn))
 
 
 def fail_cleanly(fn: Callable[..., T]) -> Callable[..., T]:
@@ -143,25 +160,41 @@ def settings_from(config_path: Path | None, *, secrets: SecretsNeeded = "upstrea
     default every one but the webhook secret, which only the receiver's commands resolve."""
     settings = load_config(_config_path(config_path), secrets=secrets)
     logs.configure(settings.logging.level, settings.logging.format)
-    _note_mirror(settings.mirror.path)
+    _note_mirror(settings.mirror.target)
     return settings
 
 
-def reader_from(config_path: Path | None, mirror_path: Path | None) -> tuple[Path, Settings | None]:
+def reader_from(
+    config_path: Path | None, mirror: str | Path | None, schema: str | None = None
+) -> tuple[MirrorTarget, Settings | None]:
     """The mirror a reading command reads, and the configuration if one was given or found.
 
-    `--mirror PATH` alone needs no configuration file; with one, the file's settings (logging,
-    the request budget shown) still apply, but its secrets are never resolved: a shell user
-    reads the mirror of a service whose password and webhook secret are systemd credentials."""
+    `--mirror PATH|URL` alone needs no configuration file; with one, the file's settings
+    (logging, the request budget shown, `[mirror] schema` for a URL without `--schema`) still
+    apply, but its secrets are never resolved: a shell user reads the mirror of a service whose
+    password and webhook secret are systemd credentials."""
+    if schema is not None and not SCHEMA_NAME.fullmatch(schema):
+        raise click.BadParameter(
+            "use a plain lowercase schema name: letters, digits and _, not starting with a "
+            f"digit, at most 63 characters (e.g. {DEFAULT_SCHEMA})",
+            param_hint="--schema",
+        )
     explicit = _config_path(config_path)
-    if mirror_path is not None and explicit is None:  # no ./sync.toml is looked for either
+    settings = None
+    if mirror is None or explicit is not None:  # --mirror alone: no ./sync.toml is looked for
+        settings = settings_from(explicit, secrets="none")
+    else:
         logs.configure()
-        _note_mirror(mirror_path)
-        return mirror_path, None
-    settings = settings_from(explicit, secrets="none")
-    path = mirror_path or settings.mirror.path
-    _note_mirror(path)
-    return path, settings
+    if mirror is None:
+        assert settings is not None
+        target = settings.mirror.target
+        if schema is not None and target.url is not None:
+            target = MirrorTarget(url=target.url, schema=schema)
+    else:
+        default = settings.mirror.schema_ if settings is not None else DEFAULT_SCHEMA
+        target = MirrorTarget.parse(mirror, schema=schema or default)
+    _note_mirror(target)
+    return target, settings
 
 
 def config_file(config_path: Path | None) -> Path:
@@ -179,8 +212,9 @@ def _config_path(config_path: Path | None) -> Path | None:
     return config_path
 
 
-def _note_mirror(path: Path) -> None:
-    """Remember the command's mirror for `fail_cleanly`'s storage fault lines."""
+def _note_mirror(target: MirrorTarget) -> None:
+    """Remember the command's mirror for `fail_cleanly`'s storage fault lines: its path, or
+    its URL with the password masked (`MirrorTarget.describe`)."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
-        ctx.find_root().meta["sync.mirror"] = path
+        ctx.find_root().meta["sync.mirror"] = target.describe()

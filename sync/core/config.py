@@ -34,6 +34,7 @@ from sync.core.secrets import (
     sources,
 )
 from sync.core.sections import ManagementSettings, Section, http_url
+from sync.core.target import DEFAULT_SCHEMA, SCHEMA_NAME, MirrorTarget, is_url
 from sync.model import catalogue
 
 DEFAULT_PATH = Path("sync.toml")
@@ -199,15 +200,22 @@ CHECKPOINT_MODES: tuple[str, ...] = get_args(CheckpointMode)
 
 
 class MirrorSettings(Section):
-    """`[mirror]`: the SQLite file, or a PostgreSQL database's schema (issue #49)."""
+    """`[mirror]`: the SQLite file (`path`, the default), or a PostgreSQL database (`url`) and
+    the schema in it (issue #49). `target` is the one the commands and the daemon open."""
 
     path: Path = Field(default=Path("mirror.db"), description="Path of the SQLite mirror file")
-    # Temporary (wt-standby): the config helper's branch owns these; resolved at merge.
+    # repr=False: the URL may hold the password, and a settings object may be printed.
     url: str | None = Field(
-        default=None, description="A postgresql:// URL: the mirror is written into PostgreSQL"
+        default=None,
+        repr=False,
+        description="PostgreSQL database to mirror into instead of the SQLite file "
+        "(postgresql://user:password@host:5432/dbname; the password may instead come from "
+        "PGPASSWORD or ~/.pgpass)",
     )
     schema_: str = Field(
-        default="ccsync", alias="schema", description="The PostgreSQL schema of the mirror"
+        default=DEFAULT_SCHEMA,
+        alias="schema",
+        description="PostgreSQL schema the mirror's tables live in (with url)",
     )
     changes_retention_days: float = Field(
         default=7.0, gt=0, description="Days the change feed (_sync_changes) keeps its entries"
@@ -215,7 +223,7 @@ class MirrorSettings(Section):
     checkpoints: CheckpointMode = Field(
         default="sqlite",
         description="Who checkpoints the WAL: sqlite (its automatic PASSIVE checkpoints) or "
-        "litestream (left to Litestream replicating the file)",
+        "litestream (left to Litestream replicating the file); SQLite only",
     )
 
     @field_validator("checkpoints", mode="before")
@@ -227,6 +235,41 @@ class MirrorSettings(Section):
                 f"(Litestream replicates the mirror and checkpoints it), not {v!r}"
             )
         return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        # Never the value in the message: it may hold the password.
+        if v is not None and not is_url(v):
+            raise ValueError(
+                "must start with postgresql:// or postgres:// (for an SQLite file, set "
+                "[mirror] path instead)"
+            )
+        return v.strip() if v is not None else None
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, v: str) -> str:
+        if not SCHEMA_NAME.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a plain schema name; use lowercase letters, digits and _, "
+                "not starting with a digit, at most 63 characters (e.g. ccsync)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _one_store(self) -> Self:
+        if self.url is not None and "path" in self.model_fields_set:
+            raise ValueError("set [mirror] path or url, not both")
+        return self
+
+    @property
+    def target(self) -> MirrorTarget:
+        """The mirror these settings name: the PostgreSQL schema when `url` is set, else the
+        SQLite file."""
+        if self.url is not None:
+            return MirrorTarget(url=self.url, schema=self.schema_)
+        return MirrorTarget(path=self.path)
 
 
 class BackfillSettings(Section):

@@ -47,4 +47,4 @@ def _known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         if not found:
             return []
         model = found[0]
-    return list(model.model_fields)
+    return [f.alias or name for name, f in model.model_fields.items()]  # as the file spells them

@@ -2,7 +2,8 @@
 
     SyncError                      base; `str(err)` is one line naming the problem and the fix
     ├── ConfigError                a setting is missing or wrong (CLI exit code 2)
-    ├── MirrorError                the SQLite mirror cannot be opened, is corrupt, locked or read-only
+    ├── MirrorError                the mirror (SQLite file, PostgreSQL schema) cannot be opened, is
+    │                              corrupt, locked or read-only
     │   └── StorageFault           it cannot take writes now: disk full, read-only, locked too long
     │                              (a one-shot command exits 4; the daemon degrades and resumes)
     ├── Interrupted                SIGTERM/SIGINT stopped a one-shot command (exit 128 + signal)

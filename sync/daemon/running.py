@@ -25,7 +25,6 @@ from sync.core.config import Settings
 from sync.core.metrics import Metrics
 from sync.daemon.health import Gauges, Health
 from sync.daemon.runs import JobRuns
-from sync.daemon.standby import mirror_target
 from sync.daemon.state import SyncState
 from sync.jobs.evidence import Evidence, Settling
 from sync.jobs.incremental.poll import Poller
@@ -231,11 +230,7 @@ async def open_running(
     """Open the mirror, connect the client and build the rest (`build`); on leaving, the
     client is closed and then the mirror, whatever happened. `lock`: a PostgreSQL mirror's
     active lock, taken (`sync.daemon.standby`)."""
-    mirror = open_mirror(
-        mirror_target(settings),
-        checkpoints=settings.mirror.checkpoints,
-        lock=lock,
-    )
+    mirror = open_mirror(settings.mirror.target, checkpoints=settings.mirror.checkpoints, lock=lock)
     try:
         # Not fail-fast: an upstream unreachable at start is logged and retried, not fatal.
         async with ChannelClient(settings.upstream, fail_fast=False, store=mirror.meta) as client:

@@ -48,7 +48,7 @@ from sync.daemon.bodies import Bodies
 from sync.daemon.http import make_app, serve
 from sync.daemon.running import Running, open_running
 from sync.daemon.schedule import CATCH_UP, backfill_retry_delay, first_run, verify_tick
-from sync.daemon.standby import Standby, mirror_target
+from sync.daemon.standby import Standby
 from sync.daemon.state import SyncState
 from sync.daemon.systemd import Notifier, watchdog_loop
 from sync.ingest.receiver import Receiver
@@ -83,7 +83,7 @@ class Daemon:
         self.state = SyncState(self.types)
         # The scrape reads the open parts once they are built (`Metrics.watch`).
         self.metrics = Metrics()
-        self.target = mirror_target(settings)
+        self.target = settings.mirror.target
         # A mirror that cannot take writes degrades the daemon until a write check succeeds;
         # a type whose route answers badly backs off alone (module docstring).
         self.storage = StorageWatch(self.target, metrics=self.metrics, on_resumed=self._resumed)
@@ -306,7 +306,7 @@ class Daemon:
             metrics=running.metrics,
             storage=running.storage,
         )
-        app = make_app(receiver, health=running.health.report, metrics=running.metrics)
+        app = make_app(receiver, health=self.health, metrics=running.metrics)
         runner, self.bound_port = await serve(app, s.host, s.port)
         self.log.info("receiver.listening", listen=f"{s.host}:{self.bound_port}")
         return runner

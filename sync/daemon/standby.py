@@ -39,15 +39,15 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from sync.core.config import Settings, WebhookSettings
+from sync.core.config import WebhookSettings
 from sync.core.errors import MirrorError
 from sync.core.logs import get_logger
+from sync.core.target import MirrorTarget
 from sync.daemon.http import make_standby_app, serve
 from sync.daemon.schedule import doubling
 from sync.daemon.systemd import Notifier, watchdog_loop
 from sync.model.stamps import iso_ms
 from sync.store.faults import UNREACHABLE
-from sync.store.target import MirrorTarget
 
 if TYPE_CHECKING:  # psycopg is loaded only for a PostgreSQL mirror; prometheus for metrics
     from sync.core.metrics import Metrics
@@ -65,15 +65,6 @@ RETRY_S = (2.0, 30.0)
 def retry_delay(failures: int) -> float:
     """The wait after `failures` failed tries in a row: 2 s doubling to 30 s."""
     return doubling(failures, *RETRY_S)
-
-
-def mirror_target(settings: Settings) -> MirrorTarget:
-    """The mirror `settings` name. A bridge until `[mirror] url` is wired (the configuration's
-    `MirrorSettings.target` replaces it at merge)."""
-    url = settings.mirror.url
-    if url:
-        return MirrorTarget(url=url, schema=settings.mirror.schema_)
-    return MirrorTarget(path=settings.mirror.path)
 
 
 def active_lock(target: MirrorTarget) -> ActiveLock:

@@ -39,7 +39,7 @@ def summary(settings: Settings, path: Path) -> str:
     parts = [
         f"upstream {up.base_url}, {len(accounts)} {noun} (password from {passwords})",
         f"{types} types" + ("" if up.types else " (all)"),
-        f"mirror {settings.mirror.path}",
+        f"mirror {settings.mirror.target.describe()}",
         webhooks,
     ]
     if settings.management is not None:

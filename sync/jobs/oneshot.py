@@ -4,7 +4,9 @@
 daemon; they open the mirror first (a mirror that cannot be opened fails before any request)
 and close it last, whatever the job did. A mirror file the command created itself is removed
 again (with its `-wal`, `-shm` and `.lock`) when no account ever logged in: a wrong password or
-an unreachable upstream leaves no empty mirror behind. An existing mirror is never removed.
+an unreachable upstream leaves no empty mirror behind. An existing mirror is never removed. A
+PostgreSQL mirror (`[mirror] url`) is opened as well, and never removed: a schema the writer
+created stays, empty, as a database would.
 """
 
 from __future__ import annotations
@@ -14,16 +16,18 @@ from collections.abc import AsyncIterator
 
 from sync.channel.client import ChannelClient
 from sync.core.config import Settings
-from sync.store import Mirror, MirrorStore, file
+from sync.store import MirrorStore, file
+from sync.store.opening import open_mirror
 
 
 @contextlib.asynccontextmanager
 async def connected(settings: Settings) -> AsyncIterator[tuple[ChannelClient, MirrorStore]]:
     """The client and the mirror of `settings`, both closed on the way out."""
-    path = settings.mirror.path
-    existed = file.identity(path) is not None
-    mirror = Mirror.open(path, checkpoints=settings.mirror.checkpoints)
-    created = None if existed else file.identity(path)
+    target = settings.mirror.target
+    path = target.path  # None: a PostgreSQL mirror, nothing to remove
+    existed = path is None or file.identity(path) is not None
+    mirror = open_mirror(target, checkpoints=settings.mirror.checkpoints)
+    created = None if existed or path is None else file.identity(path)
     logged_in = False
     try:
         async with ChannelClient(settings.upstream, store=mirror.meta) as client:
@@ -33,5 +37,5 @@ async def connected(settings: Settings) -> AsyncIterator[tuple[ChannelClient, Mi
                 logged_in = any(a.credentials.has_token for a in client.accounts.all)
     finally:
         mirror.close()
-        if created is not None and not logged_in:
+        if path is not None and created is not None and not logged_in:
             file.discard(path, created)

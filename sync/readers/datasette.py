@@ -5,7 +5,8 @@ tables, link tables and the views over them, the mall memberships, hours, script
 management API's press releases) as docs/schema.md does and hides the bookkeeping (`_sync_*`,
 SQLite's `sqlite_sequence`; Datasette hides the full-text shadow tables itself), so a reader
 sees the data and what each table means. `ccsync datasette-metadata` prints it; pass it to
-`datasette mirror.db --metadata metadata.json`.
+`datasette mirror.db --metadata metadata.json`. Datasette reads SQLite files only: a PostgreSQL
+mirror (`[mirror] url`) is refused in one line (`NOT_SQLITE`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sync.core.errors import MirrorError
+from sync.core.target import MirrorTarget
 from sync.model import catalogue
 from sync.store import Mirror, memberships, press, proof, queue
 from sync.store.schema import BOOKKEEPING, FTS_COLUMNS, VIEWS
@@ -24,6 +27,13 @@ BOOKKEEPING_TABLES = tuple(
         r"CREATE TABLE IF NOT EXISTS (_sync_\w+)",
         BOOKKEEPING + queue.SCHEMA + proof.SCHEMA_LISTING + proof.SCHEMA_SCOPES,
     )
+)
+
+#: Why a PostgreSQL mirror gets no Datasette metadata, and what to use instead.
+NOT_SQLITE = (
+    "Datasette reads SQLite files only, and this mirror is in PostgreSQL ({where}); "
+    "browse it with a PostgreSQL client (psql, pgAdmin, Metabase), or run "
+    "datasette-metadata on an SQLite mirror ([mirror] path, or --mirror FILE)"
 )
 
 #: SQLite's table of AUTOINCREMENT counters (`_sync_changes.seq`, ...): not data.
@@ -93,10 +103,16 @@ def _present(mirror_path: Path) -> set[str]:
         mirror.close()
 
 
-def datasette_metadata(mirror_path: Path) -> dict[str, Any]:
-    """Datasette metadata for the mirror at `mirror_path` (its database is named by the stem):
+def datasette_metadata(where: Path | MirrorTarget) -> dict[str, Any]:
+    """Datasette metadata for the mirror file at `where` (its database is named by the stem):
     the tables and views it holds, none it does not (`mgmt_press_releases` only with
-    `[management]`, a link table once its type was mirrored)."""
+    `[management]`, a link table once its type was mirrored). MirrorError for a PostgreSQL
+    mirror (`NOT_SQLITE`)."""
+    if isinstance(where, MirrorTarget):
+        if where.path is None:
+            raise MirrorError(NOT_SQLITE.format(where=where.describe()))
+        where = where.path
+    mirror_path = where
     present = _present(mirror_path)
     tables: dict[str, dict[str, Any]] = {}
     for name, rtype in catalogue.TYPES.items():

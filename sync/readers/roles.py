@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from sync.core.errors import MirrorError
-from sync.store.target import MirrorTarget
+from sync.core.target import MirrorTarget
 
 
 def roles(target: MirrorTarget) -> dict[str, Any]:

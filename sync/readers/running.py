@@ -4,28 +4,69 @@ or since when none has; another process holding it; the last backfill run, an un
 From the writer lock's holder (`sync.store.lock.holder_pid`, the kernel's word) and the run
 records (`sync.store.runs`): a daemon killed with SIGKILL leaves a run `running` that no
 process holds, and is shown as not running since it was last seen; a backfill's, as
-`interrupted`.
+`interrupted`. A PostgreSQL mirror's writer is the holder of its active lock
+(`sync.store.pg.lock.holder_of`: the server's word, its pid the one in the holder's
+application name, on its own host); where that cannot be asked (a replica), a daemon's run is
+judged by its heartbeat alone: running while seen within `STALE_S`.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sync.core.errors import MirrorError
 from sync.core.redact import redact_text
+from sync.core.target import MirrorTarget
 from sync.jobs.backfilling.backfillrun import STARTED_AT, STARTED_LOCAL
 from sync.model.stamps import iso_ms
-from sync.store import Mirror, MirrorStore
+from sync.store import MirrorStore
 from sync.store.lock import command_of, holder_pid
+from sync.store.runs import HEARTBEAT_S
+
+#: Seconds without a heartbeat after which a daemon whose writer cannot be asked is taken for
+#: dead: three missed beats.
+STALE_S = 3 * HEARTBEAT_S
 
 
-def daemon_state(mirror: MirrorStore, path: Path) -> dict[str, Any]:
-    """Whether a daemon holds the mirror now: the writer lock's holder (`sync.store.lock`)
-    and the daemon's run record (`sync.store.runs`). `running` with its `pid`, `since` and
+@dataclass(frozen=True)
+class Writer:
+    """Who writes the mirror now: `known` False when that cannot be asked; else `pid` (None:
+    nobody) and what the process is (`command`)."""
+
+    known: bool
+    pid: int | None = None
+    command: str = ""
+
+
+def writer_of(where: Path | MirrorTarget) -> Writer:
+    """The writer of the mirror at `where` (a file's path, or a target)."""
+    target = where if isinstance(where, MirrorTarget) else MirrorTarget(path=where)
+    if target.path is not None:
+        pid = holder_pid(target.path)
+        return Writer(True, pid, command_of(pid) if pid is not None else "")
+    assert target.url is not None
+    from sync.store.pg.lock import holder_of  # psycopg only for a PostgreSQL mirror
+
+    try:
+        holder = holder_of(target.url, target.schema)
+    except MirrorError:
+        return Writer(False)
+    if holder is None:
+        return Writer(True)
+    return Writer(True, holder.process or -holder.pid, holder.describe())
+
+
+def daemon_state(mirror: MirrorStore, where: Path | MirrorTarget) -> dict[str, Any]:
+    """Whether a daemon holds the mirror now: the writer lock's holder (`writer_of`) and the
+    daemon's run record (`sync.store.runs`). `running` with its `pid`, `since` and
     `last_heartbeat`; else `stopped_at` (when the last daemon stopped or was last seen, None
     when none ever ran here) and, when another process holds the mirror, `writer`."""
     run = mirror.runs.last("daemon")
-    pid = holder_pid(path)
+    writer = writer_of(where)
+    pid = writer.pid if writer.known else (run.get("pid") if run and _beating(run) else None)
     out: dict[str, Any] = {"running": False, "pid": None, "since": None, "last_heartbeat": None}
     if run is not None and pid is not None and run.get("pid") == pid and run["status"] == "running":
         out.update(
@@ -33,7 +74,7 @@ def daemon_state(mirror: MirrorStore, path: Path) -> dict[str, Any]:
         )
         return out
     if pid is not None:
-        out["writer"] = {"pid": pid, "command": command_of(pid)}
+        out["writer"] = {"pid": pid, "command": writer.command}
     if run is not None:
         out["stopped_at"] = run.get("finished_at") or run.get("seen_at") or run["started_at"]
         out["last_status"] = run["status"] if run["status"] != "running" else "interrupted"
@@ -67,7 +108,15 @@ def daemon_lines(daemon: dict[str, Any], overdue: list[str]) -> list[str]:
 _SHOWN = ("status", "started_at", "finished_at", "error")
 
 
-def backfill_state(mirror: Mirror) -> dict[str, Any]:
+def _beating(run: dict[str, Any] | None) -> bool:
+    """Whether a daemon's `running` run was seen within `STALE_S`."""
+    if run is None or run["status"] != "running":
+        return False
+    seen = run.get("seen_at") or run.get("started_at")
+    return bool(seen) and str(seen) >= iso_ms(time.time() - STALE_S)  # the stamps sort as text
+
+
+def backfill_state(mirror: MirrorStore, where: Path | MirrorTarget) -> dict[str, Any]:
     """The last backfill run (status, when, its own error), an unfinished one's start, and
     the types it started that no backfill ever completed (the daemon copies those, and only
     those: with no configuration read, status knows no other types)."""
@@ -77,7 +126,8 @@ def backfill_state(mirror: Mirror) -> dict[str, Any]:
     run = None
     if last is not None:
         run = {k: last.get(k) for k in _SHOWN}
-        if run["status"] == "running" and holder_pid(mirror.path) != last.get("pid"):
+        writer = writer_of(where)
+        if run["status"] == "running" and writer.known and writer.pid != last.get("pid"):
             run["status"] = "interrupted"  # nobody holds the mirror for it: killed (SIGKILL, OOM)
     return {
         "last_run": run,

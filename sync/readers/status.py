@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sync.core.redact import redact_text
+from sync.core.target import MirrorTarget
 from sync.jobs.accountmap import account_of_types
 from sync.jobs.incremental.feed import unknown_types
 from sync.jobs.incremental.lateness import META_KEY as LATENESS_KEY
@@ -33,8 +34,9 @@ from sync.readers.running import (
     daemon_state,
 )
 from sync.readers.verdict import verdict, verdict_lines
-from sync.store import Mirror, MirrorStore
+from sync.store import MirrorStore
 from sync.store import proof as proof_book
+from sync.store.opening import open_mirror
 from sync.store.watch import read_health
 
 
@@ -175,13 +177,17 @@ def proof_data(mirror: MirrorStore, now: datetime, rate: float | None) -> dict[s
     }
 
 
-def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str, Any]:
+def status_data(
+    where: MirrorTarget | Path, *, max_per_second: float | None = None
+) -> dict[str, Any]:
     """Per-type rows, last sync, lag, cursor and error, the queue and subscriptions, as data.
 
-    It reads the mirror file alone (and the daemon's health file beside it), never a secret:
-    `ccsync status --mirror PATH` needs no configuration. `max_per_second` is the configured
-    request budget, when a configuration was given."""
-    mirror = Mirror.open(path, readonly=True)
+    It reads the mirror alone (a file's path, or a target; for a file, the daemon's health
+    file beside it too: a PostgreSQL mirror has none), never a secret: `ccsync status --mirror
+    PATH|URL` needs no configuration. `max_per_second` is the configured request budget, when
+    a configuration was given."""
+    target = where if isinstance(where, MirrorTarget) else MirrorTarget(path=where)
+    mirror = open_mirror(target, readonly=True)
     now = datetime.now(UTC)
     try:
         types = []
@@ -194,13 +200,13 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
         jobs = mirror.jobs.all()
         for job in jobs.values():  # errors stored by an older sync may hold a secret
             job["error"] = job.get("error") and redact_text(job["error"])
-        daemon = daemon_state(mirror, path)
+        daemon = daemon_state(mirror, target)
         problems = job_problems(jobs, now, overdue=daemon["running"]) + proof_problems(
             mirror, now, None
         )
         if not daemon["running"]:
             daemon["overdue"] = overdue_jobs(jobs, now)
-        health = read_health(path)
+        health = read_health(target.path) if target.path is not None else None
         storage = health if health is not None and health.get("status") == "degraded" else None
         if daemon["running"]:  # what only the daemon knows: an unreachable upstream...
             own = daemon_health.recorded(mirror.meta)
@@ -215,7 +221,7 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
         return {
             # The first line of `ccsync status` (`sync.readers.verdict`).
             "verdict": verdict(daemon, problems),
-            "mirror": str(path),
+            "mirror": target.describe(),
             "queue_depth": mirror.queue.waiting(),
             # The `filter[id]` requests the queue needs at least, and the seconds they take at
             # the request budget (None without one): `queue_drain`.
@@ -228,7 +234,7 @@ def status_data(path: Path, *, max_per_second: float | None = None) -> dict[str,
             # Whether a daemon holds the mirror now: pid, since, last heartbeat (`daemon_state`).
             "daemon": daemon,
             # The last backfill run, an unfinished one, the types never completed.
-            "backfill": backfill_state(mirror),
+            "backfill": backfill_state(mirror, target),
             "subscriptions": topics.split(",") if topics else [],
             "subscriptions_checked_at": mirror.meta.get("webhook_topics_checked_at"),
             "types": types,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sync.core.errors import MirrorError
+from sync.core.target import MirrorTarget
 from sync.store.mirror import Mirror
 from sync.store.seam import MirrorStore
-from sync.store.target import MirrorTarget
 
 if TYPE_CHECKING:
     from sync.core.config import CheckpointMode

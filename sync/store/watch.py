@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from sync.core.errors import StorageFault
 from sync.core.logs import get_logger
+from sync.core.target import MirrorTarget
 from sync.model.stamps import iso_ms
 from sync.store.faults import REASONS, storage_fault
-from sync.store.target import MirrorTarget
 
 if TYPE_CHECKING:  # the metrics module loads prometheus_client: the daemon's only
     from sync.core.metrics import Metrics

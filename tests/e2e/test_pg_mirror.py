@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from sync.channel.client import ChannelClient
+from sync.core.target import MirrorTarget
 from sync.emulator import Emulator
 from sync.jobs.backfilling.backfill import Backfill
 from sync.model import catalogue
 from sync.store.opening import open_mirror
-from sync.store.target import MirrorTarget
 from tests.support.compare import compare
 from tests.support.pgcopy import copy_to_sqlite
 from tests.support.settings import make_settings

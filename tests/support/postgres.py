@@ -36,11 +36,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from sync.core.target import is_url
 from tests.support.ports import free_port
 
 #: A DSN of a server to use instead of starting one (its role needs CREATEDB).
@@ -49,6 +51,9 @@ ENV_DSN = "SYNC_TEST_PG_DSN"
 SERVER_USER = "postgres"
 #: The superuser `initdb` creates (trust authentication: no password).
 SUPERUSER = "postgres"
+#: The password of the roles tests make (the server trusts every local connection: it is never
+#: checked, only looked for in messages, where it must never appear).
+ROLE_PASSWORD = "Pa55-w0rd-never-shown"
 INSTALL = "install the Debian package `postgresql` (apt-get install postgresql)"
 #: Where Debian installs each major version's server binaries.
 DEBIAN_BINDIRS = Path("/usr/lib/postgresql")
@@ -330,9 +335,21 @@ def fresh_database(dsn: str) -> Iterator[str]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
-        yield make_conninfo(dsn, dbname=name)
+        yield as_url(make_conninfo(dsn, dbname=name))
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+def as_url(dsn: str) -> str:
+    """`dsn` (a URL or `key=value` words) as the `postgresql://` URL `[mirror] url` takes."""
+    if is_url(dsn):
+        return dsn
+    parts = conninfo_to_dict(dsn)
+    user = quote(str(parts.get("user", "")), safe="")
+    password = parts.get("password")
+    auth = f"{user}:{quote(str(password), safe='')}@" if password else (f"{user}@" if user else "")
+    host, port = parts.get("host", "localhost"), parts.get("port", "5432")
+    return f"postgresql://{auth}{host}:{port}/{quote(str(parts.get('dbname', '')), safe='')}"

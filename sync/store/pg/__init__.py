@@ -1,5 +1,5 @@
 """The PostgreSQL mirror's store, beside the SQLite one (issue #49): so far its guarded page
-write (`pagewrite`) with the links (`links`) and memberships (`memberships`) it writes, the
+write (`pagewrite`) with the checked connection (`connect`), the links (`links`) and memberships (`memberships`) it writes, the
 active/standby lock (`lock`), the bookkeeping tables (`bookkeeping`), the change feed with its
 wake-ups (`changes`), deletions with their tombstones (`deletions`), one type's reads (`reads`,
 over the schema's introspection, `schema`) with the listing diff (`listing`), the backfill

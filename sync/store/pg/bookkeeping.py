@@ -138,6 +138,22 @@ def exists(conn: psycopg.Connection[Any], schema: str, table: str) -> bool:
     return row is not None
 
 
+def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Create `schema` when it does not exist. Asked of the catalogue first: `CREATE SCHEMA IF
+    NOT EXISTS` wants CREATE on the database even when the schema is there, which a role
+    given only USAGE and CREATE on its schema lacks (`sync.store.pg.connect`)."""
+    found = (
+        conn.cursor(row_factory=tuple_row)
+        .execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (schema,))
+        .fetchone()
+    )
+    if found is None:
+        conn.execute(
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)),
+            prepare=False,
+        )
+
+
 def create_tables(
     conn: psycopg.Connection[Any], schema: str, tables: Tables, indexes: Indexes | None = None
 ) -> None:
@@ -150,10 +166,7 @@ def create_tables(
         conn.execute(
             "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ccsync.bookkeeping:{schema}",)
         )
-        conn.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)),
-            prepare=False,
-        )
+        create_schema(conn, schema)
         for table, (columns, key) in tables.items():
             body = [sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in columns]
             body.append(

@@ -49,7 +49,15 @@ from psycopg.rows import tuple_row
 from sync.model import catalogue
 from sync.model.stamps import now_iso
 from sync.store.hours import EMPTY_DAY, by_columns
-from sync.store.pg.bookkeeping import KEY, SCHEMA, Tables, create_tables, no_nul, statement
+from sync.store.pg.bookkeeping import (
+    KEY,
+    SCHEMA,
+    Tables,
+    create_schema,
+    create_tables,
+    no_nul,
+    statement,
+)
 from sync.store.pg.columns import (
     BIGINT,
     DOUBLE,
@@ -144,10 +152,7 @@ def ensure_table(schema: Schema, rows: Sequence[dict[str, Any]]) -> dict[str, st
     try:
         with conn.transaction():
             if not have:
-                conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema.name)),
-                    prepare=False,
-                )
+                create_schema(conn, schema.name)
                 conn.execute(
                     sql.SQL(
                         "CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY (mall_id, date))"

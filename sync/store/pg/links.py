@@ -41,7 +41,7 @@ from sync.pipeline.batches import Staged
 from sync.store.links import Links as Links
 from sync.store.links import link_tables as link_tables
 from sync.store.pg import changes
-from sync.store.pg.bookkeeping import exists
+from sync.store.pg.bookkeeping import create_schema, exists
 from sync.store.pg.changes import FEED, LinkNotes
 from sync.store.pg.schema import READABLE
 
@@ -149,9 +149,7 @@ def ensure_link(
         return False
     owner, other = sql.Identifier(owner_col), sql.Identifier(related_col)
     with conn.transaction():
-        conn.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)), prepare=False
-        )
+        create_schema(conn, schema)
         conn.execute(
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} ({} bigint NOT NULL, {} bigint NOT NULL,"

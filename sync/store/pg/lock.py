@@ -46,9 +46,9 @@ same question asked there, so a page commits only while our lock session still h
 standby's poll).
 
 **Errors** are `MirrorError`s of one line naming `[mirror] url` and the fix: a URL that does
-not parse or connect, a role that may not connect or take the lock, a read-only replica. The
-password is never shown: a target is described from its parsed host, port, database and user,
-and every password the URL holds is masked in any text quoted from libpq or the server.
+not parse or connect, a role that may not connect or take the lock, a server too old or
+read-only; made, with the password masked, by `sync.store.pg.connect`, shared with the data
+connections.
 """
 
 from __future__ import annotations
@@ -56,20 +56,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import re
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Final
-from urllib.parse import unquote, urlsplit
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from sync.core.errors import MirrorError
+from sync.store.pg.connect import (
+    CONNECT_TIMEOUT,
+    application_name,
+    check_server,
+    conninfo,
+    refused,
+    server_version,
+    target,
+    unreachable,
+)
 
 #: What `state` says: holding the lock and writing, or waiting for it.
 ACTIVE: Final = "active"
@@ -87,10 +93,6 @@ SERVER_USER_TIMEOUT_MS = 25_000
 #: its lock go.
 CLIENT_KEEPALIVE: Final = (4, 2, 3)
 CLIENT_USER_TIMEOUT_MS = 10_000
-#: Seconds to wait for a connection to be made.
-CONNECT_TIMEOUT = 10
-#: PostgreSQL's longest `application_name`, in bytes (NAMEDATALEN - 1).
-MAX_NAME = 63
 
 #: Settings the lock session sets for itself: (first server version having it, name, value).
 #: `idle_session_timeout` off: a quiet holder is not a dead one.
@@ -116,19 +118,13 @@ _STANDBYS = f"""
     WHERE {_STANDBY_ROW} ORDER BY a.backend_start
 """
 _HELD = f"SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE {_LOCK_ROW} AND l.pid = %(pid)s)"
+#: The rights the lock needs, said when one is missing.
+_GRANT = "GRANT it CONNECT on the database and EXECUTE on pg_try_advisory_lock(bigint)"
 _HOLDER = f"""
     SELECT l.pid, a.application_name, host(a.client_addr), a.client_port, a.backend_start
     FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
     WHERE {_LOCK_ROW}
 """
-
-#: What libpq puts before the reason a connection failed (once per host it tried).
-_FAILED = re.compile(
-    r"^connection failed:\s*"
-    r'|connection to server (?:at|on) "[^"]*"(?:, port \d+)? failed:\s*'
-)
-#: A password in a conninfo string or URL that libpq could not parse.
-_PASSWORD_WORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
 
 
 def lock_key(schema: str) -> int:
@@ -147,51 +143,6 @@ def _halves(key: int) -> tuple[int, int]:
     return unsigned >> 32, unsigned & 0xFFFFFFFF
 
 
-def application_name() -> str:
-    """`ccsync@<hostname>:<pid>`, what `pg_stat_activity` shows for the lock's session,
-    clipped to what the server keeps (the pid kept whole)."""
-    tail = f":{os.getpid()}"
-    host = socket.gethostname().encode("ascii", "replace")[: MAX_NAME - len(tail) - 7]
-    return f"ccsync@{host.decode('ascii')}{tail}"
-
-
-def passwords(dsn: str) -> list[str]:
-    """Every spelling of a password `dsn` holds (as written and decoded), longest first."""
-    found: set[str] = set()
-    with contextlib.suppress(psycopg.Error):
-        password = conninfo_to_dict(dsn).get("password")
-        if password:
-            found.add(str(password))
-    for m in _PASSWORD_WORD.finditer(dsn):
-        found.add(m.group(1).strip("'"))
-    with contextlib.suppress(ValueError):
-        raw = urlsplit(dsn).netloc.rpartition("@")[0].partition(":")[2]
-        if raw:
-            found |= {raw, unquote(raw)}
-    return sorted((p for p in found if p), key=len, reverse=True)
-
-
-def masked(text: str, dsn: str) -> str:
-    """`text` with every password of `dsn` replaced by `***`."""
-    for password in passwords(dsn):
-        text = text.replace(password, "***")
-    return text
-
-
-def target(dsn: str) -> str:
-    """`user@host:port/dbname` of `dsn`, for messages: built from its parts, so no password
-    (libpq's defaults, the environment's, are not filled in: what is not written is left out)."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "(a URL that does not parse)"
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    where = str(parts.get("host") or parts.get("hostaddr") or "")
-    where += f":{parts['port']}" if parts.get("port") else ""
-    db = f"/{parts['dbname']}" if parts.get("dbname") else ""
-    return f"{user}{where}{db}" or "(libpq defaults)"
-
-
 @dataclass(frozen=True)
 class Holder:
     """The session holding the lock, as `pg_locks` and `pg_stat_activity` show it. Fields other
@@ -203,6 +154,13 @@ class Holder:
     address: str | None
     port: int | None
     since: datetime | None
+
+    @property
+    def process(self) -> int | None:
+        """The holder's pid on its own host, from its application name (`ccsync@h1:123`: 123;
+        None for a session not named by `application_name`)."""
+        found = re.fullmatch(r"ccsync@[^:]*:(\d+)", self.application or "")
+        return int(found.group(1)) if found else None
 
     def describe(self) -> str:
         """`ccsync@h1:123 (backend pid 456 from 10.0.0.5:51234, connected ...)`: a status line."""
@@ -394,24 +352,18 @@ class ActiveLock:
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
             return self._conn
         self._close()
+        info = conninfo(
+            self._dsn,
+            application_name=self.name,
+            connect_timeout=str(CONNECT_TIMEOUT),
+            keepalives="1",
+            keepalives_idle=str(CLIENT_KEEPALIVE[0]),
+            keepalives_interval=str(CLIENT_KEEPALIVE[1]),
+            keepalives_count=str(CLIENT_KEEPALIVE[2]),
+            tcp_user_timeout=str(CLIENT_USER_TIMEOUT_MS),
+        )
         try:
-            conninfo = make_conninfo(
-                self._dsn,
-                application_name=self.name,
-                connect_timeout=str(CONNECT_TIMEOUT),
-                keepalives="1",
-                keepalives_idle=str(CLIENT_KEEPALIVE[0]),
-                keepalives_interval=str(CLIENT_KEEPALIVE[1]),
-                keepalives_count=str(CLIENT_KEEPALIVE[2]),
-                tcp_user_timeout=str(CLIENT_USER_TIMEOUT_MS),
-            )
-        except psycopg.Error:
-            raise MirrorError(
-                "[mirror] url is neither a postgresql:// URL nor a libpq connection string",
-                hint="write it as postgresql://user@host:5432/dbname",
-            ) from None
-        try:
-            conn = psycopg.connect(conninfo, autocommit=True)
+            conn = psycopg.connect(info, autocommit=True)
         except psycopg.Error as exc:
             raise self._unreachable(exc) from None
         try:
@@ -423,24 +375,18 @@ class ActiveLock:
         return conn
 
     def _set_up(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        """Set the session's keepalives (one round trip), learn its backend pid, and refuse a
-        read-only replica: a lock taken there would not keep anyone off the primary."""
-        version = conn.info.server_version
-        settings = [(n, v) for since, n, v in SESSION_SETTINGS if version >= since]
-        calls = ", ".join("set_config(%s, %s, false)" for _ in settings)
-        args = [x for pair in settings for x in pair]
+        """Refuse a server too old or read-only (a lock taken on a replica would not keep
+        anyone off the primary), set the session's keepalives and learn its backend pid."""
         try:
-            row = conn.execute(
-                f"SELECT pg_backend_pid(), pg_is_in_recovery(), {calls}", args
-            ).fetchone()
+            check_server(conn, self._dsn, writer=True)
+            version = server_version(conn)
+            settings = [(n, v) for since, n, v in SESSION_SETTINGS if version >= since]
+            calls = ", ".join("set_config(%s, %s, false)" for _ in settings)
+            args = [x for pair in settings for x in pair]
+            row = conn.execute(f"SELECT pg_backend_pid(), {calls}", args).fetchone()
         except psycopg.Error as exc:
             raise self._unreachable(exc) from None
         assert row is not None
-        if row[1]:
-            raise self._error(
-                f"PostgreSQL mirror {target(self._dsn)} is a read-only replica (in recovery)",
-                "point [mirror] url at the primary server",
-            )
         self._pid = int(row[0])
 
     def _close(self) -> None:
@@ -451,44 +397,16 @@ class ActiveLock:
                 conn.close()
 
     def _unreachable(self, exc: psycopg.Error) -> MirrorError:
-        """One line for a connection that failed or was lost: libpq's reason, masked, and the
-        fix it calls for."""
-        reason = _reason(str(exc))
-        low = reason.lower()
-        if "password" in low or "authentication" in low:
-            hint = "check the user and password in [mirror] url (or ~/.pgpass)"
-        elif "permission denied" in low or "privilege" in low:
-            return self._refused("may not connect", exc)
-        elif "does not exist" in low:
-            hint = "create it, or fix the name in [mirror] url"
-        else:
-            hint = "check the host and port in [mirror] url and that the server runs"
-        return self._error(f"PostgreSQL mirror {target(self._dsn)} cannot be used: {reason}", hint)
+        return unreachable(self._dsn, exc, _GRANT)
 
     def _refused(self, what: str, exc: psycopg.Error) -> MirrorError:
-        """One line for a role without a right the lock needs."""
-        try:
-            user = conninfo_to_dict(self._dsn).get("user")
-        except psycopg.Error:
-            user = None
-        role = f"role {user}" if user else "the role of [mirror] url"
-        return self._error(
-            f"PostgreSQL mirror {target(self._dsn)}: {role} {what} ({_reason(str(exc))})",
-            "GRANT it CONNECT on the database and EXECUTE on pg_try_advisory_lock(bigint), "
-            "or name a role that has them in [mirror] url",
-        )
-
-    def _error(self, message: str, hint: str) -> MirrorError:
-        """A MirrorError with every password of the URL masked (in the reason quoted from the
-        server, or a user named as its own password)."""
-        return MirrorError(masked(message, self._dsn), hint=masked(hint, self._dsn))
+        return refused(self._dsn, what, exc, _GRANT)
 
 
-def _reason(message: str) -> str:
-    """libpq's or the server's message on one line, without its `connection failed: connection
-    to server at ... failed:` preamble (the target is named apart) or its level prefixes."""
-    text = _FAILED.sub("", message.strip())
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not ln.startswith("Is the server running")]
-    cleaned = [re.sub(r"^(FATAL|ERROR|DETAIL|HINT):\s+", "", ln) for ln in lines]
-    return "; ".join(cleaned) or "(no message)"
+def holder_of(dsn: str, schema: str) -> Holder | None:
+    """Who holds the active lock of the mirror in `schema` now (None: nobody), asked on a
+    connection of its own, closed after: what `ccsync status` knows of a PostgreSQL mirror's
+    writer, as `sync.store.lock.holder_pid` of an SQLite file's. MirrorError when it cannot be
+    asked (a replica: the primary's locks are not there)."""
+    with ActiveLock(dsn, schema) as lock:
+        return lock.holder()

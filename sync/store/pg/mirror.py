@@ -34,6 +34,7 @@ import psycopg
 
 from sync.core.errors import MirrorError
 from sync.core.logs import get_logger
+from sync.core.target import MirrorTarget
 from sync.model.catalogue import ResourceType
 from sync.pipeline.batches import Staged
 from sync.pipeline.seen import Seen
@@ -65,7 +66,6 @@ from sync.store.pg.values import PgValues, ensure_values
 from sync.store.repair import Repair
 from sync.store.schema import SCHEMA_VERSION
 from sync.store.scripts import Scripts
-from sync.store.target import MirrorTarget
 from sync.store.values import ValueNotes
 
 _log = get_logger("sync.store.pg")

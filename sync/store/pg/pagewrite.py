@@ -79,6 +79,7 @@ from sync.store.pg.arrays import (
     array_type,
     format_row_binary,
 )
+from sync.store.pg.bookkeeping import create_schema
 from sync.store.pg.columns import (
     CONVERT,
     UPDATED_AT,
@@ -225,12 +226,7 @@ class PageWriter:
                 if not have:
                     # The key alone, then every column as added: a table another writer made
                     # meanwhile gets the columns it lacks all the same.
-                    self.conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            sql.Identifier(self.schema)
-                        ),
-                        prepare=False,
-                    )
+                    create_schema(self.conn, self.schema)
                     self.conn.execute(
                         sql.SQL("CREATE TABLE IF NOT EXISTS {} (id bigint PRIMARY KEY)").format(
                             target

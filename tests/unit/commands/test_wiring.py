@@ -26,6 +26,7 @@ from sync.core.errors import (
     SyncError,
     UnreachableError,
 )
+from sync.core.target import MirrorTarget
 from tests.support.settings import write_config
 
 OFFLINE = {"base_url": "http://127.0.0.1:1", "email": "a@x", "password": "pw"}
@@ -114,9 +115,9 @@ def test_a_reader_needs_no_config_with_mirror_and_never_a_secret(tmp_path: Path)
     @click.command()
     @config_option
     @mirror_option
-    def read(config_path: Path | None, mirror_path: Path | None) -> None:
-        path, settings = reader_from(config_path, mirror_path)
-        click.echo(f"{path} {settings is None}")
+    def read(config_path: Path | None, mirror_path: str | None, schema: str | None) -> None:
+        target, settings = reader_from(config_path, mirror_path, schema)
+        click.echo(f"{target.describe()} {settings is None}")
 
     alone = CliRunner().invoke(read, ["--mirror", str(tmp_path / "x.db")])
     assert alone.stdout == f"{tmp_path / 'x.db'} True\n"
@@ -130,3 +131,38 @@ def test_a_reader_needs_no_config_with_mirror_and_never_a_secret(tmp_path: Path)
     assert from_config.stdout == f"{tmp_path / 'm.db'} False\n", from_config.output
     both = CliRunner().invoke(read, ["--config", str(cfg), "--mirror", str(tmp_path / "y.db")])
     assert both.stdout == f"{tmp_path / 'y.db'} False\n"
+
+
+def test_a_reader_takes_a_postgresql_url_and_schema_and_never_shows_the_password(
+    tmp_path: Path,
+) -> None:
+    seen: list[MirrorTarget] = []
+
+    @click.command()
+    @config_option
+    @mirror_option
+    def read(config_path: Path | None, mirror_path: str | None, schema: str | None) -> None:
+        target, _ = reader_from(config_path, mirror_path, schema)
+        seen.append(target)
+        click.echo(click.get_current_context().find_root().meta["sync.mirror"])
+
+    url = "postgresql://u:Hidden-pw-9@db:5432/m"
+    alone = CliRunner().invoke(read, ["--mirror", url])
+    assert seen[-1] == MirrorTarget(url=url, schema="ccsync")
+    assert alone.stdout == "postgresql://u:***@db:5432/m (schema ccsync)\n"
+    CliRunner().invoke(read, ["--mirror", url, "--schema", "tenant_a"])
+    assert seen[-1].schema == "tenant_a"
+    bad = CliRunner().invoke(read, ["--mirror", url, "--schema", "Tenant"])
+    assert bad.exit_code == 2 and "plain lowercase schema name" in bad.output
+    cfg = write_config(
+        tmp_path / "c.toml",
+        upstream={"base_url": "http://127.0.0.1:1", "email": "a@x", "password_env": "U_NEVER"},
+        mirror={"url": url, "schema": "from_config"},
+    )
+    from_config = CliRunner().invoke(read, ["--config", str(cfg)])
+    assert seen[-1] == MirrorTarget(url=url, schema="from_config"), from_config.output
+    assert "Hidden-pw-9" not in from_config.output
+    CliRunner().invoke(read, ["--config", str(cfg), "--mirror", str(tmp_path / "x.db")])
+    assert seen[-1] == MirrorTarget(path=tmp_path / "x.db")
+    CliRunner().invoke(read, ["--config", str(cfg), "--schema", "other"])
+    assert seen[-1] == MirrorTarget(url=url, schema="other")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,3 +118,50 @@ def test_management_needs_a_token_and_the_user_token_where_the_spec_says() -> No
     )
     user = ManagementSettings(**fields, bearer_token="b" * 8)
     assert user.require_user_token("x").get_secret_value() == "b" * 8
+
+
+def _mirror(**mirror: Any) -> dict[str, Any]:
+    return {"upstream": {"base_url": URL, "email": "a@x", "password": "p"}, "mirror": mirror}
+
+
+def test_the_mirror_target_is_the_sqlite_file_unless_a_url_is_set() -> None:
+    default = parse_config(_mirror()).mirror.target
+    assert (default.path, default.url) == (Path("mirror.db"), None)
+    assert parse_config(_mirror(path="/var/m.db")).mirror.target.path == Path("/var/m.db")
+    pg = parse_config(_mirror(url=" postgres://u@h/db ", schema="tenant_2")).mirror.target
+    assert (pg.path, pg.url, pg.schema) == (None, "postgres://u@h/db", "tenant_2")
+    assert parse_config(_mirror(url="postgresql://h/db")).mirror.target.schema == "ccsync"
+
+
+@pytest.mark.parametrize(
+    ("mirror", "message"),
+    [
+        (
+            {"url": "mysql://u:Secret-pw-1@h/db"},
+            "mirror.url: must start with postgresql:// or postgres:// (for an SQLite file, "
+            "set [mirror] path instead)",
+        ),
+        (
+            {"url": "postgresql://u:Secret-pw-1@h/db", "path": "m.db"},
+            "set [mirror] path or url, not both",
+        ),
+        ({"url": "postgresql://h/db", "schema": "Mirror"}, "mirror.schema: 'Mirror' is not"),
+        ({"schema": "1st"}, "use lowercase letters, digits and _, not starting with a digit"),
+        ({"schema": "a" * 64}, "at most 63 characters"),
+        ({"schema": 'x"; drop'}, "is not a plain schema name"),
+    ],
+)
+def test_the_mirror_settings_refuse_in_one_line_without_the_password(
+    mirror: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_mirror(**mirror))
+    text = str(caught.value)
+    assert message in text and "\n" not in text
+    assert "Secret-pw-1" not in text
+
+
+def test_the_mirror_url_is_not_in_the_settings_repr() -> None:
+    settings = parse_config(_mirror(url="postgresql://u:Secret-pw-1@h/db"))
+    assert "Secret-pw-1" not in repr(settings) and "Secret-pw-1" not in str(settings.mirror)
+    assert "Secret-pw-1" not in repr(settings.mirror.target)

@@ -20,11 +20,11 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestClient, TestServer
 
 from sync.core.config import Settings, parse_config
+from sync.core.target import MirrorTarget
 from sync.daemon.http import STANDBY_REFUSAL, make_standby_app
 from sync.daemon.service import Daemon
 from sync.daemon.standby import Standby, retry_delay
 from sync.store.pg.lock import ActiveLock
-from sync.store.target import MirrorTarget
 from tests.support.ports import free_port
 from tests.support.waiting import eventually
 

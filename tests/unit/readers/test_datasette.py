@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from sync.core.errors import MirrorError
+from sync.core.target import MirrorTarget
 from sync.readers.datasette import BOOKKEEPING_TABLES, IMAGE_SIZE_SQL, datasette_metadata
 from sync.store import Mirror
 from tests.support.paths import ROOT
@@ -71,3 +75,12 @@ def test_every_sync_table_the_store_creates_is_hidden() -> None:
     for module in (ROOT / "sync" / "store").glob("*.py"):
         created |= set(re.findall(r"CREATE TABLE IF NOT EXISTS (_sync_\w+)", module.read_text()))
     assert created and created <= set(BOOKKEEPING_TABLES), created - set(BOOKKEEPING_TABLES)
+
+
+def test_a_postgresql_mirror_is_refused_in_one_line_without_the_password() -> None:
+    with pytest.raises(MirrorError) as caught:
+        datasette_metadata(MirrorTarget(url="postgresql://u:pw-Hidden@h/db", schema="s"))
+    text = str(caught.value)
+    assert text.startswith("Datasette reads SQLite files only, and this mirror is in PostgreSQL")
+    assert "postgresql://u:***@h/db (schema s)" in text and "pw-Hidden" not in text
+    assert "\n" not in text

@@ -3,9 +3,9 @@ server tells them (`pg_db`), and a server that cannot be asked, without the pass
 
 from __future__ import annotations
 
+from sync.core.target import MirrorTarget
 from sync.readers.roles import role_lines, roles
 from sync.store.pg.lock import ActiveLock
-from sync.store.target import MirrorTarget
 from tests.support.ports import free_port
 
 SCHEMA = "mirror_r"

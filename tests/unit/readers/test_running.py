@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
-from sync.readers.running import backfill_lines, backfill_state, daemon_lines, daemon_state
+from sync.core.target import MirrorTarget
+from sync.model.stamps import iso_ms, now_iso
+from sync.readers.running import (
+    STALE_S,
+    Writer,
+    backfill_lines,
+    backfill_state,
+    daemon_lines,
+    daemon_state,
+    writer_of,
+)
 from sync.store import Mirror
+from tests.support.ports import free_port
 
 
 def _daemon_run(mirror: Mirror, pid: int, status: str, finished: str | None = None) -> None:
@@ -60,12 +72,12 @@ def test_daemon_lines_say_since_when_and_what_waits() -> None:
 
 
 def test_backfill_state_names_the_types_no_backfill_completed(mirror: Mirror) -> None:
-    assert backfill_state(mirror) == {
+    assert backfill_state(mirror, mirror.path) == {
         "last_run": None,
         "unfinished_since": None,
         "never_completed": [],
     }
-    assert backfill_lines(backfill_state(mirror)) == []
+    assert backfill_lines(backfill_state(mirror, mirror.path)) == []
     mirror.conn.execute(
         "INSERT INTO _sync_runs (kind, started_at, status, error) "
         "VALUES ('backfill', '2026-01-02T00:00:00.000Z', 'failed', 'HTTP 500 from /deals')"
@@ -80,7 +92,7 @@ def test_backfill_state_names_the_types_no_backfill_completed(mirror: Mirror) ->
             ("backfill_completed", json.dumps({"deals": "2026-01-01T00:00:00.000Z"})),
         ],
     )
-    state = backfill_state(mirror)
+    state = backfill_state(mirror, mirror.path)
     assert state["never_completed"] == ["stores"]
     assert backfill_lines(state) == [
         "backfill: last run failed (2026-01-02T00:00:00.000Z): HTTP 500 from /deals",
@@ -102,7 +114,7 @@ def test_an_unfinished_backfill_is_shown_however_many_runs_came_after(mirror: Mi
         "INSERT INTO _sync_meta (key, value) VALUES ('backfill_started_at', "
         "'2026-01-02T00:00:00.000Z')"
     )
-    lines = backfill_lines(backfill_state(mirror))
+    lines = backfill_lines(backfill_state(mirror, mirror.path))
     assert lines[0] == "backfill: last run failed (2026-01-02T00:00:00.000Z)"
 
 
@@ -117,11 +129,52 @@ def test_a_backfill_nobody_holds_the_mirror_for_is_interrupted_and_its_start_is_
         "VALUES ('backfill', '2026-01-02T00:00:00.000Z', 'running', ?)",
         (os.getpid(),),  # this process holds the `mirror` fixture's lock
     )
-    assert backfill_state(mirror)["last_run"]["status"] == "running"
+    assert backfill_state(mirror, mirror.path)["last_run"]["status"] == "running"
     mirror.conn.execute("UPDATE _sync_runs SET pid = ? WHERE kind = 'backfill'", (2**22 + 1,))
-    assert backfill_state(mirror)["last_run"]["status"] == "interrupted"
+    assert backfill_state(mirror, mirror.path)["last_run"]["status"] == "interrupted"
     mirror.meta.set("backfill_started_at", "2026-01-01T00:00:00.000Z")
     mirror.meta.set("backfill_started_local", "1767312000.000")  # 2026-01-02T00:00:00Z
-    state = backfill_state(mirror)
+    state = backfill_state(mirror, mirror.path)
     assert state["unfinished_since"] == "2026-01-02T00:00:00.000Z"
     assert backfill_lines(state)[0] == "backfill: last run interrupted (2026-01-02T00:00:00.000Z)"
+
+
+def _run_seen(mirror: Mirror, pid: int, seen: str) -> None:
+    mirror.conn.execute(
+        "INSERT INTO _sync_runs (kind, started_at, status, pid, seen_at) "
+        "VALUES ('daemon', '2026-01-01T00:00:00.000Z', 'running', ?, ?)",
+        (pid, seen),
+    )
+
+
+def test_a_postgresql_mirrors_writer_is_the_holder_of_its_active_lock(
+    mirror: Mirror, pg_db: str
+) -> None:
+    from sync.store.pg.lock import ActiveLock
+
+    target = MirrorTarget(url=pg_db, schema="ccsync")
+    assert writer_of(target) == Writer(True)
+    _daemon_run(mirror, os.getpid(), "running")
+    assert daemon_state(mirror, target)["running"] is False  # its run, but nobody holds it
+    with ActiveLock(pg_db, "ccsync") as lock:
+        assert lock.try_acquire()
+        writer = writer_of(target)
+        assert writer.known and writer.pid == os.getpid()
+        assert writer.command.startswith(f"{lock.name} (backend pid {lock.backend_pid}")
+        assert writer_of(MirrorTarget(url=pg_db, schema="another")) == Writer(True)
+        state = daemon_state(mirror, target)
+        assert state["running"] is True and state["pid"] == os.getpid()
+        assert backfill_state(mirror, target)["last_run"] is None
+
+
+def test_a_daemon_whose_writer_cannot_be_asked_is_judged_by_its_heartbeat(
+    mirror: Mirror,
+) -> None:
+    target = MirrorTarget(url=f"postgresql://u:pw-Hidden@127.0.0.1:{free_port()}/m")
+    assert writer_of(target) == Writer(False)
+    _run_seen(mirror, 4242, iso_ms(time.time() - STALE_S - 5))  # stopped beating: killed
+    state = daemon_state(mirror, target)
+    assert state["running"] is False and state["last_status"] == "interrupted"
+    _run_seen(mirror, 4243, now_iso())
+    state = daemon_state(mirror, target)
+    assert state["running"] is True and state["pid"] == 4243

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from sync.core.target import MirrorTarget
 from sync.store import watch
-from sync.store.target import MirrorTarget
 from sync.store.watch import StorageWatch
 
 FULL = sqlite3.OperationalError("database or disk is full")

@@ -16,6 +16,7 @@ import pytest
 from psycopg import sql
 
 from sync.core.errors import StorageFault
+from sync.core.target import MirrorTarget
 from sync.store.faults import (
     LOCKED,
     READ_ONLY,
@@ -27,7 +28,6 @@ from sync.store.faults import (
 )
 from sync.store.pg.bookkeeping import ensure_bookkeeping
 from sync.store.pg.faults import CHECK_KEY, LiveConnection, PgStorageCheck
-from sync.store.target import MirrorTarget
 from tests.support.ports import free_port
 
 SCHEMA = "mirror_f"

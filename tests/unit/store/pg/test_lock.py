@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +24,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from sync.core.errors import MirrorError
+from sync.store.pg.connect import application_name
 from sync.store.pg.lock import (
     ACTIVE,
     CHECK,
@@ -38,18 +36,13 @@ from sync.store.pg.lock import (
     STANDBY,
     ActiveLock,
     Holder,
-    _reason,
-    application_name,
     lock_key,
-    masked,
-    passwords,
-    target,
 )
 from tests.support.paths import ROOT
 from tests.support.ports import free_port
+from tests.support.postgres import ROLE_PASSWORD as PASSWORD
 
 SCHEMA = "ccsync"
-PASSWORD = "Pa55-w0rd-never-shown"
 #: The takeover the issue asks for after a holder's death.
 TAKEOVER_BOUND = 30.0
 #: A holder in a child process: takes the lock, says its name, sleeps until killed.
@@ -64,34 +57,12 @@ time.sleep(600)
 
 
 @pytest.fixture
-def admin(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """A superuser connection to the test's database, in autocommit."""
-    with psycopg.connect(pg_db, autocommit=True) as c:
-        yield c
-
-
-@pytest.fixture
 def locks(pg_db: str) -> Iterator[list[ActiveLock]]:
     """Two locks of one mirror (`SCHEMA` in the test's database), released after the test."""
     made = [ActiveLock(pg_db, SCHEMA), ActiveLock(pg_db, SCHEMA)]
     yield made
     for lock in made:
         lock.release()
-
-
-@pytest.fixture
-def weak_role(admin: psycopg.Connection[Any]) -> Iterator[str]:
-    """A login role with `PASSWORD`, none of whose rights are granted by this fixture; dropped
-    after the test (roles are the server's, shared by every test)."""
-    name = f"weak_{uuid.uuid4().hex[:12]}"
-    admin.execute(
-        sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-            sql.Identifier(name), sql.Literal(PASSWORD)
-        )
-    )
-    yield name
-    admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
-    admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
 
 def _one_line_without_password(err: MirrorError, *also_hidden: str) -> str:
@@ -114,13 +85,6 @@ def test_the_key_is_a_stable_bigint_of_the_schema_name() -> None:
     assert lock_key("ccsync") == lock_key("ccsync") == -4539881370838567763
     assert lock_key("ccsync") != lock_key("ccsync2")
     assert all(-(2**63) <= lock_key(s) < 2**63 for s in ("", "a", "x" * 100))
-
-
-def test_the_application_name_says_host_and_pid_within_what_the_server_keeps() -> None:
-    name = application_name()
-    assert name == f"ccsync@{socket.gethostname()}:{os.getpid()}"[: len(name)]
-    assert name.endswith(f":{os.getpid()}")
-    assert len(name.encode()) <= 63
 
 
 def test_a_second_lock_waits_while_the_first_holds_and_takes_it_once_released(
@@ -319,26 +283,3 @@ def test_a_role_that_may_not_take_advisory_locks_is_named_with_the_fix(
     assert f"role {weak_role} may not take advisory locks" in text
     assert "permission denied for function pg_try_advisory_lock" in text
     assert lock.state == STANDBY and lock.backend_pid is None
-
-
-def test_masking_finds_the_password_in_every_form_a_url_holds() -> None:
-    assert passwords("postgresql://u:s3cr%40t-x@h/db") == ["s3cr%40t-x", "s3cr@t-x"]
-    assert passwords("host=h password='two words'") == ["two words"]
-    assert passwords("host=h user=u") == []
-    dsn = "postgresql://hunter22:hunter22@h/db"  # a user named as the password is masked too
-    assert masked("role hunter22 said hunter22", dsn) == "role *** said ***"
-    assert target("postgresql://u:secret@h:5/db") == "u@h:5/db"
-    assert target("host=h dbname=d password=secret") == "h/d"
-    assert target("") == "(libpq defaults)"
-
-
-def test_the_reason_is_libpqs_message_without_its_preamble() -> None:
-    message = (
-        'connection failed: connection to server at "127.0.0.1", port 1 failed: '
-        "Connection refused\n\tIs the server running on that host and accepting TCP/IP "
-        "connections?\n"
-        'connection to server at "::1", port 1 failed: FATAL:  role "x" does not exist\n'
-        "DETAIL:  more"
-    )
-    assert _reason(message) == 'Connection refused; role "x" does not exist; more'
-    assert re.fullmatch(r"[^\n]+", _reason("ERROR:  a\nHINT:  b")) is not None

@@ -4,11 +4,13 @@
 "postgresql://..."` a PostgreSQL database, with `[mirror] schema` (default `ccsync`) the schema
 the mirror's tables live in (issue #49). The read-only commands take either through `--mirror`:
 a path, or a URL starting `postgresql://` or `postgres://`. A `MirrorTarget` is that choice as
-a value; `sync.store.opening.open_mirror` opens it. Its `describe()` never shows a password.
+a value, here in the core because the configuration hands it out (`MirrorSettings.target`);
+`sync.store.opening.open_mirror` opens it. Its `describe()` never shows a password.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -17,6 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 SCHEMES = ("postgresql://", "postgres://")
 #: `[mirror] schema`'s default.
 DEFAULT_SCHEMA = "ccsync"
+#: What `[mirror] schema` may be: a plain lowercase SQL identifier, which PostgreSQL keeps as
+#: written (quoted or not) and within its 63 bytes, so every tool names it the same way.
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def is_url(text: str) -> bool:

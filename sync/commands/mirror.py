@@ -19,6 +19,7 @@ from sync.commands.wiring import (
 from sync.jobs.backfilling.backfill import run_backfill
 from sync.model import catalogue
 from sync.readers.changes import changes
+from sync.readers.roles import role_lines, roles
 from sync.readers.status import status_data, status_lines
 from sync.store.opening import open_mirror
 
@@ -78,11 +79,16 @@ def status_command(
     target, settings = reader_from(config_path, mirror_path, schema)
     budget = settings.upstream.max_requests_per_second if settings else None
     data = status_data(target, max_per_second=budget)
+    if target.url is not None:  # who is active and who stands by (`sync.readers.roles`)
+        data["daemons"] = roles(target)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
     for line in status_lines(data):
         click.echo(line)
+    if "daemons" in data:
+        for line in role_lines(data["daemons"]):
+            click.echo(line)
 
 
 @click.command("datasette-metadata")

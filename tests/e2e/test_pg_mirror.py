@@ -12,9 +12,11 @@ from sync.emulator import Emulator
 from sync.jobs.backfilling.backfill import Backfill
 from sync.model import catalogue
 from sync.store.opening import open_mirror
+from sync.store.pg.lock import ActiveLock
 from tests.support.compare import compare
 from tests.support.pgcopy import copy_to_sqlite
-from tests.support.settings import make_settings
+from tests.support.processes import CLI_PASSWORD_ENV, ccsync
+from tests.support.settings import make_settings, upstream_keys, write_config
 
 SCHEMA = "ccsync"
 
@@ -34,3 +36,34 @@ async def test_a_backfill_into_postgresql_is_exact(
     assert result.differences == 0, result.summary()
     assert result.rows_compared == sum(len(emulator.snapshot(t)) for t in catalogue.LISTABLE)
     assert report.rows >= result.rows_compared
+
+
+async def test_the_commands_backfill_and_read_a_postgresql_mirror_as_a_user_runs_them(
+    emulator: Emulator, pg_db: str, tmp_path: Path
+) -> None:
+    """`[mirror] url` in the file: `ccsync backfill` fills the schema, `ccsync status` reads it
+    (who is active and who stands by, from the server), a second writer is refused naming the
+    holder, and `--mirror URL --schema` reads it with no configuration; no password shown."""
+    config = write_config(
+        tmp_path / "sync.toml",
+        upstream=upstream_keys(emulator, CLI_PASSWORD_ENV, types=["malls", "deals"]),
+        mirror={"url": pg_db, "schema": "shop"},
+        logging={"level": "warning"},
+    )
+    code, out, err = await ccsync("backfill", "--quiet", "--config", str(config), emu=emulator)
+    assert code == 0, err
+    code, out, err = await ccsync("status", "--config", str(config), emu=emulator)
+    assert code == 0, err
+    assert "deals" in out and "active daemon: none" in out and "standby daemon: none" in out
+    lock = ActiveLock(pg_db, "shop")
+    assert lock.try_acquire()
+    try:
+        code, out, err = await ccsync("backfill", "--quiet", "--config", str(config), emu=emulator)
+        assert code != 0 and "another ccsync writes this mirror" in err, (code, err)
+        code, out, err = await ccsync("status", "--mirror", pg_db, "--schema", "shop", emu=emulator)
+        assert code == 0, err
+        assert f"active daemon: {lock.name}" in out
+    finally:
+        lock.release()
+    copy = copy_to_sqlite(pg_db, "shop", tmp_path / "copy.db")
+    assert compare(copy, emulator, ["malls", "deals"]).differences == 0

@@ -53,6 +53,10 @@ from sync.core.redact import redact_text
 from sync.model.stamps import now_iso
 from sync.store.meta import read_numbers
 
+#: The kinds of relation that have columns a reader can select: tables (plain and
+#: partitioned), views and materialised views (SQLite's `PRAGMA table_info` answers for views).
+READABLE = ("r", "p", "v", "m")
+
 #: The schema the bookkeeping tables live in unless told.
 SCHEMA = "ccsync"
 

@@ -41,9 +41,8 @@ from sync.pipeline.batches import Staged
 from sync.store.links import Links as Links
 from sync.store.links import link_tables as link_tables
 from sync.store.pg import changes
-from sync.store.pg.bookkeeping import create_schema, exists
+from sync.store.pg.bookkeeping import READABLE, create_schema, exists
 from sync.store.pg.changes import FEED, LinkNotes
-from sync.store.pg.schema import READABLE
 
 #: The stamp the page write's guard compares.
 UPDATED_AT = "updated_at"

@@ -28,7 +28,8 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from sync.store.pg.bookkeeping import SCHEMA
+from sync.store.pg.bookkeeping import READABLE, SCHEMA
+from sync.store.pg.links import ensure_link
 from sync.store.schema import VIEWS as SQLITE_VIEWS
 
 #: The mirror's views (`sync.store.schema.VIEWS`: the inverse sides of associations and the
@@ -47,10 +48,6 @@ VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
         " WHERE NOT coalesce(m.exclude_national_deals, false)",
     ),
 }
-
-#: The kinds of relation that have columns a reader can select: tables (plain and
-#: partitioned), views and materialised views (SQLite's `PRAGMA table_info` answers for views).
-READABLE = ("r", "p", "v", "m")
 
 
 def table_columns(conn: psycopg.Connection[Any], schema: str, table: str) -> list[str]:
@@ -162,8 +159,6 @@ class Schema:
         """Replace the derived `malls_deals` view by a link table the mall routes fill."""
         if self.mall_deals_is_table():
             return
-        from sync.store.pg.links import ensure_link  # the links import this module's reads
-
         with self.conn.transaction():
             self.conn.execute(
                 sql.SQL("DROP VIEW IF EXISTS {}").format(sql.Identifier(self.name, "malls_deals")),

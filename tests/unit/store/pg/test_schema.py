@@ -16,7 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from sync.store.pg.schema import READABLE, Schema, table_columns
+from sync.store.pg.bookkeeping import READABLE
+from sync.store.pg.schema import Schema, table_columns
 from tests.support.twin_stores import SCHEMA, Store, postgres_store, sqlite_store
 
 T0 = "2026-01-01T00:00:00.000Z"

@@ -19,6 +19,7 @@ compares (`differences`), then writes the page.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sync.pipeline.batches import Staged
 from sync.store.deletions import Deletions, Judge, tombstone_verdict
@@ -36,54 +37,88 @@ class Repair:
     what: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Found:
+    """What a store found of one served row in its table: nothing (`missing`), or its stored
+    `updated_at` (None: none) and the columns whose stored value differs from the served."""
+
+    missing: bool
+    stamp: Any = None
+    differing: tuple[str, ...] = ()
+
+
+class Judging:
+    """The verify's rule for one batch, written once for both stores: which rows a tombstone
+    refuses (the write refuses them too), and which compares are repairs (`repair`). A store
+    compares each row its own way (`differences` here, `sync.store.pg.repair` there) and asks."""
+
+    def __init__(
+        self, deletions: Deletions, b: Staged, stored_links: dict[str, dict[int, list[int]]]
+    ) -> None:
+        self.b = b
+        self.stored_links = stored_links
+        self.served_links = {n: dict(pairs) for n, pairs in b.links.items() if n in stored_links}
+        self.stamp = b.columns.index("updated_at") + 1 if "updated_at" in b.columns else None
+        dead = deletions.held(b.type, b.ids)
+        judge = Judge.now(deletions.window)
+        self.refused = {
+            row[0]
+            for row in b.rows
+            if row[0] in dead
+            and tombstone_verdict(dead[row[0]], self.served_stamp(row), judge) != "lifted"
+        }
+
+    def served_stamp(self, row: tuple[Any, ...]) -> Any:
+        """A staged row's `updated_at` (None: the batch has none)."""
+        return None if self.stamp is None else row[self.stamp]
+
+    def repair(self, rid: int, served_stamp: Any, found: Found) -> Repair | None:
+        """The repair one compare makes, if any: a missing row; under an equal stamp (or on
+        rows without one), each differing column and each differing to-many link list. A
+        stored stamp other than the served one is lag (newer served) or a copy the write
+        refuses (older): never a repair. Rows in `refused` are the caller's to leave out."""
+        b = self.b
+        if found.missing:
+            return Repair(b.type, rid, ("missing",))
+        if self.stamp is not None and found.stamp is not None and served_stamp != found.stamp:
+            return None
+        # A mall-scoped row's `mall_id` is the lowest of its malls (`sync.store.memberships`):
+        # the copy of one mall's route naming another is no difference.
+        what = [c for c in found.differing if not (c == "mall_id" and b.type in MEMBER_TYPES)]
+        for name, served in self.served_links.items():
+            held = self.stored_links[name].get(rid, [])
+            if rid in served and list(dict.fromkeys(served[rid])) != held:
+                what.append(f"links.{name}")
+        return Repair(b.type, rid, tuple(what)) if what else None
+
+
 def differences(schema: Schema, deletions: Deletions, b: Staged) -> list[Repair]:
     """The rows of `b` whose stored copy differs under the same stamp, or is missing (its
-    tables made first: `PageWriter.ensure_schema`). Only the deletions feed's tombstones refuse
-    copies (`sync.store.deletions`): a row a "current" list dropped and took back has none."""
+    tables made first: `PageWriter.ensure_schema`), by `Judging`'s rule. Only the deletions
+    feed's tombstones refuse copies (`sync.store.deletions`): a row a "current" list dropped
+    and took back has none. Each column is compared in SQL (`[c] IS NOT ?`), so SQLite applies
+    the column's affinity to the served value exactly as the write would."""
     if not b.ids:
         return []
-    table = b.rtype.table
     cols = b.columns
     stamp = "updated_at" in cols
     checks = ["updated_at" if stamp else "NULL", *(f"[{c}] IS NOT ?" for c in cols)]
-    sql = f"SELECT {', '.join(checks)} FROM [{table}] WHERE id = ?"
-    dead = deletions.held(b.type, b.ids)
-    judge = Judge.now(deletions.window)
-    tombstoned = {
-        row[0]
-        for row in b.rows
-        if row[0] in dead
-        and tombstone_verdict(
-            dead[row[0]], row[cols.index("updated_at") + 1] if stamp else None, judge
-        )
-        != "lifted"
-    }
-    links = _stored_links(schema, b)
-    served_links = {name: dict(pairs) for name, pairs in b.links.items() if name in links}
-    pos = cols.index("updated_at") + 1 if stamp else 0
+    sql = f"SELECT {', '.join(checks)} FROM [{b.rtype.table}] WHERE id = ?"
+    judging = Judging(deletions, b, _stored_links(schema, b))
     out: list[Repair] = []
     for row in b.rows:
         rid = row[0]
-        if rid in tombstoned:
+        if rid in judging.refused:
             continue  # the write refuses it too: deleted upstream after this copy was made
-        found = schema.conn.execute(sql, (*row[1:], rid)).fetchone()
-        if found is None:
-            out.append(Repair(b.type, rid, ("missing",)))
-            continue
-        if stamp and found[0] is not None and row[pos] != found[0]:
-            continue  # newer: ordinary lag, not a repair; older: the write refuses it
-        # A mall-scoped row's `mall_id` is the lowest of its malls (`sync.store.memberships`):
-        # the copy of one mall's route naming another is no difference.
-        what = [
-            c
-            for c, differs in zip(cols, found[1:], strict=True)
-            if differs and not (c == "mall_id" and b.type in MEMBER_TYPES)
-        ]
-        for name, served in served_links.items():
-            if rid in served and list(dict.fromkeys(served[rid])) != links[name].get(rid, []):
-                what.append(f"links.{name}")
-        if what:
-            out.append(Repair(b.type, rid, tuple(what)))
+        got = schema.conn.execute(sql, (*row[1:], rid)).fetchone()
+        found = (
+            Found(missing=True)
+            if got is None
+            else Found(False, got[0], tuple(c for c, d in zip(cols, got[1:], strict=True) if d))
+        )
+        repair = judging.repair(rid, judging.served_stamp(row), found)
+        if repair is not None:
+            out.append(repair)
     return out
 
 

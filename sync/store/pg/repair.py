@@ -4,26 +4,22 @@ as one statement per batch.
 The batch is bound as the page write binds it (`PageWriter.statement`: one array per column,
 converted as the columns take them) and joined with its table; each column is compared with
 `IS DISTINCT FROM`, exactly what the page write's guard compares, so a repair is reported for
-what the write then changes and nothing else. The rules are SQLite's: a missing row is a
-repair (`missing`); under an equal stamp (or on rows without one), each differing column and
-each differing to-many link list is named; a copy whose stamp differs is lag or older, never a
-repair; a copy its tombstone refuses is left out, as the write leaves it out; a mall-scoped
-row's `mall_id` is its lowest mall, no difference.
+what the write then changes and nothing else. What a compare makes a repair is decided once, for
+both stores, by `sync.store.repair.Judging`: a missing row; under an equal stamp (or on rows
+without one), each differing column and to-many link list; never a copy whose stamp differs
+(lag, or older) or one its tombstone refuses; never a mall-scoped row's `mall_id`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from psycopg import sql
 
 from sync.pipeline.batches import Staged
-from sync.store.deletions import Deletions, Judge, tombstone_verdict
-from sync.store.memberships import MEMBER_TYPES
+from sync.store.deletions import Deletions
 from sync.store.pg import links
 from sync.store.pg.columns import UPDATED_AT
 from sync.store.pg.pagewrite import PageWriter
-from sync.store.repair import Repair
+from sync.store.repair import Found, Judging, Repair
 
 
 def differences(writer: PageWriter, deletions: Deletions, b: Staged) -> list[Repair]:
@@ -62,41 +58,16 @@ def differences(writer: PageWriter, deletions: Deletions, b: Staged) -> list[Rep
         unnest=unnest,
         table=sql.Identifier(writer.schema, b.type),
     )
-    served_stamps = _served_stamps(b)
-    dead = deletions.held(b.type, b.ids)
-    judge = Judge.now(deletions.window)
-    stored = _stored_links(writer, b)
-    served_links = {name: dict(pairs) for name, pairs in b.links.items() if name in stored}
+    judging = Judging(deletions, b, _stored_links(writer, b))
     out: list[Repair] = []
     for rid, missing, held_at, served_at, *differs in writer.conn.execute(query, arrays):
-        if rid in dead and (
-            tombstone_verdict(dead[rid], served_stamps.get(rid), judge) != "lifted"
-        ):
+        if rid in judging.refused:
             continue  # the write refuses it too: deleted upstream after this copy was made
-        if missing:
-            out.append(Repair(b.type, rid, ("missing",)))
-            continue
-        if stamp and held_at is not None and held_at != served_at:
-            continue  # newer: ordinary lag, not a repair; older: the write refuses it
-        what = [
-            c
-            for c, differ in zip(cols, differs, strict=True)
-            if differ and not (c == "mall_id" and b.type in MEMBER_TYPES)
-        ]
-        for name, served in served_links.items():
-            if rid in served and list(dict.fromkeys(served[rid])) != stored[name].get(rid, []):
-                what.append(f"links.{name}")
-        if what:
-            out.append(Repair(b.type, rid, tuple(what)))
+        found = Found(missing, held_at, tuple(c for c, d in zip(cols, differs, strict=True) if d))
+        repair = judging.repair(rid, served_at, found)
+        if repair is not None:
+            out.append(repair)
     return out
-
-
-def _served_stamps(b: Staged) -> dict[int, Any]:
-    """The batch's `updated_at` per id (the last copy of an id listed twice)."""
-    if UPDATED_AT not in b.columns:
-        return {}
-    pos = b.columns.index(UPDATED_AT) + 1
-    return {row[0]: row[pos] for row in b.rows}
 
 
 def _stored_links(writer: PageWriter, b: Staged) -> dict[str, dict[int, list[int]]]:

@@ -11,8 +11,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from sync.store import Mirror, MirrorStore
+from sync.store.pg.mirror import PgMirror
 from tests.support.postgres import ROLE_PASSWORD
-from tests.support.twin_books import Twin, postgres_twin, sqlite_twin
+from tests.support.twin_books import SCHEMA, Twin, postgres_twin, sqlite_twin
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -51,3 +53,17 @@ def weak_role(admin: psycopg.Connection[Any]) -> Iterator[str]:
     yield name
     admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
     admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def either(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MirrorStore]:
+    """Either store's whole mirror, empty (the server is started for `postgres` only)."""
+    opened: MirrorStore = (
+        Mirror.open(tmp_path / "m.db")
+        if request.param == "sqlite"
+        else PgMirror.open(request.getfixturevalue("pg_db"), SCHEMA)
+    )
+    try:
+        yield opened
+    finally:
+        opened.close()

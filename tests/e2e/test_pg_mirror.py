@@ -5,14 +5,20 @@ schema, `tests.support.pgcopy`, by the suites' own `compare`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sync.channel.client import ChannelClient
+from sync.core.config import parse_config
 from sync.core.target import MirrorTarget
 from sync.emulator import Emulator
 from sync.jobs.backfilling.backfill import Backfill
+from sync.jobs.proving.proof import run_proof_cycle
+from sync.jobs.proving.verify import run_verify
 from sync.model import catalogue
 from sync.store.opening import open_mirror
 from sync.store.pg.lock import ActiveLock
+from tests.e2e.test_verify import TYPES_MIRRORED, silent_changes
+from tests.support.backfilled import run_backfill
 from tests.support.compare import compare
 from tests.support.pgcopy import copy_to_sqlite
 from tests.support.processes import CLI_PASSWORD_ENV, ccsync
@@ -67,3 +73,41 @@ async def test_the_commands_backfill_and_read_a_postgresql_mirror_as_a_user_runs
         lock.release()
     copy = copy_to_sqlite(pg_db, "shop", tmp_path / "copy.db")
     assert compare(copy, emulator, ["malls", "deals"]).differences == 0
+
+
+async def test_the_proof_and_the_full_verify_end_a_postgresql_mirror_exact(
+    make_emulator: Any, pg_db: str, tmp_path: Path
+) -> None:
+    """Changes while no daemon ran (updates, deletions in the feed, silent edits under an
+    unchanged stamp): `ccsync reconcile`'s cycle, then its `--full` verify, leave the
+    PostgreSQL mirror exact."""
+    async with make_emulator(resources=600, seed=31) as emu:
+        settings = parse_config(
+            {
+                "upstream": {
+                    "base_url": emu.base_url,
+                    "email": emu.email,
+                    "password": emu.password,
+                    "types": TYPES_MIRRORED,
+                    "max_backoff": 0.05,
+                },
+                "mirror": {"url": pg_db, "schema": SCHEMA},
+                "webhooks": {"enabled": False},
+                "logging": {"level": "warning"},
+            }
+        )
+        await run_backfill(settings)
+        copy = tmp_path / "copy.db"
+        assert compare(copy_to_sqlite(pg_db, SCHEMA, copy), emu).differences == 0
+        for rid in emu.ids("deals")[:5]:
+            emu.update("deals", rid, {"title": "changed while down"})
+        for rid in emu.ids("contacts")[:3]:
+            emu.delete("contacts", rid)
+        silent_changes(emu)
+        assert compare(copy_to_sqlite(pg_db, SCHEMA, copy), emu).differences > 0
+        _, unresolved = await run_proof_cycle(settings)
+        assert unresolved == []
+        report = await run_verify(settings)
+        assert report is not None
+        result = compare(copy_to_sqlite(pg_db, SCHEMA, copy), emu)
+        assert result.differences == 0, result.summary()

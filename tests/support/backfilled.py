@@ -10,7 +10,7 @@ from sync.channel.client import ChannelClient
 from sync.core.config import Settings
 from sync.emulator import Emulator
 from sync.jobs.backfilling.backfill import Backfill
-from sync.store import Mirror
+from sync.store.opening import open_mirror
 from tests.support.settings import settings_for
 
 
@@ -20,9 +20,10 @@ async def run_backfill(
     wrap: Callable[[ChannelClient], None] | None = None,
     restart: bool = False,
 ) -> Any:
-    """Backfill `settings.mirror.path` (closed afterwards); the backfill's report. `wrap`
-    sees the client first (to count or break its requests)."""
-    mirror = Mirror.open(settings.mirror.path)
+    """Backfill the mirror `settings` name (an SQLite file or a PostgreSQL schema; closed
+    afterwards); the backfill's report. `wrap` sees the client first (to count or break its
+    requests)."""
+    mirror = open_mirror(settings.mirror.target)
     try:
         # As `ccsync backfill` builds it: what the client learns kept in this mirror.
         async with ChannelClient(settings.upstream, store=mirror.meta) as client:

@@ -247,7 +247,7 @@ class Daemon:
             asyncio.create_task(self._heartbeat(mirror, running), name="heartbeat"),
         ]
         if self.lock is not None and self.standby is not None:
-            keep = self.standby.keep(self.lock, self._lock_lost)
+            keep = self.standby.keep(self.lock, self._lock_lost, mirror.storage.lost)
             tasks.append(asyncio.create_task(keep, name="lock"))
         first = self._never_completed(mirror)
         if first is not None:

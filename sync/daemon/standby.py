@@ -233,11 +233,28 @@ class Standby:
 
     # -- keeping it ----------------------------------------------------------------------------
 
-    async def keep(self, lock: ActiveLock, on_lost: Callable[[], None]) -> None:
+    async def keep(
+        self,
+        lock: ActiveLock,
+        on_lost: Callable[[], None],
+        connection_lost: Callable[[], bool] = lambda: False,
+    ) -> None:
         """While the daemon is active: `lock.held()` every `check` seconds; the first no calls
-        `on_lost` (after one `daemon.lock_lost` line) and returns. Runs until cancelled."""
+        `on_lost` (after one `daemon.lock_lost` line) and returns. So does the mirror's own
+        connection found gone for good (`connection_lost`, `StoragePart.lost`: the server ended
+        that session alone): no write can succeed on it, and the next term reopens the mirror
+        (one `daemon.connection_lost` line). Runs until cancelled."""
         while True:
             await asyncio.sleep(self.check)
+            if connection_lost():
+                self.log.error(
+                    "daemon.connection_lost",
+                    mirror=self.target.describe(),
+                    hint="the server ended the mirror's connection: the daemon lets the lock "
+                    "go and opens the mirror again",
+                )
+                on_lost()
+                return
             if not await asyncio.to_thread(lock.held):
                 self.log.error(
                     "daemon.lock_lost",

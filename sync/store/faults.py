@@ -236,6 +236,10 @@ class StorageCheck:
         self._conn = conn
         self._path = path
 
+    def lost(self) -> bool:
+        """Never: an SQLite file has no connection a server can end."""
+        return False
+
     def check_writes(self, *, busy_ms: int | None = None, room: bool = False) -> None:
         """`write_check` on this mirror's connection and file."""
         write_check(self._conn, self._path, busy_ms=busy_ms, room=room)

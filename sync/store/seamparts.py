@@ -338,7 +338,10 @@ class PressPart(Protocol):
 @runtime_checkable
 class StoragePart(Protocol):
     """The storage watch's write check on the mirror (`Mirror.storage`): a small write
-    committed, or the storage fault that stops it. SQLite: `sync.store.faults.StorageCheck`;
+    committed, or the storage fault that stops it; and whether the store's connection is gone
+    for good (`lost`: a PostgreSQL session the server ended; the daemon reopens the mirror). SQLite: `sync.store.faults.StorageCheck`;
     PostgreSQL: its counterpart in `sync.store.pg`."""
 
     def check_writes(self, *, busy_ms: int | None = None, room: bool = False) -> None: ...
+
+    def lost(self) -> bool: ...

@@ -74,6 +74,13 @@ class PgStorageCheck:
             conn.execute(self._upsert, (CHECK_KEY, CHECK_BYTES))
             conn.execute(self._delete, (CHECK_KEY,))
 
+    def lost(self) -> bool:
+        """Whether the mirror's connection is gone for good (closed, or broken by a server
+        that ended its session): no check can succeed on it, and the daemon reopens the
+        mirror (`sync.daemon.standby.Standby.keep`). One made again is not lost."""
+        conn = self._connection()
+        return bool(conn.closed or conn.broken)
+
 
 class LiveConnection:
     """A connection made by `connect`, and made again when the last one is closed or broken:

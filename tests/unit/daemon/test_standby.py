@@ -25,6 +25,7 @@ from sync.daemon.http import STANDBY_REFUSAL, make_standby_app
 from sync.daemon.service import Daemon
 from sync.daemon.standby import Standby, retry_delay
 from sync.store.pg.lock import ActiveLock
+from sync.store.pg.mirror import PgMirror
 from tests.support.ports import free_port
 from tests.support.waiting import eventually
 
@@ -126,6 +127,33 @@ async def test_keep_tells_when_the_server_ends_the_lock_session(
         await asyncio.wait_for(keeper, timeout=5)
     finally:
         keeper.cancel()
+        lock.release()
+
+
+async def test_keep_tells_when_the_server_ends_the_mirror_s_own_connection(
+    target: MirrorTarget, pg_db: str
+) -> None:
+    """The lock's session stays, the mirror's data connection is ended: no write can succeed
+    on it, so `keep` calls back too (the daemon reopens the mirror in its next term)."""
+    standby, stop = _standby(target), asyncio.Event()
+    lock = await asyncio.wait_for(standby.acquire(stop), timeout=15)
+    assert lock is not None
+    mirror = PgMirror.open(pg_db, SCHEMA, lock=lock)
+    lost = asyncio.Event()
+    keeper = asyncio.create_task(standby.keep(lock, lost.set, mirror.storage.lost))
+    try:
+        await asyncio.sleep(0.2)
+        assert not lost.is_set()
+        pid = mirror.conn.info.backend_pid
+        with psycopg.connect(pg_db, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        with pytest.raises(psycopg.OperationalError):  # what a write meets: the broken link
+            mirror.meta.set("x", "y")
+        await asyncio.wait_for(lost.wait(), timeout=15)
+        assert lock.held()  # the lock itself was never lost
+    finally:
+        keeper.cancel()
+        mirror.close()
         lock.release()
 
 

@@ -14,13 +14,18 @@ links and sideloads, and no row may ever have been deleted from the mirror while
 still held it (every deletion is logged by a trigger and checked, even if a later pass brought
 the row back).
 
-Size: SYNC_STRICT_MUTATIONS (300), SYNC_STRICT_RESOURCES (1500), SYNC_CHAOS_SEED.
+Once on the SQLite mirror, and once, smaller, on a PostgreSQL one (`pg_db`; #49 item 5): the
+same storm and checks, the PostgreSQL schema read through an SQLite copy with its deletion log.
+
+Size: SYNC_STRICT_MUTATIONS (300), SYNC_STRICT_RESOURCES (1500); on PostgreSQL
+SYNC_STRICT_PG_MUTATIONS (150), SYNC_STRICT_PG_RESOURCES (600); SYNC_CHAOS_SEED.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -29,28 +34,107 @@ import pytest
 
 from sync.emulator import Emulator
 from sync.emulator.commits import LATE_LAGS
+from sync.model import catalogue
+from tests.support import pgcopy
 from tests.support.chaos import SECRET, chaos_config, env_int, storm_faults
 from tests.support.compare import compare, lost_rows, record_deletions, watch_deletions
 from tests.support.ports import free_port
 from tests.support.processes import DaemonProcess, run_logged
 
 
+class SQLiteUnderTest:
+    """The SQLite mirror file the storm writes, read as it is."""
+
+    name = "sqlite"
+
+    def __init__(self, tmp: Path) -> None:
+        self.path = tmp / "mirror.db"
+        self.section: dict[str, Any] = {"path": self.path}
+
+    def watch_deletions(self) -> None:
+        watch_deletions(self.path)
+
+    def file(self) -> Path:
+        return self.path
+
+
+class PostgresUnderTest:
+    """A PostgreSQL mirror (`[mirror] url` and `schema`), read through a fresh SQLite copy of its
+    schema (`tests.support.pgcopy`), the deletion log with it."""
+
+    name = "postgresql"
+
+    def __init__(self, tmp: Path, url: str) -> None:
+        self.url, self.schema, self.copy = url, "ccsync", tmp / "copy.db"
+        self.section: dict[str, Any] = {"url": url, "schema": self.schema}
+
+    def watch_deletions(self) -> None:
+        pgcopy.watch_deletions(self.url, self.schema)
+
+    def file(self) -> Path:
+        return pgcopy.copy_to_sqlite(self.url, self.schema, self.copy)
+
+
 @pytest.mark.slow
 async def test_no_live_row_is_lost_against_the_strict_profile(
     make_emulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The storm on the SQLite mirror, at full size."""
+    mutations = env_int("SYNC_STRICT_MUTATIONS", 300)
+    resources = env_int("SYNC_STRICT_RESOURCES", 1500)
+    await _storm(make_emulator, tmp_path, capsys, SQLiteUnderTest(tmp_path), mutations, resources)
+
+
+@pytest.mark.slow
+async def test_no_live_row_is_lost_against_the_strict_profile_on_postgresql(
+    make_emulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], pg_db: str
+) -> None:
+    """The same storm once against a PostgreSQL mirror (#49 item 5), smaller: the same core over
+    the other store, whose own paths (the page write, deletions, memberships, links) are what
+    it adds."""
+    mutations = env_int("SYNC_STRICT_PG_MUTATIONS", 150)
+    resources = env_int("SYNC_STRICT_PG_RESOURCES", 600)
+    mirror = PostgresUnderTest(tmp_path, pg_db)
+    await _storm(make_emulator, tmp_path, capsys, mirror, mutations, resources)
+
+
+def _held(path: Path, query: str = "") -> set[tuple[str, int]]:
+    """(type, id) of every row in the content tables of the mirror file `path`, or the rows of
+    `query` (type, id) over it."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        if query:
+            return {(str(t), int(i)) for t, i in conn.execute(query)}
+        tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
+        return {
+            (name, int(i))
+            for name in catalogue.TYPES
+            if name in tables
+            for (i,) in conn.execute(f"select id from [{name}]")
+        }
+    finally:
+        conn.close()
+
+
+async def _storm(
+    make_emulator: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    mirror: SQLiteUnderTest | PostgresUnderTest,
+    mutations: int,
+    resources: int,
+) -> None:
+    """The storm, the reconcile and the checks (see the module's docstring) on `mirror`."""
     seed = env_int("SYNC_CHAOS_SEED", random.randrange(1 << 30))
     rng = random.Random(seed)
     replay = f"replay with SYNC_CHAOS_SEED={seed}"
-    mutations = env_int("SYNC_STRICT_MUTATIONS", 300)
-    resources = env_int("SYNC_STRICT_RESOURCES", 1500)
     rate = 20.0
     async with make_emulator(
         resources=resources, seed=seed % 100_000, malls=12, profile="strict"
     ) as emu:
         assert isinstance(emu, Emulator)
-        db = tmp_path / "mirror.db"
-        cfg = chaos_config(tmp_path, emu, db, free_port(), schedule=None)  # the shipped defaults
+        # The shipped defaults of every job (`schedule=None`).
+        cfg = chaos_config(tmp_path, emu, tmp_path / "mirror.db", free_port(), None, mirror.section)
         env = {"CHAOS_PW": emu.password, "CHAOS_SECRET": SECRET}
         log = tmp_path / "daemon.log"
         deleted = record_deletions(emu)  # listings change while walked: from the first page on
@@ -62,7 +146,8 @@ async def test_no_live_row_is_lost_against_the_strict_profile(
         said = log.read_text()
         unsettled = rc == 1 and "backfill.listing_unsettled" in said and "kept changing" in said
         assert rc == 0 or unsettled, f"{replay}: backfill exit {rc}\n{said[-4000:]}"
-        watch_deletions(db)
+        mirror.watch_deletions()
+        held = _held(mirror.file())
         daemon = DaemonProcess(cfg, env, log)
         storm_faults(emu)
         await daemon.start()
@@ -96,21 +181,27 @@ async def test_no_live_row_is_lost_against_the_strict_profile(
         finally:
             code = await daemon.stop()
         assert code == 0, f"{replay}: daemon exit {code}\n{daemon.tail()}"
-        before = compare(db, emu)
+        before = compare(mirror.file(), emu)
         rc = await run_logged("reconcile", "--config", str(cfg), env=env, log=log)
         assert rc == 0, f"{replay}: reconcile exit {rc}\n{daemon.tail()}"
+        db = mirror.file()
         result = compare(db, emu)
         lost = lost_rows(db, emu, deleted)
+        logged = _held(db, "select type, id from _test_deleted")
+        # The log is live: a row held when it started and gone now was deleted, so logged
+        # (a log that missed deletions would count no loss at all).
+        unlogged = sorted(held - _held(db) - logged)
         summary = (
-            f"strict chaos summary: seed {seed}; mutations {ops}; rows compared "
+            f"strict chaos summary ({mirror.name}): seed {seed}; mutations {ops}; rows compared "
             f"{result.rows_compared}, memberships {result.memberships_compared}, relationships "
             f"{result.links_compared}, sideloaded rows {result.sideloads_compared}; listings "
             f"shifted {emu.data.shifted}; differences before the reconcile {before.differences}, "
-            f"after {result.differences}; live rows lost {len(lost)}"
+            f"after {result.differences}; deletions logged {len(logged)}; live rows lost {len(lost)}"
         )
         with capsys.disabled():
             print("\n" + summary)
         assert result.differences == 0, f"{replay}: {result.summary()}\n{daemon.tail()}"
+        assert not unlogged, f"{replay}: gone from the mirror, never logged: {unlogged[:20]}"
         assert not lost, f"{replay}: live rows deleted: {lost[:20]}"
         assert result.memberships_compared > 0 and result.sideloads_compared > 0
 

@@ -41,9 +41,11 @@ def chaos_config(
     db: Path,
     port: int,
     schedule: Mapping[str, float] | None = FAST_SCHEDULE,
+    mirror: Mapping[str, Any] | None = None,
 ) -> Path:
     """The daemon's config (password in `$CHAOS_PW`, secret in `$CHAOS_SECRET`);
-    `schedule=None` keeps the shipped defaults of every job, the request budget included."""
+    `schedule=None` keeps the shipped defaults of every job, the request budget included;
+    `mirror` the `[mirror]` section in place of `path = db` (a PostgreSQL `url` and `schema`)."""
     fast = schedule is not None and FAST_SCHEDULE.items() <= schedule.items()
     sections: dict[str, Mapping[str, Any]] = {
         "upstream": upstream_keys(
@@ -54,7 +56,7 @@ def chaos_config(
             retry_budget=120.0,
             **(FAST_BUDGET if fast else {}),
         ),
-        "mirror": {"path": db},
+        "mirror": mirror or {"path": db},
         "webhooks": {"listen": f"127.0.0.1:{port}", "secret_env": "CHAOS_SECRET"},
     }
     if schedule:

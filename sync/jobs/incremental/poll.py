@@ -375,8 +375,10 @@ class Poller:
         apply, applies = entries.apply, entries.applies
 
         late: list[float] = []
+        distinct: set[str] = set()  # the entries this walk read, each once (`in_proportion`)
 
         def measured(page: Page) -> None:
+            distinct.update(str(e.get("id")) for e in page.resources)
             late.extend(self._late_entries(page, cursor, applies))
             apply(page)
 
@@ -390,6 +392,7 @@ class Poller:
             reprobe=lambda: Profiler(self.client).deletions_order(),
         )
         self._lateness(DELETIONS, "", late, result)
+        result.distinct = len(distinct)
         # Before the cursor moves: asked again on the next poll if it fails.
         served = await self._settle_ties(entries.tied)
         for name, ids in served.items():

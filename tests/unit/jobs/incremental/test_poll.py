@@ -211,3 +211,18 @@ async def test_a_poll_that_makes_no_progress_fails_naming_the_listing(mirror: Mi
     assert asked <= 8
     assert len(ids(mirror, "contacts")) == 100
     assert _cursor(mirror, "contacts", "") == stamp(0)
+
+
+async def test_a_deletions_poll_through_a_long_feed_is_in_proportion(mirror: Mirror) -> None:
+    """A deletions poll that reads 250 entries, page after page, made progress: its requests
+    are measured against the entries it read (as a row poll's against its rows), so it passes,
+    where counting none allowed 6 requests and failed any feed longer than two pages (seen as
+    `ccsync reconcile` exit 1 after a storm of 1,000 changes, #49 item 5)."""
+    _cursor(mirror, "deletions", "", stamp(10))
+    client = FakeClient(size=30, now=NOW + 3600)  # the strict profile's page bound: 9 pages
+    client.deletions = [deletion(i, "contacts", 1000 + i, stamp(11 + i)) for i in range(250)]
+    poller = Poller(client, mirror, page_size=30, overlap=5.0)  # type: ignore[arg-type]
+    result = await poller.poll_deletions({"contacts"})
+    assert result.distinct == 250
+    assert result.requests > 6  # more than an idle poll's share: the case in question
+    assert _cursor(mirror, "deletions", "") == stamp(260)

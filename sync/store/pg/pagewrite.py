@@ -70,6 +70,7 @@ from psycopg import abc, pq, sql
 from psycopg.adapt import Transformer
 
 from sync.pipeline.batches import Staged
+from sync.store.fresh import FreshIds
 from sync.store.pg import changes, links, memberships
 from sync.store.pg.arrays import (
     ARRAY_HEAD,
@@ -141,6 +142,10 @@ class PageWriter:
         self._bindings: dict[tuple[str, tuple[str, ...]], Binding] = {}
         #: Per (element type, length): a transformer dumping that many values of the type.
         self._dumpers: dict[tuple[int, int], abc.Transformer] = {}
+        #: Ids written to the tables this writer created: an owner never written has no row
+        #: and no links, so its page write needs neither the guard's read nor the held lists
+        #: (`sync.store.fresh`; in a first backfill, every owner).
+        self._fresh = FreshIds()
         conn.adapters.register_dumper(Array, ArrayDumper)
 
     def columns(self, table: str) -> dict[str, Column]:
@@ -233,9 +238,21 @@ class PageWriter:
                         ),
                         prepare=False,
                     )
+                    if self._empty(b):
+                        # Empty, and no link rows: every row and link it gets from now on is
+                        # written by this writer, which records the ids (`FreshIds`).
+                        self._fresh.track(table)
                 alter_columns(self.conn, target, add, widen)
         finally:
             self.forget(table)
+
+    def _empty(self, b: Staged) -> bool:
+        """Whether the batch's table holds no row and no link table of its type a link (a
+        table made by `CREATE TABLE IF NOT EXISTS` may have been there after all)."""
+        found = self.conn.execute(
+            sql.SQL("SELECT 1 FROM {} LIMIT 1").format(sql.Identifier(self.schema, b.type))
+        ).fetchone()
+        return found is None and links.none_held(self.conn, self.schema, b.rtype)
 
     def upsert(self, b: Staged) -> int:
         """Merge the batch into its table under the guard, in one statement: how many rows were
@@ -442,13 +459,20 @@ class PageWriter:
             self.write_memberships(batches[0])
         return written
 
-    def write_rows(self, b: Staged) -> int:
+    def write_rows(self, b: Staged, *, count: bool = True) -> int:
         """One batch's rows under the guard and the links of those it lets through, in the
-        caller's transaction: the rows inserted or updated."""
-        own = self.link_guard(b)
+        caller's transaction: the rows inserted or updated (0 unless `count`: in pipeline mode
+        counting waits for the server, so a caller that needs no count sends the upsert and
+        goes on)."""
+        own, new = self.link_guard(b)
         notes = self.feed_notes() if own else None  # before the upsert, as SQLite
-        written = self.upsert(b)
-        links.write(self.conn, self.schema, b.rtype, own, notes=notes)
+        self._fresh.add(b.type, b.ids)
+        if count:
+            written = self.upsert(b)
+        else:
+            written = 0
+            self.send(b)
+        links.write(self.conn, self.schema, b.rtype, own, new, notes=notes)
         return written
 
     def write_memberships(self, b: Staged) -> None:
@@ -459,12 +483,22 @@ class PageWriter:
         pairs = [(row[pos], row[0]) for row in b.rows if row[pos] is not None]
         memberships.add(self.conn, self.schema, b.type, pairs)
 
-    def link_guard(self, b: Staged) -> Links:
+    def link_guard(self, b: Staged) -> tuple[Links, set[int]]:
         """The batch's links less those of rows the upsert's guard will refuse (an older copy,
-        or one without a stamp over a stored one), where batch and table have `updated_at`."""
-        if not b.links or UPDATED_AT not in b.columns or UPDATED_AT not in self.columns(b.type):
-            return b.links
-        return links.guarded(self.conn, self.schema, b)
+        or one without a stamp over a stored one), where batch and table have `updated_at`; and
+        the owners known to have no row before this upsert, hence no links and nothing for the
+        guard to compare (`FreshIds`: not asked of the server; in a first backfill, all)."""
+        if not b.links or not b.ids:
+            return b.links, set()
+        owners = {rid for pairs in b.links.values() for rid, _ in pairs}
+        new = self._fresh.absent(b.type, owners)
+        if (
+            len(new) == len(owners)
+            or UPDATED_AT not in b.columns
+            or UPDATED_AT not in self.columns(b.type)
+        ):
+            return b.links, new
+        return links.guarded(self.conn, self.schema, b, new), new
 
     def feed_notes(self) -> changes.LinkNotes | None:
         """Where a batch's link changes are entered in the change feed: nowhere in a bulk load

@@ -1,6 +1,6 @@
 """The page write into PostgreSQL: a staged batch merged into its table by one guarded `INSERT
 ... ON CONFLICT`, its rows bound as one binary array per column; one transaction per page, or a
-group of pages to one when a bulk load says so (`PageGroup`).
+group of pages to one when a bulk load says so (`sync.store.pg.bulk.PgGroup`).
 
 Issue #49, item 2, and the first part of the PostgreSQL mirror: not wired into `Mirror` yet (no
 tombstones here; the change feed's triggers are the store's to make, `sync.store.pg.changes`).
@@ -43,8 +43,9 @@ inserts. Client-side, the statement is rendered once per table and column set (p
 columns are checked at C speed and bound as staged when every value is a string without NUL
 (`plain_texts`), converted one value at a time otherwise.
 
-**Group commit** (`PageGroup`), when the caller says so (a backfill; the daemon keeps one
-transaction per page, since a webhook's 202 must follow a real commit): several pages to one
+**Group commit** (`sync.store.pg.bulk.PgGroup`), when the caller says so (a backfill; the
+daemon keeps one transaction per page, since a webhook's 202 must follow a real commit): several
+pages to one
 transaction, as the SQLite backfill's `sync.store.groupcommit`, committed every `pages` pages
 or `seconds`, the whole group rolled back on a failure. Its statements go in pipeline mode:
 the server merges one page while the client encodes the next, and the client waits only when
@@ -266,7 +267,7 @@ class PageWriter:
         statement, params = page
         conn = self.conn
         if conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
-            # In a pipeline (a page of a `PageGroup`): the count once the server has answered.
+            # In a pipeline (a page of a `PgGroup`): the count once the server has answered.
             with conn.pipeline():
                 cur = conn.execute(statement, params)
             return cur.rowcount
@@ -277,7 +278,7 @@ class PageWriter:
 
     def send(self, b: Staged) -> psycopg.Cursor[Any] | None:
         """`upsert`'s statement executed on a new cursor, which is returned unread (None for an
-        empty batch): in pipeline mode (`PageGroup`) the statement is sent and the next page
+        empty batch): in pipeline mode (`PgGroup`) the statement is sent and the next page
         encoded while the server runs it; its `rowcount` is known once the pipeline syncs."""
         page = self.statement(b)
         if page is None:
@@ -452,7 +453,7 @@ class PageWriter:
             return self.page_writes(batches)
 
     def page_writes(self, batches: Sequence[Staged]) -> int:
-        """`write_page`'s writes in the transaction the connection holds (a `PageGroup`'s: no
+        """`write_page`'s writes in the transaction the connection holds (a `PgGroup`'s: no
         savepoint per page): the rows inserted or updated."""
         written = sum(self.write_rows(b) for b in batches)
         if batches:

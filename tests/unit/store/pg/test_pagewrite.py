@@ -6,7 +6,7 @@ Every test writes into a fresh database (`pg_db`) on the private server the suit
 rewrite leaves the row's version (`xmin`) and the table's dead tuples as they were, an equal
 stamp with new content is written, columns are added and typed from the spec, and the server
 itself runs as an unprivileged user when the tests run as root. Groups of pages are
-`test_pagegroup.py`'s.
+`test_bulk.py`'s.
 """
 
 from __future__ import annotations

@@ -195,8 +195,7 @@ def guarded(
     `PageWriter.link_guard`: a row's relationships are part of the row, and an older copy
     changes neither). Read before the upsert, in its transaction, locking the owners' rows in id
     order as the upsert would (no other writer changes them between the two); the table must
-    have `updated_at`, and so must the batch. Owners in `new` are known to have no row (none
-    to lock or compare) and are not asked."""
+    have `updated_at`, and so must the batch. Owners in `new` (known rowless) are not asked."""
     if not b.links or not b.ids:
         return b.links
     pos = b.columns.index(UPDATED_AT) + 1

@@ -43,15 +43,8 @@ inserts. Client-side, the statement is rendered once per table and column set (p
 columns are checked at C speed and bound as staged when every value is a string without NUL
 (`plain_texts`), converted one value at a time otherwise.
 
-**Group commit** (`sync.store.pg.bulk.PgGroup`), when the caller says so (a backfill; the
-daemon keeps one transaction per page, since a webhook's 202 must follow a real commit): several
-pages to one
-transaction, as the SQLite backfill's `sync.store.groupcommit`, committed every `pages` pages
-or `seconds`, the whole group rolled back on a failure. Its statements go in pipeline mode:
-the server merges one page while the client encodes the next, and the client waits only when
-the group commits, not per page. A group of 20 or 256 pages writes 1.6x to 2.7x the rows a
-second of one page per transaction (one round trip and one commit each), the more as the client
-and the server each find a core of their own (`docs/benchmarks.md`).
+**Group commit**, several pages to one pipelined transaction in a bulk load, is
+`sync.store.pg.bulk.PgGroup`'s (`docs/benchmarks.md` has its figures).
 
 **Schema.** `ensure` creates the schema and table (`id bigint PRIMARY KEY` and the batch's
 columns) and adds or widens columns in a transaction of its own before the page's, as the
@@ -143,9 +136,8 @@ class PageWriter:
         self._bindings: dict[tuple[str, tuple[str, ...]], Binding] = {}
         #: Per (element type, length): a transformer dumping that many values of the type.
         self._dumpers: dict[tuple[int, int], abc.Transformer] = {}
-        #: Ids written to the tables this writer created: an owner never written has no row
-        #: and no links, so its page write needs neither the guard's read nor the held lists
-        #: (`sync.store.fresh`; in a first backfill, every owner).
+        #: Ids written to the tables this writer created: an owner never written there needs
+        #: no guard's read nor held lists (`sync.store.fresh`; a first backfill's owners).
         self._fresh = FreshIds()
         conn.adapters.register_dumper(Array, ArrayDumper)
 
@@ -248,8 +240,7 @@ class PageWriter:
             self.forget(table)
 
     def _empty(self, b: Staged) -> bool:
-        """Whether the batch's table holds no row and no link table of its type a link (a
-        table made by `CREATE TABLE IF NOT EXISTS` may have been there after all)."""
+        """Whether the batch's table and its type's link tables hold no row (made IF NOT EXISTS)."""
         found = self.conn.execute(
             sql.SQL("SELECT 1 FROM {} LIMIT 1").format(sql.Identifier(self.schema, b.type))
         ).fetchone()

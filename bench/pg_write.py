@@ -10,10 +10,10 @@ pages to a transaction (as `ccsync backfill` writes: `GROUP_PAGES`, 256, at most
   sqlite        the same with the links left out: the rows alone, 1/txn and in groups
                 (`--groups`, default 20 and 256), like for like with
   pg            `sync.store.pg.PageWriter.write` (a batch's rows under the guard: one `INSERT
-                ... ON CONFLICT` over arrays, in id order), 1/txn, and `PageGroup.write` in
-                groups (pipelined: the server merges a page while the next is encoded);
+                ... ON CONFLICT` over arrays, in id order), 1/txn, and the mirror's group
+                (`PgGroup`, pipelined: the server merges a page while the next is encoded);
   pg+links      `PageWriter.write_page` (rows, links, memberships; a bulk load's writer, no
-                feed entries for links), 1/txn, and `PageGroup.write_page` 256/txn: like for
+                feed entries for links), 1/txn, and in the mirror's group 256/txn: like for
                 like with sqlite+links;
   copy/page     a bare binary COPY of the same rows (the same values and types) into an empty
                 table with the same columns and primary key, one COPY and one transaction per
@@ -77,8 +77,8 @@ from sync.model import catalogue
 from sync.pipeline.batches import Staged
 from sync.pipeline.staging import stage_resources
 from sync.store import Mirror
+from sync.store.pg.bulk import PgGroup
 from sync.store.pg.columns import CONVERT, UPDATED_AT
-from sync.store.pg.pagegroup import PageGroup
 from sync.store.pg.pagewrite import PageWriter
 from tests.support import postgres
 
@@ -257,21 +257,35 @@ def pg_pass(writer: PageWriter, pages: Iterator[Staged], rss: Rss, *, links: boo
 def pg_group_pass(
     writer: PageWriter, pages: Iterator[Staged], rss: Rss, size: int, *, links: bool = False
 ) -> Timed:
-    """Every page through a `PageGroup` of `size` pages to a transaction (its last commit timed
-    too), a batch's rows alone (`PageGroup.write`) or with `links` the whole page
-    (`PageGroup.write_page`); the rows counted are those the committed groups wrote."""
+    """Every page through the mirror's group (`PgGroup`, pipelined) of `size` pages to a
+    transaction (its last commit timed too), a batch's rows alone (`PageWriter.send`, its count
+    read once committed) or with `links` the whole page (`PageWriter.page_writes`); the rows
+    counted are those the committed groups wrote."""
     out = Timed()
-    with out.serving(writer.conn), PageGroup(writer, size) as group:
+    group = PgGroup(writer.conn, lambda conn: True)
+    group.start(size)
+    sent: list[psycopg.Cursor[Any]] = []
+    with out.serving(writer.conn):
         for b in pages:
             with out.timing():
                 if links:
-                    group.write_page([b])
+                    if writer.page_changes_schema([b]):
+                        group.commit()
+                        writer.ensure_page([b])
+                    with group.page():
+                        out.rows += writer.page_writes([b])
                 else:
-                    group.write(b)
+                    if writer.changes_schema(b):
+                        group.commit()
+                        writer.ensure(b)
+                    with group.page():
+                        cur = writer.send(b)
+                        if cur is not None:
+                            sent.append(cur)
             rss.sample()
         with out.timing():
-            group.commit()
-    out.rows = group.written
+            group.end()
+    out.rows += sum(cur.rowcount for cur in sent)
     return out
 
 
@@ -525,13 +539,13 @@ def report(
         },
         "pg": "PostgreSQL PageWriter.write, rows only, 1/txn",
         **{
-            f"pg group {g}": f"PostgreSQL PageGroup.write, rows only, {g}/txn"
+            f"pg group {g}": f"PostgreSQL PgGroup, rows only, {g}/txn"
             + (backfill if g == GROUP_PAGES else "")
             for g in sizes
         },
         "pg+links": "PostgreSQL write_page, rows + links, 1/txn",
         f"pg+links group {GROUP_PAGES}": (
-            f"PostgreSQL PageGroup.write_page, rows + links, {GROUP_PAGES}/txn{backfill}"
+            f"PostgreSQL PgGroup, rows + links, {GROUP_PAGES}/txn{backfill}"
         ),
         "copy/page": "COPY, one per page and transaction",
         "copy/one": "COPY, all rows in one",

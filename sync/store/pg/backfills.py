@@ -121,10 +121,13 @@ class Backfills:
             PAGES,
             "INSERT INTO {t} ({type}, {scope}, {page}) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
         )
+        # Only when it grows: every page of a listing says the same `last`, and an UPDATE that
+        # changes nothing still leaves a dead tuple.
         self._last = q(
             BACKFILL,
-            "UPDATE {t} SET {last} = GREATEST(coalesce({last}, 0), %s) "
-            "WHERE {type} = %s AND {scope} = %s",
+            "UPDATE {t} SET {last} = GREATEST(coalesce({last}, 0), %(last)s) "
+            "WHERE {type} = %(type)s AND {scope} = %(scope)s "
+            "AND {last} IS DISTINCT FROM GREATEST(coalesce({last}, 0), %(last)s)",
         )
         self._types = q(BACKFILL, "SELECT DISTINCT {type} FROM {t}")
         self._finished = q(
@@ -171,7 +174,7 @@ class Backfills:
         """Inside the page's transaction: the page is done, and how many pages there are."""
         key = (no_nul(cp.type_name), no_nul(cp.scope))
         self.conn.execute(self._page_done, (*key, cp.page))
-        self.conn.execute(self._last, (cp.last, *key))
+        self.conn.execute(self._last, {"last": cp.last, "type": key[0], "scope": key[1]})
 
     def started_types(self) -> list[str]:
         """The types any backfill started, sorted ([] when the table does not exist)."""

@@ -1,12 +1,26 @@
 """Group commit and the end phase of the PostgreSQL mirror: a bulk load's two switches.
 
 The counterparts of `sync.store.groupcommit.GroupCommit` and `sync.store.indexes.EndPhase`
-(`PgMirror.group`, `PgMirror.indexes`). **Group commit**: a backfill writes `pages` pages to a
-transaction (`start`, `end`), so a page's commit is not a round trip and a flush each; the daemon
-keeps one transaction per page (a webhook's 202 follows a real commit). A failure rolls the
-open group back whole, its pages' checkpoints with it, as SQLite's group does. The group
-commits only while this process holds the mirror's active lock (`fence`, asked last in the
-transaction): a writer that lost it commits nothing more.
+(`PgMirror.group`, `PgMirror.indexes`). **Group commit** (`PgGroup`, the one group mechanism of
+the PostgreSQL store): a backfill writes `pages` pages (or `seconds` of them) to a transaction
+(`start`, `end`), so a page's commit is not a round trip and a flush each; the daemon keeps one
+transaction per page (a webhook's 202 follows a real commit). The open group is a transaction
+in *pipeline mode*: a page's statements are sent without waiting for their answers, so the
+server merges one page while the client downloads and encodes the next (the writes are
+synchronous on the event loop: a round trip waited for is a download stalled); the client
+waits only where it reads (the links' guard and held lists of owners not known new, the
+fence) and when the group commits. A failure, in a page's statements or in the caller's block,
+rolls the open group back whole, its pages' checkpoints with it, as SQLite's group does, and
+is raised (a statement's error at the latest when the group syncs, perhaps a page later):
+`rolled_back` (given by the owner) is told, so what it remembers of the lost pages goes too.
+The group commits only while this process holds the mirror's active lock (`fence`, asked last
+in the transaction): a writer that lost it commits nothing more. No savepoint per page (a
+transaction with more than 64 subtransactions slows every reader's snapshots).
+
+The keys of each page are taken in id order, those of a group page after page: a second writer
+of the same rows could deadlock with a group, which the active lock (`sync.store.pg.lock`)
+rules out. A schema change commits the open group first (`commit`) and is made in a transaction
+of its own, as a page written alone makes it.
 
 **The end phase**: a bulk load into empty tables drops the change feed's triggers (`defer(True)`:
 one `backfill` entry per type instead of one per row, and no `links` entries), and makes them
@@ -22,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
+from psycopg import pq
 
 from sync.core.errors import MirrorError
 from sync.model import catalogue
@@ -41,15 +56,28 @@ LOST_LOCK = (
 )
 
 
+def _nothing() -> None:
+    """No memo to forget (a group whose owner remembers nothing of its pages)."""
+
+
 class PgGroup:
     """Transactions of the page write on one connection in autocommit: one per page, or one per
-    `size` pages (`start`) during a bulk load (`sync.store.seamparts.GroupPart`)."""
+    `size` pages (`start`) during a bulk load, pipelined (`sync.store.seamparts.GroupPart`;
+    see the module docstring). `rolled_back` is called when an open group is rolled back."""
 
-    def __init__(self, conn: psycopg.Connection[Any], fence: Fence) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        fence: Fence,
+        rolled_back: Callable[[], None] = _nothing,
+    ) -> None:
         self.conn = conn
         self.fence = fence
+        self.rolled_back = rolled_back
         self.size = 0  # pages a transaction (0: one, not grouped)
         self.seconds = 2.0
+        #: Groups committed so far.
+        self.commits = 0
         self._open: contextlib.ExitStack | None = None
         self._pages = 0
         self._began = 0.0
@@ -74,9 +102,7 @@ class PgGroup:
                 self._fenced()
             return
         if self._open is None:
-            stack = contextlib.ExitStack()
-            stack.enter_context(self.conn.transaction())
-            self._open, self._pages, self._began = stack, 0, time.monotonic()
+            self._begin()
         try:
             yield
         except BaseException as exc:
@@ -86,23 +112,52 @@ class PgGroup:
         if self._pages >= self.size or time.monotonic() - self._began >= self.seconds:
             self.commit()
 
+    def _begin(self) -> None:
+        """Open a group: a transaction in pipeline mode, on an idle connection in autocommit."""
+        conn = self.conn
+        if not conn.autocommit or conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            raise RuntimeError(
+                "a PostgreSQL page group needs a connection in autocommit, outside a transaction"
+            )
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(conn.pipeline())
+            stack.enter_context(conn.transaction())
+        except BaseException:
+            stack.close()
+            raise
+        self._open, self._pages, self._began = stack, 0, time.monotonic()
+
     def commit(self) -> None:
-        """Commit the open group, if any (fenced first)."""
+        """Commit the open group, if any (fenced first; waiting for the server): a statement's
+        error raised here rolls the whole group back."""
         stack, self._open = self._open, None
         if stack is None:
             return
         try:
-            self._fenced()
+            self._fenced()  # its read syncs the pipeline: an earlier statement's error is here
         except BaseException as exc:
-            stack.__exit__(type(exc), exc, exc.__traceback__)
+            self._close(stack, exc)
             raise
-        stack.close()
+        try:
+            stack.close()  # COMMIT; the pipeline synced and left
+        except BaseException:
+            self.rolled_back()
+            raise
+        self.commits += 1
 
     def _rollback(self, exc: BaseException) -> None:
         stack, self._open = self._open, None
         if stack is not None:
+            self._close(stack, exc)
+
+    def _close(self, stack: contextlib.ExitStack, exc: BaseException) -> None:
+        """Leave the group's transaction and pipeline with `exc` (a rollback), and tell."""
+        try:
             with contextlib.suppress(psycopg.Error):
                 stack.__exit__(type(exc), exc, exc.__traceback__)
+        finally:
+            self.rolled_back()
 
     def _fenced(self) -> None:
         if not self.fence(self.conn):

@@ -10,9 +10,12 @@ rule (`sync.store.hours.by_columns`).
 SQLite makes it (a column for each attribute of its days, of `sync.store.hours.EMPTY_DAY` when
 none is given) and widened as the upstream grows new attributes. A refresh replaces one mall's days in a date
 range as a whole, in one `conn.transaction()` (its own transaction on an idle autocommit
-connection, a savepoint inside a caller's): the range's days go, then each row is written, a
-day already held outside the range replaced whole (its columns the row does not name become
-NULL, as SQLite's `INSERT OR REPLACE` leaves them). The table and its columns are changed in a
+connection, a savepoint inside a caller's): the range's days no longer served go, then each row
+is written, a day already held (in the range or outside it) replaced whole (its columns the row
+does not name become NULL, as SQLite's `INSERT OR REPLACE` leaves them). Only what differs is
+written: a day held with the same attributes keeps its version, and its `fetched_at` (a
+deliberate difference from SQLite, which rewrites it: an unchanged refresh leaves no dead
+tuple, the issue's ~0 on an unchanged pass). The table and its columns are changed in a
 transaction of their own first, as SQLite's are (`ensure_table`); `Schema.forget` is told.
 
 **`current_hours`** keeps one mall's `/current-hours` answer whole: SQLite's table (made by its
@@ -185,33 +188,58 @@ def _value(value: Any, kind: str) -> Any:
 def write(
     schema: Schema, mall_id: int, rows: Sequence[dict[str, Any]], start: date, end: date
 ) -> int:
-    """Replace one mall's hours between `start` and `end` (inclusive) by `rows`."""
+    """Replace one mall's hours between `start` and `end` (inclusive) by `rows`: the range's
+    days `rows` no longer serve deleted, each row inserted or replaced whole where its content
+    differs (a day the same as held is left as it is, its `fetched_at` too: a rewrite would
+    leave a dead tuple for each day of each mall on every refresh)."""
     conn = schema.conn
     types = ensure_table(schema, rows)
     target = sql.Identifier(schema.name, HOURS)
     keep = [c for c in types if c not in ("mall_id", "date")]
+    content = [c for c in keep if c != "fetched_at"]
+    served = sorted({str(r["date"]) for r in rows if r.get("mall_id") == mall_id})
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(
-            sql.SQL("DELETE FROM {} WHERE mall_id = %s AND date BETWEEN %s AND %s").format(target),
-            (mall_id, start.isoformat(), end.isoformat()),
+            sql.SQL(
+                "DELETE FROM {} WHERE mall_id = %s AND date BETWEEN %s AND %s"
+                " AND date <> ALL(%s::text[])"
+            ).format(target),
+            (mall_id, start.isoformat(), end.isoformat(), served),
         )
         for cols, group in by_columns(rows).items():
             names = [c for c in cols if c in types]
             cur.executemany(
-                sql.SQL(
-                    "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT (mall_id, date) DO UPDATE SET {}"
-                ).format(
-                    target,
-                    sql.SQL(", ").join(map(sql.Identifier, names)),
-                    sql.SQL(", ").join(sql.Placeholder() * len(names)),
-                    sql.SQL(", ").join(
-                        sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
-                        for c in keep
-                    ),
-                ),
+                _upsert(target, names, keep, content),
                 [tuple(_value(r[c], types[c]) for c in names) for r in group],
             )
     return len(rows)
+
+
+def _upsert(
+    target: sql.Identifier, names: list[str], keep: list[str], content: list[str]
+) -> sql.Composed:
+    """Insert a day of `names`, or replace the held one whole (`keep`: its columns the row
+    does not name become NULL, as SQLite's `INSERT OR REPLACE` leaves them) where its
+    `content` differs."""
+    set_ = sql.SQL(", ").join(
+        sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c)) for c in keep
+    )
+    held = sql.SQL(", ").join(sql.SQL("h.{}").format(sql.Identifier(c)) for c in content)
+    came = sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(sql.Identifier(c)) for c in content)
+    guard = (
+        sql.SQL(" WHERE ROW({}) IS DISTINCT FROM ROW({})").format(held, came)
+        if content
+        else sql.SQL(" WHERE false")
+    )
+    return sql.SQL(
+        "INSERT INTO {} AS h ({}) VALUES ({}) ON CONFLICT (mall_id, date) DO UPDATE SET {}{}"
+    ).format(
+        target,
+        sql.SQL(", ").join(map(sql.Identifier, names)),
+        sql.SQL(", ").join(sql.Placeholder() * len(names)),
+        set_,
+        guard,
+    )
 
 
 def write_current(

@@ -184,18 +184,25 @@ def none_held(conn: psycopg.Connection[Any], schema: str, rtype: ResourceType) -
     )
 
 
-def guarded(conn: psycopg.Connection[Any], schema: str, b: Staged) -> Links:
+def guarded(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    b: Staged,
+    new: set[int] | frozenset[int] = frozenset(),
+) -> Links:
     """The batch's links, less those of rows the upsert's guard will refuse: an owner whose
     stored `updated_at` is newer than its copy's, or whose copy has none (SQLite's
     `PageWriter.link_guard`: a row's relationships are part of the row, and an older copy
     changes neither). Read before the upsert, in its transaction, locking the owners' rows in id
     order as the upsert would (no other writer changes them between the two); the table must
-    have `updated_at`, and so must the batch."""
+    have `updated_at`, and so must the batch. Owners in `new` (known rowless) are not asked."""
     if not b.links or not b.ids:
         return b.links
     pos = b.columns.index(UPDATED_AT) + 1
     incoming = {row[0]: row[pos] for row in b.rows}
-    owners = sorted({rid for pairs in b.links.values() for rid, _ in pairs})
+    owners = sorted({rid for pairs in b.links.values() for rid, _ in pairs} - new)
+    if not owners:
+        return b.links
     older = {
         int(rid)
         for rid, refused in conn.execute(

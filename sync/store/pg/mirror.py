@@ -21,7 +21,8 @@ waiting for the WAL flush (`_prepare`), but for the webhook queue's notices.
 of their own (with the feed's triggers of a table made or widened); then its misfit values
 noted, tombstoned rows left out, rows and links written under the guard, the listing mall's
 memberships, its scripts and its backfill checkpoint, in one transaction (`PgGroup.page`), so
-a crash or a lost server leaves the whole page or none.
+a crash or a lost server leaves the whole page or none. In a bulk load's group the page's
+statements are pipelined (`sync.store.pg.bulk`): none waits for its answer but the reads.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class PgMirror:
         self.values = ValueNotes(PgValues(conn, name))
         self.changes = changes.ChangeFeed(conn, name)
         self._writer = PageWriter(conn, name)
-        self.group = PgGroup(conn, self._fence)
+        self.group = PgGroup(conn, self._fence, self._forget_memos)
         self.indexes = PgEndPhase(conn, self.schema, self._writer)
         self.hours = Hours(self.schema)
         self.malls = Malls(self.schema, self.table)
@@ -208,18 +209,21 @@ class PgMirror:
     def _forget_included(self, type_name: str, ids: list[int]) -> None:
         self._included_seen.forget(type_name, ids)
 
+    def _forget_memos(self) -> None:
+        """A group rolled back (`PgGroup`, wherever its error surfaced): forget what its
+        pages had the memos remember (scripts written, included rows seen)."""
+        self._scripts.forget()
+        self._included_seen.clear()
+
     @contextlib.contextmanager
     def _page_transaction(self) -> Iterator[None]:
         """One page's writes (`PgGroup.page`); on failure, forget what the rolled back writes
-        had the memos remember."""
-        grouped = bool(self.group.size)
+        had the memos remember (a group's rollback forgets all: `_forget_memos`)."""
         try:
             with self.group.page():
                 yield
         except BaseException:
             self._scripts.forget()
-            if grouped:
-                self._included_seen.clear()
             raise
 
     # -- the page write ----------------------------------------------------------------------------
@@ -264,7 +268,7 @@ class PgMirror:
         self.values.note(batches)
         for b in batches:
             self._deletions.drop_tombstoned(b)
-            self._writer.write_rows(b)
+            self._writer.write_rows(b, count=False)
 
     def write_scripts(self, rtype: ResourceType, scripts: Any) -> None:
         """`rtype`'s scripts from a response that brought no rows to write."""

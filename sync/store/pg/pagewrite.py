@@ -1,6 +1,6 @@
 """The page write into PostgreSQL: a staged batch merged into its table by one guarded `INSERT
 ... ON CONFLICT`, its rows bound as one binary array per column; one transaction per page, or a
-group of pages to one when a bulk load says so (`PageGroup`).
+group of pages to one when a bulk load says so (`sync.store.pg.bulk.PgGroup`).
 
 Issue #49, item 2, and the first part of the PostgreSQL mirror: not wired into `Mirror` yet (no
 tombstones here; the change feed's triggers are the store's to make, `sync.store.pg.changes`).
@@ -43,14 +43,8 @@ inserts. Client-side, the statement is rendered once per table and column set (p
 columns are checked at C speed and bound as staged when every value is a string without NUL
 (`plain_texts`), converted one value at a time otherwise.
 
-**Group commit** (`PageGroup`), when the caller says so (a backfill; the daemon keeps one
-transaction per page, since a webhook's 202 must follow a real commit): several pages to one
-transaction, as the SQLite backfill's `sync.store.groupcommit`, committed every `pages` pages
-or `seconds`, the whole group rolled back on a failure. Its statements go in pipeline mode:
-the server merges one page while the client encodes the next, and the client waits only when
-the group commits, not per page. A group of 20 or 256 pages writes 1.6x to 2.7x the rows a
-second of one page per transaction (one round trip and one commit each), the more as the client
-and the server each find a core of their own (`docs/benchmarks.md`).
+**Group commit**, several pages to one pipelined transaction in a bulk load, is
+`sync.store.pg.bulk.PgGroup`'s (`docs/benchmarks.md` has its figures).
 
 **Schema.** `ensure` creates the schema and table (`id bigint PRIMARY KEY` and the batch's
 columns) and adds or widens columns in a transaction of its own before the page's, as the
@@ -70,6 +64,7 @@ from psycopg import abc, pq, sql
 from psycopg.adapt import Transformer
 
 from sync.pipeline.batches import Staged
+from sync.store.fresh import FreshIds
 from sync.store.pg import changes, links, memberships
 from sync.store.pg.arrays import (
     ARRAY_HEAD,
@@ -141,6 +136,9 @@ class PageWriter:
         self._bindings: dict[tuple[str, tuple[str, ...]], Binding] = {}
         #: Per (element type, length): a transformer dumping that many values of the type.
         self._dumpers: dict[tuple[int, int], abc.Transformer] = {}
+        #: Ids written to the tables this writer created: an owner never written there needs
+        #: no guard's read nor held lists (`sync.store.fresh`; a first backfill's owners).
+        self._fresh = FreshIds()
         conn.adapters.register_dumper(Array, ArrayDumper)
 
     def columns(self, table: str) -> dict[str, Column]:
@@ -233,9 +231,20 @@ class PageWriter:
                         ),
                         prepare=False,
                     )
+                    if self._empty(b):
+                        # Empty, and no link rows: every row and link it gets from now on is
+                        # written by this writer, which records the ids (`FreshIds`).
+                        self._fresh.track(table)
                 alter_columns(self.conn, target, add, widen)
         finally:
             self.forget(table)
+
+    def _empty(self, b: Staged) -> bool:
+        """Whether the batch's table and its type's link tables hold no row (made IF NOT EXISTS)."""
+        found = self.conn.execute(
+            sql.SQL("SELECT 1 FROM {} LIMIT 1").format(sql.Identifier(self.schema, b.type))
+        ).fetchone()
+        return found is None and links.none_held(self.conn, self.schema, b.rtype)
 
     def upsert(self, b: Staged) -> int:
         """Merge the batch into its table under the guard, in one statement: how many rows were
@@ -249,7 +258,7 @@ class PageWriter:
         statement, params = page
         conn = self.conn
         if conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
-            # In a pipeline (a page of a `PageGroup`): the count once the server has answered.
+            # In a pipeline (a page of a `PgGroup`): the count once the server has answered.
             with conn.pipeline():
                 cur = conn.execute(statement, params)
             return cur.rowcount
@@ -260,7 +269,7 @@ class PageWriter:
 
     def send(self, b: Staged) -> psycopg.Cursor[Any] | None:
         """`upsert`'s statement executed on a new cursor, which is returned unread (None for an
-        empty batch): in pipeline mode (`PageGroup`) the statement is sent and the next page
+        empty batch): in pipeline mode (`PgGroup`) the statement is sent and the next page
         encoded while the server runs it; its `rowcount` is known once the pipeline syncs."""
         page = self.statement(b)
         if page is None:
@@ -435,20 +444,27 @@ class PageWriter:
             return self.page_writes(batches)
 
     def page_writes(self, batches: Sequence[Staged]) -> int:
-        """`write_page`'s writes in the transaction the connection holds (a `PageGroup`'s: no
+        """`write_page`'s writes in the transaction the connection holds (a `PgGroup`'s: no
         savepoint per page): the rows inserted or updated."""
         written = sum(self.write_rows(b) for b in batches)
         if batches:
             self.write_memberships(batches[0])
         return written
 
-    def write_rows(self, b: Staged) -> int:
+    def write_rows(self, b: Staged, *, count: bool = True) -> int:
         """One batch's rows under the guard and the links of those it lets through, in the
-        caller's transaction: the rows inserted or updated."""
-        own = self.link_guard(b)
+        caller's transaction: the rows inserted or updated (0 unless `count`: in pipeline mode
+        counting waits for the server, so a caller that needs no count sends the upsert and
+        goes on)."""
+        own, new = self.link_guard(b)
         notes = self.feed_notes() if own else None  # before the upsert, as SQLite
-        written = self.upsert(b)
-        links.write(self.conn, self.schema, b.rtype, own, notes=notes)
+        self._fresh.add(b.type, b.ids)
+        if count:
+            written = self.upsert(b)
+        else:
+            written = 0
+            self.send(b)
+        links.write(self.conn, self.schema, b.rtype, own, new, notes=notes)
         return written
 
     def write_memberships(self, b: Staged) -> None:
@@ -459,12 +475,22 @@ class PageWriter:
         pairs = [(row[pos], row[0]) for row in b.rows if row[pos] is not None]
         memberships.add(self.conn, self.schema, b.type, pairs)
 
-    def link_guard(self, b: Staged) -> Links:
+    def link_guard(self, b: Staged) -> tuple[Links, set[int]]:
         """The batch's links less those of rows the upsert's guard will refuse (an older copy,
-        or one without a stamp over a stored one), where batch and table have `updated_at`."""
-        if not b.links or UPDATED_AT not in b.columns or UPDATED_AT not in self.columns(b.type):
-            return b.links
-        return links.guarded(self.conn, self.schema, b)
+        or one without a stamp over a stored one), where batch and table have `updated_at`; and
+        the owners known to have no row before this upsert, hence no links and nothing for the
+        guard to compare (`FreshIds`: not asked of the server; in a first backfill, all)."""
+        if not b.links or not b.ids:
+            return b.links, set()
+        owners = {rid for pairs in b.links.values() for rid, _ in pairs}
+        new = self._fresh.absent(b.type, owners)
+        if (
+            len(new) == len(owners)
+            or UPDATED_AT not in b.columns
+            or UPDATED_AT not in self.columns(b.type)
+        ):
+            return b.links, new
+        return links.guarded(self.conn, self.schema, b, new), new
 
     def feed_notes(self) -> changes.LinkNotes | None:
         """Where a batch's link changes are entered in the change feed: nowhere in a bulk load

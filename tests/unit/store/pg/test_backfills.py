@@ -241,3 +241,25 @@ def test_nul_in_a_type_or_scope_is_kept_as_a_replacement_character(
     state = b.state("de\ufffdals", "s\ufffd")
     assert state == BackfillState(frozenset({1}), 1, 5, "t\ufffd", "t\ufffd")
     assert b.started_types() == ["de\ufffdals"]
+
+
+def test_a_checkpoint_that_changes_nothing_rewrites_no_row(conn: psycopg.Connection[Any]) -> None:
+    """Every page of a listing says the same `last`: the scope's row is updated when it grows,
+    not on every page (an UPDATE that changes nothing still leaves a dead tuple)."""
+    ensure_backfills(conn)
+    b = Backfills(conn, Meta(conn))
+    b.start("deals", "", page_size=50, started_at="t0")
+
+    def version() -> str:
+        row = conn.execute("SELECT xmin::text FROM ccsync._sync_backfill").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    b.checkpoint(PageCheckpoint("deals", "", 1, 3))
+    first = version()
+    b.checkpoint(PageCheckpoint("deals", "", 2, 3))
+    b.checkpoint(PageCheckpoint("deals", "", 3, 2))
+    assert version() == first
+    b.checkpoint(PageCheckpoint("deals", "", 4, 5))
+    assert version() != first
+    assert b.state("deals", "") == BackfillState(frozenset({1, 2, 3, 4}), 5, 50, "t0", None)

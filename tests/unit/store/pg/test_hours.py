@@ -293,3 +293,32 @@ def test_nul_in_text_and_in_a_body_is_kept_as_a_replacement_character(pg: Store)
     assert pg.rows("SELECT hours_text FROM hours") == [("9\ufffd5",)]
     assert pg.rows("SELECT body FROM current_hours") == [({"a\ufffd": "b\ufffd"},)]
     assert pg_hours.affinity(True) == "bigint"
+
+
+def test_an_unchanged_refresh_rewrites_nothing_and_a_changed_one_only_what_differs(
+    pg: Store,
+) -> None:
+    """A refresh writes only what differs (PostgreSQL's own: SQLite rewrites the range): a day
+    held the same keeps its version (`xmin`) and its `fetched_at`, a changed day is replaced
+    whole, a day the range no longer serves goes, the other malls' days stay."""
+    days = [_day("2026-03-01", "a"), _day("2026-03-02", "b", note="x")]
+    pg.hours.write(1, days, *MARCH)
+    pg.hours.write(2, [_day("2026-03-01", "other mall", mall=2)], *MARCH)
+
+    def held() -> dict[tuple[int, str], tuple[Any, ...]]:
+        return {
+            (r[0], r[1]): r[2:]
+            for r in pg.rows("SELECT mall_id, date, xmin::text, hours_text, note FROM hours")
+        }
+
+    before = held()
+    again = [{**d, "fetched_at": "y"} for d in days]
+    pg.hours.write(1, again, *MARCH)
+    assert held() == before  # not a row version changed, `fetched_at` kept
+    pg.hours.write(1, [{**again[1], "note": None}], *MARCH)
+    after = held()
+    assert (1, "2026-03-01") not in after  # no longer served
+    assert after[(1, "2026-03-02")][1:] == ("b", None)
+    assert after[(1, "2026-03-02")][0] != before[(1, "2026-03-02")][0]
+    assert after[(2, "2026-03-01")] == before[(2, "2026-03-01")]
+    assert pg.rows("SELECT fetched_at FROM hours WHERE mall_id = 1") == [("y",)]

@@ -6,7 +6,7 @@ Every test writes into a fresh database (`pg_db`) on the private server the suit
 rewrite leaves the row's version (`xmin`) and the table's dead tuples as they were, an equal
 stamp with new content is written, columns are added and typed from the spec, and the server
 itself runs as an unprivileged user when the tests run as root. Groups of pages are
-`test_pagegroup.py`'s.
+`test_bulk.py`'s.
 """
 
 from __future__ import annotations
@@ -430,3 +430,55 @@ def test_json_text_of_any_value_is_kept_as_that_value(conn: psycopg.Connection[A
         ('"\\\\u0000"', "\\u0000"),  # an escaped backslash, not a NUL
     ):
         assert conn.execute("SELECT %s::jsonb", (json_value(text),)).fetchone() == (value,), text
+
+
+def test_owners_new_to_a_table_this_writer_made_are_not_asked_and_the_others_are(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """A writer that made a table knows the ids it never wrote there have no row and no links
+    (`FreshIds`): their links are inserted without a read. An id it wrote, or any id of a table
+    it found made, is asked: an older copy changes neither the row nor its links, and a list
+    that shrank loses its stale links."""
+
+    def deal(rid: int, updated: str, *images: int) -> dict[str, Any]:
+        resource = _deal(rid, updated, f"deal {rid} at {updated}")
+        resource["relationships"] = {
+            "images": {"data": [{"type": "images", "id": str(i)} for i in images]}
+        }
+        return resource
+
+    def links() -> list[tuple[Any, ...]]:
+        return [
+            tuple(r)
+            for r in conn.execute(
+                "SELECT deals_id, images_id, position FROM ccsync.deals_images ORDER BY 1, 3"
+            )
+        ]
+
+    writer = PageWriter(conn, SCHEMA)
+    page = staged("deals", [deal(1, T1, 7, 8)])
+    writer.ensure_page(page)
+    asked: list[str] = []
+    real = conn.execute
+
+    def counting(query: Any, *args: Any, **kwargs: Any) -> Any:
+        text = query.as_string(conn) if isinstance(query, sql.Composable) else str(query)
+        if text.lstrip().upper().startswith("SELECT") and '"ccsync"."deals' in text:
+            asked.append(text)  # a read of the rows or links (not of the catalogue)
+        return real(query, *args, **kwargs)
+
+    conn.execute = counting  # type: ignore[method-assign]
+    try:
+        writer.write_page(page)
+        assert asked == []  # a new owner of a table this writer made: nothing read
+        writer.write_page(staged("deals", [deal(1, T0, 9)]))  # older: refused, links kept
+        assert asked  # a written owner is asked
+    finally:
+        del conn.execute
+    writer.write_page(staged("deals", [deal(1, T2, 8)]))  # newer, a shorter list
+    assert links() == [(1, 8, 0)]
+    assert _rows(conn, "deals", "title") == [(1, f"deal 1 at {T2}")]
+    found = PageWriter(conn, SCHEMA)  # a table made before: every owner asked
+    found.write_page(staged("deals", [deal(1, T0, 5)]))
+    found.write_page(staged("deals", [deal(1, T2, 6)]))  # equal stamp, new content and list
+    assert links() == [(1, 6, 0)]

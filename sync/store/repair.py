@@ -18,6 +18,7 @@ compares (`differences`), then writes the page.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,10 @@ class Repair:
     what: tuple[str, ...]
 
 
+#: Per relationship, per owner: the related ids held, in position order.
+StoredLinks = dict[str, dict[int, list[int]]]
+
+
 @dataclass(frozen=True)
 class Found:
     """What a store found of one served row in its table: nothing (`missing`), or its stored
@@ -46,15 +51,18 @@ class Found:
     stamp: Any = None
     differing: tuple[str, ...] = ()
 
+    @classmethod
+    def row(cls, stamp: Any, columns: Sequence[str], differs: Sequence[Any]) -> Found:
+        """A stored row: its stamp, and the `columns` whose flag in `differs` is true."""
+        return cls(False, stamp, tuple(c for c, d in zip(columns, differs, strict=True) if d))
+
 
 class Judging:
     """The verify's rule for one batch, written once for both stores: which rows a tombstone
     refuses (the write refuses them too), and which compares are repairs (`repair`). A store
     compares each row its own way (`differences` here, `sync.store.pg.repair` there) and asks."""
 
-    def __init__(
-        self, deletions: Deletions, b: Staged, stored_links: dict[str, dict[int, list[int]]]
-    ) -> None:
+    def __init__(self, deletions: Deletions, b: Staged, stored_links: StoredLinks) -> None:
         self.b = b
         self.stored_links = stored_links
         self.served_links = {n: dict(pairs) for n, pairs in b.links.items() if n in stored_links}
@@ -91,6 +99,35 @@ class Judging:
                 what.append(f"links.{name}")
         return Repair(b.type, rid, tuple(what)) if what else None
 
+    def repairs(self, compared: Iterable[tuple[int, Any, Found]]) -> list[Repair]:
+        """The repairs of a store's compares (id, served stamp, what it found), in their
+        order; a row a tombstone refuses is left out, as the write leaves it out."""
+        out: list[Repair] = []
+        for rid, served_stamp, found in compared:
+            repair = None if rid in self.refused else self.repair(rid, served_stamp, found)
+            if repair is not None:
+                out.append(repair)
+        return out
+
+
+#: Reads one link table's held lists: (table, (owner column, other column), owners) ->
+#: owner -> related ids in position order; a store's own statement.
+HeldLists = Callable[[str, tuple[str, str], list[int]], dict[int, list[int]]]
+
+
+def stored_links(b: Staged, has_table: Callable[[str], bool], read: HeldLists) -> StoredLinks:
+    """The batch owners' stored to-many links, per relationship the batch serves, in position
+    order (empty where the link table does not exist yet): what `Judging` compares."""
+    out: StoredLinks = {}
+    for rel in b.rtype.relationships:
+        pairs = b.links.get(rel.name)
+        if rel.to_one or not pairs:
+            continue
+        table = rel.link_table(b.type)
+        owners = sorted({o for o, _ in pairs})
+        out[rel.name] = read(table, rel.link_columns(b.type), owners) if has_table(table) else {}
+    return out
+
 
 def differences(schema: Schema, deletions: Deletions, b: Staged) -> list[Repair]:
     """The rows of `b` whose stored copy differs under the same stamp, or is missing (its
@@ -104,41 +141,29 @@ def differences(schema: Schema, deletions: Deletions, b: Staged) -> list[Repair]
     stamp = "updated_at" in cols
     checks = ["updated_at" if stamp else "NULL", *(f"[{c}] IS NOT ?" for c in cols)]
     sql = f"SELECT {', '.join(checks)} FROM [{b.rtype.table}] WHERE id = ?"
-    judging = Judging(deletions, b, _stored_links(schema, b))
-    out: list[Repair] = []
-    for row in b.rows:
-        rid = row[0]
-        if rid in judging.refused:
-            continue  # the write refuses it too: deleted upstream after this copy was made
-        got = schema.conn.execute(sql, (*row[1:], rid)).fetchone()
-        found = (
-            Found(missing=True)
-            if got is None
-            else Found(False, got[0], tuple(c for c, d in zip(cols, got[1:], strict=True) if d))
-        )
-        repair = judging.repair(rid, judging.served_stamp(row), found)
-        if repair is not None:
-            out.append(repair)
-    return out
+    judging = Judging(deletions, b, stored_links(b, schema.has_table, _held(schema)))
+
+    def compared() -> Iterator[tuple[int, Any, Found]]:
+        for row in b.rows:
+            got = schema.conn.execute(sql, (*row[1:], row[0])).fetchone()
+            found = Found(missing=True) if got is None else Found.row(got[0], cols, got[1:])
+            yield row[0], judging.served_stamp(row), found
+
+    return judging.repairs(compared())
 
 
-def _stored_links(schema: Schema, b: Staged) -> dict[str, dict[int, list[int]]]:
-    """The batch owners' stored links, per relationship, in position order."""
-    out: dict[str, dict[int, list[int]]] = {}
-    for rel in b.rtype.relationships:
-        pairs = b.links.get(rel.name)
-        if rel.to_one or not pairs:
-            continue
-        table = rel.link_table(b.type)
-        per: dict[int, list[int]] = out.setdefault(rel.name, {})
-        if not schema.has_table(table):
-            continue
-        owner, other = rel.link_columns(b.type)
-        owners = [o for o, _ in pairs]
+def _held(schema: Schema) -> HeldLists:
+    """SQLite's read of held link lists (`stored_links`)."""
+
+    def read(table: str, columns: tuple[str, str], owners: list[int]) -> dict[int, list[int]]:
+        owner, other = columns
+        out: dict[int, list[int]] = {}
         for o, t in schema.conn.execute(
             f"SELECT [{owner}], [{other}] FROM [{table}] WHERE [{owner}] IN "
             f"({','.join('?' * len(owners))}) ORDER BY [{owner}], position",
             owners,
         ):
-            per.setdefault(int(o), []).append(int(t))
-    return out
+            out.setdefault(int(o), []).append(int(t))
+        return out
+
+    return read

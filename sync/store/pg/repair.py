@@ -19,7 +19,7 @@ from sync.store.deletions import Deletions
 from sync.store.pg import links
 from sync.store.pg.columns import UPDATED_AT
 from sync.store.pg.pagewrite import PageWriter
-from sync.store.repair import Found, Judging, Repair
+from sync.store.repair import Found, HeldLists, Judging, Repair, stored_links
 
 
 def differences(writer: PageWriter, deletions: Deletions, b: Staged) -> list[Repair]:
@@ -58,30 +58,21 @@ def differences(writer: PageWriter, deletions: Deletions, b: Staged) -> list[Rep
         unnest=unnest,
         table=sql.Identifier(writer.schema, b.type),
     )
-    judging = Judging(deletions, b, _stored_links(writer, b))
-    out: list[Repair] = []
-    for rid, missing, held_at, served_at, *differs in writer.conn.execute(query, arrays):
-        if rid in judging.refused:
-            continue  # the write refuses it too: deleted upstream after this copy was made
-        found = Found(missing, held_at, tuple(c for c, d in zip(cols, differs, strict=True) if d))
-        repair = judging.repair(rid, served_at, found)
-        if repair is not None:
-            out.append(repair)
-    return out
+    judging = Judging(
+        deletions, b, stored_links(b, lambda t: bool(writer.columns(t)), _held(writer))
+    )
+    rows = writer.conn.execute(query, arrays)
+    return judging.repairs(
+        (rid, served_at, Found(missing=True) if missing else Found.row(held_at, cols, diff))
+        for rid, missing, held_at, served_at, *diff in rows
+    )
 
 
-def _stored_links(writer: PageWriter, b: Staged) -> dict[str, dict[int, list[int]]]:
-    """The batch owners' stored to-many links, per relationship, in position order."""
-    out: dict[str, dict[int, list[int]]] = {}
-    for rel in b.rtype.relationships:
-        pairs = b.links.get(rel.name)
-        if rel.to_one or not pairs:
-            continue
-        table = rel.link_table(b.type)
-        per = out.setdefault(rel.name, {})
-        if not writer.columns(table):
-            continue
-        owners = sorted({o for o, _ in pairs})
-        held = links.held_lists(writer.conn, writer.schema, table, rel.link_columns(b.type), owners)
-        per.update({owner: list(related) for owner, related in held.items()})
-    return out
+def _held(writer: PageWriter) -> HeldLists:
+    """PostgreSQL's read of held link lists (`sync.store.repair.stored_links`)."""
+
+    def read(table: str, columns: tuple[str, str], owners: list[int]) -> dict[int, list[int]]:
+        held = links.held_lists(writer.conn, writer.schema, table, columns, owners)
+        return {owner: list(related) for owner, related in held.items()}
+
+    return read

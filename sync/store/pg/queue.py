@@ -273,9 +273,6 @@ class ChangeQueue:
                 "ids": [n.resource_id for n in known],
             }
             with self.conn.transaction():
-                # Durable before the receiver answers 202, whatever the session's setting (the
-                # mirror's writer commits its own pages asynchronously: `PgMirror._prepare`).
-                self.conn.execute("SET LOCAL synchronous_commit TO on")
                 self.conn.execute(self._move, args)
                 self.conn.execute(self._add, args)
         return len(known)

@@ -54,6 +54,11 @@ def resumes(state: BackfillState | None, page_size: int) -> bool:
     return state is not None and state.finished_at is None and state.page_size == page_size
 
 
+def begun(page_size: int, started_at: str) -> BackfillState:
+    """The state `Backfills.start` leaves when it starts afresh: no page in, no `last` yet."""
+    return BackfillState(frozenset(), None, page_size, started_at, None)
+
+
 def completed(
     recorded: str | None,
     polled: Iterable[tuple[str, str | None]],
@@ -111,6 +116,11 @@ class Backfills:
         keeps the pages already committed."""
         if resumes(self.state(type_name, scope), page_size):
             return  # resume: keep the pages already committed
+        self._afresh(type_name, scope, page_size, started_at)
+
+    def _afresh(self, type_name: str, scope: str, page_size: int, started_at: str) -> None:
+        """(type, scope) from its first page: the pages committed forgotten, in one
+        transaction."""
         with write_transaction(self.conn):
             self.conn.execute(
                 "DELETE FROM _sync_backfill_pages WHERE type = ? AND scope = ?",
@@ -121,6 +131,20 @@ class Backfills:
                 "started_at, finished_at) VALUES (?, ?, ?, NULL, ?, NULL)",
                 (type_name, scope, page_size, started_at),
             )
+
+    def begin(
+        self, type_name: str, scope: str, *, page_size: int, started_at: str
+    ) -> BackfillState | None:
+        """A backfill's walk of (type, scope) begins: None when it finished already (nothing to
+        walk), else `start` and the state it leaves (the pages to skip). One read of the state
+        where `state`, `start` and `state` again took three (`begun`)."""
+        state = self.state(type_name, scope)
+        if state is not None and state.finished_at is not None:
+            return None
+        if resumes(state, page_size):
+            return state
+        self._afresh(type_name, scope, page_size, started_at)
+        return begun(page_size, started_at)
 
     def finish(self, type_name: str, scope: str, *, finished_at: str) -> None:
         self.conn.execute(

@@ -343,15 +343,13 @@ class Backfill:
 
     async def _scope_pages(self, scope: Scope, report: TypeReport, started_at: str) -> None:
         name, key = scope.rtype.name, scope.key
-        state = self.mirror.backfills.state(name, key)
-        if state is not None and state.finished_at is not None:
-            return
-        self.mirror.backfills.start(
+        state = self.mirror.backfills.begin(
             name, key, page_size=self.settings.upstream.page_size, started_at=started_at
         )
-        state = self.mirror.backfills.state(name, key)
-        done: set[int] = set(state.pages_done) if state else set()
-        last = state.last if state and state.last else 0
+        if state is None:
+            return  # finished by an earlier attempt
+        done: set[int] = set(state.pages_done)
+        last = state.last or 0
         # The page with the highest number read, as (number, rows, links.last): the walk goes
         # on past `links.last` while that page is full (`Paging.more_after`).
         tail = (0, 0, 0)

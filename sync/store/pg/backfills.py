@@ -15,8 +15,10 @@ numbers `bigint`.
 
 **Transactions.** As in SQLite: `checkpoint` and `finish` run on the connection as given, so a
 checkpoint made inside a page's transaction commits or rolls back with the page's rows;
-`start` and `reset` are atomic on their own (`conn.transaction()`: a savepoint inside the
-caller's transaction, where SQLite's `write_transaction` takes one too). A read of a table that
+`start` (and `begin`) and `reset` are atomic on their own: `reset` in `conn.transaction()` (a
+savepoint inside the caller's transaction, where SQLite's `write_transaction` takes one too);
+`start` in one outside a transaction, and inside one (a bulk load's group) as a part of it, since
+in the group's pipeline a savepoint waits for the server (`_afresh`). A read of a table that
 does not exist (`started_types`) is asked of the catalogue first, since a failed statement
 would abort the caller's transaction; `completed_types` expects the tables, as SQLite's does.
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 from psycopg.rows import tuple_row
 
 from sync.store.backfills import (
@@ -39,6 +41,7 @@ from sync.store.backfills import (
     STARTED_KEY,
     BackfillState,
     PageCheckpoint,
+    begun,
     completed,
     completed_record,
     resumes,
@@ -100,12 +103,18 @@ class Backfills:
         def q(table: str, template: str) -> sql.Composed:
             return statement(self.schema, table, template, TABLES)
 
-        self._state = q(
-            BACKFILL,
-            "SELECT {page_size}, {last}, {started_at}, {finished_at} FROM {t} "
-            "WHERE {type} = %s AND {scope} = %s",
+        # The row and its pages in one read: in a bulk load's pipelined group every read
+        # waits for the statements sent before it (`sync.store.pg.bulk`).
+        self._state = sql.SQL(
+            "SELECT b.{page_size}, b.{last}, b.{started_at}, b.{finished_at},"
+            " ARRAY(SELECT p.{page} FROM {pages} p WHERE p.{type} = b.{type}"
+            " AND p.{scope} = b.{scope}) FROM {t} b WHERE b.{type} = %s AND b.{scope} = %s"
+        ).format(
+            t=sql.Identifier(self.schema, BACKFILL),
+            pages=sql.Identifier(self.schema, PAGES),
+            **{c: sql.Identifier(c) for c in ("page_size", "last", "started_at", "finished_at")},
+            **{c: sql.Identifier(c) for c in ("page", "type", "scope")},
         )
-        self._pages = q(PAGES, "SELECT {page} FROM {t} WHERE {type} = %s AND {scope} = %s")
         self._drop_pages = q(PAGES, "DELETE FROM {t} WHERE {type} = %s AND {scope} = %s")
         self._begin = q(
             BACKFILL,
@@ -153,19 +162,49 @@ class Backfills:
         found = self._rows(self._state, key)
         if not found:
             return None
-        page_size, last, started_at, finished_at = found[0]
-        pages = frozenset(int(r[0]) for r in self._rows(self._pages, key))
-        return BackfillState(pages, last, page_size, started_at, finished_at)
+        page_size, last, started_at, finished_at, pages = found[0]
+        return BackfillState(
+            frozenset(int(p) for p in pages), last, page_size, started_at, finished_at
+        )
 
     def start(self, type_name: str, scope: str, *, page_size: int, started_at: str) -> None:
         """Begin (type, scope) afresh, or resume it: an unfinished one of the same page size
         keeps the pages already committed (`sync.store.backfills.resumes`)."""
         if resumes(self.state(type_name, scope), page_size):
             return  # resume: keep the pages already committed
+        self._afresh(type_name, scope, page_size, started_at)
+
+    def begin(
+        self, type_name: str, scope: str, *, page_size: int, started_at: str
+    ) -> BackfillState | None:
+        """A backfill's walk of (type, scope) begins (as SQLite's `begin`): None when it
+        finished already, else `start` and the state it leaves; one read."""
+        state = self.state(type_name, scope)
+        if state is not None and state.finished_at is not None:
+            return None
+        if resumes(state, page_size):
+            return state
+        self._afresh(type_name, scope, page_size, started_at)
+        return begun(page_size, started_at)
+
+    def _afresh(self, type_name: str, scope: str, page_size: int, started_at: str) -> None:
+        """(type, scope) from its first page: its pages forgotten and its row begun, atomic.
+        Inside a caller's transaction (a bulk load's group) its two statements are a part of
+        it, with no savepoint: in the group's pipeline a savepoint waits for the server twice,
+        and a failure rolls the whole group back anyway."""
         key = (no_nul(type_name), no_nul(scope))
+        begin = (*key, page_size, no_nul(started_at))
+        conn = self.conn
+        if (
+            conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
+            or conn.info.transaction_status != pq.TransactionStatus.IDLE
+        ):
+            self.conn.execute(self._drop_pages, key)
+            self.conn.execute(self._begin, begin)
+            return
         with self.conn.transaction():
             self.conn.execute(self._drop_pages, key)
-            self.conn.execute(self._begin, (*key, page_size, no_nul(started_at)))
+            self.conn.execute(self._begin, begin)
 
     def finish(self, type_name: str, scope: str, *, finished_at: str) -> None:
         self.conn.execute(self._finish, (no_nul(finished_at), no_nul(type_name), no_nul(scope)))

@@ -1,25 +1,20 @@
 """Link tables in PostgreSQL: one per to-many relationship, an owner's linkage in order.
 
 Issue #49, the PostgreSQL side of `sync.store.links` (read it first): the same functions and
-results, taking the connection and the schema's name where SQLite's take the connection and its
-`Schema`, held to them by contract tests (`tests/unit/store/pg/test_links.py`). Not wired into
-`Mirror` yet; the page write (`PageWriter.write_page`) writes a batch's links through `write`.
+results, taking the schema's name where SQLite's take its `Schema`, held to them by contract
+tests (`tests/unit/store/pg/test_links.py`); the page write writes a batch's links by `write`.
 
 **Tables.** `<owner>_<rel>` with SQLite's columns (`bigint NOT NULL` ids, `position bigint`),
-key (owner, related) and reverse index `idx_<table>_<related>`, made with the table (SQLite
-defers it in a bulk load). SQLite declares both ids foreign keys but never enforces them
-(`PRAGMA foreign_keys` is off; a link may name a row not held, an image not yet included):
-PostgreSQL would enforce a declared one, so none is declared.
+key (owner, related) and reverse index `idx_<table>_<related>`, made with the table. No foreign
+key: SQLite declares them but never enforces them (a link may name a row not held yet).
 
 **Only what differs is written.** An owner's list is compared with the one held, as in SQLite
-(members and order; an id listed twice counts once, where it first stands), and an owner whose
-list is unchanged gets no statement at all. Where SQLite then deletes a changed owner's rows and
-inserts its list again, here only the difference is written, since every row rewritten leaves a
-dead tuple behind: pairs the list no longer names are deleted, new ones inserted, and those that
-moved get their new `position` (`ON CONFLICT ... DO UPDATE ... WHERE` it differs). The rows left
-are SQLite's, positions included (an id's index in the list as served: a repeat leaves a gap);
-pairs that stay where they stood keep their version (`xmin`). Keys are taken in (owner,
-related) order, after the page write's upsert has locked the owners' rows in id order.
+(members and order; an id listed twice counts once, where it first stands); an unchanged list
+gets no statement. Where SQLite deletes a changed owner's rows and inserts its list again, here
+only the difference is written (a row rewritten leaves a dead tuple): pairs no longer named
+deleted, new ones inserted, moved ones given their `position` (`ON CONFLICT ... DO UPDATE ...
+WHERE` it differs); positions are SQLite's (an id's index as served: a repeat leaves a gap).
+Keys in (owner, related) order, after the upsert has locked the owners' rows in id order.
 
 **Transactions**, as in SQLite: `replace`, `replace_mall_links`, `set_to_one` and
 `write_to_one` (SQLite's is in `sync.store.sideloads`) run in `conn.transaction()` (a savepoint
@@ -118,8 +113,8 @@ def owners_of(
 def unlink(
     conn: psycopg.Connection[Any], schema: str, owner_type: str, target: str, ids: Sequence[int]
 ) -> int:
-    """Remove `owner_type`'s links naming `ids` of `target` (its link tables only), with a
-    `links` entry in the change feed for each owner whose list changed; the link rows gone."""
+    """Remove `owner_type`'s links naming `ids` of `target` (its link tables), a feed entry
+    for each owner changed; the rows gone."""
     removed = 0
     if not ids:
         return removed
@@ -142,8 +137,7 @@ def unlink(
 def ensure_link(
     conn: psycopg.Connection[Any], schema: str, table: str, owner_col: str, related_col: str
 ) -> bool:
-    """A link table and its reverse index, when missing (`Schema.ensure_link`), in
-    `conn.transaction()`; whether it was made."""
+    """A link table and its reverse index, when missing (`Schema.ensure_link`): whether made."""
     if exists(conn, schema, table):
         return False
     owner, other = sql.Identifier(owner_col), sql.Identifier(related_col)
@@ -190,12 +184,11 @@ def guarded(
     b: Staged,
     new: set[int] | frozenset[int] = frozenset(),
 ) -> Links:
-    """The batch's links, less those of rows the upsert's guard will refuse: an owner whose
-    stored `updated_at` is newer than its copy's, or whose copy has none (SQLite's
-    `PageWriter.link_guard`: a row's relationships are part of the row, and an older copy
-    changes neither). Read before the upsert, in its transaction, locking the owners' rows in id
-    order as the upsert would (no other writer changes them between the two); the table must
-    have `updated_at`, and so must the batch. Owners in `new` (known rowless) are not asked."""
+    """The batch's links, less those of rows the upsert's guard will refuse: an owner stored
+    newer than its copy, or whose copy has no `updated_at` (SQLite's `link_guard`: an older copy
+    changes neither a row nor its links). Read before the upsert, in its transaction, locking
+    the owners' rows in id order as the upsert would; table and batch must have `updated_at`.
+    Owners in `new` (known rowless) are not asked."""
     if not b.links or not b.ids:
         return b.links
     pos = b.columns.index(UPDATED_AT) + 1
@@ -254,9 +247,12 @@ def _apply(
     columns: tuple[str, str],
     gone: list[tuple[int, int]],
     put: list[tuple[int, int, int]],
+    *,
+    fresh: bool = False,
 ) -> None:
-    """Delete the pairs `gone`, and insert `put` (owner, related, position) or move a held
-    pair to its position where it differs: nothing else is touched."""
+    """Delete the pairs `gone`; insert `put` (owner, related, position), moving a held pair
+    where its position differs, or (`fresh`: owners known rowless) by a plain INSERT: no
+    speculative insertion, a probe and a WAL record less a row (a pair held fails the page)."""
     t, o, r = sql.Identifier(schema, table), *(sql.Identifier(c) for c in columns)
     if gone:
         gone.sort()
@@ -272,20 +268,22 @@ def _apply(
             sql.SQL(
                 "INSERT INTO {t} AS l ({o}, {r}, position) SELECT u.o, u.r, u.p FROM"
                 " unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS u(o, r, p) ORDER BY u.o, u.r"
-                " ON CONFLICT ({o}, {r}) DO UPDATE SET position = EXCLUDED.position"
-                " WHERE l.position IS DISTINCT FROM EXCLUDED.position"
+                + ("" if fresh else _MOVE)
             ).format(t=t, o=o, r=r),
             ([p[0] for p in put], [p[1] for p in put], [p[2] for p in put]),
         )
+
+
+_MOVE = " ON CONFLICT ({o}, {r}) DO UPDATE SET position = EXCLUDED.position WHERE l.position IS DISTINCT FROM EXCLUDED.position"
 
 
 def _diff(
     wanted: dict[int, int], held: dict[int, int | None], rid: int
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
     """The pairs to delete, and those to insert or move, turning `held` into `wanted`."""
-    gone = [(rid, rel) for rel in held if rel not in wanted]
-    put = [(rid, rel, p) for rel, p in wanted.items() if rel not in held or held[rel] != p]
-    return gone, put
+    return [(rid, rel) for rel in held if rel not in wanted], [
+        (rid, rel, p) for rel, p in wanted.items() if rel not in held or held[rel] != p
+    ]
 
 
 def write(
@@ -297,10 +295,10 @@ def write(
     notes: LinkNotes | None = None,
 ) -> None:
     """The link rows of the owners in `links` become what `links` says. Owners in `new` had no
-    row before this write, hence no links: theirs are inserted without a look. The others' are
-    compared first and written only where they differ (members or order), and those owners get
-    a `links` entry in the change feed through `notes` (None: no entries). An owner listed
-    twice gets its last list."""
+    row before this write, hence no links: theirs are inserted without a look or an arbiter.
+    The others' are compared first and written only where they differ (members or order), and
+    get a `links` entry in the feed through `notes` (None: none). An owner listed twice gets its
+    last list."""
     for rel in rtype.relationships:
         pairs = links.get(rel.name)
         if not pairs:
@@ -312,6 +310,7 @@ def write(
         held = held_lists(conn, schema, table, (owner, other), known) if known else {}
         gone: list[tuple[int, int]] = []
         put: list[tuple[int, int, int]] = []
+        fresh: list[tuple[int, int, int]] = []
         changed: list[int] = []
         for rid in sorted(lists):
             wanted, have = _once(lists[rid]), held.get(rid, {})
@@ -319,11 +318,12 @@ def write(
                 changed += [] if rid in new else [rid]
                 less, more = _diff(wanted, have, rid)
                 gone += less
-                put += more
+                (fresh if rid in new else put).extend(more)
         _apply(conn, schema, table, (owner, other), gone, [])
         if notes is not None and changed:
             notes.note(rtype.name, changed)
         _apply(conn, schema, table, (owner, other), [], put)
+        _apply(conn, schema, table, (owner, other), [], fresh, fresh=True)
 
 
 def replace(

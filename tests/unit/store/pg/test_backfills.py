@@ -60,6 +60,29 @@ def test_start_resume_and_restart(twin: Twin) -> None:
     assert b.state("deals", "") == BackfillState(frozenset(), None, 100, "t2", None)
 
 
+def test_begin_says_finished_resumes_or_starts_afresh_and_returns_the_state(twin: Twin) -> None:
+    """`begin` is `state`, then `start` unless finished, then `state` again, in one read: the
+    state it returns is the one the mirror then holds."""
+    b = _backfills(twin)
+    assert b.begin("deals", "", page_size=50, started_at="t0") == BackfillState(
+        frozenset(), None, 50, "t0", None
+    )
+    assert b.state("deals", "") == BackfillState(frozenset(), None, 50, "t0", None)
+    with twin.atomic():
+        b.checkpoint(PageCheckpoint("deals", "", 1, 4))
+        b.checkpoint(PageCheckpoint("deals", "", 3, 4))
+    resumed = BackfillState(frozenset({1, 3}), 4, 50, "t0", None)
+    assert b.begin("deals", "", page_size=50, started_at="t1") == resumed
+    assert b.state("deals", "") == resumed
+    afresh = BackfillState(frozenset(), None, 100, "t2", None)  # another page size
+    assert b.begin("deals", "", page_size=100, started_at="t2") == afresh
+    assert b.state("deals", "") == afresh
+    b.checkpoint(PageCheckpoint("deals", "", 1, 1))
+    b.finish("deals", "", finished_at="t9")
+    assert b.begin("deals", "", page_size=100, started_at="t3") is None  # finished: kept
+    assert b.state("deals", "") == BackfillState(frozenset({1}), 1, 100, "t2", "t9")
+
+
 def test_a_finished_backfill_starts_afresh(twin: Twin) -> None:
     b = _backfills(twin)
     b.start("deals", "", page_size=50, started_at="t0")

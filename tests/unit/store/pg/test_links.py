@@ -351,3 +351,16 @@ def test_a_bulk_load_notes_no_links_and_the_feed_s_constants_are_the_page_write_
     assert _feed(pg, mark) == []
     assert pg_links.feed_notes(pg.conn, SCHEMA, bulk=True) is None
     assert (changes.MAX_NAME, changes.STAMP) == (columns.MAX_NAME, columns.STAMP)
+
+
+def test_new_owners_links_are_plain_inserts_that_fail_on_a_held_pair(pg: PostgresSide) -> None:
+    """Owners the writer knows rowless (`new`) get their pairs by a plain INSERT, no arbiter:
+    the rows are those of the compared path, and a pair held after all fails the write (the
+    page) instead of being overwritten."""
+    deals = catalogue.TYPES["deals"]
+    pg.page(*_deals(_deal(1, images=[7, 8])))
+    pg_links.write(pg.conn, SCHEMA, deals, {"images": [(2, [9, 8, 9])]}, new={2})
+    assert _images(pg) == [(1, 7, 0), (1, 8, 1), (2, 9, 0), (2, 8, 1)]
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        pg_links.write(pg.conn, SCHEMA, deals, {"images": [(1, [7])]}, new={1})
+    assert _images(pg) == [(1, 7, 0), (1, 8, 1), (2, 9, 0), (2, 8, 1)]

@@ -80,6 +80,13 @@ class MirrorError(SyncError):
     """The mirror database cannot be used as it is (corrupt, locked, read-only, wrong schema)."""
 
 
+class MirrorRefused(MirrorError):
+    """The PostgreSQL server refused the mirror for a reason a setting fixes: a URL that does
+    not parse, a password or role refused, a right missing, a database that does not exist, a
+    schema another program owns, a server too old. The daemon exits on it (as on
+    `LoginRefusedError`); an unreachable server, or a replica during a failover, it retries."""
+
+
 class StorageFault(MirrorError):
     """The mirror cannot take writes now, for a reason outside sync that someone can fix: its
     file system is full (`disk_full`), the file, its directory or its file system does not

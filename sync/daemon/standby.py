@@ -11,9 +11,12 @@ the takeover arithmetic). `Standby.acquire` waits for it:
   takes its place). The lock's session holds the standbys' key meanwhile, so `ccsync status` on
   the mirror lists it (`ActiveLock.standbys`). Every `POLL` seconds it asks again; SIGTERM ends
   the wait at once (exit 0).
-- **A server it cannot reach** (or a role refused) is retried as a lost upstream is: logged once
-  per distinct message (`daemon.standby_unreachable`), `/healthz` 503 `degraded` with reason
-  `unreachable`, asked again after `retry_delay` (2 s doubling to 30 s).
+- **A server it cannot reach** (or a replica during a failover) is retried as a lost upstream
+  is: logged once per distinct message (`daemon.standby_unreachable`), `/healthz` 503
+  `degraded` with reason `unreachable`, asked again after `retry_delay` (2 s doubling to 30 s).
+  A setting the server refuses (`MirrorRefused`: a password, a right, a database that does not
+  exist) ends the daemon with its one line, as a refused login does: asking again changes
+  nothing.
 - **Once the lock is ours**, one `daemon.active` line, and the daemon opens its running parts
   with the lock (the mirror fences each write transaction with it) and resumes from the
   mirror's own checkpoints, as any start does.
@@ -40,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from sync.core.config import WebhookSettings
-from sync.core.errors import MirrorError
+from sync.core.errors import MirrorError, MirrorRefused
 from sync.core.logs import get_logger
 from sync.core.target import MirrorTarget
 from sync.daemon.http import make_standby_app, serve
@@ -176,6 +179,8 @@ class Standby:
                     if took:
                         break  # taken as SIGTERM came: given up again below
                     failures, wait = 0, self.poll
+                except MirrorRefused:
+                    raise  # a setting to fix: asking again changes nothing (the daemon exits)
                 except MirrorError as exc:
                     failures += 1
                     wait = retry_delay(failures)

@@ -41,7 +41,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sync.core.errors import MirrorError
+from sync.core.errors import MirrorError, MirrorRefused
 
 #: The oldest server the store runs on, as `server_version_num`. 12, because the active lock's
 #: takeover within 30 s of a dead host counts on the server-side `tcp_user_timeout` (new in 12,
@@ -146,10 +146,12 @@ def reason(message: str) -> str:
     return "; ".join(cleaned) or "(no message)"
 
 
-def error(dsn: str, message: str, hint: str) -> MirrorError:
+def error(dsn: str, message: str, hint: str, *, setting: bool = False) -> MirrorError:
     """A MirrorError with every password of `dsn` masked (in a reason quoted from the server,
-    or a user named as its own password)."""
-    return MirrorError(masked(message, dsn), hint=masked(hint, dsn))
+    or a user named as its own password); a `MirrorRefused` when a `setting` is the fix (the
+    daemon exits on it rather than asking again)."""
+    kind = MirrorRefused if setting else MirrorError
+    return kind(masked(message, dsn), hint=masked(hint, dsn))
 
 
 def role(dsn: str, user: str | None = None) -> str:
@@ -169,6 +171,7 @@ def refused(dsn: str, what: str, exc: psycopg.Error | None, grant: str) -> Mirro
         dsn,
         f"PostgreSQL mirror {target(dsn)}: {role(dsn)} {what}{why}",
         f"{grant}, or name a role that has them in [mirror] url",
+        setting=True,
     )
 
 
@@ -177,6 +180,7 @@ def unreachable(dsn: str, exc: psycopg.Error, grant: str) -> MirrorError:
     it calls for (`grant`, when the role may not connect)."""
     why = reason(str(exc))
     low = why.lower()
+    setting = True
     if "password" in low or "authentication" in low:
         hint = "check the user and password in [mirror] url (or PGPASSWORD, ~/.pgpass)"
     elif "permission denied" in low or "privilege" in low:
@@ -184,8 +188,9 @@ def unreachable(dsn: str, exc: psycopg.Error, grant: str) -> MirrorError:
     elif "does not exist" in low:
         hint = "create it, or fix the name in [mirror] url"
     else:
-        hint = "check the host and port in [mirror] url and that the server runs"
-    return error(dsn, f"PostgreSQL mirror {target(dsn)} cannot be used: {why}", hint)
+        hint, setting = "check the host and port in [mirror] url and that the server runs", False
+    message = f"PostgreSQL mirror {target(dsn)} cannot be used: {why}"
+    return error(dsn, message, hint, setting=setting)
 
 
 def conninfo(dsn: str, **params: str) -> str:
@@ -194,7 +199,7 @@ def conninfo(dsn: str, **params: str) -> str:
     try:
         return make_conninfo(dsn, **params)
     except psycopg.Error:
-        raise MirrorError(
+        raise MirrorRefused(
             "[mirror] url is neither a postgresql:// URL nor a libpq connection string",
             hint="write it as postgresql://user@host:5432/dbname",
         ) from None
@@ -215,6 +220,7 @@ def check_server(conn: psycopg.Connection[Any], dsn: str, *, writer: bool) -> No
             f"PostgreSQL mirror {target(dsn)} runs PostgreSQL {_version(version)}, "
             f"older than the {_version(MIN_SERVER)} the mirror needs",
             f"upgrade the server, or point [mirror] url at one of {_version(MIN_SERVER)} or later",
+            setting=True,
         )
     if not writer:
         return
@@ -335,7 +341,10 @@ def _check_reader(conn: psycopg.Connection[Any], url: str, schema: str) -> None:
 
 def _refused_schema(url: str, user: str, what: str, grant: str) -> MirrorError:
     return error(
-        url, f"{role(url, user)} {what}", f"{grant}, or name a role that may in [mirror] url"
+        url,
+        f"{role(url, user)} {what}",
+        f"{grant}, or name a role that may in [mirror] url",
+        setting=True,
     )
 
 
@@ -344,6 +353,7 @@ def _foreign(url: str, where: str) -> MirrorError:
         url,
         f"{where} holds tables of another program (it has no {MARKER})",
         "choose another [mirror] schema (the mirror creates it), or empty that one",
+        setting=True,
     )
 
 

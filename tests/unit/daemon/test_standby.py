@@ -20,6 +20,7 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestClient, TestServer
 
 from sync.core.config import Settings, parse_config
+from sync.core.errors import MirrorRefused
 from sync.core.target import MirrorTarget
 from sync.daemon.http import STANDBY_REFUSAL, make_standby_app
 from sync.daemon.service import Daemon
@@ -155,6 +156,17 @@ async def test_keep_tells_when_the_server_ends_the_mirror_s_own_connection(
         keeper.cancel()
         mirror.close()
         lock.release()
+
+
+async def test_a_setting_the_server_refuses_ends_the_wait_with_its_one_line(pg_db: str) -> None:
+    """A database that does not exist is a setting to fix, not a server to wait for: the wait
+    raises `MirrorRefused` (the daemon exits on it) naming `[mirror] url`; an unreachable
+    server is asked again (below)."""
+    missing = pg_db.rsplit("/", 1)[0] + "/no_such_database"
+    standby, stop = _standby(MirrorTarget(url=missing, schema=SCHEMA)), asyncio.Event()
+    with pytest.raises(MirrorRefused) as caught:
+        await asyncio.wait_for(standby.acquire(stop), timeout=15)
+    assert "[mirror] url" in str(caught.value) and "no_such_database" in str(caught.value)
 
 
 async def test_a_server_that_cannot_be_reached_is_degraded_and_asked_again(

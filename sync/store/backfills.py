@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sync.store import runs
@@ -57,6 +57,23 @@ def resumes(state: BackfillState | None, page_size: int) -> bool:
 def begun(page_size: int, started_at: str) -> BackfillState:
     """The state `Backfills.start` leaves when it starts afresh: no page in, no `last` yet."""
     return BackfillState(frozenset(), None, page_size, started_at, None)
+
+
+def begin_walk(
+    state: BackfillState | None,
+    page_size: int,
+    started_at: str,
+    afresh: Callable[[], None],
+) -> BackfillState | None:
+    """`Backfills.begin`'s rule, for either store (`afresh`: its statements starting the scope
+    from its first page): None when the walk finished already (nothing to walk); the state when
+    it resumes (`resumes`); else `afresh()` and the state it leaves (`begun`)."""
+    if state is not None and state.finished_at is not None:
+        return None
+    if resumes(state, page_size):
+        return state
+    afresh()
+    return begun(page_size, started_at)
 
 
 def completed(
@@ -138,13 +155,12 @@ class Backfills:
         """A backfill's walk of (type, scope) begins: None when it finished already (nothing to
         walk), else `start` and the state it leaves (the pages to skip). One read of the state
         where `state`, `start` and `state` again took three (`begun`)."""
-        state = self.state(type_name, scope)
-        if state is not None and state.finished_at is not None:
-            return None
-        if resumes(state, page_size):
-            return state
-        self._afresh(type_name, scope, page_size, started_at)
-        return begun(page_size, started_at)
+        return begin_walk(
+            self.state(type_name, scope),
+            page_size,
+            started_at,
+            lambda: self._afresh(type_name, scope, page_size, started_at),
+        )
 
     def finish(self, type_name: str, scope: str, *, finished_at: str) -> None:
         self.conn.execute(

@@ -41,7 +41,7 @@ from sync.store.backfills import (
     STARTED_KEY,
     BackfillState,
     PageCheckpoint,
-    begun,
+    begin_walk,
     completed,
     completed_record,
     resumes,
@@ -179,13 +179,12 @@ class Backfills:
     ) -> BackfillState | None:
         """A backfill's walk of (type, scope) begins (as SQLite's `begin`): None when it
         finished already, else `start` and the state it leaves; one read."""
-        state = self.state(type_name, scope)
-        if state is not None and state.finished_at is not None:
-            return None
-        if resumes(state, page_size):
-            return state
-        self._afresh(type_name, scope, page_size, started_at)
-        return begun(page_size, started_at)
+        return begin_walk(
+            self.state(type_name, scope),
+            page_size,
+            started_at,
+            lambda: self._afresh(type_name, scope, page_size, started_at),
+        )
 
     def _afresh(self, type_name: str, scope: str, page_size: int, started_at: str) -> None:
         """(type, scope) from its first page: its pages forgotten and its row begun, atomic.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from sync.store.pg.bookkeeping import (
     ensure_bookkeeping,
     exists,
 )
+from tests.support.rawsql import pg_rolled_back, pg_rows, sqlite_rolled_back, sqlite_rows
 
 T0 = "2026-01-01T00:00:00.000Z"
 #: The columns of a run record and of a job's, in SQLite's order (the dicts' keys).
@@ -80,16 +80,9 @@ def _sqlite(tmp_path: Path) -> Iterator[Parts]:
     mirror = Mirror.open(tmp_path / "m.db")
     conn = mirror.conn
 
-    def raw(statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in conn.execute(statement, params).fetchall()]
+    raw = sqlite_rows(conn)
 
-    @contextlib.contextmanager
-    def rolled_back() -> Iterator[None]:
-        conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            conn.execute("ROLLBACK")
+    rolled_back = sqlite_rolled_back(conn)
 
     try:
         yield Parts(mirror.meta, mirror.cursors, mirror.runs, mirror.jobs, raw, rolled_back)
@@ -101,15 +94,9 @@ def _postgres(dsn: str) -> Iterator[Parts]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         ensure_bookkeeping(conn, SCHEMA)
 
-        def raw(statement: str, *params: Any) -> list[tuple[Any, ...]]:
-            text = re.sub(r"\b(_sync_\w+)\b", rf'"{SCHEMA}".\1', statement).replace("?", "%s")
-            cur = conn.execute(text, params)
-            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+        raw = pg_rows(conn, SCHEMA, r"_sync_\w+")
 
-        @contextlib.contextmanager
-        def rolled_back() -> Iterator[None]:
-            with conn.transaction(force_rollback=True):
-                yield
+        rolled_back = pg_rolled_back(conn)
 
         yield Parts(
             Meta(conn, SCHEMA),

@@ -15,7 +15,6 @@ has, names PostgreSQL cannot take, and NUL.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -33,6 +32,7 @@ from sync.store.hours import EMPTY_DAY, by_columns
 from sync.store.pg import hours as pg_hours
 from sync.store.pg.hours import Hours, ensure_hours, wanted
 from sync.store.pg.schema import Schema
+from tests.support.rawsql import pg_rolled_back, pg_run, sqlite_rolled_back
 
 SCHEMA = 'Hours "h"'
 MARCH = (date(2026, 3, 1), date(2026, 3, 9))
@@ -70,13 +70,7 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
             for r in cur
         ]
 
-    @contextlib.contextmanager
-    def rolled_back() -> Iterator[None]:
-        conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            conn.execute("ROLLBACK")
+    rolled_back = sqlite_rolled_back(conn)
 
     try:
         yield Store("sqlite", mirror.hours, mirror.schema, rows, rolled_back)
@@ -85,10 +79,7 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
 
 
 def _run(conn: psycopg.Connection[Any], statement: str, params: Any) -> list[tuple[Any, ...]]:
-    schema = sql.Identifier(SCHEMA).as_string(conn)
-    text = re.sub(r"\b(hours|current_hours)\b", rf"{schema}.\1", statement).replace("?", "%s")
-    cur = conn.execute(text, params)
-    return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    return pg_run(conn, SCHEMA, r"hours|current_hours", statement, params)
 
 
 def _postgres(dsn: str) -> Iterator[Store]:
@@ -96,10 +87,7 @@ def _postgres(dsn: str) -> Iterator[Store]:
         ensure_hours(conn, SCHEMA)
         schema = Schema(conn, SCHEMA)
 
-        @contextlib.contextmanager
-        def rolled_back() -> Iterator[None]:
-            with conn.transaction(force_rollback=True):
-                yield
+        rolled_back = pg_rolled_back(conn)
 
         yield Store(
             "postgres",

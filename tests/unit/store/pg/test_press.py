@@ -12,7 +12,6 @@ PostgreSQL's own: the tables' shape, and NUL in text and in JSON.
 from __future__ import annotations
 
 import contextlib
-import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,11 +21,11 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
-from psycopg import sql
 
 from sync.store import Mirror, press
 from sync.store.pg.bookkeeping import exists
 from sync.store.pg.press import PressReleases, PressTables, ensure_press
+from tests.support.rawsql import pg_rolled_back, pg_run, sqlite_rolled_back
 
 SCHEMA = 'Press "p"'
 AFFINITY = {"INTEGER": "bigint", "TEXT": "text"}
@@ -65,13 +64,7 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
     def has_table(name: str) -> bool:
         return bool(rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", name))
 
-    @contextlib.contextmanager
-    def rolled_back() -> Iterator[None]:
-        conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            conn.execute("ROLLBACK")
+    rolled_back = sqlite_rolled_back(conn)
 
     try:
         yield Store("sqlite", mirror.press, rows, has_table, rolled_back)
@@ -80,19 +73,12 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
 
 
 def _run(conn: psycopg.Connection[Any], statement: str, params: Any) -> list[tuple[Any, ...]]:
-    schema = sql.Identifier(SCHEMA).as_string(conn)
-    text = re.sub(r"\b(mgmt_press_\w+)\b", rf"{schema}.\1", statement).replace("?", "%s")
-    cur = conn.execute(text, params)
-    return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    return pg_run(conn, SCHEMA, r"mgmt_press_\w+", statement, params)
 
 
 def _postgres(dsn: str) -> Iterator[Store]:
     with psycopg.connect(dsn, autocommit=True) as conn:
-
-        @contextlib.contextmanager
-        def rolled_back() -> Iterator[None]:
-            with conn.transaction(force_rollback=True):
-                yield
+        rolled_back = pg_rolled_back(conn)
 
         yield Store(
             "postgres",

@@ -13,7 +13,6 @@ once, a mirror without `_sync_meta`, an unchanged page not rewritten, and NUL in
 from __future__ import annotations
 
 import contextlib
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -23,12 +22,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from sync.store import Mirror, proof
 from sync.store.pg.bookkeeping import ensure_bookkeeping, exists
 from sync.store.pg.proof import ProofBook, ProofRecords, ensure_proof
 from sync.store.proof import LAG_SAMPLE
+from tests.support.rawsql import pg_rolled_back, pg_run, sqlite_rolled_back, sqlite_rows
 
 SCHEMA = 'Proof "p"'
 T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"
@@ -53,16 +52,9 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
     mirror = Mirror.open(tmp_path / "m.db")
     conn = mirror.conn
 
-    def raw(statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in conn.execute(statement, params).fetchall()]
+    raw = sqlite_rows(conn)
 
-    @contextlib.contextmanager
-    def rolled_back() -> Iterator[None]:
-        conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            conn.execute("ROLLBACK")
+    rolled_back = sqlite_rolled_back(conn)
 
     def has_table(name: str) -> bool:
         return bool(raw("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", name))
@@ -74,20 +66,14 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
 
 
 def _run(conn: psycopg.Connection[Any], statement: str, params: Any) -> list[tuple[Any, ...]]:
-    schema = sql.Identifier(SCHEMA).as_string(conn)
-    text = re.sub(r"\b(_sync_\w+)\b", rf"{schema}.\1", statement).replace("?", "%s")
-    cur = conn.execute(text, params)
-    return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    return pg_run(conn, SCHEMA, r"_sync_\w+", statement, params)
 
 
 def _postgres(dsn: str) -> Iterator[Store]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         ensure_bookkeeping(conn, SCHEMA)
 
-        @contextlib.contextmanager
-        def rolled_back() -> Iterator[None]:
-            with conn.transaction(force_rollback=True):
-                yield
+        rolled_back = pg_rolled_back(conn)
 
         yield Store(
             "postgres",

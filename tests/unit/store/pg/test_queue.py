@@ -29,7 +29,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from sync.model.notices import WebhookNotice
 from sync.store import Mirror
@@ -40,6 +39,7 @@ from sync.store.pg.press import ensure_press
 from sync.store.pg.proof import ensure_proof
 from sync.store.pg.queue import ChangeQueue, QueueTable, ensure_queue
 from sync.store.queue import ERROR_CHARS, QueueItem, items_of
+from tests.support.rawsql import pg_rolled_back, pg_run, sqlite_rolled_back
 
 #: The PostgreSQL schema of these tests: quoted wherever it is named.
 SCHEMA = 'Queue "q"'
@@ -93,13 +93,7 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
         finally:
             other.close()
 
-    @contextlib.contextmanager
-    def rolled_back() -> Iterator[None]:
-        conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            conn.execute("ROLLBACK")
+    rolled_back = sqlite_rolled_back(conn)
 
     def has_table() -> bool:
         return bool(committed("SELECT 1 FROM sqlite_master WHERE name = '_sync_queue'"))
@@ -110,15 +104,8 @@ def _sqlite(tmp_path: Path) -> Iterator[Store]:
         mirror.close()
 
 
-def _qualified(conn: psycopg.Connection[Any], statement: str) -> str:
-    """`statement` with `_sync_queue` in the tests' schema and `%s` placeholders."""
-    schema = sql.Identifier(SCHEMA).as_string(conn)
-    return re.sub(r"\b(_sync_queue)\b", rf"{schema}.\1", statement).replace("?", "%s")
-
-
 def _run(conn: psycopg.Connection[Any], statement: str, params: Any) -> list[tuple[Any, ...]]:
-    cur = conn.execute(_qualified(conn, statement), params)
-    return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    return pg_run(conn, SCHEMA, "_sync_queue", statement, params)
 
 
 def _decoy(conn: psycopg.Connection[Any]) -> None:
@@ -141,10 +128,7 @@ def _postgres(dsn: str) -> Iterator[Store]:
     ):
         _decoy(conn)
 
-        @contextlib.contextmanager
-        def rolled_back() -> Iterator[None]:
-            with conn.transaction(force_rollback=True):
-                yield
+        rolled_back = pg_rolled_back(conn)
 
         yield Store(
             "postgres",

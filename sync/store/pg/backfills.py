@@ -58,6 +58,7 @@ from sync.store.pg.bookkeeping import (
     no_nul,
     statement,
 )
+from sync.store.pg.readmemo import ReadMemo
 
 __all__ = ["BackfillState", "Backfills", "PageCheckpoint", "ensure_backfills"]
 
@@ -115,6 +116,21 @@ class Backfills:
             **{c: sql.Identifier(c) for c in ("page_size", "last", "started_at", "finished_at")},
             **{c: sql.Identifier(c) for c in ("page", "type", "scope")},
         )
+        # Every row and its pages, for the memo of `state` (`sync.store.pg.readmemo`).
+        self._every = sql.SQL(
+            "SELECT b.{type}, b.{scope}, b.{page_size}, b.{last}, b.{started_at},"
+            " b.{finished_at}, ARRAY(SELECT p.{page} FROM {pages} p WHERE p.{type} = b.{type}"
+            " AND p.{scope} = b.{scope}) FROM {t} b"
+        ).format(
+            t=sql.Identifier(self.schema, BACKFILL),
+            pages=sql.Identifier(self.schema, PAGES),
+            **{c: sql.Identifier(c) for c in ("page_size", "last", "started_at", "finished_at")},
+            **{c: sql.Identifier(c) for c in ("page", "type", "scope")},
+        )
+        #: `state`'s answers, from memory in a bulk load's pipelined group.
+        self.states: ReadMemo[tuple[str, str], BackfillState] = ReadMemo(
+            conn, self._all_states, self._read_state
+        )
         self._drop_pages = q(PAGES, "DELETE FROM {t} WHERE {type} = %s AND {scope} = %s")
         self._begin = q(
             BACKFILL,
@@ -157,15 +173,16 @@ class Backfills:
         return self.conn.cursor(row_factory=tuple_row).execute(query, params).fetchall()
 
     def state(self, type_name: str, scope: str) -> BackfillState | None:
-        """Where the backfill of (type, scope) stands; None: never started (or reset)."""
-        key = (no_nul(type_name), no_nul(scope))
+        """Where the backfill of (type, scope) stands; None: never started (or reset). In a
+        bulk load's group, from memory after one read of them all (`states`)."""
+        return self.states.get((no_nul(type_name), no_nul(scope)))
+
+    def _read_state(self, key: tuple[str, str]) -> BackfillState | None:
         found = self._rows(self._state, key)
-        if not found:
-            return None
-        page_size, last, started_at, finished_at, pages = found[0]
-        return BackfillState(
-            frozenset(int(p) for p in pages), last, page_size, started_at, finished_at
-        )
+        return _state(*found[0]) if found else None
+
+    def _all_states(self) -> dict[tuple[str, str], BackfillState]:
+        return {(t, s): _state(*rest) for t, s, *rest in self._rows(self._every)}
 
     def start(self, type_name: str, scope: str, *, page_size: int, started_at: str) -> None:
         """Begin (type, scope) afresh, or resume it: an unfinished one of the same page size
@@ -193,6 +210,7 @@ class Backfills:
         and a failure rolls the whole group back anyway."""
         key = (no_nul(type_name), no_nul(scope))
         begin = (*key, page_size, no_nul(started_at))
+        self.states.touch(key)
         conn = self.conn
         if (
             conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
@@ -206,11 +224,13 @@ class Backfills:
             self.conn.execute(self._begin, begin)
 
     def finish(self, type_name: str, scope: str, *, finished_at: str) -> None:
+        self.states.touch((no_nul(type_name), no_nul(scope)))
         self.conn.execute(self._finish, (no_nul(finished_at), no_nul(type_name), no_nul(scope)))
 
     def checkpoint(self, cp: PageCheckpoint) -> None:
         """Inside the page's transaction: the page is done, and how many pages there are."""
         key = (no_nul(cp.type_name), no_nul(cp.scope))
+        self.states.touch(key)
         self.conn.execute(self._page_done, (*key, cp.page))
         self.conn.execute(self._last, {"last": cp.last, "type": key[0], "scope": key[1]})
 
@@ -237,8 +257,20 @@ class Backfills:
     def reset(self) -> None:
         """Forget the checkpoints to start a new backfill; which types were ever completed is
         kept (`completed_types`), in the same transaction."""
+        self.states.forget()
         with self.conn.transaction():
             self.meta.set(COMPLETED_KEY, completed_record(self.completed_types()))
             for query in self._clear:
                 self.conn.execute(query)
             self.meta.set(STARTED_KEY, None)
+
+
+def _state(
+    page_size: int | None,
+    last: int | None,
+    started_at: str | None,
+    finished_at: str | None,
+    pages: list[int],
+) -> BackfillState:
+    """A row of `_sync_backfill` with its pages' numbers, as read."""
+    return BackfillState(frozenset(int(p) for p in pages), last, page_size, started_at, finished_at)

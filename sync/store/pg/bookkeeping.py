@@ -52,6 +52,7 @@ from sync.core.logs import get_logger
 from sync.core.redact import redact_text
 from sync.model.stamps import now_iso
 from sync.store.meta import read_numbers
+from sync.store.pg.readmemo import ReadMemo
 
 #: The kinds of relation that have columns a reader can select: tables (plain and
 #: partitioned), views and materialised views (SQLite's `PRAGMA table_info` answers for views).
@@ -259,15 +260,23 @@ class Cursors:
             "{updated_at} = EXCLUDED.{updated_at}",
         )
 
+        self._every = statement(schema, t, "SELECT {type}, {scope}, {cursor} FROM {t}")
+        #: `get`'s answers, from memory in a bulk load's pipelined group (`ReadMemo`).
+        self.memo: ReadMemo[tuple[str, str], str] = ReadMemo(conn, self._all, self._one)
+
     def get(self, type_name: str, scope: str) -> str | None:
-        row = (
-            self.conn.cursor(row_factory=tuple_row)
-            .execute(self._get, (no_nul(type_name), no_nul(scope)))
-            .fetchone()
-        )
+        return self.memo.get((no_nul(type_name), no_nul(scope)))
+
+    def _one(self, key: tuple[str, str]) -> str | None:
+        row = self.conn.cursor(row_factory=tuple_row).execute(self._get, key).fetchone()
         return None if row is None else str(row[0])
 
+    def _all(self) -> dict[tuple[str, str], str]:
+        rows = self.conn.cursor(row_factory=tuple_row).execute(self._every).fetchall()
+        return {(str(t), str(s)): str(c) for t, s, c in rows}
+
     def set(self, type_name: str, scope: str, value: str) -> None:
+        self.memo.touch((no_nul(type_name), no_nul(scope)))
         self.conn.execute(self._set, (no_nul(type_name), no_nul(scope), no_nul(value), now_iso()))
 
 

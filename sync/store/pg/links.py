@@ -32,12 +32,12 @@ from psycopg import sql
 
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
-from sync.pipeline.batches import Staged
 from sync.store.links import Links as Links
 from sync.store.links import link_tables as link_tables
 from sync.store.pg import changes
 from sync.store.pg.bookkeeping import READABLE, create_schema, exists
 from sync.store.pg.changes import FEED, LinkNotes
+from sync.store.pg.linkwrite import apply, diff, held_lists, write
 
 #: The stamp the page write's guard compares.
 UPDATED_AT = "updated_at"
@@ -178,154 +178,6 @@ def none_held(conn: psycopg.Connection[Any], schema: str, rtype: ResourceType) -
     )
 
 
-def guarded(
-    conn: psycopg.Connection[Any],
-    schema: str,
-    b: Staged,
-    new: set[int] | frozenset[int] = frozenset(),
-) -> Links:
-    """The batch's links, less those of rows the upsert's guard will refuse: an owner stored
-    newer than its copy, or whose copy has no `updated_at` (SQLite's `link_guard`: an older copy
-    changes neither a row nor its links). Read before the upsert, in its transaction, locking
-    the owners' rows in id order as the upsert would; table and batch must have `updated_at`.
-    Owners in `new` (known rowless) are not asked."""
-    if not b.links or not b.ids:
-        return b.links
-    pos = b.columns.index(UPDATED_AT) + 1
-    incoming = {row[0]: row[pos] for row in b.rows}
-    owners = sorted({rid for pairs in b.links.values() for rid, _ in pairs} - new)
-    if not owners:
-        return b.links
-    older = {
-        int(rid)
-        for rid, refused in conn.execute(
-            sql.SQL(
-                'SELECT t.id, t.{at} IS NOT NULL AND (c.at IS NULL OR c.at COLLATE "C" < t.{at})'
-                " FROM {} t JOIN unnest(%s::bigint[], %s::text[]) AS c(id, at) ON t.id = c.id"
-                " ORDER BY t.id FOR NO KEY UPDATE OF t"
-            ).format(sql.Identifier(schema, b.type), at=sql.Identifier(UPDATED_AT)),
-            (owners, [incoming.get(rid) for rid in owners]),
-        )
-        if refused
-    }
-    if not older:
-        return b.links
-    return {n: [(o, r) for o, r in pairs if o not in older] for n, pairs in b.links.items()}
-
-
-def _once(ids: Sequence[int]) -> dict[int, int]:
-    """`ids` as the link table holds them: each once, at the position where it first stands."""
-    out: dict[int, int] = {}
-    for pos, rid in enumerate(ids):
-        out.setdefault(rid, pos)
-    return out
-
-
-def held_lists(
-    conn: psycopg.Connection[Any], schema: str, table: str, cols: tuple[str, str], owners: list[int]
-) -> dict[int, dict[int, int | None]]:
-    """The link lists the mirror holds for `owners`: related id -> position, in order (SQLite's
-    order: a NULL position first, ties by related id)."""
-    out: dict[int, dict[int, int | None]] = {}
-    for rid, rel_id, pos in conn.execute(
-        sql.SQL(
-            "SELECT {o}, {r}, position FROM {t} WHERE {o} = ANY(%s)"
-            " ORDER BY {o}, position NULLS FIRST, {r}"
-        ).format(
-            o=sql.Identifier(cols[0]), r=sql.Identifier(cols[1]), t=sql.Identifier(schema, table)
-        ),
-        (owners,),
-    ):
-        out.setdefault(int(rid), {})[int(rel_id)] = pos
-    return out
-
-
-def _apply(
-    conn: psycopg.Connection[Any],
-    schema: str,
-    table: str,
-    columns: tuple[str, str],
-    gone: list[tuple[int, int]],
-    put: list[tuple[int, int, int]],
-    *,
-    fresh: bool = False,
-) -> None:
-    """Delete the pairs `gone`; insert `put` (owner, related, position), moving a held pair
-    where its position differs, or (`fresh`: owners known rowless) by a plain INSERT: no
-    speculative insertion, a probe and a WAL record less a row (a pair held fails the page)."""
-    t, o, r = sql.Identifier(schema, table), *(sql.Identifier(c) for c in columns)
-    if gone:
-        gone.sort()
-        conn.execute(
-            sql.SQL(
-                "DELETE FROM {t} AS l USING unnest(%s::bigint[], %s::bigint[]) AS d(o, r)"
-                " WHERE l.{o} = d.o AND l.{r} = d.r"
-            ).format(t=t, o=o, r=r),
-            ([g[0] for g in gone], [g[1] for g in gone]),
-        )
-    if put:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {t} AS l ({o}, {r}, position) SELECT u.o, u.r, u.p FROM"
-                " unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS u(o, r, p) ORDER BY u.o, u.r"
-                + ("" if fresh else _MOVE)
-            ).format(t=t, o=o, r=r),
-            ([p[0] for p in put], [p[1] for p in put], [p[2] for p in put]),
-        )
-
-
-_MOVE = " ON CONFLICT ({o}, {r}) DO UPDATE SET position = EXCLUDED.position WHERE l.position IS DISTINCT FROM EXCLUDED.position"
-
-
-def _diff(
-    wanted: dict[int, int], held: dict[int, int | None], rid: int
-) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
-    """The pairs to delete, and those to insert or move, turning `held` into `wanted`."""
-    return [(rid, rel) for rel in held if rel not in wanted], [
-        (rid, rel, p) for rel, p in wanted.items() if rel not in held or held[rel] != p
-    ]
-
-
-def write(
-    conn: psycopg.Connection[Any],
-    schema: str,
-    rtype: ResourceType,
-    links: Links,
-    new: set[int] | frozenset[int] = frozenset(),
-    notes: LinkNotes | None = None,
-) -> None:
-    """The link rows of the owners in `links` become what `links` says. Owners in `new` had no
-    row before this write, hence no links: theirs are inserted without a look or an arbiter.
-    The others' are compared first and written only where they differ (members or order), and
-    get a `links` entry in the feed through `notes` (None: none). An owner listed twice gets its
-    last list."""
-    for rel in rtype.relationships:
-        pairs = links.get(rel.name)
-        if not pairs:
-            continue
-        table = rel.link_table(rtype.name)
-        owner, other = rel.link_columns(rtype.name)
-        lists = dict(pairs)
-        known = sorted(rid for rid in lists if rid not in new)
-        held = held_lists(conn, schema, table, (owner, other), known) if known else {}
-        gone: list[tuple[int, int]] = []
-        put: list[tuple[int, int, int]] = []
-        fresh: list[tuple[int, int, int]] = []
-        changed: list[int] = []
-        for rid in sorted(lists):
-            wanted, have = _once(lists[rid]), held.get(rid, {})
-            if rid in new or list(have) != list(wanted):
-                changed += [] if rid in new else [rid]
-                less, more = _diff(wanted, have, rid)
-                gone += less
-                (fresh if rid in new else put).extend(more)
-        _apply(conn, schema, table, (owner, other), gone, [])
-        if notes is not None and changed:
-            notes.note(rtype.name, changed)
-        _apply(conn, schema, table, (owner, other), [], put)
-        _apply(conn, schema, table, (owner, other), [], fresh, fresh=True)
-
-
 def replace(
     conn: psycopg.Connection[Any],
     schema: str,
@@ -360,8 +212,8 @@ def replace_mall_links(
         held = held_lists(conn, schema, table, ("malls_id", row), [mall_id]).get(mall_id, {})
         if list(held) == list(wanted):
             return len(ids)
-        gone, put = _diff(wanted, held, mall_id)
-        _apply(conn, schema, table, ("malls_id", row), gone, put)
+        gone, put = diff(wanted, held, mall_id)
+        apply(conn, schema, table, ("malls_id", row), gone, put)
         notes = feed_notes(conn, schema)
         if notes is not None:
             notes.note(type_name, set(held) ^ set(wanted))

@@ -43,7 +43,7 @@ from sync.store.backfills import PageCheckpoint
 from sync.store.deletions import Deletions
 from sync.store.mirror import INCLUDED_SEEN
 from sync.store.pagewrite import WriteResult
-from sync.store.pg import changes, connect, sideloads
+from sync.store.pg import changes, connect, linkwrite, sideloads
 from sync.store.pg import links as link_store
 from sync.store.pg.backfills import Backfills, ensure_backfills
 from sync.store.pg.bookkeeping import Cursors, JobRecords, Meta, Runs
@@ -214,9 +214,12 @@ class PgMirror:
 
     def _forget_memos(self) -> None:
         """A group rolled back (`PgGroup`, wherever its error surfaced): forget what its
-        pages had the memos remember (scripts written, included rows seen)."""
+        pages had the memos remember (scripts written, included rows seen, checkpoints and
+        cursors read: `sync.store.pg.readmemo`)."""
         self._scripts.forget()
         self._included_seen.clear()
+        self.backfills.states.forget()
+        self.cursors.memo.forget()
 
     @contextlib.contextmanager
     def _page_transaction(self) -> Iterator[None]:
@@ -309,7 +312,7 @@ class PgMirror:
             same = sideloads.same_stamp(self.conn, self.schema, rtype, owners, stamps)
             if same:
                 kept = {n: [(o, r) for o, r in pairs if o in same] for n, pairs in links.items()}
-                link_store.write(self.conn, self.schema.name, rtype, kept)
+                linkwrite.write(self.conn, self.schema.name, rtype, kept)
         for b in included:
             self._included_seen.forget(b.type, b.ids)
         return len(same)

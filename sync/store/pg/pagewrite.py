@@ -8,9 +8,9 @@ The rows arrive staged exactly as for SQLite (`sync.pipeline.batches.Staged`); t
 them and never stages them itself.
 
 **A page** (`ensure_page`, then `write_page`): every batch's rows and the links of the rows the
-guard lets through (`link_guard`, SQLite's rule: an older copy changes neither a row nor its
-links), then the listing mall's memberships of the listed type's rows, in one transaction;
-links and memberships are written only where they differ (`sync.store.pg.links`,
+guard lets through (SQLite's rule: an older copy changes neither a row nor its links; asked
+after the upsert, `sync.store.pg.linkwrite`), then the listing mall's memberships of the
+listed type's rows, in one transaction; links and memberships are written only where they differ (`sync.store.pg.links`,
 `sync.store.pg.memberships`), so an unchanged page leaves no dead tuple in the mirror's tables.
 
 **The guard** is the SQLite page write's (`sync.store.pagewrite`), with one deliberate
@@ -65,7 +65,7 @@ from psycopg.adapt import Transformer
 
 from sync.pipeline.batches import Staged
 from sync.store.fresh import FreshIds
-from sync.store.pg import changes, links, memberships
+from sync.store.pg import changes, links, linkwrite, memberships
 from sync.store.pg.arrays import (
     ARRAY_HEAD,
     FIELD_COUNT,
@@ -88,7 +88,6 @@ from sync.store.pg.columns import (
     to_text,
     usable,
 )
-from sync.store.pg.links import Links
 
 
 @dataclass(frozen=True)
@@ -455,16 +454,18 @@ class PageWriter:
         """One batch's rows under the guard and the links of those it lets through, in the
         caller's transaction: the rows inserted or updated (0 unless `count`: in pipeline mode
         counting waits for the server, so a caller that needs no count sends the upsert and
-        goes on)."""
-        own, new = self.link_guard(b)
-        notes = self.feed_notes() if own else None  # before the upsert, as SQLite
+        goes on). The links follow the upsert and ask what it left (`linkwrite`'s guard)."""
+        new = self.fresh_owners(b)
+        notes = self.feed_notes() if b.links else None  # before the upsert, as SQLite
         self._fresh.add(b.type, b.ids)
         if count:
             written = self.upsert(b)
         else:
             written = 0
             self.send(b)
-        links.write(self.conn, self.schema, b.rtype, own, new, notes=notes)
+        linkwrite.write(
+            self.conn, self.schema, b.rtype, b.links, new, notes=notes, stamps=self._stamps(b)
+        )
         return written
 
     def write_memberships(self, b: Staged) -> None:
@@ -475,22 +476,21 @@ class PageWriter:
         pairs = [(row[pos], row[0]) for row in b.rows if row[pos] is not None]
         memberships.add(self.conn, self.schema, b.type, pairs)
 
-    def link_guard(self, b: Staged) -> tuple[Links, set[int]]:
-        """The batch's links less those of rows the upsert's guard will refuse (an older copy,
-        or one without a stamp over a stored one), where batch and table have `updated_at`; and
-        the owners known to have no row before this upsert, hence no links and nothing for the
-        guard to compare (`FreshIds`: not asked of the server; in a first backfill, all)."""
+    def fresh_owners(self, b: Staged) -> set[int]:
+        """The owners of the batch's links known to have no row before its upsert, hence no
+        links and nothing for the guard to refuse (`FreshIds`: not asked of the server; in a
+        first backfill, all)."""
         if not b.links or not b.ids:
-            return b.links, set()
-        owners = {rid for pairs in b.links.values() for rid, _ in pairs}
-        new = self._fresh.absent(b.type, owners)
-        if (
-            len(new) == len(owners)
-            or UPDATED_AT not in b.columns
-            or UPDATED_AT not in self.columns(b.type)
-        ):
-            return b.links, new
-        return links.guarded(self.conn, self.schema, b, new), new
+            return set()
+        return self._fresh.absent(b.type, {rid for pairs in b.links.values() for rid, _ in pairs})
+
+    def _stamps(self, b: Staged) -> dict[int, Any] | None:
+        """Each row's `updated_at` as the batch has it, when batch and table have the column:
+        the links of a copy the guard refused are not written (`linkwrite.write`)."""
+        if not b.links or UPDATED_AT not in b.columns or UPDATED_AT not in self.columns(b.type):
+            return None
+        pos = b.columns.index(UPDATED_AT) + 1
+        return {row[0]: row[pos] for row in b.rows}
 
     def feed_notes(self) -> changes.LinkNotes | None:
         """Where a batch's link changes are entered in the change feed: nowhere in a bulk load

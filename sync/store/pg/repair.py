@@ -16,7 +16,7 @@ from psycopg import sql
 
 from sync.pipeline.batches import Staged
 from sync.store.deletions import Deletions
-from sync.store.pg import links
+from sync.store.pg import linkwrite
 from sync.store.pg.columns import UPDATED_AT
 from sync.store.pg.pagewrite import PageWriter
 from sync.store.repair import Found, HeldLists, Judging, Repair, stored_links
@@ -72,7 +72,7 @@ def _held(writer: PageWriter) -> HeldLists:
     """PostgreSQL's read of held link lists (`sync.store.repair.stored_links`)."""
 
     def read(table: str, columns: tuple[str, str], owners: list[int]) -> dict[int, list[int]]:
-        held = links.held_lists(writer.conn, writer.schema, table, columns, owners)
+        held = linkwrite.held_lists(writer.conn, writer.schema, table, columns, owners)
         return {owner: list(related) for owner, related in held.items()}
 
     return read

@@ -21,7 +21,7 @@ from psycopg import sql
 
 from sync.model import catalogue
 from sync.pipeline.batches import Staged
-from sync.store.pg import changes, columns
+from sync.store.pg import changes, columns, linkwrite
 from sync.store.pg import links as pg_links
 from sync.store.pg.pagewrite import PageWriter
 from tests.support.store_sides import SCHEMA, PostgresSide, Side, SQLiteSide, open_side
@@ -359,8 +359,8 @@ def test_new_owners_links_are_plain_inserts_that_fail_on_a_held_pair(pg: Postgre
     page) instead of being overwritten."""
     deals = catalogue.TYPES["deals"]
     pg.page(*_deals(_deal(1, images=[7, 8])))
-    pg_links.write(pg.conn, SCHEMA, deals, {"images": [(2, [9, 8, 9])]}, new={2})
+    linkwrite.write(pg.conn, SCHEMA, deals, {"images": [(2, [9, 8, 9])]}, new={2})
     assert _images(pg) == [(1, 7, 0), (1, 8, 1), (2, 9, 0), (2, 8, 1)]
     with pytest.raises(psycopg.errors.UniqueViolation):
-        pg_links.write(pg.conn, SCHEMA, deals, {"images": [(1, [7])]}, new={1})
+        linkwrite.write(pg.conn, SCHEMA, deals, {"images": [(1, [7])]}, new={1})
     assert _images(pg) == [(1, 7, 0), (1, 8, 1), (2, 9, 0), (2, 8, 1)]

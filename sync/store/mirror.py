@@ -158,7 +158,9 @@ class Mirror:
     def table(self, rtype: ResourceType | str) -> TypeTable:
         """The table of one type (a `ResourceType` or its name; a membership or link table's
         name reads too): its reads, deletions, memberships and links (`sync.store.table`)."""
-        return TypeTable(rtype, self.schema, self._deletions, self._forget_included)
+        return TypeTable(
+            rtype, self.schema, self._deletions, self._forget_included, self._writer.fresh
+        )
 
     def _forget_included(self, type_name: str, ids: list[int]) -> None:
         """Rows deleted or compared: the memo of included rows no longer describes them."""

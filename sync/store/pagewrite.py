@@ -40,9 +40,10 @@ class PageWriter:
         self.conn = conn
         self.schema = schema
         self._sql: dict[tuple[str, tuple[str, ...], bool], str] = {}
-        # Ids written to the tables this mirror created: an owner never written has no row and
-        # no links yet, so its page write needs neither the guard's SELECT nor link DELETEs.
-        self._fresh = FreshIds()
+        # Ids written to the tables this mirror created (and owners whose links the mirror's
+        # table handles wrote): an owner never written has no row and no links yet, so its
+        # page write needs neither the guard's SELECT nor link DELETEs (`sync.store.fresh`).
+        self.fresh = FreshIds()
 
     def ensure_schema(self, batches: Sequence[Staged]) -> None:
         """Tables, columns and link tables the batches need.
@@ -59,9 +60,9 @@ class PageWriter:
                 if not known or not known.issuperset(b.columns):
                     self.schema.ensure_content(rtype.table, {"id": b.ids[0], **b.samples})
                 if not known and links.none_held(self.conn, self.schema, rtype):
-                    # Created here, empty, and no link rows: every row and link it gets from
-                    # now on is written by this mirror, which records the ids (`FreshIds`).
-                    self._fresh.track(rtype.table)
+                    # Created here, empty, and no link rows: every id of a row or link it gets
+                    # from now on is recorded first (`FreshIds`: here, or by the table handles).
+                    self.fresh.track(rtype.table)
                 self.schema.widen(rtype.table, b.columns, b.rows)
             links.ensure(self.schema, rtype, b.links)
 
@@ -70,7 +71,7 @@ class PageWriter:
         own, new = self.link_guard(b)
         notes = links.feed_notes(self.conn, self.schema) if own else None  # before the upsert
         if b.ids:
-            self._fresh.add(b.rtype.table, b.ids)
+            self.fresh.add(b.rtype.table, b.ids)
             self.conn.executemany(self.upsert_sql(b.rtype.table, b.columns), b.rows)
         links.write(self.conn, b.rtype, own, new, notes)
 
@@ -98,7 +99,7 @@ class PageWriter:
             return b.links, set()
         table = b.rtype.table
         owners = {rid for pairs in b.links.values() for rid, _ in pairs}
-        new = self._fresh.absent(table, owners)
+        new = self.fresh.absent(table, owners)
         ask = [rid for rid in owners if rid not in new]
         if (
             not ask

@@ -4,7 +4,9 @@
 `Table`: the operations on one type's rows live here, each with the SQL (or the store module
 that holds it) it runs, instead of a facade method per operation taking the type's name first.
 A handle is a small value built per call (no state of its own beyond what the mirror gave it),
-so holding one across a page write is as safe as asking the mirror again.
+so holding one across a page write is as safe as asking the mirror again. Links it writes
+without their owner's row (a route's) record the owner in the page writer's `FreshIds` first:
+that page write takes an owner it never recorded for one with no links (`sync.store.fresh`).
 
 The page write is not here: a page writes several types at once, in one transaction with its
 checkpoint (`Mirror.write_staged`).
@@ -23,6 +25,7 @@ from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.store import links, memberships, reads, sideloads
 from sync.store.deletions import Deletions, FeedApplied
+from sync.store.fresh import FreshIds
 from sync.store.listing import Listing
 from sync.store.schema import Schema
 from sync.store.transaction import write_transaction
@@ -37,7 +40,7 @@ _LISTINGS = itertools.count(1)
 class TypeTable:
     """The table of one JSON:API type (or a mall-scoped type's memberships), on one mirror."""
 
-    __slots__ = ("conn", "deletions", "forget", "name", "rtype", "schema")
+    __slots__ = ("conn", "deletions", "forget", "fresh", "name", "rtype", "schema")
 
     def __init__(
         self,
@@ -45,6 +48,7 @@ class TypeTable:
         schema: Schema,
         deletions: Deletions,
         forget: Forget,
+        fresh: FreshIds,
     ) -> None:
         if isinstance(rtype, ResourceType):
             self.name: str = rtype.name
@@ -56,6 +60,8 @@ class TypeTable:
         self.conn: sqlite3.Connection = schema.conn
         self.deletions = deletions
         self.forget = forget
+        #: The page writer's: owners whose links are written here without their row.
+        self.fresh = fresh
 
     def __repr__(self) -> str:
         return f"<TypeTable {self.name}>"
@@ -180,7 +186,9 @@ class TypeTable:
 
     def replace_mall_links(self, mall_id: int, ids: Sequence[int]) -> int:
         """`malls_<type>` of one mall becomes `ids` (as its route lists them, in order):
-        contacts and deals known from the mall routes (`sync.jobs.malls.mallroutes`)."""
+        contacts and deals known from the mall routes (`sync.jobs.malls.mallroutes`). The
+        mall is recorded in `fresh`: `malls_contacts` is its own linkage too."""
+        self.fresh.add("malls", [mall_id])
         return links.replace_mall_links(self.conn, self.schema, self.name, mall_id, ids)
 
     def count_in_mall_links(self, mall_id: int) -> int:
@@ -190,7 +198,8 @@ class TypeTable:
     def settle_mall_links(self, mall_id: int, asked: Sequence[int], listed: Sequence[int]) -> int:
         """Of `asked`, those the mall's route `listed` (by `filter[id]`) are in `malls_<type>`
         of `mall_id`, the others not; the mall's other rows stay (`sync.jobs.malls.touchedmalls`).
-        Returns the memberships changed."""
+        Returns the memberships changed (the mall recorded in `fresh`, as by the above)."""
+        self.fresh.add("malls", [mall_id])
         return links.settle_mall_links(self.conn, self.schema, self.name, mall_id, asked, listed)
 
     # -- links and to-one columns (`sync.store.links`, `sync.store.sideloads`) ------------------
@@ -199,8 +208,11 @@ class TypeTable:
         self, rel: catalogue.Relationship, owner: int, targets: Sequence[int]
     ) -> None:
         """One owner's links of one to-many relationship become `targets`, in order (its own
-        route's answer, `sync.jobs.malls.relroutes`)."""
-        links.replace(self.conn, self.schema, self._resource(), rel, owner, targets)
+        route's answer, `sync.jobs.malls.relroutes`), the owner recorded in `fresh` first: it
+        may have no row yet."""
+        rtype = self._resource()
+        self.fresh.add(rtype.table, [owner])
+        links.replace(self.conn, self.schema, rtype, rel, owner, targets)
 
     def set_to_one(self, column: str, rid: int, target: int | None) -> None:
         """One owner's to-one column (its relationship's own route, `sync.jobs.malls.relroutes`)."""

@@ -206,6 +206,7 @@ class PgMirror:
             self.schema,
             self._deletions,
             self._forget_included,
+            self._writer.fresh,
             bulk=lambda: self.indexes.deferred,
         )
 

@@ -135,9 +135,9 @@ class PageWriter:
         self._bindings: dict[tuple[str, tuple[str, ...]], Binding] = {}
         #: Per (element type, length): a transformer dumping that many values of the type.
         self._dumpers: dict[tuple[int, int], abc.Transformer] = {}
-        #: Ids written to the tables this writer created: an owner never written there needs
-        #: no guard's read nor held lists (`sync.store.fresh`; a first backfill's owners).
-        self._fresh = FreshIds()
+        #: Ids written to the tables this writer created, and owners whose links the mirror's
+        #: table handles wrote (`sync.store.fresh`): others need no guard's read nor held lists.
+        self.fresh = FreshIds()
         conn.adapters.register_dumper(Array, ArrayDumper)
 
     def columns(self, table: str) -> dict[str, Column]:
@@ -231,9 +231,9 @@ class PageWriter:
                         prepare=False,
                     )
                     if self._empty(b):
-                        # Empty, and no link rows: every row and link it gets from now on is
-                        # written by this writer, which records the ids (`FreshIds`).
-                        self._fresh.track(table)
+                        # Empty, and no link rows: every id of a row or link it gets from now
+                        # on is recorded first (`FreshIds`: here, or by the table handles).
+                        self.fresh.track(table)
                 alter_columns(self.conn, target, add, widen)
         finally:
             self.forget(table)
@@ -457,7 +457,7 @@ class PageWriter:
         goes on). The links follow the upsert and ask what it left (`linkwrite`'s guard)."""
         new = self.fresh_owners(b)
         notes = self.feed_notes() if b.links else None  # before the upsert, as SQLite
-        self._fresh.add(b.type, b.ids)
+        self.fresh.add(b.type, b.ids)
         if count:
             written = self.upsert(b)
         else:
@@ -482,7 +482,7 @@ class PageWriter:
         first backfill, all)."""
         if not b.links or not b.ids:
             return set()
-        return self._fresh.absent(b.type, {rid for pairs in b.links.values() for rid, _ in pairs})
+        return self.fresh.absent(b.type, {rid for pairs in b.links.values() for rid, _ in pairs})
 
     def _stamps(self, b: Staged) -> dict[int, Any] | None:
         """Each row's `updated_at` as the batch has it, when batch and table have the column:

@@ -6,6 +6,8 @@ its deletions the rules of `sync.store.deletions.Deletions` over `PgTombstones`,
 and links `sync.store.pg.memberships`' and `sync.store.pg.links`'. A small value built per call,
 holding nothing but what the mirror gave it. Writes that are more than one statement run in a
 transaction of their own (a savepoint inside the caller's), as SQLite's `write_transaction`.
+Links written without their owner's row (a route's) record the owner in the page writer's
+`FreshIds` first, as SQLite's handle does (`sync.store.fresh`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import psycopg
 from sync.model import catalogue
 from sync.model.catalogue import ResourceType
 from sync.store.deletions import Deletions, FeedApplied
+from sync.store.fresh import FreshIds
 from sync.store.pg import links, memberships, sideloads
 from sync.store.pg.listing import Listing
 from sync.store.pg.reads import TypeReads
@@ -32,7 +35,7 @@ class PgTypeTable:
     """The table of one JSON:API type (or a mall-scoped type's memberships), on one PostgreSQL
     mirror (`sync.store.seam.TablePart`)."""
 
-    __slots__ = ("conn", "deletions", "forget", "name", "reads", "rtype", "schema")
+    __slots__ = ("conn", "deletions", "forget", "fresh", "name", "reads", "rtype", "schema")
 
     def __init__(
         self,
@@ -40,6 +43,7 @@ class PgTypeTable:
         schema: Schema,
         deletions: Deletions,
         forget: Forget,
+        fresh: FreshIds,
         *,
         bulk: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -53,6 +57,8 @@ class PgTypeTable:
         self.conn: psycopg.Connection[Any] = schema.conn
         self.deletions = deletions
         self.forget = forget
+        #: The page writer's: owners whose links are written here without their row.
+        self.fresh = fresh
 
         def ensure_memberships(type_name: str) -> None:
             memberships.ensure(self.conn, schema.name, type_name, bulk=bulk())
@@ -141,12 +147,14 @@ class PgTypeTable:
             return memberships.remove(self.conn, self.schema.name, self.name, mall_id, ids)
 
     def replace_mall_links(self, mall_id: int, ids: Sequence[int]) -> int:
+        self.fresh.add("malls", [mall_id])  # `malls_contacts` is the mall's own linkage
         return links.replace_mall_links(self.conn, self.schema.name, self.name, mall_id, ids)
 
     def count_in_mall_links(self, mall_id: int) -> int:
         return links.mall_link_count(self.conn, self.schema.name, self.name, mall_id)
 
     def settle_mall_links(self, mall_id: int, asked: Sequence[int], listed: Sequence[int]) -> int:
+        self.fresh.add("malls", [mall_id])
         with self.conn.transaction():
             return links.settle_mall_links(
                 self.conn, self.schema.name, self.name, mall_id, asked, listed
@@ -157,7 +165,9 @@ class PgTypeTable:
     def replace_links(
         self, rel: catalogue.Relationship, owner: int, targets: Sequence[int]
     ) -> None:
-        links.replace(self.conn, self.schema.name, self._resource(), rel, owner, targets)
+        rtype = self._resource()
+        self.fresh.add(rtype.table, [owner])
+        links.replace(self.conn, self.schema.name, rtype, rel, owner, targets)
 
     def set_to_one(self, column: str, rid: int, target: int | None) -> None:
         links.set_to_one(self.conn, self.schema.name, self._resource(), column, rid, target)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sync.model import catalogue
@@ -102,6 +104,58 @@ def test_replace_mall_links_of_a_routed_table(mirror: Mirror) -> None:
     assert mirror.table("contacts").replace_mall_links(3, [1, 2]) == 2
     held = mirror.conn.execute("SELECT malls_id, contacts_id FROM malls_contacts").fetchall()
     assert sorted(held) == [(3, 1), (3, 2)]
+
+
+def _linking(rid: int, type_: str, rel: str, targets: list[int]) -> dict[str, Any]:
+    """Resource `rid` of `type_` with the linkage of `rel` as served: `targets`, in order."""
+    linked = res(rid, type_=type_)
+    data = [{"type": rel, "id": str(t)} for t in targets]
+    linked["relationships"] = {rel: {"data": data}}
+    return linked
+
+
+def _held(mirror: Mirror, table: str, owner: str, related: str) -> list[tuple[int, ...]]:
+    query = f"SELECT {owner}, {related}, position FROM {table} ORDER BY {owner}, position"
+    return [tuple(r) for r in mirror.conn.execute(query).fetchall()]
+
+
+def test_links_a_route_wrote_before_the_owner_s_first_page_become_the_page_s(
+    mirror: Mirror,
+) -> None:
+    """A relationship's own route writes an owner's links (`replace_links`) before any page
+    has brought the owner, into a table this mirror made (a first backfill's, whose ids the
+    page write tracks: `sync.store.fresh`). The owner's page then holds exactly its own
+    links: none left over, none refused (PostgreSQL: no duplicate key failing the page)."""
+    write_page(mirror, DEALS, [res(1)])  # made here, empty: an id never written is new
+    images = next(r for r in DEALS.relationships if r.name == "images")
+    mirror.table(DEALS).replace_links(images, 2, [6, 7])
+    write_page(mirror, DEALS, [_linking(2, "deals", "images", [7, 8])])
+    assert _held(mirror, "deals_images", "deals_id", "images_id") == [(2, 7, 0), (2, 8, 1)]
+
+
+def test_a_mall_s_contacts_from_its_route_before_its_first_page_become_the_page_s(
+    mirror: Mirror,
+) -> None:
+    """`malls_contacts` is the malls' `contacts` linkage and what the mall routes fill
+    (`replace_mall_links`, `settle_mall_links`): written for a mall no page has brought yet,
+    they become what the mall's page says."""
+    malls = catalogue.TYPES["malls"]
+    write_page(mirror, malls, [res(1, type_="malls")])  # made here: its ids are tracked
+    write_page(mirror, catalogue.TYPES["contacts"], [res(i, type_="contacts") for i in (10, 12)])
+    contacts = mirror.table("contacts")
+    contacts.replace_mall_links(3, [10, 11])
+    assert contacts.settle_mall_links(4, [12, 14], [12, 14]) == 2
+    write_page(
+        mirror,
+        malls,
+        [_linking(3, "malls", "contacts", [11, 12]), _linking(4, "malls", "contacts", [12, 13])],
+    )
+    assert _held(mirror, "malls_contacts", "malls_id", "contacts_id") == [
+        (3, 11, 0),
+        (3, 12, 1),
+        (4, 12, 0),
+        (4, 13, 1),
+    ]
 
 
 def test_an_operation_that_needs_a_resource_type_names_the_table_that_is_none(

@@ -29,12 +29,14 @@ batch are reduced first to the copy SQLite's row-by-row upsert would have left.
 
 **The write** is one statement per batch: `INSERT INTO t SELECT ... FROM (SELECT unnest(%s)
 AS id, unnest(%s) AS title, ...) AS s ORDER BY id ON CONFLICT (id) DO UPDATE ... WHERE <guard>`
-(`upsert_sql`), each column's values one parameter, a one-dimensional array of the column's
-type (`Array`). Keys are taken in id order, so two writers never deadlock. On an idle
-connection in autocommit the statement is its own transaction, one round trip with its commit;
-inside a caller's page transaction it is a part of it, with no savepoint (one statement cannot
-half-apply; its failure fails the page). Its count is of rows inserted or updated; a row the
-guard refuses is locked, never rewritten (its `xmin` stays). The ways tried, and what each cost, are `sync.store.pg.arrays`'.
+(`sync.store.pg.upsert`), each column's values one parameter, a one-dimensional array of the
+column's type (`Array`); a batch whose every id is known absent (`FreshIds`: a first backfill)
+gets the same statement without its `ON CONFLICT` (`insert_sql`). Keys are taken in id order,
+so two writers never deadlock. On an idle connection in autocommit the statement is its own
+transaction, one round trip with its commit; inside a caller's page transaction it is a part of
+it, with no savepoint (one statement cannot half-apply; its failure fails the page). Its count
+is of rows inserted or updated; a row the guard refuses is locked, never rewritten (its `xmin`
+stays). The ways tried, and what each cost, are `sync.store.pg.arrays`'.
 
 A page costs the server about twice what a bare COPY of its rows does: the merge's index
 probe, speculative insert and its confirmation for each row (three WAL records), where COPY only
@@ -88,6 +90,7 @@ from sync.store.pg.columns import (
     to_text,
     usable,
 )
+from sync.store.pg.upsert import insert_sql, upsert_sql
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class Binding:
 
     #: The guarded upsert, as sent (psycopg would compose a `sql.Composed` again each time).
     statement: bytes
+    #: The plain insert of rows known absent (`sync.store.pg.upsert.insert_sql`).
+    insert: bytes
     #: A batch's row less the columns the table lacks (None: it has them all).
     take: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None
     #: The position of `updated_at` in a row as bound, if any.
@@ -130,7 +135,6 @@ class PageWriter:
         #: (its feed is one `backfill` entry per type, `sync.store.pg.changes.note_backfill`).
         self.bulk = bulk
         self._columns: dict[str, dict[str, Column]] = {}
-        self._sql: dict[tuple[str, tuple[str, ...]], sql.Composed] = {}
         #: Per table and batch columns: how such a batch is bound (`_binding`).
         self._bindings: dict[tuple[str, tuple[str, ...]], Binding] = {}
         #: Per (element type, length): a transformer dumping that many values of the type.
@@ -251,7 +255,7 @@ class PageWriter:
         transaction (one round trip); inside a caller's transaction it is a part of it (a
         failure fails the caller's transaction, the page). The table must exist (`ensure`); a
         batch column it lacks (all null when ensured, or not `usable`) is left out."""
-        page = self.statement(b)
+        page = self._bound(b)
         if page is None:
             return 0
         statement, params = page
@@ -270,17 +274,26 @@ class PageWriter:
         """`upsert`'s statement executed on a new cursor, which is returned unread (None for an
         empty batch): in pipeline mode (`PgGroup`) the statement is sent and the next page
         encoded while the server runs it; its `rowcount` is known once the pipeline syncs."""
-        page = self.statement(b)
+        page = self._bound(b)
         if page is None:
             return None
         cur = self.conn.cursor()
         cur.execute(*page)
         return cur
 
-    def statement(self, b: Staged) -> tuple[bytes, list[Array]] | None:
-        """The batch's guarded upsert (`upsert_sql`) and its parameters, one binary array per
-        column (None for an empty batch): the rows reduced to one copy per id in id order
-        (`latest_copies`) and converted as their columns take them (`CONVERT`)."""
+    def _bound(self, b: Staged) -> tuple[bytes, list[Array]] | None:
+        """`statement` for the batch about to be sent, the plain insert when every id is known
+        absent; its ids recorded as written (`FreshIds`), whatever the statement."""
+        ids = set(b.ids)
+        absent = bool(ids) and len(self.fresh.absent(b.type, ids)) == len(ids)
+        self.fresh.add(b.type, b.ids)
+        return self.statement(b, absent=absent)
+
+    def statement(self, b: Staged, *, absent: bool = False) -> tuple[bytes, list[Array]] | None:
+        """The batch's guarded upsert (`upsert_sql`; `absent`, every id known absent: the plain
+        `insert_sql`) and its parameters, one binary array per column (None for an empty
+        batch): the rows reduced to one copy per id in id order (`latest_copies`) and
+        converted as their columns take them (`CONVERT`)."""
         if not b.ids:
             return None
         bound = self._binding(b)
@@ -296,7 +309,7 @@ class PageWriter:
         for i, convert in bound.converts:
             values[i] = [None if v is None else convert(v) for v in values[i]]
         n = len(rows)
-        return bound.statement, [
+        return bound.insert if absent else bound.statement, [
             self._array(column, oid, kind, n)
             for column, oid, kind in zip(values, bound.oids, bound.arrays, strict=True)
         ]
@@ -313,7 +326,8 @@ class PageWriter:
         cols = tuple(c for c in b.columns if c in have)
         types = [have[c] for c in ("id", *cols)]
         found = self._bindings[key] = Binding(
-            statement=self.upsert_sql(b.type, cols).as_bytes(self.conn),
+            statement=upsert_sql(self.schema, b.type, cols).as_bytes(self.conn),
+            insert=insert_sql(self.schema, b.type, cols).as_bytes(self.conn),
             take=None if len(cols) == len(b.columns) else _getter(b.columns, cols),
             stamp=cols.index(UPDATED_AT) + 1 if UPDATED_AT in cols else None,
             oids=tuple(t.oid for t in types),
@@ -345,58 +359,6 @@ class PageWriter:
         format_row_binary(values, dumpers, out)
         del out[ARRAY_HEAD.size : ARRAY_HEAD.size + FIELD_COUNT]
         return kind(out)
-
-    def upsert_sql(self, table: str, cols: tuple[str, ...]) -> sql.Composed:
-        """`INSERT INTO t SELECT ... FROM (SELECT unnest(%s) AS id, ...) AS s ORDER BY id ON
-        CONFLICT (id) DO UPDATE SET ... WHERE <guard>` for one column set (built once), its
-        parameters one array per column (`statement`): see the module's docstring."""
-        key = (table, cols)
-        found = self._sql.get(key)
-        if found is not None:
-            return found
-        t = sql.Identifier("t")
-        names = sql.SQL(", ").join(sql.Identifier(c) for c in ("id", *cols))
-        # One array per column, unnested side by side in the select list (a set-returning
-        # function there is evaluated a row at a time; in FROM, each would be materialised).
-        arrays = sql.SQL(", ").join(
-            sql.SQL("unnest(%s) AS {}").format(sql.Identifier(c)) for c in ("id", *cols)
-        )
-        # A mall-scoped row's `mall_id` is the lowest mall that lists it (`sync.store.memberships`);
-        # elsewhere (events) it is a to-one relationship, replaced like any column.
-        scoped = table in memberships.MEMBER_TYPES
-
-        def new(c: str) -> sql.Composable:
-            excluded = sql.SQL("EXCLUDED.{}").format(sql.Identifier(c))
-            if c == "mall_id" and scoped:
-                return sql.SQL("LEAST({}.{}, {})").format(t, sql.Identifier(c), excluded)
-            return excluded
-
-        head = sql.SQL(
-            "INSERT INTO {} AS {} ({}) SELECT {} FROM (SELECT {}) AS s ORDER BY id"
-        ).format(sql.Identifier(self.schema, table), t, names, names, arrays)
-        if not cols:
-            found = sql.SQL("{} ON CONFLICT (id) DO NOTHING").format(head)
-        else:
-            sets = sql.SQL(", ").join(
-                sql.SQL("{} = {}").format(sql.Identifier(c), new(c)) for c in cols
-            )
-            changed = sql.SQL("ROW({}) IS DISTINCT FROM ROW({})").format(
-                sql.SQL(", ").join(sql.SQL("{}.{}").format(t, sql.Identifier(c)) for c in cols),
-                sql.SQL(", ").join(new(c) for c in cols),
-            )
-            if UPDATED_AT in cols:
-                at = sql.Identifier(UPDATED_AT)
-                guard = sql.SQL(
-                    "EXCLUDED.{at} > {t}.{at} OR (({t}.{at} IS NULL OR EXCLUDED.{at} = {t}.{at})"
-                    " AND {changed})"
-                ).format(at=at, t=t, changed=changed)
-            else:
-                guard = changed
-            found = sql.SQL("{} ON CONFLICT (id) DO UPDATE SET {} WHERE {}").format(
-                head, sets, guard
-            )
-        self._sql[key] = found
-        return found
 
     def ensure_page(self, batches: Sequence[Staged]) -> None:
         """`ensure` each batch, the link tables its linkage names, and the membership table of
@@ -455,9 +417,8 @@ class PageWriter:
         caller's transaction: the rows inserted or updated (0 unless `count`: in pipeline mode
         counting waits for the server, so a caller that needs no count sends the upsert and
         goes on). The links follow the upsert and ask what it left (`linkwrite`'s guard)."""
-        new = self.fresh_owners(b)
+        new = self.fresh_owners(b)  # before the upsert records the batch's ids
         notes = self.feed_notes() if b.links else None  # before the upsert, as SQLite
-        self.fresh.add(b.type, b.ids)
         if count:
             written = self.upsert(b)
         else:

@@ -8,15 +8,19 @@ rule (`sync.store.hours.by_columns`).
 
 **`hours`** has SQLite's name, key (mall_id, date) and columns, made on the first refresh as
 SQLite makes it (a column for each attribute of its days, of `sync.store.hours.EMPTY_DAY` when
-none is given) and widened as the upstream grows new attributes. A refresh replaces one mall's days in a date
-range as a whole, in one `conn.transaction()` (its own transaction on an idle autocommit
-connection, a savepoint inside a caller's): the range's days no longer served go, then each row
-is written, a day already held (in the range or outside it) replaced whole (its columns the row
-does not name become NULL, as SQLite's `INSERT OR REPLACE` leaves them). Only what differs is
-written: a day held with the same attributes keeps its version, and its `fetched_at` (a
-deliberate difference from SQLite, which rewrites it: an unchanged refresh leaves no dead
-tuple, the issue's ~0 on an unchanged pass). The table and its columns are changed in a
-transaction of their own first, as SQLite's are (`ensure_table`); `Schema.forget` is told.
+none is given) and widened as the upstream grows new attributes. A refresh replaces one mall's
+days in a date range as a whole, atomically (its own transaction on an idle autocommit
+connection; inside a caller's transaction, a bulk load's pipelined group, a part of it with no
+savepoint: `write`): the range's days no longer served go, then each row is written, one
+statement for all the days of a column set, a day already held (in the range or outside it)
+replaced whole (its columns the row does not name become NULL, as SQLite's `INSERT OR REPLACE`
+leaves them), of a day given twice the last copy. Only what differs is written: a day held with
+the same attributes keeps its version, and its `fetched_at` (a deliberate difference from
+SQLite, which rewrites it: an unchanged refresh leaves no dead tuple, the issue's ~0 on an
+unchanged pass). The table and its columns are changed in a transaction of their own first, as
+SQLite's are (`ensure_table`); `Schema.forget` is told. Their types are `Schema.types`, read
+once: a refresh that changes no column asks the catalogue nothing (a bulk load's group that
+rolls back forgets them: `PgMirror`).
 
 **`current_hours`** keeps one mall's `/current-hours` answer whole: SQLite's table (made by its
 bookkeeping, on open), made here by `ensure_hours`, to be called where the mirror's tables are
@@ -40,14 +44,15 @@ folds their case). PostgreSQL text cannot hold NUL: U+FFFD takes its place, in a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from datetime import date
+from types import NoneType
 from typing import Any
 
 import orjson
 import psycopg
-from psycopg import sql
-from psycopg.rows import tuple_row
+from psycopg import pq, sql
 
 from sync.model import catalogue
 from sync.model.stamps import now_iso
@@ -58,7 +63,6 @@ from sync.store.pg.bookkeeping import (
     Tables,
     create_schema,
     create_tables,
-    no_nul,
     statement,
 )
 from sync.store.pg.columns import (
@@ -68,6 +72,8 @@ from sync.store.pg.columns import (
     WIDER,
     alter_columns,
     json_value,
+    plain_texts,
+    to_text,
     usable,
 )
 from sync.store.pg.schema import Schema
@@ -102,26 +108,9 @@ def affinity(value: Any) -> str:
     return TEXT
 
 
-def _types(schema: Schema) -> dict[str, str]:
-    """The columns of `hours` and their types ({} when it does not exist)."""
-    rows = (
-        schema.conn.cursor(row_factory=tuple_row)
-        .execute(
-            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_attribute a"
-            " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
-            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')"
-            " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-            (schema.name, HOURS),
-        )
-        .fetchall()
-    )
-    return {str(name): str(kind) for name, kind in rows}
-
-
-def wanted(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """Every usable attribute of `rows` (in the order first met) and the narrowest type that
-    holds each of its values: the widest affinity among them, text when all are null."""
+def _widest(rows: Sequence[dict[str, Any]]) -> dict[str, str | None]:
+    """Every usable attribute of `rows` (in the order first met) and the widest affinity among
+    its values, None when all are null."""
     found: dict[str, str | None] = {}
     for row in rows:
         for column, value in row.items():
@@ -132,22 +121,55 @@ def wanted(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
                 kind = affinity(value)
                 if held is None or WIDER.index(kind) > WIDER.index(held):
                     found[column] = kind
-    return {c: t or TEXT for c, t in found.items()}
+    return found
+
+
+def wanted(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Every usable attribute of `rows` (in the order first met) and the narrowest type that
+    holds each of its values, the type of its column when made: the widest affinity among
+    them, text when all are null."""
+    return {c: t or TEXT for c, t in _widest(rows).items()}
+
+
+#: The types of staged values a numeric column holds as they are (any fits a text column).
+HOLDS = {BIGINT: frozenset({int, bool, NoneType}), DOUBLE: frozenset({int, bool, float, NoneType})}
+
+
+def fits(have: dict[str, str], rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether the columns `have` take `rows` as they are: a column for each usable attribute,
+    of a type that holds its values (a null fits any column). A column set at a time, and the
+    values of numeric columns only: the question of every refresh, where `wanted` looks at
+    each value."""
+    for cols, group in by_columns(rows).items():
+        for c in cols:
+            kind = have.get(c)
+            if kind is None:
+                if c in FIXED or not usable(c):
+                    continue
+                return False
+            holds = HOLDS.get(kind)
+            if holds is not None and not {type(r[c]) for r in group} <= holds:
+                return False
+    return True
 
 
 def ensure_table(schema: Schema, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
     """`hours` made when missing, keyed by (mall_id, date), with a column for each attribute of
     `rows` (of `EMPTY_DAY` when there is none and no table), and a column widened where a value
-    does not fit, in a transaction of its own (a savepoint inside a caller's). Its columns and
-    their types, after."""
+    does not fit (a null fits any), in a transaction of its own (a savepoint inside a
+    caller's). Its columns and their types, after: as `schema` keeps them (`Schema.types`,
+    read once, so a refresh that changes nothing asks the catalogue nothing, a read that would
+    make a bulk load's pipeline wait), read again after a change (`forget`)."""
     conn = schema.conn
-    have = _types(schema)
-    want = wanted(rows or ([] if have else [EMPTY_DAY]))
-    add = [(c, t) for c, t in want.items() if c not in have]
+    have = schema.types(HOURS)
+    if have and fits(have, rows):
+        return have
+    widest = _widest(rows or ([] if have else [EMPTY_DAY]))
+    add = [(c, t or TEXT) for c, t in widest.items() if c not in have]
     widen = [
         (c, t)
-        for c, t in want.items()
-        if have.get(c) in WIDER and WIDER.index(t) > WIDER.index(have[c])
+        for c, t in widest.items()
+        if t is not None and have.get(c) in WIDER and WIDER.index(t) > WIDER.index(have[c])
     ]
     if have and not add and not widen:
         return have
@@ -171,18 +193,45 @@ def ensure_table(schema: Schema, rows: Sequence[dict[str, Any]]) -> dict[str, st
             alter_columns(conn, target, add, widen)
     finally:
         schema.forget(HOURS)
-    return _types(schema)
+    return schema.types(HOURS)
 
 
-def _value(value: Any, kind: str) -> Any:
-    """A staged value as its column (of type `kind`) takes it."""
-    if value is None:
-        return None
+def _column(values: list[Any], kind: str) -> list[Any]:
+    """One column's staged values as the column (of type `kind`) takes them, of one Python type
+    (psycopg binds a list of mixed types as no array): a text column's as `str` (a number as
+    its text, NUL as U+FFFD: `to_text`), a double's as `float`, a bigint's as `int`. Values
+    already so are passed on as they are (one check of the whole column)."""
     if kind.startswith(TEXT):
-        return no_nul(value) if isinstance(value, str) else str(value)
-    if kind == BIGINT and isinstance(value, bool):
-        return int(value)
-    return value
+        return values if plain_texts(values) else [_or_none(to_text, v) for v in values]
+    if kind == DOUBLE and not set(map(type, values)) <= {float, NoneType}:
+        return [_or_none(float, v) for v in values]
+    if kind == BIGINT and bool in set(map(type, values)):
+        return [_or_none(int, v) for v in values]
+    return values
+
+
+def _or_none(convert: Callable[[Any], Any], value: Any) -> Any:
+    return None if value is None else convert(value)
+
+
+def _last_copies(columns: list[list[Any]], key: Sequence[int]) -> list[list[Any]]:
+    """The `columns` of one column set's days (their key the columns at `key`), one a day: of
+    a day's copies the last, as a statement a row leaves it (one statement cannot touch a row
+    twice: "ON CONFLICT DO UPDATE command cannot affect row a second time"). Keyed as the
+    server compares them, the values converted (`_column`): `date` 5 and "5" are one day."""
+    keys = list(zip(*(columns[i] for i in key), strict=True))
+    if len(set(keys)) == len(keys):
+        return columns
+    kept = sorted({k: i for i, k in enumerate(keys)}.values())  # the last copy of each day
+    return [[column[i] for i in kept] for column in columns]
+
+
+def _inside(conn: psycopg.Connection[Any]) -> bool:
+    """Whether `conn` is in a caller's transaction or pipeline (a bulk load's group)."""
+    return (
+        conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
+        or conn.info.transaction_status != pq.TransactionStatus.IDLE
+    )
 
 
 def write(
@@ -191,36 +240,73 @@ def write(
     """Replace one mall's hours between `start` and `end` (inclusive) by `rows`: the range's
     days `rows` no longer serve deleted, each row inserted or replaced whole where its content
     differs (a day the same as held is left as it is, its `fetched_at` too: a rewrite would
-    leave a dead tuple for each day of each mall on every refresh)."""
+    leave a dead tuple for each day of each mall on every refresh).
+
+    A delete and one upsert a column set (`_upsert`: two statements when every day names the
+    same attributes), and, when no column is to be made or widened, no wait for the server:
+    the columns' types come from `schema`'s cache, and inside a caller's transaction (a bulk
+    load's group, which the hours refresh runs beside) the statements are a part of it, with
+    no savepoint: in the group's pipeline a read or a savepoint waits for every statement sent
+    before it, with the event loop stalled. A failure then aborts the caller's transaction
+    (the whole group rolls back, as for a page's statement), where a savepoint would have
+    undone this write alone; no caller goes on after one (the hours job lets a store's error
+    through). Outside a transaction, one of its own (`conn.transaction()`)."""
     conn = schema.conn
     types = ensure_table(schema, rows)
-    target = sql.Identifier(schema.name, HOURS)
-    keep = [c for c in types if c not in ("mall_id", "date")]
-    content = [c for c in keep if c != "fetched_at"]
+    encoding = conn.info.encoding
+    keep = tuple(c for c in types if c not in ("mall_id", "date"))
     served = sorted({str(r["date"]) for r in rows if r.get("mall_id") == mall_id})
-    with conn.transaction(), conn.cursor() as cur:
-        cur.execute(
-            sql.SQL(
-                "DELETE FROM {} WHERE mall_id = %s AND date BETWEEN %s AND %s"
-                " AND date <> ALL(%s::text[])"
-            ).format(target),
-            (mall_id, start.isoformat(), end.isoformat(), served),
+    statements: list[tuple[bytes, Sequence[Any]]] = [
+        (_delete(schema.name, encoding), (mall_id, start.isoformat(), end.isoformat(), served))
+    ]
+    for cols, group in by_columns(rows).items():
+        names = tuple(c for c in cols if c in types)
+        kinds = tuple(types[c] for c in names)
+        columns = [_column([r[c] for r in group], k) for c, k in zip(names, kinds, strict=True)]
+        key = [i for i, c in enumerate(names) if c in ("mall_id", "date")]
+        statements.append(
+            (_upsert(schema.name, encoding, names, kinds, keep), _last_copies(columns, key))
         )
-        for cols, group in by_columns(rows).items():
-            names = [c for c in cols if c in types]
-            cur.executemany(
-                _upsert(target, names, keep, content),
-                [tuple(_value(r[c], types[c]) for c in names) for r in group],
-            )
+    if _inside(conn):
+        for query, params in statements:
+            conn.execute(query, params)
+    else:
+        with conn.transaction():
+            for query, params in statements:
+                conn.execute(query, params)
     return len(rows)
 
 
+@functools.lru_cache(maxsize=16)
+def _delete(schema: str, encoding: str) -> bytes:
+    """Delete a mall's days in a range but those served (`write`), in `encoding` (the
+    connection's), composed once."""
+    return (
+        sql.SQL(
+            "DELETE FROM {} WHERE mall_id = %s AND date BETWEEN %s AND %s"
+            " AND date <> ALL(%b::text[])"
+        )
+        .format(sql.Identifier(schema, HOURS))
+        .as_string()
+        .encode(encoding)
+    )
+
+
+@functools.lru_cache(maxsize=256)
 def _upsert(
-    target: sql.Identifier, names: list[str], keep: list[str], content: list[str]
-) -> sql.Composed:
-    """Insert a day of `names`, or replace the held one whole (`keep`: its columns the row
-    does not name become NULL, as SQLite's `INSERT OR REPLACE` leaves them) where its
-    `content` differs."""
+    schema: str,
+    encoding: str,
+    names: tuple[str, ...],
+    kinds: tuple[str, ...],
+    keep: tuple[str, ...],
+) -> bytes:
+    """Insert into `hours` of `schema` the days of columns `names` (one array a column, of
+    `kinds`, unnested), each one new or replacing the held one whole (`keep`, every column but
+    the key: those the row does not name become NULL, as SQLite's `INSERT OR REPLACE` leaves
+    them) where its content (all but `fetched_at`) differs. The days are taken in key order,
+    as the page write takes its rows. Composed once a column set, in `encoding` (the
+    connection's): the same text each time, which the server prepares once."""
+    content = [c for c in keep if c != "fetched_at"]
     set_ = sql.SQL(", ").join(
         sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c)) for c in keep
     )
@@ -231,14 +317,24 @@ def _upsert(
         if content
         else sql.SQL(" WHERE false")
     )
-    return sql.SQL(
-        "INSERT INTO {} AS h ({}) VALUES ({}) ON CONFLICT (mall_id, date) DO UPDATE SET {}{}"
-    ).format(
-        target,
-        sql.SQL(", ").join(map(sql.Identifier, names)),
-        sql.SQL(", ").join(sql.Placeholder() * len(names)),
-        set_,
-        guard,
+    order = [sql.SQL("u.{}").format(sql.Identifier(c)) for c in ("mall_id", "date") if c in names]
+    return (
+        sql.SQL(
+            "INSERT INTO {} AS h ({}) SELECT {} FROM unnest({}) AS u ({}){}"
+            " ON CONFLICT (mall_id, date) DO UPDATE SET {}{}"
+        )
+        .format(
+            sql.Identifier(schema, HOURS),
+            sql.SQL(", ").join(map(sql.Identifier, names)),
+            sql.SQL(", ").join(sql.SQL("u.{}").format(sql.Identifier(c)) for c in names),
+            sql.SQL(", ").join(sql.SQL("%b::{}[]").format(sql.SQL(k)) for k in kinds),
+            sql.SQL(", ").join(map(sql.Identifier, names)),
+            sql.SQL(" ORDER BY {}").format(sql.SQL(", ").join(order)) if order else sql.SQL(""),
+            set_,
+            guard,
+        )
+        .as_string()
+        .encode(encoding)
     )
 
 

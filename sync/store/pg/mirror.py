@@ -51,7 +51,7 @@ from sync.store.pg.bulk import PgEndPhase, PgGroup
 from sync.store.pg.deletions import PgTombstones
 from sync.store.pg.deletions import ensure as ensure_deletions
 from sync.store.pg.faults import PgStorageCheck
-from sync.store.pg.hours import Hours, ensure_hours
+from sync.store.pg.hours import HOURS, Hours, ensure_hours
 from sync.store.pg.lock import ActiveLock
 from sync.store.pg.malls import Malls
 from sync.store.pg.pagewrite import PageWriter
@@ -216,11 +216,14 @@ class PgMirror:
     def _forget_memos(self) -> None:
         """A group rolled back (`PgGroup`, wherever its error surfaced): forget what its
         pages had the memos remember (scripts written, included rows seen, checkpoints and
-        cursors read: `sync.store.pg.readmemo`)."""
+        cursors read: `sync.store.pg.readmemo`), and the columns of `hours`, which an hours
+        refresh beside its pages may have made or widened in it
+        (`sync.store.pg.hours.ensure_table`), gone with it."""
         self._scripts.forget()
         self._included_seen.clear()
         self.backfills.states.forget()
         self.cursors.memo.forget()
+        self.schema.forget(HOURS)
 
     @contextlib.contextmanager
     def _page_transaction(self) -> Iterator[None]:

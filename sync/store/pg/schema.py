@@ -1,10 +1,10 @@
 """What the PostgreSQL mirror's schema holds: its tables and views, and the columns of each.
 
 Issue #49: the introspection half of `sync.store.schema.Schema` (`columns`, `names`,
-`has_table`, `forget`), which the reads (`sync.store.pg.reads`), the listing diff
-(`sync.store.pg.listing`) and the store's callers ask before they touch a table. Creating and
-widening tables is the page write's (`sync.store.pg.pagewrite.PageWriter.ensure`), not this
-class's. Not wired into `Mirror` yet.
+`has_table`, `forget`, and `types`, the columns' types, which the hours ask), which the reads
+(`sync.store.pg.reads`), the listing diff (`sync.store.pg.listing`) and the store's callers ask
+before they touch a table. Creating and widening tables is the page write's
+(`sync.store.pg.pagewrite.PageWriter.ensure`), not this class's. Not wired into `Mirror` yet.
 
 Everything is asked of the catalogue (`pg_class`, `pg_attribute`), never learnt from a failed
 statement: in PostgreSQL a failed statement aborts the caller's transaction, where SQLite's
@@ -15,9 +15,11 @@ in `sqlite_master` (SQLite's `PRAGMA table_info` of a bare name does find a temp
 its `has_table` answers yes for a listing's name; no caller asks that, and here it is no). Names are compared exactly: PostgreSQL's quoted identifiers are
 case-sensitive, where SQLite folds the case of table and column names.
 
-**The cache.** `columns` keeps what it read of a table that exists, as SQLite's `Schema` does:
-whoever adds a column through another object (the page writer) calls `forget` for that table.
-A table that does not exist is never cached, so one made later is seen at once.
+**The cache.** `columns` and `types` keep what they read of a table that exists (one read
+fills both), as SQLite's `Schema` does: whoever adds or widens a column through another object
+(the page writer, `sync.store.pg.hours.ensure_table`) calls `forget` for that table, and so does
+whoever rolls back a transaction in which one was (`PgMirror`'s group, for `hours`). A table
+that does not exist is never cached, so one made later is seen at once.
 """
 
 from __future__ import annotations
@@ -50,13 +52,14 @@ VIEWS: dict[str, tuple[tuple[tuple[str, tuple[str, ...]], ...], str]] = {
 }
 
 
-def table_columns(conn: psycopg.Connection[Any], schema: str, table: str) -> list[str]:
-    """The columns of `schema.table` (a table or a view) in their order, read now (no cache);
-    [] when it does not exist."""
+def table_types(conn: psycopg.Connection[Any], schema: str, table: str) -> dict[str, str]:
+    """The columns of `schema.table` (a table or a view) in their order, each with its type as
+    `format_type` names it (`bigint`, `text`: no collation), read now (no cache); {} when it
+    does not exist."""
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
-            "SELECT a.attname FROM pg_catalog.pg_attribute a"
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_attribute a"
             " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
             " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = %s AND c.relname = %s AND c.relkind = ANY(%s)"
@@ -65,7 +68,13 @@ def table_columns(conn: psycopg.Connection[Any], schema: str, table: str) -> lis
         )
         .fetchall()
     )
-    return [str(r[0]) for r in rows]
+    return {str(name): str(kind) for name, kind in rows}
+
+
+def table_columns(conn: psycopg.Connection[Any], schema: str, table: str) -> list[str]:
+    """The columns of `schema.table` (a table or a view) in their order, read now (no cache);
+    [] when it does not exist."""
+    return list(table_types(conn, schema, table))
 
 
 class Schema:
@@ -75,6 +84,8 @@ class Schema:
     def __init__(self, conn: psycopg.Connection[Any], name: str = SCHEMA) -> None:
         self.conn = conn
         self.name = name
+        #: What `types` read of each table that exists: its columns' types, and their names.
+        self._types: dict[str, dict[str, str]] = {}
         self._columns: dict[str, set[str]] = {}
 
     def __repr__(self) -> str:
@@ -83,11 +94,19 @@ class Schema:
     def columns(self, table: str) -> set[str]:
         """Current columns of `table` (empty when it does not exist)."""
         cols = self._columns.get(table)
-        if cols is None:
-            cols = set(table_columns(self.conn, self.name, table))
-            if cols:
-                self._columns[table] = cols
-        return cols
+        return set(self.types(table)) if cols is None else cols
+
+    def types(self, table: str) -> dict[str, str]:
+        """Current columns of `table` in their order, each with its type (`table_types`; empty
+        when it does not exist): read once and kept with `columns` (one read fills both, one
+        `forget` drops both). Not to be changed by the caller."""
+        found = self._types.get(table)
+        if found is None:
+            found = table_types(self.conn, self.name, table)
+            if found:
+                self._types[table] = found
+                self._columns[table] = set(found)
+        return found
 
     def names(self) -> set[str]:
         """The mirror's tables and views, by name (those of this schema only)."""
@@ -170,3 +189,4 @@ class Schema:
     def forget(self, table: str) -> None:
         """Drop the cached columns of `table` (after a change made outside this class)."""
         self._columns.pop(table, None)
+        self._types.pop(table, None)

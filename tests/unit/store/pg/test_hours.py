@@ -8,8 +8,11 @@ same of both: a range replaced for one mall only, a day outside it replaced whol
 attribute's column (seen by the schema at once), an empty first refresh making the table, the
 current hours kept whole. `Store.rows` reads with one statement written once for both, the
 `body` decoded (text in SQLite, jsonb here). The tests after them are PostgreSQL's own: the
-table's types, a value that does not fit widening its column, an attribute only a later day
-has, names PostgreSQL cannot take, and NUL.
+table's types, a value that does not fit widening its column (a null fits any), an attribute
+only a later day has, names PostgreSQL cannot take, NUL, the columns read once and again after a
+change, and of a day given twice the last copy compared with what is held. The last ones run
+beside a bulk load's pages, in `PgMirror`'s open group: no read and no savepoint there, committed
+with the group, and gone with it when it rolls back, the table or columns made in it too.
 """
 
 from __future__ import annotations
@@ -24,15 +27,18 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
-from psycopg import sql
+from psycopg import pq, sql
 
 from sync.pipeline.hours import stage_hours
 from sync.store import Mirror
 from sync.store.hours import EMPTY_DAY, by_columns
 from sync.store.pg import hours as pg_hours
+from sync.store.pg import schema as pg_schema
 from sync.store.pg.hours import Hours, ensure_hours, wanted
+from sync.store.pg.mirror import PgMirror
 from sync.store.pg.schema import Schema
 from tests.support.rawsql import pg_rolled_back, pg_run, sqlite_rolled_back
+from tests.unit.store.pg.test_pagewrite import T1, _deal, _deals
 
 SCHEMA = 'Hours "h"'
 MARCH = (date(2026, 3, 1), date(2026, 3, 9))
@@ -310,3 +316,166 @@ def test_an_unchanged_refresh_rewrites_nothing_and_a_changed_one_only_what_diffe
     assert after[(1, "2026-03-02")][0] != before[(1, "2026-03-02")][0]
     assert after[(2, "2026-03-01")] == before[(2, "2026-03-01")]
     assert pg.rows("SELECT fetched_at FROM hours WHERE mall_id = 1") == [("y",)]
+
+
+def test_a_null_fits_any_column(pg: Store) -> None:
+    """A refresh whose values of a numeric column are all null leaves its type as it is, with
+    or without another column to make (it once widened it to text, rewriting the table)."""
+    pg.hours.write(1, [_day("2026-03-01", "a", n=1, f=0.5)], *_one("2026-03-01"))
+    pg.hours.write(2, [_day("2026-03-01", "b", 2, n=None, f=None)], *_one("2026-03-01"))
+    pg.hours.write(3, [_day("2026-03-01", "c", 3, n=None, f=None, new=1)], *_one("2026-03-01"))
+    assert _types(pg)["n"] == ("bigint", None) and _types(pg)["f"] == ("double precision", None)
+    assert pg.rows("SELECT mall_id, n, f, new FROM hours ORDER BY mall_id") == [
+        (1, 1, 0.5, None),
+        (2, None, None, None),
+        (3, None, None, 1),
+    ]
+    assert pg_hours.fits({"n": "bigint"}, [{"n": None}, {"n": True}])
+    assert not pg_hours.fits({"n": "bigint"}, [{"n": 1}, {"n": 1.5}])
+
+
+def test_the_columns_are_read_once_and_again_after_a_change(
+    pg: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh asks the catalogue nothing when its columns are known (the schema's cache), and
+    reads them again after it made or changed one: a column set that changes between malls, a
+    value widening its column."""
+    reads: list[str] = []
+    real = pg_schema.table_types
+
+    def counted(conn: psycopg.Connection[Any], schema: str, table: str) -> dict[str, str]:
+        reads.append(table)
+        return real(conn, schema, table)
+
+    monkeypatch.setattr(pg_schema, "table_types", counted)
+    pg.hours.write(1, [_day("2026-03-01", "a")], *MARCH)
+    assert reads == ["hours", "hours"]  # none yet; made, read again
+    pg.hours.write(2, [_day("2026-03-01", "b", 2), _day("2026-03-02", "c", 2)], *MARCH)
+    assert len(reads) == 2
+    pg.hours.write(3, [_day("2026-03-01", "d", 3, note="x")], *MARCH)  # a new column
+    pg.hours.write(1, [_day("2026-03-01", "a"), _day("2026-03-02", "e")], *MARCH)  # without it
+    assert len(reads) == 3
+    pg.hours.write(2, [_day("2026-03-01", "b", 2, note=7)], *MARCH)  # a text column takes 7
+    pg.hours.write(2, [_day("2026-03-01", "b", 2, n=1)], *MARCH)
+    assert len(reads) == 4
+    pg.hours.write(3, [_day("2026-03-01", "d", 3, n=0.5, note="x")], *MARCH)  # n widened
+    assert len(reads) == 5 and _types(pg)["n"] == ("double precision", None)
+    assert pg.rows("SELECT mall_id, date, hours_text, note, n FROM hours ORDER BY 1, 2") == [
+        (1, "2026-03-01", "a", None, None),
+        (1, "2026-03-02", "e", None, None),
+        (2, "2026-03-01", "b", None, 1.0),
+        (3, "2026-03-01", "d", "x", 0.5),
+    ]
+
+
+def test_of_a_day_given_twice_the_last_copy_is_compared_with_what_is_held(pg: Store) -> None:
+    """One statement writes a column set's days (it cannot touch a row twice): of a day's
+    copies the last, left as it is when the same as held, whatever the copies before it."""
+    pg.hours.write(1, [_day("2026-03-01", "a"), _day("2026-03-02", "b")], *MARCH)
+    before = pg.rows("SELECT date, xmin::text, hours_text FROM hours ORDER BY date")
+    days = [_day("2026-03-02", "x"), _day("2026-03-01", "a"), _day("2026-03-02", "b")]
+    assert pg.hours.write(1, days, *MARCH) == 3
+    assert pg.rows("SELECT date, xmin::text, hours_text FROM hours ORDER BY date") == before
+    pg.hours.write(1, [_day("2026-03-01", "y"), _day("2026-03-01", "z")], *_one("2026-03-01"))
+    assert pg.rows("SELECT date, hours_text FROM hours ORDER BY date") == [
+        ("2026-03-01", "z"),
+        ("2026-03-02", "b"),
+    ]
+
+
+# -- beside a bulk load's pages (`PgMirror.group`) ---------------------------------------------
+
+
+@pytest.fixture
+def mirror(pg_db: str) -> Iterator[PgMirror]:
+    """A whole mirror in `SCHEMA` whose `deals` table exists (a page written), no group open."""
+    opened = PgMirror.open(pg_db, SCHEMA)
+    try:
+        opened.write_staged([_deals(_deal(1, T1, "a"))])
+        yield opened
+    finally:
+        opened.close()
+
+
+def _open_group(mirror: PgMirror) -> None:
+    """A bulk load's group, opened by its first page: a transaction in pipeline mode."""
+    mirror.group.start(100)
+    mirror.write_staged([_deals(_deal(2, T1, "b"))])
+    assert mirror.group.open and mirror.conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
+
+
+def _roll_back(mirror: PgMirror) -> None:
+    """The open group fails (a page's error): it rolls back whole, and ends."""
+    with pytest.raises(RuntimeError, match="boom"), mirror._page_transaction():
+        raise RuntimeError("boom")
+    mirror.group.end()
+
+
+def _seen(dsn: str, statement: str) -> list[tuple[Any, ...]]:
+    """What another session sees (committed rows only)."""
+    with psycopg.connect(dsn, autocommit=True) as other:
+        return _run(other, statement, ())
+
+
+def _type(dsn: str, column: str) -> list[tuple[Any, ...]]:
+    """The type of `column` of `hours` as another session sees it ([] when it has none)."""
+    with psycopg.connect(dsn, autocommit=True) as other:
+        return other.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = %s"
+            " AND table_name = 'hours' AND column_name = %s",
+            (SCHEMA, column),
+        ).fetchall()
+
+
+def _waited(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the refresh waited for the server (a read or a savepoint)")
+
+
+def test_a_refresh_in_a_group_waits_for_nothing_and_commits_with_it(
+    mirror: PgMirror, pg_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside the group its statements are a part of its transaction: no read (the columns are
+    known), no savepoint; a day given thrice is one row of its statement."""
+    mirror.hours.write(1, [_day("2026-03-01", "9-5")], *MARCH)
+    _open_group(mirror)
+    with monkeypatch.context() as m:
+        for name in ("fetchone", "fetchall", "fetchmany"):
+            m.setattr(psycopg.Cursor, name, _waited)
+        m.setattr(mirror.conn, "transaction", _waited)
+        mirror.hours.write(1, [_day("2026-03-01", "9-6")], *MARCH)
+        mirror.hours.write(2, [_day("2026-03-01", t, 2) for t in ("a", "b", "c")], *MARCH)
+    statement = "SELECT mall_id, hours_text FROM hours ORDER BY mall_id"
+    assert _seen(pg_db, statement) == [(1, "9-5")]  # in the open group, not committed
+    mirror.group.end()
+    assert _seen(pg_db, statement) == [(1, "9-6"), (2, "c")]
+
+
+def test_a_group_rolled_back_takes_the_refresh_and_the_table_it_made(
+    mirror: PgMirror, pg_db: str
+) -> None:
+    """The mirror forgets the columns it had cached: the next refresh makes the table again."""
+    _open_group(mirror)
+    mirror.hours.write(1, [_day("2026-03-01", "9-5")], *MARCH)  # the table made in the group
+    mirror.hours.write(2, [_day("2026-03-01", "9-6", 2)], *MARCH)
+    _roll_back(mirror)
+    assert _type(pg_db, "mall_id") == []  # no table
+    mirror.hours.write(3, [_day("2026-03-01", "10-4", 3)], *MARCH)
+    assert _seen(pg_db, "SELECT mall_id, hours_text FROM hours") == [(3, "10-4")]
+
+
+def test_a_column_added_or_widened_in_a_rolled_back_group_is_made_again(
+    mirror: PgMirror, pg_db: str
+) -> None:
+    mirror.hours.write(1, [_day("2026-03-01", "a", n=1)], *MARCH)
+    _open_group(mirror)
+    mirror.hours.write(2, [_day("2026-03-01", "b", 2, n=1.5, note="new")], *MARCH)
+    _roll_back(mirror)
+    assert _type(pg_db, "n") == [("bigint",)] and _type(pg_db, "note") == []
+    _open_group(mirror)
+    mirror.hours.write(2, [_day("2026-03-01", "b", 2, n=2.5, note="again")], *MARCH)
+    mirror.group.end()
+    assert _type(pg_db, "n") == [("double precision",)]
+    assert _seen(pg_db, "SELECT mall_id, n, note FROM hours ORDER BY mall_id") == [
+        (1, 1.0, None),
+        (2, 2.5, "again"),
+    ]

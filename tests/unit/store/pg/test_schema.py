@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from sync.store.pg.bookkeeping import READABLE
-from sync.store.pg.schema import Schema, table_columns
+from sync.store.pg.schema import Schema, table_columns, table_types
 from tests.support.twin_stores import SCHEMA, Store, postgres_store, sqlite_store
 
 T0 = "2026-01-01T00:00:00.000Z"
@@ -138,3 +138,24 @@ def test_a_materialised_view_and_a_dropped_column(pg: Store) -> None:
     pg.schema.forget("deals")
     assert pg.schema.columns("counted") == {"n"} and "views" not in pg.schema.columns("deals")
     assert table_columns(pg.conn, SCHEMA, "deals")[0] == "id"
+
+
+def test_types_are_read_with_the_columns_and_forgotten_with_them(pg: Store) -> None:
+    """`types` (the hours' question) and `columns` share one read and one `forget`."""
+    pg.write("deals", [_deal(1)])
+    types = pg.schema.types("deals")
+    assert types == {
+        "id": "bigint",
+        "title": "text",
+        "is_local": "boolean",
+        "updated_at": "text",
+        "views": "bigint",
+    }
+    assert list(types) == table_columns(pg.conn, SCHEMA, "deals")
+    assert pg.schema.columns("deals") == set(types)
+    assert table_types(pg.conn, SCHEMA, "deals") == types
+    pg.raw("ALTER TABLE deals ALTER COLUMN views TYPE double precision")
+    assert pg.schema.types("deals")["views"] == "bigint"  # kept until forgotten
+    pg.schema.forget("deals")
+    assert pg.schema.types("deals")["views"] == "double precision"
+    assert pg.schema.types("nowhere") == {} and pg.schema.columns("nowhere") == set()

@@ -203,13 +203,15 @@ def write(
     `updated_at`, when its batch and table have the column; called after the batch's upsert,
     in its transaction), only the owners the mirror holds at their copy's stamp: the guard
     let the copy through. An owner listed twice gets its last list."""
-    for rel in rtype.relationships:
-        pairs = links.get(rel.name)
-        if not pairs:
-            continue
+    rels = [(rel, dict(pairs)) for rel in rtype.relationships if (pairs := links.get(rel.name))]
+    known_all = sorted({rid for _, lists in rels for rid in lists if rid not in new})
+    # The compared path asks which owners the guard let through once for all their lists.
+    let: set[int] | frozenset[int] = frozenset()
+    if notes is not None and known_all:
+        let = _accepted(conn, schema, rtype.table, known_all, stamps)
+    for rel, lists in rels:
         table = rel.link_table(rtype.name)
         cols = rel.link_columns(rtype.name)
-        lists = dict(pairs)
         fresh: list[tuple[int, int, int]] = []
         known: list[int] = []
         for rid in sorted(lists):
@@ -218,7 +220,7 @@ def write(
             else:
                 known.append(rid)
         if known and notes is not None:
-            held = _accepted(conn, schema, (table, rtype.table), cols, known, stamps)
+            held = [rid for rid in known if rid in let]
             if held:
                 _compare(conn, schema, table, cols, held, lists, (rtype.name, notes))
         elif known:
@@ -256,23 +258,21 @@ def _merge(
 def _accepted(
     conn: psycopg.Connection[Any],
     schema: str,
-    tables: tuple[str, str],
-    cols: tuple[str, str],
+    table: str,
     owners: list[int],
     stamps: Mapping[int, Any] | None,
-) -> list[int]:
-    """Of `owners` (ascending), those the mirror holds at their copy's stamp (all, without
-    `stamps`)."""
+) -> set[int] | frozenset[int]:
+    """Of `owners` (ascending) of `table`, those the mirror holds at their copy's stamp (all,
+    without `stamps`): one read."""
     if not stamps:
-        return owners
-    held = {
+        return frozenset(owners)
+    return {
         int(r[0])
         for r in conn.execute(
-            _statement(conn, schema, tables[0], cols, "accepted", tables[1]),
+            _statement(conn, schema, table, ("id", "id"), "accepted", table),
             (int_array(owners), [stamps.get(rid) for rid in owners]),
         )
     }
-    return [rid for rid in owners if rid in held]
 
 
 def _compare(

@@ -4,7 +4,8 @@ The counterparts of `sync.store.groupcommit.GroupCommit` and `sync.store.indexes
 (`PgMirror.group`, `PgMirror.indexes`). **Group commit** (`PgGroup`, the one group mechanism of
 the PostgreSQL store): a backfill writes `pages` pages (or `seconds` of them) to a transaction
 (`start`, `end`), so a page's commit is not a round trip and a flush each; the daemon keeps one
-transaction per page (a webhook's 202 follows a real commit). The open group is a transaction
+transaction per page (a webhook's 202 follows a real commit), pipelined as well: a page's
+writes go without waiting for their answers, its reads and the fence wait. The open group is a transaction
 in *pipeline mode*: a page's statements are sent without waiting for their answers, so the
 server merges one page while the client downloads and encodes the next (the writes are
 synchronous on the event loop: a round trip waited for is a download stalled); the client
@@ -97,7 +98,8 @@ class PgGroup:
         """One page's writes: its own transaction, or a part of the open group (opened first);
         a failure rolls back the page, or the whole open group, and is raised."""
         if not self.size:
-            with self.conn.transaction():
+            # Pipelined too: its statements go without waiting, the reads and the fence wait.
+            with self.conn.pipeline(), self.conn.transaction():
                 yield
                 self._fenced()
             return

@@ -8,8 +8,9 @@ run one body over both stores), by one of three ways, chosen per owner:
 
 - **New owners** (`new`: no row before this write, hence no links): a plain `INSERT`, with no
   look and no arbiter (a probe and a WAL record less a pair).
-- **Known owners, changes entered in the feed** (`notes`: the daemon): their lists read first
-  (`held_lists`), compared, and only the owners whose lists differ written and noted.
+- **Known owners, changes entered in the feed** (`notes`: the daemon): one read for the batch
+  (`_held`: which owners the guard let through, and their lists in each link table), the
+  lists compared, and only the owners whose lists differ written and noted.
 - **Known owners, no feed entry wanted** (`notes` None: a bulk load, whose feed is one
   `backfill` entry per type): the compare is the server's, with nothing read. In a bulk load's
   pipelined group a read makes the client wait until the server has run every statement sent
@@ -42,12 +43,15 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from sync.model.catalogue import ResourceType
+from sync.model.catalogue import Relationship, ResourceType
 from sync.store.links import Links
 from sync.store.pg.changes import LinkNotes
 
 #: (schema, link table, owner column, related column, kind, owners' table) -> the statement.
 _STATEMENTS: dict[tuple[str, str, str, str, str, str], bytes] = {}
+
+#: (schema, owners' table, its link tables and columns, stamped) -> `_held`'s read.
+_READS: dict[tuple[str, str, tuple[tuple[str, str, str], ...], bool], bytes] = {}
 
 #: The owners (`x(o, at)`: id, the copy's stamp) whose copy the mirror holds after the batch's
 #: upsert: it holds the copy's own stamp (see the module docstring).
@@ -65,8 +69,6 @@ _TEMPLATES = {
     " unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS u(o, r, p) ORDER BY u.o, u.r"
     " ON CONFLICT ({o}, {r}) DO UPDATE SET position = EXCLUDED.position"
     " WHERE l.position IS DISTINCT FROM EXCLUDED.position",
-    # Of the owners and their copies' stamps, those the mirror holds at that stamp.
-    "accepted": "SELECT x.o FROM unnest(%s::bigint[], %s::text[]) AS x(o, at){held}",
     # Unread: the owners (the fourth and fifth arrays: id, copy's stamp) held at their copy's
     # stamp whose held list differs from the one served (the related ids in order: SQLite's
     # compare, a NULL position first); their held pairs the list no longer names deleted, its
@@ -205,10 +207,12 @@ def write(
     let the copy through. An owner listed twice gets its last list."""
     rels = [(rel, dict(pairs)) for rel in rtype.relationships if (pairs := links.get(rel.name))]
     known_all = sorted({rid for _, lists in rels for rid in lists if rid not in new})
-    # The compared path asks which owners the guard let through once for all their lists.
-    let: set[int] | frozenset[int] = frozenset()
+    # The compared path reads, in one statement, which owners the guard let through and what
+    # each of their link tables holds for them.
+    let: set[int] = set()
+    held: dict[str, dict[int, dict[int, int | None]]] = {}
     if notes is not None and known_all:
-        let = _accepted(conn, schema, rtype.table, known_all, stamps)
+        let, held = _held(conn, schema, rtype, [rel for rel, _ in rels], known_all, stamps)
     for rel, lists in rels:
         table = rel.link_table(rtype.name)
         cols = rel.link_columns(rtype.name)
@@ -220,9 +224,16 @@ def write(
             else:
                 known.append(rid)
         if known and notes is not None:
-            held = [rid for rid in known if rid in let]
-            if held:
-                _compare(conn, schema, table, cols, held, lists, (rtype.name, notes))
+            owners = [rid for rid in known if rid in let]
+            if owners:
+                _compare(
+                    conn,
+                    schema,
+                    (table, cols),
+                    (owners, held.get(table, {})),
+                    lists,
+                    (rtype.name, notes),
+                )
         elif known:
             _merge(conn, schema, (table, rtype.table), cols, known, (lists, stamps))
         if fresh:
@@ -255,38 +266,66 @@ def _merge(
     )
 
 
-def _accepted(
+def _held(
     conn: psycopg.Connection[Any],
     schema: str,
-    table: str,
+    rtype: ResourceType,
+    rels: list[Relationship],
     owners: list[int],
     stamps: Mapping[int, Any] | None,
-) -> set[int] | frozenset[int]:
-    """Of `owners` (ascending) of `table`, those the mirror holds at their copy's stamp (all,
-    without `stamps`): one read."""
-    if not stamps:
-        return frozenset(owners)
-    return {
-        int(r[0])
-        for r in conn.execute(
-            _statement(conn, schema, table, ("id", "id"), "accepted", table),
-            (int_array(owners), [stamps.get(rid) for rid in owners]),
+) -> tuple[set[int], dict[str, dict[int, dict[int, int | None]]]]:
+    """Of `owners` (of `rtype`), those the mirror holds at their copy's stamp (all, without
+    `stamps`), and per link table of `rels` their lists as `held_lists` reads them: one read."""
+    tables = tuple((rel.link_table(rtype.name), *rel.link_columns(rtype.name)) for rel in rels)
+    key = (schema, rtype.table, tables, bool(stamps))
+    statement = _READS.get(key)
+    if statement is None:
+        among: sql.Composable = sql.SQL(
+            "SELECT x.o FROM unnest(%s::bigint[], %s::text[]) AS x(o, at)"
         )
-    }
+        if stamps:
+            among = sql.SQL("{}{}").format(
+                among, sql.SQL(_HELD).format(s=sql.Identifier(schema, rtype.table))
+            )
+        parts = [sql.SQL("SELECT -1 AS k, a.o, NULL::bigint, NULL::bigint FROM a")] + [
+            sql.SQL(
+                "SELECT {k}, l.{o}, l.{r}, l.position FROM {t} AS l JOIN a ON a.o = l.{o}"
+            ).format(
+                k=sql.Literal(k),
+                t=sql.Identifier(schema, t),
+                o=sql.Identifier(o),
+                r=sql.Identifier(r),
+            )
+            for k, (t, o, r) in enumerate(tables)
+        ]
+        statement = _READS[key] = (
+            sql.SQL("WITH a(o) AS ({}) {} ORDER BY 1, 2, 4 NULLS FIRST, 3")
+            .format(among, sql.SQL(" UNION ALL ").join(parts))
+            .as_bytes(conn)
+        )
+    let: set[int] = set()
+    held: dict[str, dict[int, dict[int, int | None]]] = {t[0]: {} for t in tables}
+    ats = [stamps.get(rid) for rid in owners] if stamps else [None] * len(owners)
+    for k, rid, rel_id, pos in conn.execute(statement, (int_array(owners), ats)):
+        if k < 0:
+            let.add(int(rid))
+        else:
+            held[tables[k][0]].setdefault(int(rid), {})[int(rel_id)] = pos
+    return let, held
 
 
 def _compare(
     conn: psycopg.Connection[Any],
     schema: str,
-    table: str,
-    cols: tuple[str, str],
-    owners: list[int],
+    link: tuple[str, tuple[str, str]],
+    read: tuple[list[int], dict[int, dict[int, int | None]]],
     lists: dict[int, list[int]],
     noted: tuple[str, LinkNotes],
 ) -> None:
-    """The lists of known `owners` read, compared, and written where they differ (members or
-    order); the owners changed noted in the feed before their pairs are inserted, as SQLite."""
-    held = held_lists(conn, schema, table, cols, owners)
+    """The lists of known `owners` compared with those `held` (read by `_held`), and written
+    where they differ (members or order); the owners changed noted in the feed before their
+    pairs are inserted, as SQLite. `link`: the link table and its columns."""
+    (table, cols), (owners, held) = link, read
     gone: list[tuple[int, int]] = []
     put: list[tuple[int, int, int]] = []
     changed: list[int] = []

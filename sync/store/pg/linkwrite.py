@@ -121,6 +121,8 @@ def int_array(values: Iterable[int]) -> str:
 
 def _once(ids: Sequence[int]) -> dict[int, int]:
     """`ids` as the link table holds them: each once, at the position where it first stands."""
+    if len(set(ids)) == len(ids):  # no repeat (nearly always): at C speed
+        return dict(zip(ids, range(len(ids)), strict=True))
     out: dict[int, int] = {}
     for pos, rid in enumerate(ids):
         out.setdefault(rid, pos)
@@ -216,11 +218,14 @@ def write(
     for rel, lists in rels:
         table = rel.link_table(rtype.name)
         cols = rel.link_columns(rtype.name)
-        fresh: list[tuple[int, int, int]] = []
+        fresh: tuple[list[int], list[int], list[int]] = ([], [], [])
         known: list[int] = []
         for rid in sorted(lists):
             if rid in new:
-                fresh.extend((rid, rel_id, p) for rel_id, p in _once(lists[rid]).items())
+                once = _once(lists[rid])
+                fresh[0].extend([rid] * len(once))
+                fresh[1].extend(once)
+                fresh[2].extend(once.values())
             else:
                 known.append(rid)
         if known and notes is not None:
@@ -236,8 +241,10 @@ def write(
                 )
         elif known:
             _merge(conn, schema, (table, rtype.table), cols, known, (lists, stamps))
-        if fresh:
-            _triples(conn, _statement(conn, schema, table, cols, "insert"), fresh)
+        if fresh[0]:
+            conn.execute(
+                _statement(conn, schema, table, cols, "insert"), tuple(map(int_array, fresh))
+            )
 
 
 def _merge(

@@ -135,9 +135,17 @@ def unlink(
 
 
 def ensure_link(
-    conn: psycopg.Connection[Any], schema: str, table: str, owner_col: str, related_col: str
+    conn: psycopg.Connection[Any],
+    schema: str,
+    table: str,
+    owner_col: str,
+    related_col: str,
+    *,
+    index: bool = True,
 ) -> bool:
-    """A link table and its reverse index, when missing (`Schema.ensure_link`): whether made."""
+    """A link table and (`index`) its reverse index, when missing (`Schema.ensure_link`):
+    whether made. A bulk load makes the table alone: `reverse_indexes` makes the index at its
+    end (one sort instead of an index entry per insert: a link insert costs ~30 % less)."""
     if exists(conn, schema, table):
         return False
     owner, other = sql.Identifier(owner_col), sql.Identifier(related_col)
@@ -150,22 +158,65 @@ def ensure_link(
             ).format(sql.Identifier(schema, table), owner, other, owner, other),
             prepare=False,
         )
-        conn.execute(
-            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
-                sql.Identifier(f"idx_{table}_{related_col}"), sql.Identifier(schema, table), other
-            ),
-            prepare=False,
-        )
+        if index:
+            _reverse_index(conn, schema, table, related_col)
     return True
 
 
+def _reverse_index(conn: psycopg.Connection[Any], schema: str, table: str, related: str) -> None:
+    conn.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
+            sql.Identifier(f"idx_{table}_{related}"),
+            sql.Identifier(schema, table),
+            sql.Identifier(related),
+        ),
+        prepare=False,
+    )
+
+
+def reverse_indexes(conn: psycopg.Connection[Any], schema: str) -> int:
+    """The reverse index of every link and membership table of `schema` that lacks it (a bulk
+    load made them without, `ensure_link`; a writer killed before its end phase left them so):
+    how many were made. One catalogue read when none is missing."""
+    tables: dict[str, set[str]] = {}
+    indexes: set[str] = set()
+    for name, kind, column in conn.execute(
+        "SELECT c.relname, c.relkind::text, a.attname FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped"
+        " WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'i')",
+        (schema,),
+    ):
+        if kind == "i":
+            indexes.add(name)
+        else:
+            tables.setdefault(name, set()).add(column)
+    wanted = {
+        (lt.table, lt.related_column) for t in catalogue.TYPES.values() for lt in t.link_tables
+    }
+    wanted |= {(f"malls_{name}", f"{name}_id") for name in catalogue.TYPES}
+    made = 0
+    for table, related in sorted(wanted):
+        # PostgreSQL cuts a name at 63 bytes, as it did when the index was made.
+        if related in tables.get(table, ()) and f"idx_{table}_{related}"[:63] not in indexes:
+            _reverse_index(conn, schema, table, related)
+            made += 1
+    return made
+
+
 def ensure(
-    conn: psycopg.Connection[Any], schema: str, rtype: ResourceType, names: Sequence[str] | Links
+    conn: psycopg.Connection[Any],
+    schema: str,
+    rtype: ResourceType,
+    names: Sequence[str] | Links,
+    *,
+    index: bool = True,
 ) -> None:
-    """The link tables of the to-many relationships of `rtype` named in `names`."""
+    """The link tables of the to-many relationships of `rtype` named in `names` (`index`:
+    with their reverse indexes, `ensure_link`)."""
     for lt in rtype.link_tables:
         if lt.relationship.name in names:
-            ensure_link(conn, schema, lt.table, lt.owner_column, lt.related_column)
+            ensure_link(conn, schema, lt.table, lt.owner_column, lt.related_column, index=index)
 
 
 def none_held(conn: psycopg.Connection[Any], schema: str, rtype: ResourceType) -> bool:

@@ -75,9 +75,10 @@ def ensure(
     conn: psycopg.Connection[Any], schema: str, type_name: str, *, bulk: bool = False
 ) -> None:
     """The membership table of a mall-scoped type, shaped as the malls' link table, and the
-    feed's triggers on it when it is made here (not during a bulk load, whose feed is one
-    `backfill` entry per type; not in a schema without the feed)."""
-    made = ensure_link(conn, schema, table(type_name), *columns(type_name))
+    feed's triggers and its reverse index when it is made here (not during a bulk load, whose
+    feed is one `backfill` entry per type and whose end makes the index; no triggers in a
+    schema without the feed)."""
+    made = ensure_link(conn, schema, table(type_name), *columns(type_name), index=not bulk)
     if made and not bulk and exists(conn, schema, changes.FEED):
         changes.create_membership_triggers(conn, schema, type_name)
 

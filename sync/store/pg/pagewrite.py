@@ -367,7 +367,7 @@ class PageWriter:
             self.ensure(b)
             names = self._missing_link_tables(b)
             if names:
-                links.ensure(self.conn, self.schema, b.rtype, names)
+                links.ensure(self.conn, self.schema, b.rtype, names, index=not self.bulk)
         if self._missing_memberships(batches):
             memberships.ensure(self.conn, self.schema, batches[0].type, bulk=self.bulk)
 

@@ -104,29 +104,24 @@ class Backfills:
         def q(table: str, template: str) -> sql.Composed:
             return statement(self.schema, table, template, TABLES)
 
-        # The row and its pages in one read: in a bulk load's pipelined group every read
-        # waits for the statements sent before it (`sync.store.pg.bulk`).
-        self._state = sql.SQL(
-            "SELECT b.{page_size}, b.{last}, b.{started_at}, b.{finished_at},"
-            " ARRAY(SELECT p.{page} FROM {pages} p WHERE p.{type} = b.{type}"
-            " AND p.{scope} = b.{scope}) FROM {t} b WHERE b.{type} = %s AND b.{scope} = %s"
-        ).format(
-            t=sql.Identifier(self.schema, BACKFILL),
-            pages=sql.Identifier(self.schema, PAGES),
-            **{c: sql.Identifier(c) for c in ("page_size", "last", "started_at", "finished_at")},
-            **{c: sql.Identifier(c) for c in ("page", "type", "scope")},
-        )
-        # Every row and its pages, for the memo of `state` (`sync.store.pg.readmemo`).
-        self._every = sql.SQL(
-            "SELECT b.{type}, b.{scope}, b.{page_size}, b.{last}, b.{started_at},"
-            " b.{finished_at}, ARRAY(SELECT p.{page} FROM {pages} p WHERE p.{type} = b.{type}"
-            " AND p.{scope} = b.{scope}) FROM {t} b"
-        ).format(
-            t=sql.Identifier(self.schema, BACKFILL),
-            pages=sql.Identifier(self.schema, PAGES),
-            **{c: sql.Identifier(c) for c in ("page_size", "last", "started_at", "finished_at")},
-            **{c: sql.Identifier(c) for c in ("page", "type", "scope")},
-        )
+        # A row and its pages in one read (in a bulk load's pipelined group every read waits
+        # for the statements sent before it, `sync.store.pg.bulk`): one (type, scope)'s, and
+        # every row with its key for the memo of `state` (`sync.store.pg.readmemo`).
+        def rows(keyed: bool, where: str) -> sql.Composed:
+            return sql.SQL(
+                ("SELECT b.{type}, b.{scope}, " if keyed else "SELECT ")
+                + "b.{page_size}, b.{last}, b.{started_at}, b.{finished_at},"
+                " ARRAY(SELECT p.{page} FROM {pages} p WHERE p.{type} = b.{type}"
+                " AND p.{scope} = b.{scope}) FROM {t} b" + where
+            ).format(
+                t=sql.Identifier(self.schema, BACKFILL),
+                pages=sql.Identifier(self.schema, PAGES),
+                **{c: sql.Identifier(c) for c in ("page_size", "last", "started_at")},
+                **{c: sql.Identifier(c) for c in ("finished_at", "page", "type", "scope")},
+            )
+
+        self._state = rows(False, " WHERE b.{type} = %s AND b.{scope} = %s")
+        self._every = rows(True, "")
         #: `state`'s answers, from memory in a bulk load's pipelined group.
         self.states: ReadMemo[tuple[str, str], BackfillState] = ReadMemo(
             conn, self._all_states, self._read_state

@@ -2,11 +2,13 @@
 
 Issue #49, the PostgreSQL side of `sync.store.links` (read it first): the same functions and
 results, taking the schema's name where SQLite's take its `Schema`, held to them by contract
-tests (`tests/unit/store/pg/test_links.py`); the page write writes a batch's links by `write`.
+tests (`tests/unit/store/pg/test_links.py`); the page write writes a batch's links by `write`
+(`sync.store.pg.linkwrite`, read there how).
 
 **Tables.** `<owner>_<rel>` with SQLite's columns (`bigint NOT NULL` ids, `position bigint`),
-key (owner, related) and reverse index `idx_<table>_<related>`, made with the table. No foreign
-key: SQLite declares them but never enforces them (a link may name a row not held yet).
+key (owner, related) and reverse index `idx_<table>_<related>`, made with the table (by a bulk
+load at its end: `reverse_indexes`). No foreign key: SQLite declares them but never enforces
+them (a link may name a row not held yet).
 
 **Only what differs is written.** An owner's list is compared with the one held, as in SQLite
 (members and order; an id listed twice counts once, where it first stands); an unchanged list

@@ -147,7 +147,7 @@ async def test_keep_tells_when_the_server_ends_the_mirror_s_own_connection(
         assert not lost.is_set()
         pid = mirror.conn.info.backend_pid
         with psycopg.connect(pg_db, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])  # gone first
         with pytest.raises(psycopg.OperationalError):  # what a write meets: the broken link
             mirror.meta.set("x", "y")
         await asyncio.wait_for(lost.wait(), timeout=15)

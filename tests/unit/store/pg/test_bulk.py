@@ -266,7 +266,7 @@ def test_a_group_commits_nothing_once_the_lock_is_gone(pg_db: str) -> None:
         mirror.group.start(3)
         mirror.write_staged([_deals(_deal(2, T1, "b"))])
         with psycopg.connect(pg_db, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [lock.backend_pid])
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", [lock.backend_pid])  # gone first
         mirror.write_staged([_deals(_deal(3, T1, "c"))])
         with pytest.raises(MirrorError) as caught:
             mirror.write_staged([_deals(_deal(4, T1, "d"))])  # the group's commit is refused

@@ -48,7 +48,7 @@ def test_no_page_commits_once_the_active_lock_is_gone(pg_db: str) -> None:
         mirror.write_staged([_deals(_deal(1, T1, "a"))])
         pid = lock.backend_pid
         with psycopg.connect(pg_db, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])  # gone first
         mirror.backfills.start("deals", "Public", page_size=2, started_at=T1)
         cp = PageCheckpoint("deals", "Public", 1, 3)
         with pytest.raises(MirrorError, match="no longer holds the mirror's active lock"):

@@ -174,20 +174,10 @@ def apply(
             (int_array(g[0] for g in gone), int_array(g[1] for g in gone)),
         )
     if put:
-        _triples(conn, _statement(conn, schema, table, columns, "put"), put)
-
-
-def _triples(
-    conn: psycopg.Connection[Any], statement: bytes, rows: list[tuple[int, int, int]]
-) -> None:
-    conn.execute(
-        statement,
-        (
-            int_array(p[0] for p in rows),
-            int_array(p[1] for p in rows),
-            int_array(p[2] for p in rows),
-        ),
-    )
+        conn.execute(
+            _statement(conn, schema, table, columns, "put"),
+            tuple(int_array(col) for col in zip(*put, strict=True)),
+        )
 
 
 def write(
